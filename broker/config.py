@@ -1,0 +1,161 @@
+"""Broker and topic settings under Apache Kafka's names, with Kafka's defaults.
+
+Where a default makes no sense for a local emulator it differs, and the README
+says so (marked ``local`` below). Settings come from a server.properties file and
+``--override key=value``; unknown keys are refused so a typo is not silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _bool(v: str | bool) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = v.strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+def _long(v: str | int) -> int:
+    return int(v)
+
+
+def _str(v: str) -> str:
+    return str(v).strip()
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    topic_name: str | None = None  # the per-topic config this broker default feeds
+    doc: str = ""
+    local: bool = False  # default differs from Kafka's for a local emulator
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("node.id", _long, 1),
+        Setting("broker.id", _long, 1),
+        Setting("cluster.id", _str, "eosbroker-local-cluster"),
+        Setting("num.partitions", _long, 1),
+        Setting("default.replication.factor", _long, 1),
+        Setting("auto.create.topics.enable", _bool, True),
+        Setting("delete.topic.enable", _bool, True),
+        Setting("message.max.bytes", _long, 1048588, "max.message.bytes"),
+        Setting("socket.request.max.bytes", _long, 104857600),
+        Setting("connections.max.idle.ms", _long, 600000),
+        Setting("queued.max.requests", _long, 500, doc="requests read ahead per connection"),
+        Setting("log.segment.bytes", _long, 1073741824, "segment.bytes"),
+        Setting("log.roll.ms", _long, 604800000, "segment.ms"),
+        Setting("log.index.interval.bytes", _long, 4096, "index.interval.bytes"),
+        Setting("log.retention.ms", _long, 604800000, "retention.ms"),
+        Setting("log.retention.bytes", _long, -1, "retention.bytes"),
+        Setting("log.retention.check.interval.ms", _long, 300000),
+        Setting("log.cleanup.policy", _str, "delete", "cleanup.policy"),
+        Setting("log.cleaner.delete.retention.ms", _long, 86400000, "delete.retention.ms"),
+        Setting("log.cleaner.backoff.ms", _long, 15000),
+        Setting("log.cleaner.min.cleanable.ratio", float, 0.5, "min.cleanable.dirty.ratio"),
+        Setting("log.message.timestamp.type", _str, "CreateTime", "message.timestamp.type"),
+        Setting("log.flush.interval.messages", _long, 2**63 - 1, "flush.messages"),
+        Setting("log.flush.interval.ms", _long, 2**63 - 1, "flush.ms"),
+        Setting("min.insync.replicas", _long, 1, "min.insync.replicas"),
+        Setting("compression.type", _str, "producer", "compression.type"),
+        Setting("offsets.topic.num.partitions", _long, 50),
+        Setting("offsets.retention.minutes", _long, 10080),
+        Setting("group.initial.rebalance.delay.ms", _long, 100, local=True,
+                doc="Kafka: 3000; a local emulator should not make every new group wait 3 s"),
+        Setting("group.min.session.timeout.ms", _long, 6000),
+        Setting("group.max.session.timeout.ms", _long, 1800000),
+        Setting("transaction.state.log.num.partitions", _long, 50),
+        Setting("transaction.max.timeout.ms", _long, 900000),
+        Setting("transactional.id.expiration.ms", _long, 604800000),
+        Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", _long, 10000),
+        Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _long, 3600000),
+        Setting("producer.id.expiration.ms", _long, 86400000),
+        Setting("producer.id.expiration.check.interval.ms", _long, 600000),
+        Setting("emulate.kafka.version", _str, "4.0",
+                doc="version profile: 4.0 (newest behaviour) or 2.4 (pre-KIP-360 producer state rules)"),
+    ]
+}
+
+# Per-topic config names (CreateTopics configs, DescribeConfigs) -> broker default.
+TOPIC_DEFAULTS: dict[str, str] = {s.topic_name: s.name for s in SETTINGS.values() if s.topic_name}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class BrokerConfig:
+    """Effective broker settings: defaults, then the properties file, then overrides."""
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+        self.explicit: set[str] = set()
+        for k, v in (values or {}).items():
+            self.set(k, v)
+
+    def set(self, key: str, raw: Any) -> None:
+        setting = SETTINGS.get(key)
+        if setting is None:
+            raise ConfigError(f"unknown setting {key!r}")
+        try:
+            self._values[key] = setting.parse(raw)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"bad value for {key}: {raw!r} ({e})") from e
+        self.explicit.add(key)
+        if key == "broker.id":
+            self._values["node.id"] = self._values[key]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def items(self):
+        return self._values.items()
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "BrokerConfig":
+        config = cls()
+        if path is not None:
+            for key, value in parse_properties(Path(path).read_text()).items():
+                config.set(key, value)
+        for item in overrides or []:
+            if "=" not in item:
+                raise ConfigError(f"--override wants key=value, got {item!r}")
+            key, value = item.split("=", 1)
+            config.set(key.strip(), value.strip())
+        return config
+
+    def topic_default(self, topic_key: str) -> Any:
+        return self._values[TOPIC_DEFAULTS[topic_key]]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties, the subset Kafka's config files use: key=value or key: value."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for sep_i, ch in enumerate(line):
+            if ch in "=:":
+                out[line[:sep_i].strip()] = line[sep_i + 1 :].strip()
+                break
+        else:
+            out[line] = ""
+    return out

@@ -1,0 +1,37 @@
+"""The sans-IO contract every coordinator state machine follows.
+
+A handler looks at the current state and returns a ``Result``: the records to append
+to the coordinator's partition, the response to give once they are durable, and the
+effects the broker should carry out after that (send markers, ...). Handlers never
+mutate state. The runtime appends the records and only then calls ``replay`` for each
+one: the very code that rebuilds the state from the log at start-up. Appends to one
+coordinator partition are serialized, so a handler always sees the state that all
+earlier appends produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """One key/value record of a compacted coordinator topic; value None is a tombstone."""
+
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Generic[R]):
+    records: tuple[CoordinatorRecord, ...] = ()
+    response: R | None = None
+    effects: tuple[Any, ...] = field(default_factory=tuple)
+
+
+class StateMachine(Protocol):
+    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int) -> None:
+        """Applies one record from the log (at start-up, and after every append)."""

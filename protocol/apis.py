@@ -1,0 +1,138 @@
+"""The table of API keys and the version ranges the broker supports.
+
+``advertised_min`` can be lower than ``accepted_min``: librdkafka < 2.11.1 enables
+features only when the broker's range contains exact old versions (Produce 2..2,
+OffsetCommit 1..2, ...), so, like Kafka 4 (KAFKA-18659), we advertise them and
+reject the removed versions when a request actually uses them.
+
+Version profiles (``emulate.kafka.version``) cap the maxima at what that Kafka
+release advertised, so clients that infer the broker version from ApiVersions
+(kafka-python) behave as they would against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kio.schema.index import schema_name_map, api_key_map
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRange:
+    api_key: int
+    name: str
+    advertised_min: int
+    accepted_min: int
+    max: int
+
+    @property
+    def kio_name(self) -> str:
+        return api_key_map[self.api_key]
+
+    def flexible(self, version: int) -> bool:
+        """Whether this version uses request header v2 / response header v1."""
+        return _flexible_from(self.api_key) <= version
+
+
+def _flexible_from(api_key: int) -> int:
+    versions = schema_name_map[api_key_map[api_key]]
+    from protocol.messages import request_class
+
+    for v in sorted(versions):
+        if request_class(api_key, v).__flexible__:
+            return v
+    return 1 << 15
+
+
+# api_key: (name, advertised_min, accepted_min, max) as Apache Kafka 4.0 advertises.
+KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
+    0: ("Produce", 0, 3, 12),
+    1: ("Fetch", 4, 4, 17),
+    2: ("ListOffsets", 1, 1, 10),
+    3: ("Metadata", 0, 0, 13),
+    8: ("OffsetCommit", 1, 2, 9),
+    9: ("OffsetFetch", 1, 1, 9),
+    10: ("FindCoordinator", 0, 0, 6),
+    11: ("JoinGroup", 0, 0, 9),
+    12: ("Heartbeat", 0, 0, 4),
+    13: ("LeaveGroup", 0, 0, 5),
+    14: ("SyncGroup", 0, 0, 5),
+    15: ("DescribeGroups", 0, 0, 5),
+    16: ("ListGroups", 0, 0, 5),
+    18: ("ApiVersions", 0, 0, 4),
+    19: ("CreateTopics", 2, 2, 7),
+    20: ("DeleteTopics", 1, 1, 6),
+    21: ("DeleteRecords", 0, 0, 2),
+    22: ("InitProducerId", 0, 0, 5),
+    24: ("AddPartitionsToTxn", 0, 0, 5),
+    25: ("AddOffsetsToTxn", 0, 0, 4),
+    26: ("EndTxn", 0, 0, 4),
+    27: ("WriteTxnMarkers", 1, 1, 2),
+    28: ("TxnOffsetCommit", 0, 0, 5),
+    32: ("DescribeConfigs", 1, 1, 4),
+    37: ("CreatePartitions", 0, 0, 3),
+    42: ("DeleteGroups", 0, 0, 2),
+    47: ("OffsetDelete", 0, 0, 0),
+    60: ("DescribeCluster", 0, 0, 1),
+    61: ("DescribeProducers", 0, 0, 0),
+    65: ("DescribeTransactions", 0, 0, 0),
+    66: ("ListTransactions", 0, 0, 1),
+}
+
+# Maxima of older releases, for the version profile. Only keys that differ from 4.0
+# and matter to clients' version inference are listed; missing APIs did not exist.
+PROFILE_MAXIMA: dict[str, dict[int, int | None]] = {
+    "4.0": {},
+    "2.4": {
+        0: 8, 1: 11, 2: 5, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5,
+        16: 3, 18: 3, 19: 5, 20: 4, 21: 1, 22: 2, 24: 1, 25: 1, 26: 1, 27: 0, 28: 2,
+        32: 2, 37: 1, 42: 2, 47: 0, 60: None, 61: None, 65: None, 66: None,
+    },
+}
+PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "2.4": {0: 3, 2: 1, 8: 2}}
+
+
+class ApiTable:
+    """The ranges in force for one version profile, restricted to implemented APIs."""
+
+    def __init__(self, implemented: set[int], profile: str = "4.0") -> None:
+        if profile not in PROFILE_MAXIMA:
+            raise ValueError(f"unknown emulate.kafka.version {profile!r}; known: {sorted(PROFILE_MAXIMA)}")
+        self.profile = profile
+        maxima = PROFILE_MAXIMA[profile]
+        self.ranges: dict[int, ApiRange] = {}
+        for key, (name, adv_min, acc_min, max_v) in KAFKA_4_0.items():
+            if key not in implemented:
+                continue
+            if key in maxima:
+                if maxima[key] is None:
+                    continue
+                max_v = maxima[key]
+            acc_min = max(acc_min, PROFILE_MINIMA[profile].get(key, acc_min))
+            adv_min = min(adv_min, acc_min)
+            if max_v < acc_min:
+                continue
+            self.ranges[key] = ApiRange(key, name, adv_min, acc_min, max_v)
+
+    def get(self, api_key: int) -> ApiRange | None:
+        return self.ranges.get(api_key)
+
+    def accepts(self, api_key: int, version: int) -> bool:
+        r = self.ranges.get(api_key)
+        return r is not None and r.accepted_min <= version <= r.max
+
+    def supports_version(self, version: str) -> bool:
+        return version in PROFILE_MAXIMA
+
+    def older_than(self, version: str) -> bool:
+        """True when the profile emulates a release before ``version``."""
+        return _vtuple(self.profile) < _vtuple(version)
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def api_name(api_key: int) -> str:
+    entry = KAFKA_4_0.get(api_key)
+    return entry[0] if entry else api_key_map.get(api_key, f"api-{api_key}")

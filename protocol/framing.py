@@ -1,0 +1,150 @@
+"""Size-prefixed frames and request/response headers, sans-IO.
+
+``FrameDecoder`` is fed bytes and hands back whole frames; it refuses a frame whose
+length prefix exceeds the limit before buffering its body, so an absurd prefix
+costs nothing. Header layouts are the request header v1/v2 and response header
+v0/v1 of Kafka's RequestHeader.json / ResponseHeader.json.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+_INT32 = struct.Struct(">i")
+_REQUEST_HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+
+
+class FrameError(Exception):
+    """The peer broke framing; the connection must be closed."""
+
+
+class FrameTooLarge(FrameError):
+    pass
+
+
+class FrameDecoder:
+    """Accumulates bytes; ``next_frame`` returns one frame body at a time."""
+
+    __slots__ = ("max_frame_size", "_buf", "_pos")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0
+
+    def feed(self, data: bytes) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def pending_frame_size(self) -> int | None:
+        """The length of the frame being received, once its prefix has arrived."""
+        if self.buffered < 4:
+            return None
+        return _INT32.unpack_from(self._buf, self._pos)[0]
+
+    def next_frame(self) -> bytes | None:
+        size = self.pending_frame_size()
+        if size is None:
+            return None
+        if size < 0:
+            raise FrameError(f"negative frame size {size}")
+        if size > self.max_frame_size:
+            raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_size}")
+        start = self._pos + 4
+        if len(self._buf) - start < size:
+            return None
+        frame = bytes(self._buf[start : start + size])
+        self._pos = start + size
+        return frame
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_request_header(frame: bytes) -> tuple[RequestHeader, int]:
+    """Reads the fields shared by request header v0-v2 and returns the offset after them.
+
+    The caller skips the header's tagged fields (v2) once it knows the version is
+    flexible (see ``skip_tagged_fields``).
+    """
+    if len(frame) < _REQUEST_HEADER_FIXED.size:
+        raise FrameError(f"request header truncated: {len(frame)} bytes")
+    api_key, api_version, correlation_id, client_len = _REQUEST_HEADER_FIXED.unpack_from(frame, 0)
+    pos = _REQUEST_HEADER_FIXED.size
+    client_id = None
+    if client_len >= 0:
+        if pos + client_len > len(frame):
+            raise FrameError("request header client_id truncated")
+        try:
+            client_id = frame[pos : pos + client_len].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FrameError("request header client_id is not UTF-8") from e
+        pos += client_len
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def read_unsigned_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise FrameError("varint truncated")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise FrameError("varint too long")
+
+
+def skip_tagged_fields(buf: bytes, pos: int) -> int:
+    count, pos = read_unsigned_varint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_unsigned_varint(buf, pos)
+        size, pos = read_unsigned_varint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise FrameError("tagged field truncated")
+    return pos
+
+
+def encode_response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
+    """Size prefix + response header (v0, or v1 with empty tagged fields) + body."""
+    header_len = 5 if flexible_header else 4
+    out = bytearray(4 + header_len + len(body))
+    _INT32.pack_into(out, 0, header_len + len(body))
+    _INT32.pack_into(out, 4, correlation_id)
+    if flexible_header:
+        out[8] = 0  # no tagged fields
+    out[4 + header_len :] = body
+    return bytes(out)
+
+
+def encode_request_frame(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible_header: bool, body: bytes
+) -> bytes:
+    """Used by the broker's own clients (marker sender, tests)."""
+    cid = client_id.encode() if client_id is not None else None
+    head = _REQUEST_HEADER_FIXED.pack(api_key, api_version, correlation_id, -1 if cid is None else len(cid))
+    parts = [head]
+    if cid:
+        parts.append(cid)
+    if flexible_header:
+        parts.append(b"\x00")
+    parts.append(body)
+    payload = b"".join(parts)
+    return _INT32.pack(len(payload)) + payload

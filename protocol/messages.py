@@ -1,0 +1,161 @@
+"""Typed request/response messages through kio, and a builder that serves every version.
+
+Handlers describe a response once, as nested dicts with Kafka's field names, and
+``build`` turns that into the kio dataclass of the negotiated version: fields the
+version lacks are dropped, fields it has but the dict omits take their schema default
+(or a zero value). Millisecond ints become timedeltas/datetimes where kio wants them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+from dataclasses import MISSING, fields, is_dataclass
+from functools import cache
+from typing import Any
+from uuid import UUID
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+
+ZERO_UUID = UUID(int=0)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+class DecodeError(ValueError):
+    """A request body kio could not parse."""
+
+
+@cache
+def request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def _reader(cls: type):
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type):
+    return entity_writer(cls)
+
+
+def decode_request(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):
+    try:
+        message, size = _reader(request_class(api_key, version))(body, offset)
+    except Exception as e:  # kio raises several types for malformed input
+        raise DecodeError(f"cannot decode {api_key_map[api_key]} v{version}: {e}") from e
+    return message
+
+
+def decode_response(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):
+    message, _size = _reader(response_class(api_key, version))(body, offset)
+    return message
+
+
+def encode(message) -> bytes:
+    buf = io.BytesIO()
+    _writer(type(message))(buf, message)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# dict -> dataclass for any version
+
+
+@cache
+def _plan(cls: type) -> tuple:
+    plan = []
+    for f in fields(cls):
+        if f.name.startswith("__"):
+            continue
+        kind = classify_field(f)
+        kafka_type = f.metadata.get("kafka_type")
+        if isinstance(kind, EntityField):
+            conv = ("entity", kind.type_)
+        elif isinstance(kind, EntityTupleField):
+            conv = ("entities", kind.type_)
+        elif isinstance(kind, PrimitiveTupleField):
+            conv = ("tuple", kafka_type)
+        else:
+            conv = ("value", kafka_type)
+        has_default = f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]
+        plan.append((f.name, conv, has_default, _zero(kafka_type, kind)))
+    return tuple(plan)
+
+
+def _zero(kafka_type: str | None, kind) -> Any:
+    if isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
+        return ()
+    if isinstance(kind, EntityField):
+        return None
+    return {
+        "bool": False,
+        "string": "",
+        "bytes": b"",
+        "records": None,
+        "uuid": ZERO_UUID,
+        "error_code": ErrorCode.none,
+        "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0),
+        "datetime_i64": _EPOCH,
+        "float64": 0.0,
+    }.get(kafka_type, 0)
+
+
+def _value(kafka_type: str | None, v: Any) -> Any:
+    if v is None:
+        return None
+    if kafka_type == "error_code" and not isinstance(v, ErrorCode):
+        return ErrorCode(v)
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(v, int):
+        return datetime.timedelta(milliseconds=v)
+    if kafka_type == "datetime_i64" and isinstance(v, int):
+        return _EPOCH + datetime.timedelta(milliseconds=v)
+    return v
+
+
+def build(cls: type, data: dict[str, Any]):
+    """Builds ``cls`` from ``data``; keys unknown to this version are ignored."""
+    kwargs = {}
+    for name, (kind, arg), has_default, zero in _plan(cls):
+        if name not in data:
+            if not has_default:
+                kwargs[name] = zero
+            continue
+        v = data[name]
+        if kind == "value":
+            kwargs[name] = _value(arg, v)
+        elif kind == "entity":
+            kwargs[name] = None if v is None else (v if is_dataclass(v) else build(arg, v))
+        elif kind == "entities":
+            kwargs[name] = None if v is None else tuple(x if is_dataclass(x) else build(arg, x) for x in v)
+        else:
+            kwargs[name] = None if v is None else tuple(_value(arg, x) for x in v)
+    return cls(**kwargs)
+
+
+def build_response(api_key: int, version: int, data: dict[str, Any]):
+    return build(response_class(api_key, version), data)
+
+
+def build_request(api_key: int, version: int, data: dict[str, Any]):
+    return build(request_class(api_key, version), data)
+
+
+def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None:
+    """kio's timedelta/datetime fields back to Kafka's milliseconds."""
+    if value is None or isinstance(value, int):
+        return value
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
