@@ -1,0 +1,442 @@
+"""Records inside a v2 batch: decode, build, control markers. Sans-IO.
+
+The hot path never comes here (see protocol.records); this is for the places that
+need the records themselves: compaction, timestamp lookup, coordinators writing
+their logs, the Spark client, tests.
+
+Record layout (DefaultRecord.java): length varint, attributes int8, timestamp delta
+varlong, offset delta varint, key and value as varint-length bytes (-1 = null),
+header count varint, headers as (varint-length utf-8 key, varint-length bytes value).
+All varints are zig-zag. Decoding checks every length against the bytes left, so
+garbage raises InvalidBatch(CORRUPT_MESSAGE) instead of looping or allocating.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import cramjam
+import crc32c
+
+from protocol.records import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    InvalidBatch,
+    RecordBatch,
+)
+
+# ControlRecordType.java
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
+
+# A compressed batch may not inflate past this (a tiny zstd payload can claim gigabytes).
+MAX_DECOMPRESSED_BYTES = 128 * 1024 * 1024
+
+_HEADER = struct.Struct(">qiiBIhiqqqhii")
+_CRC_OFFSET = 17
+_CRC_START = 21
+_INT32 = struct.Struct(">i")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible 1
+_XERIAL_BLOCK = 32 * 1024  # uncompressed bytes per chunk, as snappy-java writes
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+class NewRecord(NamedTuple):
+    """A record to write; any (key, value, headers, timestamp_ms) tuple works as well."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]]
+    timestamp_ms: int
+
+
+def _corrupt(message: str) -> InvalidBatch:
+    return InvalidBatch(message, "CORRUPT_MESSAGE")
+
+
+# ---------------------------------------------------------------------------
+# decoding
+
+
+def decode_records(batch: RecordBatch, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> list[Record]:
+    """The records of ``batch`` with absolute offsets and timestamps."""
+    buf = memoryview(batch.buf)
+    start = batch.pos + RECORD_BATCH_OVERHEAD
+    end = batch.pos + batch.size
+    if batch.magic != MAGIC_V2:
+        raise _corrupt(f"unsupported magic {batch.magic}")
+    if end < start or end > len(buf):
+        raise _corrupt(f"batch length {batch.header.batch_length} does not fit the buffer")
+    count = batch.records_count
+    if count < 0:
+        raise _corrupt(f"negative record count {count}")
+    data = buf[start:end]
+    codec = batch.compression
+    if codec != COMPRESSION_NONE:
+        data = _decompress(codec, data, max_decompressed_bytes)
+
+    base_offset = batch.base_offset
+    append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    base_timestamp = batch.base_timestamp
+    records = []
+    pos = 0
+    size = len(data)
+    for _ in range(count):  # every record consumes at least one byte, so this is bounded by size
+        record, pos = _read_record(data, pos, size, base_offset, base_timestamp, append_time)
+        records.append(record)
+    if pos != size:
+        raise _corrupt(f"{size - pos} bytes left after the {count} records the batch declares")
+    return records
+
+
+def _read_varint(data, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    limit = 7 * max_bytes
+    while True:
+        if pos >= end:
+            raise _corrupt("varint runs past the end of its record")
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift >= limit:
+            raise _corrupt("varint too long")
+
+
+def _read_bytes(data, pos: int, end: int) -> tuple[bytes | None, int]:
+    n, pos = _read_varint(data, pos, end, 5)
+    if n < 0:  # Java reads any negative length as null
+        return None, pos
+    if n > end - pos:
+        raise _corrupt(f"field of {n} bytes but only {end - pos} left in the record")
+    return bytes(data[pos : pos + n]), pos + n
+
+
+def _read_record(data, pos: int, size: int, base_offset: int, base_timestamp: int, append_time: int | None):
+    length, pos = _read_varint(data, pos, size, 5)
+    if length <= 0 or length > size - pos:
+        raise _corrupt(f"record length {length} with {size - pos} bytes left")
+    end = pos + length
+    pos += 1  # attributes: unused in v2
+    timestamp_delta, pos = _read_varint(data, pos, end, 10)
+    offset_delta, pos = _read_varint(data, pos, end, 5)
+    key, pos = _read_bytes(data, pos, end)
+    value, pos = _read_bytes(data, pos, end)
+    header_count, pos = _read_varint(data, pos, end, 5)
+    if header_count < 0:
+        raise _corrupt(f"negative header count {header_count}")
+    headers = []
+    for _ in range(header_count):
+        key_len, pos = _read_varint(data, pos, end, 5)
+        if key_len < 0 or key_len > end - pos:
+            raise _corrupt(f"header key length {key_len} with {end - pos} bytes left")
+        try:
+            header_key = str(data[pos : pos + key_len], "utf-8")
+        except UnicodeDecodeError as e:
+            raise _corrupt("header key is not UTF-8") from e
+        header_value, pos = _read_bytes(data, pos + key_len, end)
+        headers.append((header_key, header_value))
+    if pos != end:
+        raise _corrupt(f"record declares {length} bytes but its fields use {length - (end - pos)}")
+    timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
+    return Record(base_offset + offset_delta, timestamp, key, value, tuple(headers)), pos
+
+
+# ---------------------------------------------------------------------------
+# compression
+
+
+def _decompress(codec: int, payload: memoryview, limit: int) -> memoryview:
+    if codec == COMPRESSION_SNAPPY:
+        return _snappy_decompress(payload, limit)
+    module = {COMPRESSION_GZIP: cramjam.gzip, COMPRESSION_LZ4: cramjam.lz4, COMPRESSION_ZSTD: cramjam.zstd}.get(codec)
+    if module is None:
+        raise _corrupt(f"unknown compression codec {codec}")
+    return _bounded_decompress(module.decompress_into, payload, limit)
+
+
+def _bounded_decompress(decompress_into, payload: memoryview, limit: int) -> memoryview:
+    # Grow the output buffer geometrically: the total work stays within twice the limit,
+    # and a payload that would inflate past the limit is refused.
+    size = min(limit, max(64 * 1024, 4 * len(payload)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = decompress_into(payload, out)
+        except cramjam.DecompressionError as e:
+            if size < limit and "buffer" in str(e):  # cramjam's "failed to write whole buffer"
+                size = min(limit, size * 4)
+                continue
+            raise _corrupt(f"cannot decompress records: {e}") from e
+        except (ValueError, TypeError) as e:
+            raise _corrupt(f"cannot decompress records: {e}") from e
+        return memoryview(out)[:n]
+
+
+def _snappy_chunks(payload: memoryview) -> list[memoryview]:
+    """Raw snappy blocks: one (librdkafka) or the chunks of a xerial stream (Java client)."""
+    if len(payload) < 16 or bytes(payload[:8]) != _XERIAL_MAGIC:
+        return [payload]
+    chunks = []
+    pos = 16  # magic, version, compatible version: the versions are not checked, as in Java
+    while pos < len(payload):
+        if len(payload) - pos < 4:
+            raise _corrupt("snappy chunk length truncated")
+        (n,) = _INT32.unpack_from(payload, pos)
+        pos += 4
+        if n < 0 or n > len(payload) - pos:
+            raise _corrupt(f"snappy chunk of {n} bytes with {len(payload) - pos} left")
+        chunks.append(payload[pos : pos + n])
+        pos += n
+    return chunks
+
+
+def _snappy_decompress(payload: memoryview, limit: int) -> memoryview:
+    chunks = _snappy_chunks(payload)
+    try:
+        sizes = [cramjam.snappy.decompress_raw_len(chunk) for chunk in chunks]
+    except cramjam.DecompressionError as e:
+        raise _corrupt(f"cannot decompress records: {e}") from e
+    total = sum(sizes)
+    if total > limit:
+        raise _corrupt(f"snappy payload inflates to {total} bytes, over the {limit} limit")
+    out = bytearray(total)
+    view = memoryview(out)
+    pos = 0
+    for chunk, n in zip(chunks, sizes):
+        try:
+            written = cramjam.snappy.decompress_raw_into(chunk, view[pos : pos + n])
+        except cramjam.DecompressionError as e:
+            raise _corrupt(f"cannot decompress records: {e}") from e
+        if written != n:
+            raise _corrupt("snappy chunk shorter than it declares")
+        pos += n
+    return view
+
+
+def _compress(codec: int, data: bytes) -> bytes:
+    if codec == COMPRESSION_GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == COMPRESSION_SNAPPY:
+        parts = [_XERIAL_HEADER]
+        for i in range(0, len(data), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[i : i + _XERIAL_BLOCK]))
+            parts.append(_INT32.pack(len(block)))
+            parts.append(block)
+        return b"".join(parts)
+    if codec == COMPRESSION_LZ4:
+        # Kafka's Lz4BlockInputStream decompresses each block on its own: no linked blocks.
+        compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+# ---------------------------------------------------------------------------
+# building
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)  # zig-zag; Python's >> keeps the sign
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        out.append(1)  # zig-zag -1
+        return
+    _write_varint(out, len(value))
+    out += value
+
+
+def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
+    body = bytearray(b"\x00")  # attributes
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    _write_bytes(body, key)
+    _write_bytes(body, value)
+    _write_varint(body, len(headers))
+    for header_key, header_value in headers:
+        _write_bytes(body, header_key.encode("utf-8"))
+        _write_bytes(body, header_value)
+    _write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[NewRecord | tuple],
+    *,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    compression: int = COMPRESSION_NONE,
+    partition_leader_epoch: int = -1,
+) -> bytearray:
+    """A CreateTime v2 batch of ``records`` (key, value, headers, timestamp_ms) with a valid CRC.
+
+    Offset deltas run 0..n-1; the base timestamp is the first record's, as Kafka's
+    MemoryRecordsBuilder does.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    base_timestamp = records[0][3]
+    body = bytearray()
+    for delta, (key, value, headers, timestamp_ms) in enumerate(records):
+        _encode_record(body, delta, timestamp_ms - base_timestamp, key, value, headers)
+    payload = bytes(body) if compression == COMPRESSION_NONE else _compress(compression, bytes(body))
+    attributes = compression | (TRANSACTIONAL_FLAG if transactional else 0)
+    max_timestamp = max(r[3] for r in records)
+    return _assemble(
+        payload,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
+    )
+
+
+def _assemble(payload: bytes, **header: int) -> bytearray:
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(
+        out,
+        0,
+        header["base_offset"],
+        len(out) - LOG_OVERHEAD,
+        header["partition_leader_epoch"],
+        MAGIC_V2,
+        0,  # CRC, below
+        header["attributes"],
+        header["last_offset_delta"],
+        header["base_timestamp"],
+        header["max_timestamp"],
+        header["producer_id"],
+        header["producer_epoch"],
+        header["base_sequence"],
+        header["records_count"],
+    )
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    return out
+
+
+def build_control_batch(
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytearray:
+    """An end-transaction marker batch as MemoryRecords.writeEndTransactionalMarker writes it."""
+    key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    body = bytearray()
+    _encode_record(body, 0, 0, key, value, ())
+    return _assemble(
+        bytes(body),
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+        last_offset_delta=0,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
+        records_count=1,
+    )
+
+
+def read_control_record(batch: RecordBatch) -> tuple[int, int]:
+    """(control type, coordinator epoch) of an end-transaction marker batch."""
+    if not batch.is_control:
+        raise _corrupt("not a control batch")
+    records = decode_records(batch)
+    if not records:
+        raise _corrupt("control batch without a record")
+    key, value = records[0].key, records[0].value
+    # ControlRecordType.parse / EndTransactionMarker.deserializeValue: newer versions
+    # keep the v0 fields first, so only the length is checked.
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise _corrupt("control record key too short")
+    key_version, control_type = _CONTROL_KEY.unpack_from(key)
+    if key_version < 0:
+        raise _corrupt(f"invalid control record key version {key_version}")
+    if control_type not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+        raise _corrupt(f"control record type {control_type} is not a transaction marker")
+    if value is None or len(value) < _CONTROL_VALUE.size:
+        raise _corrupt("end transaction marker value too short")
+    value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
+    if value_version < 0:
+        raise _corrupt(f"invalid end transaction marker version {value_version}")
+    return control_type, coordinator_epoch
+
+
+# ---------------------------------------------------------------------------
+# ListOffsets helpers
+
+
+def record_at_or_after_timestamp(batch: RecordBatch, timestamp_ms: int) -> Record | None:
+    """The first record whose timestamp is >= ``timestamp_ms`` (LogSegment.findOffsetByTimestamp)."""
+    for record in decode_records(batch):
+        if record.timestamp >= timestamp_ms:
+            return record
+    return None
+
+
+def record_with_max_timestamp(batch: RecordBatch) -> Record | None:
+    """The first record carrying the batch's largest timestamp (RecordBatch.offsetOfMaxTimestamp).
+
+    The maximum is taken over the records themselves, so a batch whose header
+    max timestamp disagrees with its records still answers consistently. None only
+    for a batch with no records (compaction can leave such batches behind).
+    """
+    best = None
+    for record in decode_records(batch):
+        if best is None or record.timestamp > best.timestamp:
+            best = record
+    return best
