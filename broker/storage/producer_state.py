@@ -1,0 +1,550 @@
+"""Per-partition producer state: idempotent deduplication, sequence and epoch checks,
+open transactions and the first unstable offset.
+
+Sans-IO: time is passed in as ``now_ms``; the only I/O is in the snapshot functions.
+
+Use on the produce path::
+
+    check = state.check(batch, log_start_offset)   # pure, before append
+    if check.error: answer check.error
+    elif check.duplicate_of: answer NONE with check.duplicate_of.first_offset
+    else: append (assigns offsets), then state.update(batch, now_ms)
+
+Markers: ``check_marker`` before appending a COMMIT/ABORT batch, then
+``complete_transaction`` with the offset it got.
+
+Profiles: the default follows Kafka >= 2.5 (KIP-360: state outlives log truncation,
+an unknown producer may start at any sequence). ``emulate_older_than_2_5`` follows
+Kafka 2.0-2.4: a producer whose batches all lie below the log start offset is
+forgotten, and an unknown producer must start at sequence 0 or get
+UNKNOWN_PRODUCER_ID (seed 002).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from protocol.records import NO_SEQUENCE, RecordBatch, increment_sequence
+
+log = logging.getLogger(__name__)
+
+BATCHES_TO_RETAIN = 5
+INT32_MAX = 0x7FFFFFFF
+NO_PRODUCER_EPOCH = -1
+NO_COORDINATOR_EPOCH = -1
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+class ProducerStateError(Exception):
+    """A marker that cannot be applied; ``error_name`` is the Kafka error to answer."""
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: tuple[BatchMetadata, ...] = ()  # most recent last, at most 5
+    current_txn_first_offset: int | None = None
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def with_epoch(self, epoch: int) -> ProducerStateEntry:
+        """A new epoch starts a new sequence space: the batch cache is cleared."""
+        if epoch == self.producer_epoch:
+            return self
+        return dataclasses.replace(self, producer_epoch=epoch, batches=())
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Outcome of ``check``: accepted (no error, no duplicate), a duplicate of a
+    stored batch (answer NONE with its original offsets, append nothing), or a
+    Kafka error name."""
+
+    error: str | None = None
+    message: str = ""
+    duplicate_of: BatchMetadata | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.error is None and self.duplicate_of is None
+
+
+ACCEPT = Check()
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTxn:
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerDescription:
+    """One row of DescribeProducers."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1 when no transaction is open
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def _error(name: str, message: str) -> Check:
+    return Check(error=name, message=message)
+
+
+class ProducerStateManager:
+    def __init__(self, emulate_older_than_2_5: bool = False) -> None:
+        self.emulate_older_than_2_5 = emulate_older_than_2_5
+        self._producers: dict[int, ProducerStateEntry] = {}
+        # Next log offset not yet reflected in this state (snapshot/rebuild bookkeeping).
+        self.map_end_offset = 0
+
+    # queries -------------------------------------------------------------
+    def entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def entries(self) -> dict[int, ProducerStateEntry]:
+        return dict(self._producers)
+
+    def has_open_transaction(self, producer_id: int) -> bool:
+        e = self._producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset is not None
+
+    def open_transactions(self) -> list[OpenTxn]:
+        txns = [
+            OpenTxn(e.producer_id, e.current_txn_first_offset)
+            for e in self._producers.values()
+            if e.current_txn_first_offset is not None
+        ]
+        return sorted(txns, key=lambda t: t.first_offset)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction; the LSO is this or the high watermark."""
+        offsets = [e.current_txn_first_offset for e in self._producers.values() if e.current_txn_first_offset is not None]
+        return min(offsets) if offsets else None
+
+    def describe(self) -> list[ProducerDescription]:
+        return [
+            ProducerDescription(
+                producer_id=e.producer_id,
+                producer_epoch=e.producer_epoch,
+                last_sequence=e.last_seq,
+                last_timestamp=e.last_timestamp,
+                coordinator_epoch=e.coordinator_epoch,
+                current_txn_start_offset=-1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+            )
+            for e in sorted(self._producers.values(), key=lambda e: e.producer_id)
+        ]
+
+    # produce path --------------------------------------------------------
+    def _visible_entry(self, producer_id: int, log_start_offset: int) -> ProducerStateEntry | None:
+        entry = self._producers.get(producer_id)
+        if entry is None or not self.emulate_older_than_2_5:
+            return entry
+        # Kafka 2.0-2.4 dropped batches, and then producers, that retention moved below
+        # the log start (KIP-360 "prolonged retention" removed this).
+        if entry.current_txn_first_offset is not None or not entry.batches:
+            return entry
+        kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
+        if not kept:
+            return None
+        return dataclasses.replace(entry, batches=kept)
+
+    def check(self, batch: RecordBatch, log_start_offset: int) -> Check:
+        """Validates a data batch before it is appended. Pure."""
+        pid = batch.producer_id
+        if pid < 0:
+            return ACCEPT
+        epoch = batch.producer_epoch
+        first_seq = batch.base_sequence
+        entry = self._visible_entry(pid, log_start_offset)
+        if entry is None:
+            if self.emulate_older_than_2_5 and first_seq != 0:
+                return _error(
+                    "UNKNOWN_PRODUCER_ID",
+                    f"no state for producer {pid} (its records may have been removed by retention); sequence {first_seq} != 0",
+                )
+            return ACCEPT  # KIP-360: an unknown producer may resume at any sequence
+
+        dup = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
+        if dup is not None:
+            return Check(duplicate_of=dup)
+
+        if epoch < entry.producer_epoch:
+            return _error(
+                "INVALID_PRODUCER_EPOCH",
+                f"producer {pid} epoch {epoch} is older than the current epoch {entry.producer_epoch}",
+            )
+        if epoch != entry.producer_epoch:
+            # Also covers librdkafka's idempotent producer, which bumps its epoch locally
+            # and restarts at sequence 0.
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                return _error(
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    f"producer {pid} new epoch {epoch} must start at sequence 0, got {first_seq}",
+                )
+        elif not in_sequence(entry.last_seq, first_seq):
+            return _error(
+                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}",
+            )
+
+        if entry.current_txn_first_offset is not None and not batch.is_transactional:
+            return _error(
+                "INVALID_TXN_STATE",
+                f"non-transactional write from producer {pid} while its transaction is open",
+            )
+        return ACCEPT
+
+    def update(self, batch: RecordBatch, now_ms: int) -> None:
+        """Records a data batch appended at its (now assigned) offsets. No validation:
+        this is also the replay path."""
+        self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
+        pid = batch.producer_id
+        if pid < 0:
+            return
+        entry = self._producers.get(pid) or ProducerStateEntry(pid)
+        entry = entry.with_epoch(batch.producer_epoch)
+        meta = BatchMetadata(
+            first_seq=batch.base_sequence,
+            last_seq=batch.last_sequence,
+            first_offset=batch.base_offset,
+            last_offset=batch.last_offset,
+            timestamp=batch.max_timestamp,
+        )
+        txn_first = entry.current_txn_first_offset
+        if txn_first is None and batch.is_transactional:
+            txn_first = batch.base_offset
+        self._producers[pid] = dataclasses.replace(
+            entry,
+            batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:],
+            current_txn_first_offset=txn_first,
+            last_timestamp=now_ms,
+        )
+
+    # transaction markers ---------------------------------------------------
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> Check:
+        """Validates a COMMIT/ABORT marker before it is appended. Pure."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return ACCEPT
+        if producer_epoch < entry.producer_epoch:
+            return _error(
+                "INVALID_PRODUCER_EPOCH",
+                f"marker for producer {producer_id} has epoch {producer_epoch}, older than {entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return _error(
+                "TRANSACTION_COORDINATOR_FENCED",
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+            )
+        return ACCEPT
+
+    def complete_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker_offset: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int | None = None,
+    ) -> CompletedTxn | None:
+        """Applies a COMMIT/ABORT marker appended at ``marker_offset``.
+
+        Returns the completed transaction, or None when the producer had none open
+        (an empty transaction changes neither the aborted index nor the LSO).
+        Raises ProducerStateError (state unchanged) when the marker is fenced.
+        ``now_ms`` refreshes the producer's activity time for expiration.
+        """
+        check = self.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if check.error:
+            raise ProducerStateError(check.error, check.message)
+        return self._apply_marker(producer_id, producer_epoch, marker_offset, commit, coordinator_epoch, now_ms)
+
+    def _apply_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker_offset: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int | None,
+    ) -> CompletedTxn | None:
+        self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
+        entry = self._producers.get(producer_id) or ProducerStateEntry(producer_id)
+        completed = None
+        if entry.current_txn_first_offset is not None:
+            completed = CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset, not commit)
+        entry = entry.with_epoch(producer_epoch)
+        self._producers[producer_id] = dataclasses.replace(
+            entry,
+            current_txn_first_offset=None,
+            coordinator_epoch=coordinator_epoch,
+            last_timestamp=entry.last_timestamp if now_ms is None else now_ms,
+        )
+        return completed
+
+    # expiration ------------------------------------------------------------
+    def remove_expired(self, now_ms: int, producer_id_expiration_ms: int) -> list[int]:
+        """Forgets producers idle for producer.id.expiration.ms; never one with an open
+        transaction. Log truncation never removes state (KIP-360)."""
+        expired = [
+            pid
+            for pid, e in self._producers.items()
+            if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= producer_id_expiration_ms
+        ]
+        for pid in expired:
+            del self._producers[pid]
+        return sorted(expired)
+
+    # recovery --------------------------------------------------------------
+    def rebuild(self, batches: Iterable[RecordBatch], now_ms: int) -> None:
+        """Replays stored batches that this state does not cover yet (those ending at
+        or after ``map_end_offset``), without validation: the log is the truth.
+
+        Replayed producers count as active at ``now_ms``, so a restart never makes a
+        producer expire earlier than it would have.
+        """
+        for batch in batches:
+            if batch.last_offset < self.map_end_offset:
+                continue
+            if not batch.is_control:
+                self.update(batch, now_ms)
+                continue
+            marker = read_end_txn_marker(batch)
+            if marker is None or batch.producer_id < 0:
+                self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
+                continue
+            commit, coordinator_epoch = marker
+            self._apply_marker(batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch, now_ms)
+
+    def write_snapshot(self, directory: Path, offset: int) -> Path:
+        """Writes the state as of log offset ``offset`` (the next offset to replay) to
+        ``<20-digit offset>.snapshot``; keeps the newest 2 snapshots."""
+        return write_snapshot(self, directory, offset)
+
+
+def _read_varint(buf, pos: int) -> tuple[int, int]:
+    """Zig-zag varint at ``pos``: (value, next position)."""
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+
+def read_end_txn_marker(batch: RecordBatch) -> tuple[bool, int] | None:
+    """(commit, coordinator_epoch) of a COMMIT/ABORT control batch, None for other
+    control types. Marker batches are never compressed and hold one record."""
+    buf = batch.buf
+    pos = batch.pos + 61
+    _length, pos = _read_varint(buf, pos)
+    pos += 1  # record attributes
+    _ts_delta, pos = _read_varint(buf, pos)
+    _offset_delta, pos = _read_varint(buf, pos)
+    key_len, pos = _read_varint(buf, pos)
+    if key_len < _CONTROL_KEY.size:
+        return None
+    _key_version, control_type = _CONTROL_KEY.unpack_from(buf, pos)
+    pos += key_len
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    value_len, pos = _read_varint(buf, pos)
+    coordinator_epoch = NO_COORDINATOR_EPOCH
+    if value_len >= _END_TXN_VALUE.size:
+        _value_version, coordinator_epoch = _END_TXN_VALUE.unpack_from(buf, pos)
+    return control_type == CONTROL_COMMIT, coordinator_epoch
+
+
+# snapshots -------------------------------------------------------------------
+#
+# File <20-digit offset>.snapshot, all integers big-endian:
+#   header : version int16 (=1) | crc uint32 (CRC-32C of everything after the header)
+#   body   : entry_count int32, then per entry
+#            producer_id int64 | producer_epoch int16 | coordinator_epoch int32 |
+#            last_timestamp int64 | current_txn_first_offset int64 (-1 = none) |
+#            batch_count int8, then per batch (oldest first)
+#            first_seq int32 | last_seq int32 | first_offset int64 | last_offset int64 | timestamp int64
+# Unlike Kafka's snapshot (last batch only), all 5 cached batches are kept so
+# duplicate detection survives a restart.
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+SNAPSHOTS_TO_KEEP = 2
+_SNAP_HEADER = struct.Struct(">hI")
+_SNAP_COUNT = struct.Struct(">i")
+_SNAP_ENTRY = struct.Struct(">qhiqqb")
+_SNAP_BATCH = struct.Struct(">iiqqq")
+
+
+class CorruptSnapshot(ValueError):
+    pass
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
+    """(offset, path) of every snapshot file in ``directory``, oldest first."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = []
+    for p in directory.iterdir():
+        stem = p.name[: -len(SNAPSHOT_SUFFIX)]
+        if p.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+            found.append((int(stem), p))
+    return sorted(found)
+
+
+def encode_snapshot(manager: ProducerStateManager) -> bytes:
+    entries = sorted(manager.entries().values(), key=lambda e: e.producer_id)
+    parts = [_SNAP_COUNT.pack(len(entries))]
+    for e in entries:
+        txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
+        parts.append(
+            _SNAP_ENTRY.pack(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.last_timestamp, txn, len(e.batches))
+        )
+        for b in e.batches:
+            parts.append(_SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp))
+    body = b"".join(parts)
+    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+
+def decode_snapshot(data: bytes, emulate_older_than_2_5: bool = False) -> ProducerStateManager:
+    try:
+        version, crc = _SNAP_HEADER.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise CorruptSnapshot(f"unknown snapshot version {version}")
+        body = memoryview(data)[_SNAP_HEADER.size :]
+        if crc32c.crc32c(body) != crc:
+            raise CorruptSnapshot("snapshot CRC mismatch")
+        (count,) = _SNAP_COUNT.unpack_from(body, 0)
+        pos = _SNAP_COUNT.size
+        manager = ProducerStateManager(emulate_older_than_2_5)
+        for _ in range(count):
+            pid, epoch, coord_epoch, last_ts, txn, nbatches = _SNAP_ENTRY.unpack_from(body, pos)
+            pos += _SNAP_ENTRY.size
+            batches = []
+            for _ in range(nbatches):
+                batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
+                pos += _SNAP_BATCH.size
+            manager._producers[pid] = ProducerStateEntry(
+                producer_id=pid,
+                producer_epoch=epoch,
+                batches=tuple(batches),
+                current_txn_first_offset=None if txn < 0 else txn,
+                coordinator_epoch=coord_epoch,
+                last_timestamp=last_ts,
+            )
+        if pos != len(body):
+            raise CorruptSnapshot(f"{len(body) - pos} unexpected trailing bytes")
+        return manager
+    except struct.error as e:
+        raise CorruptSnapshot(f"snapshot truncated: {e}") from None
+
+
+def write_snapshot(manager: ProducerStateManager, directory: Path, offset: int) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = snapshot_path(directory, offset)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(encode_snapshot(manager))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    for _, old in list_snapshots(directory)[:-SNAPSHOTS_TO_KEEP]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def load_latest_snapshot(
+    directory: Path,
+    emulate_older_than_2_5: bool = False,
+    log_end_offset: int | None = None,
+) -> tuple[ProducerStateManager, int] | None:
+    """The newest readable snapshot as (manager, offset), or None.
+
+    A corrupt or truncated snapshot is logged and skipped in favour of the older one.
+    Snapshots beyond ``log_end_offset`` (the log lost its tail) are skipped too.
+    The caller then replays the log from ``offset`` with ``rebuild``.
+    """
+    for offset, path in reversed(list_snapshots(directory)):
+        if log_end_offset is not None and offset > log_end_offset:
+            log.warning("ignoring producer snapshot %s beyond log end offset %d", path, log_end_offset)
+            continue
+        try:
+            manager = decode_snapshot(path.read_bytes(), emulate_older_than_2_5)
+        except (CorruptSnapshot, OSError) as e:
+            log.warning("ignoring unreadable producer snapshot %s: %s", path, e)
+            continue
+        manager.map_end_offset = offset
+        return manager, offset
+    return None
