@@ -32,7 +32,8 @@ from pathlib import Path
 
 import crc32c
 
-from protocol.records import NO_SEQUENCE, RecordBatch, increment_sequence
+from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
+from protocol.records import NO_SEQUENCE, InvalidBatch, RecordBatch
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,6 @@ BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
 NO_PRODUCER_EPOCH = -1
 NO_COORDINATOR_EPOCH = -1
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 
 
 class ProducerStateError(Exception):
@@ -366,59 +364,19 @@ class ProducerStateManager:
             if not batch.is_control:
                 self.update(batch, now_ms)
                 continue
-            marker = read_end_txn_marker(batch)
-            if marker is None or batch.producer_id < 0:
-                self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
+            self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
+            try:
+                control_type, coordinator_epoch = read_control_record(batch)
+            except InvalidBatch as e:
+                log.warning("skipping control batch at offset %d: %s", batch.base_offset, e)
                 continue
-            commit, coordinator_epoch = marker
+            commit = control_type == CONTROL_TYPE_COMMIT
             self._apply_marker(batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch, now_ms)
 
     def write_snapshot(self, directory: Path, offset: int) -> Path:
         """Writes the state as of log offset ``offset`` (the next offset to replay) to
         ``<20-digit offset>.snapshot``; keeps the newest 2 snapshots."""
         return write_snapshot(self, directory, offset)
-
-
-def _read_varint(buf, pos: int) -> tuple[int, int]:
-    """Zig-zag varint at ``pos``: (value, next position)."""
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-_CONTROL_KEY = struct.Struct(">hh")
-_END_TXN_VALUE = struct.Struct(">hi")
-
-
-def read_end_txn_marker(batch: RecordBatch) -> tuple[bool, int] | None:
-    """(commit, coordinator_epoch) of a COMMIT/ABORT control batch, None for other
-    control types. Marker batches are never compressed and hold one record."""
-    buf = batch.buf
-    pos = batch.pos + 61
-    _length, pos = _read_varint(buf, pos)
-    pos += 1  # record attributes
-    _ts_delta, pos = _read_varint(buf, pos)
-    _offset_delta, pos = _read_varint(buf, pos)
-    key_len, pos = _read_varint(buf, pos)
-    if key_len < _CONTROL_KEY.size:
-        return None
-    _key_version, control_type = _CONTROL_KEY.unpack_from(buf, pos)
-    pos += key_len
-    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
-        return None
-    value_len, pos = _read_varint(buf, pos)
-    coordinator_epoch = NO_COORDINATOR_EPOCH
-    if value_len >= _END_TXN_VALUE.size:
-        _value_version, coordinator_epoch = _END_TXN_VALUE.unpack_from(buf, pos)
-    return control_type == CONTROL_COMMIT, coordinator_epoch
 
 
 # snapshots -------------------------------------------------------------------

@@ -19,9 +19,9 @@ from broker.storage.producer_state import (
     ProducerStateManager,
     list_snapshots,
     load_latest_snapshot,
-    read_end_txn_marker,
     snapshot_path,
 )
+from protocol.record_codec import build_control_batch
 from protocol.records import CONTROL_FLAG, RecordBatch
 
 INT32_MAX = 0x7FFFFFFF
@@ -46,19 +46,23 @@ def data_batch(pid=PID, epoch=0, seq=0, count=1, transactional=False, ts=NOW, of
     return batch
 
 
-def marker_batch(pid=PID, epoch=0, commit=True, coordinator_epoch=0, offset=0, control_type=None) -> RecordBatch:
+def marker_batch(pid=PID, epoch=0, commit=True, coordinator_epoch=0, offset=0) -> RecordBatch:
+    batch = RecordBatch(build_control_batch(pid, epoch, commit, coordinator_epoch, NOW, base_offset=offset))
+    assert batch.is_control and batch.crc_valid()
+    return batch
+
+
+def leader_change_batch(offset=0) -> RecordBatch:
+    """A control batch that is not a transaction marker (control type 2)."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=True, producer_id=pid,
-        producer_epoch=epoch, base_sequence=-1, batch_size=1 << 20,
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
     )
-    ctype = (1 if commit else 0) if control_type is None else control_type
-    builder.append(0, NOW, struct.pack(">hh", 0, ctype), struct.pack(">hi", 0, coordinator_epoch), headers=[])
+    builder.append(0, NOW, struct.pack(">hh", 0, 2), b"\x00\x00", headers=[])
     buf = builder.build()
-    attrs = struct.unpack_from(">h", buf, 21)[0] | CONTROL_FLAG
-    struct.pack_into(">h", buf, 21, attrs)
+    struct.pack_into(">h", buf, 21, struct.unpack_from(">h", buf, 21)[0] | CONTROL_FLAG)
     struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
     batch = RecordBatch(buf)
-    assert batch.is_control and batch.crc_valid()
     batch.set_base_offset(offset)
     return batch
 
@@ -556,17 +560,19 @@ def test_no_validation_on_first_entry_when_loading_log():
     assert state.entry(PID).last_seq == 70
 
 
-def test_rebuild_skips_other_control_batches():
+def test_rebuild_skips_other_control_batches(caplog):
     state = ProducerStateManager()
-    leader_change = marker_batch(pid=-1, epoch=-1, offset=0, control_type=2)
-    assert read_end_txn_marker(leader_change) is None
-    state.rebuild([leader_change, data_batch(seq=0, offset=1)], NOW)
+    with caplog.at_level(logging.WARNING):
+        state.rebuild([leader_change_batch(offset=0), data_batch(seq=0, offset=1)], NOW)
     assert list(state.entries()) == [PID] and state.map_end_offset == 2
+    assert "skipping control batch at offset 0" in caplog.text
 
 
-def test_read_end_txn_marker():
-    assert read_end_txn_marker(marker_batch(commit=True, coordinator_epoch=12)) == (True, 12)
-    assert read_end_txn_marker(marker_batch(commit=False, coordinator_epoch=0)) == (False, 0)
+def test_rebuild_applies_marker_coordinator_epoch():
+    state = ProducerStateManager()
+    state.rebuild([data_batch(seq=0, transactional=True, offset=0), marker_batch(epoch=0, commit=False, coordinator_epoch=12, offset=1)], NOW)
+    assert not state.has_open_transaction(PID) and state.entry(PID).coordinator_epoch == 12
+    assert state.check_marker(PID, 0, 11).error == "TRANSACTION_COORDINATOR_FENCED"
 
 
 def test_remove_expired_pids_on_reload(tmp_path):
