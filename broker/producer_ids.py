@@ -1,0 +1,79 @@
+"""Producer ids that are never handed out twice, across restarts and crashes.
+
+Like Kafka's block allocation (ProducerIdManager), ids are reserved a block at a
+time: the end of the block is made durable before any id of it is handed out.
+After a restart, crash or clean, allocation resumes at the end of the last reserved
+block; ids of a block that were not handed out are skipped, never repeated.
+
+The file holds one decimal integer, the end (exclusive) of the reserved block.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MAX_PRODUCER_ID = 0x7FFFFFFFFFFFFFFF
+
+
+class ProducerIdsExhausted(RuntimeError):
+    pass
+
+
+class ProducerIdAllocator:
+    def __init__(self, path: Path, block_size: int = 1000) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.path = Path(path)
+        self.block_size = block_size
+        self.blocks_reserved = 0  # blocks reserved by this instance (file writes)
+        self._block_end = self._read_block_end()
+        self._next = self._block_end
+
+    def _read_block_end(self) -> int:
+        try:
+            text = self.path.read_text(encoding="ascii")
+        except FileNotFoundError:
+            return 0
+        try:
+            value = int(text.strip())
+        except ValueError:
+            # Guessing a value could repeat ids: refuse to start instead.
+            raise ValueError(f"{self.path}: unreadable producer id block end {text[:40]!r}") from None
+        if value < 0:
+            raise ValueError(f"{self.path}: negative producer id block end {value}")
+        return value
+
+    def _reserve_block(self) -> None:
+        end = self._block_end + self.block_size
+        if end > MAX_PRODUCER_ID:
+            raise ProducerIdsExhausted(f"producer ids exhausted at {self._block_end}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(f"{end}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_directory(self.path.parent)
+        self._block_end = end
+        self.blocks_reserved += 1
+
+    def next_producer_id(self) -> int:
+        if self._next >= self._block_end:
+            self._reserve_block()
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Makes the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
