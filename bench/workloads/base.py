@@ -1,0 +1,75 @@
+"""What a workload is: a named function of a running broker that returns metrics.
+
+A workload may require others to run before it in the same broker run (consume reads
+the topic produce filled); ``RunContext.state`` carries such hand-overs. Targets are
+the issue's acceptance figures for eosbroker, judged against the medians.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bench.brokers import RunningBroker
+
+SUBJECT = "eosbroker"
+PEER = "tansu"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    better: Literal["higher", "lower"]
+    fmt: str = ",.1f"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One acceptance figure for eosbroker on one metric.
+
+    ``min_ratio_to_peer``: eosbroker >= ratio x peer.  ``below``: eosbroker < value.
+    """
+
+    metric: str
+    description: str
+    min_ratio_to_peer: float | None = None
+    below: float | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    records: int
+    record_size: int
+    timeout_s: float
+
+
+@dataclass
+class RunContext:
+    broker: RunningBroker
+    settings: Settings
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    def deadline(self) -> float:
+        """A perf_counter() deadline for one workload."""
+        return time.perf_counter() + self.settings.timeout_s
+
+
+class WorkloadFailed(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    run: Callable[[RunContext], dict[str, float]]
+    metrics: tuple[Metric, ...]
+    requires: tuple[str, ...] = ()
+    targets: tuple[Target, ...] = ()

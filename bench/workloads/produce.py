@@ -1,0 +1,102 @@
+"""Produce: one confluent-kafka producer, acks=all, no idempotence, linger.ms=5, fixed-size
+records to partition 0 of a fresh single-partition topic.
+
+Timed from the first produce() to flush() returning with every delivery report in;
+any failed delivery fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
+
+TOPIC_KEY = "produce.topic"
+_POLL_EVERY = 1000
+
+
+def create_topic(bootstrap: str, name: str, timeout_s: float) -> None:
+    # log_level 4: warnings only; at level 6 librdkafka notes the admin result event left
+    # unserved in its background queue when the client is destroyed.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=1, replication_factor=1)], request_timeout=timeout_s, operation_timeout=timeout_s
+    )
+    try:
+        futures[name].result(timeout=timeout_s)
+    except KafkaException as e:
+        raise WorkloadFailed(f"create_topics({name}) failed: {e}") from e
+    except TimeoutError as e:
+        raise WorkloadFailed(f"create_topics({name}) got no answer within {timeout_s} s") from e
+
+
+class DeliveryTally:
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.failed = 0
+        self.first_error = None
+
+    def __call__(self, err, msg) -> None:
+        if err is None:
+            self.delivered += 1
+        else:
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = err
+
+
+def run(ctx: RunContext) -> dict[str, float]:
+    records, size = ctx.settings.records, ctx.settings.record_size
+    topic = f"bench-produce-{uuid.uuid4().hex[:12]}"
+    create_topic(ctx.bootstrap, topic, min(30.0, ctx.settings.timeout_s))
+    tally = DeliveryTally()
+    producer = Producer(
+        {
+            "bootstrap.servers": ctx.bootstrap,
+            "enable.idempotence": False,
+            "acks": "all",
+            "linger.ms": 5,
+            "on_delivery": tally,
+        }
+    )
+    value = os.urandom(size)
+    deadline = ctx.deadline()
+    produce, poll = producer.produce, producer.poll
+
+    started = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                produce(topic, value, partition=0)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                poll(0.01)
+                if time.perf_counter() > deadline:
+                    raise WorkloadFailed(f"produce: local queue still full at record {i} after {ctx.settings.timeout_s} s")
+        if i % _POLL_EVERY == 0:
+            poll(0)
+    left = producer.flush(max(0.0, deadline - time.perf_counter()))
+    elapsed = time.perf_counter() - started
+
+    if left:
+        raise WorkloadFailed(f"produce: {left} records still undelivered after {ctx.settings.timeout_s} s")
+    if tally.failed:
+        raise WorkloadFailed(f"produce: {tally.failed} delivery reports failed, first: {tally.first_error}")
+    if tally.delivered != records:
+        raise WorkloadFailed(f"produce: {tally.delivered} successful delivery reports for {records} records")
+    ctx.state[TOPIC_KEY] = topic
+    return {"records/s": records / elapsed, "MB/s": records * size / elapsed / 1e6}
+
+
+WORKLOAD = Workload(
+    name="produce",
+    description="acks=all, linger.ms=5, no idempotence, 1 partition",
+    run=run,
+    metrics=(Metric("records/s", "records/s", "higher", ",.0f"), Metric("MB/s", "MB/s", "higher")),
+    targets=(Target("records/s", "produce records/s >= 0.8x tansu", min_ratio_to_peer=0.8),),
+)
