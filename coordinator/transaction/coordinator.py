@@ -1,0 +1,512 @@
+"""The transaction coordinator (transaction version 1) as a sans-IO state machine.
+
+Handlers read the state and return ``Result(records, response, effects)``; they never
+change it. The runtime appends ``records`` to the __transaction_state partition of the
+transactional id, calls ``replay`` for each, answers with ``response`` and then carries
+out ``effects`` (``SendMarkers``; when every marker is acknowledged it calls
+``markers_written``). ``replay`` is also what rebuilds the state at load time. Because
+appends to one partition are serialized, Kafka's "pending state" never exists here: a
+handler always sees the outcome of every earlier append, and a failed append leaves the
+state as it was (so a failed epoch fence is simply redone with the same epoch).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.partitioning import partition_for
+from coordinator.records import CoordinatorRecord, Result
+from coordinator.transaction import log_codec
+from coordinator.transaction.messages import (
+    AddPartitionsResponse,
+    DescribedTransaction,
+    EndTxnResponse,
+    InitProducerIdResponse,
+    ListedTransaction,
+    ListTransactionsResponse,
+    SendMarkers,
+    TransactionLogRecord,
+    VerifyPartitionsResponse,
+)
+from coordinator.transaction.metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    ProducerFenced,
+    TopicPartition,
+    TransactionMetadata,
+    is_epoch_exhausted,
+)
+from coordinator.transaction.state import TransactionState
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+E = ErrorCode
+S = TransactionState
+
+
+class ProducerIdAllocator(Protocol):
+    def next_producer_id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionConfig:
+    """Kafka's settings, by their Kafka names, that the coordinator itself consults."""
+
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    transaction_state_log_num_partitions: int = 50  # transaction.state.log.num.partitions
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    coordinator_epoch: int
+    loading: bool = True
+    transactions: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+def _fenced_error(api_version: int, first_version_with_producer_fenced: int) -> ErrorCode:
+    """Clients older than KIP-588 know the fence only as INVALID_PRODUCER_EPOCH."""
+    if api_version >= first_version_with_producer_fenced:
+        return E.producer_fenced
+    return E.invalid_producer_epoch
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TransactionConfig, producer_ids: ProducerIdAllocator) -> None:
+        self.config = config
+        self._producer_ids = producer_ids
+        self._partitions: dict[int, _PartitionState] = {}
+
+    # -- placement and inspection ------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+
+    def partition_of(self, record: CoordinatorRecord) -> int:
+        """The __transaction_state partition a record of ours belongs to."""
+        return self.partition_for(log_codec.decode_key(record.key))
+
+    def owned_partitions(self) -> frozenset[int]:
+        return frozenset(p for p, s in self._partitions.items() if not s.loading)
+
+    def loading_partitions(self) -> frozenset[int]:
+        return frozenset(p for p, s in self._partitions.items() if s.loading)
+
+    def coordinator_epoch(self, partition: int) -> int | None:
+        state = self._partitions.get(partition)
+        return None if state is None else state.coordinator_epoch
+
+    def transaction_metadata(self, transactional_id: str) -> TransactionMetadata | None:
+        state = self._partitions.get(self.partition_for(transactional_id))
+        return None if state is None else state.transactions.get(transactional_id)
+
+    def snapshot(self) -> dict[int, tuple[int, bool, dict[str, TransactionMetadata]]]:
+        """A copy of the whole state (metadata values are immutable), for comparisons."""
+        return {
+            p: (s.coordinator_epoch, s.loading, dict(s.transactions))
+            for p, s in self._partitions.items()
+        }
+
+    # -- partition ownership -----------------------------------------------------------
+
+    def load_partition(self, partition: int, coordinator_epoch: int) -> None:
+        """Become coordinator for ``partition``: forget anything held, replay comes next."""
+        self._partitions[partition] = _PartitionState(coordinator_epoch)
+
+    def finish_loading(self, partition: int) -> list[Result]:
+        """Serve the partition; roll forward transactions found half-completed."""
+        state = self._partitions[partition]
+        state.loading = False
+        return [
+            Result(effects=(self._send_markers(md, state.coordinator_epoch,
+                                               md.state is S.PREPARE_COMMIT),))
+            for md in state.transactions.values()
+            if md.state.is_prepare
+        ]
+
+    def unload_partition(self, partition: int) -> None:
+        self._partitions.pop(partition, None)
+
+    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int) -> None:
+        try:
+            transactional_id = log_codec.decode_key(record.key)
+        except log_codec.UnknownKeyVersion:
+            return  # another coordinator's record type: Kafka skips it too
+        state = self._partitions.get(self.partition_for(transactional_id))
+        if state is None:
+            return  # partition no longer ours: the append raced an unload
+        if record.value is None:
+            state.transactions.pop(transactional_id, None)
+            return
+        value = log_codec.decode_value(record.value)
+        last_epoch = (
+            record.last_producer_epoch
+            if isinstance(record, TransactionLogRecord)
+            else NO_PRODUCER_EPOCH
+        )
+        state.transactions[transactional_id] = log_codec.metadata_from_value(
+            transactional_id, value, last_epoch
+        )
+
+    # -- InitProducerId ----------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        producer_id: int,
+        producer_epoch: int,
+        api_version: int,
+        now_ms: int,
+    ) -> Result[InitProducerIdResponse]:
+        if transactional_id is None:
+            raise ValueError("a null transactional id is answered by the broker, not the coordinator")
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+            return _init_error(E.invalid_request)
+        if transactional_id == "":
+            return _init_error(E.invalid_request)
+        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
+            return _init_error(E.invalid_transaction_timeout)
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is not None:
+            return _init_error(error)
+        expected_given = producer_id != NO_PRODUCER_ID
+        if md is None:
+            # A new mapping: a fresh producer id whose first persisted epoch will be 0.
+            md = TransactionMetadata(
+                transactional_id=transactional_id,
+                producer_id=self._producer_ids.next_producer_id(),
+                previous_producer_id=NO_PRODUCER_ID,
+                next_producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH,
+                last_producer_epoch=NO_PRODUCER_EPOCH,
+                txn_timeout_ms=transaction_timeout_ms,
+                state=S.EMPTY,
+                topic_partitions=frozenset(),
+                txn_start_timestamp_ms=-1,
+                txn_last_update_timestamp_ms=now_ms,
+            )
+        if md.state.is_prepare:
+            return _init_error(E.concurrent_transactions)
+        fenced = _fenced_error(api_version, 4)
+        if expected_given and not (
+            md.producer_epoch == NO_PRODUCER_EPOCH
+            or producer_id == md.producer_id
+            or (producer_id == md.previous_producer_id and is_epoch_exhausted(producer_epoch))
+        ):
+            return _init_error(fenced)
+        if md.state is S.ONGOING:
+            # Fence the running producer and abort its transaction; this epoch is never
+            # handed out. The client retries and gets the next one (or a new producer id).
+            aborting = md.prepare_fence_producer_epoch().prepare_abort_or_commit(
+                S.PREPARE_ABORT, now_ms
+            )
+            return Result(
+                records=(self._record(aborting),),
+                response=InitProducerIdResponse(E.concurrent_transactions),
+                effects=(self._send_markers(aborting, coordinator_epoch, commit=False),),
+            )
+        if md.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            raise AssertionError(f"{transactional_id!r} is in {md.state}, which is never stored")
+        expected_epoch = producer_epoch if expected_given else None
+        try:
+            if md.is_producer_epoch_exhausted and expected_epoch in (None, md.producer_epoch):
+                new = md.prepare_producer_id_rotation(
+                    self._producer_ids.next_producer_id(), transaction_timeout_ms, now_ms,
+                    record_last_epoch=expected_given,
+                )
+            else:
+                new = md.prepare_increment_producer_epoch(
+                    transaction_timeout_ms, expected_epoch, now_ms
+                )
+        except ProducerFenced:
+            return _init_error(fenced)
+        return Result(
+            records=(self._record(new),),
+            response=InitProducerIdResponse(E.none, new.producer_id, new.producer_epoch),
+        )
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------
+
+    def add_partitions_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        api_version: int,
+        now_ms: int,
+    ) -> Result[AddPartitionsResponse]:
+        if not transactional_id:
+            return Result(response=AddPartitionsResponse(E.invalid_request))
+        error, _, md = self._lookup(transactional_id)
+        if error is None:
+            error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
+        if error is None and md.state.is_prepare:
+            error = E.concurrent_transactions
+        if error is not None:
+            return Result(response=AddPartitionsResponse(error))
+        wanted = frozenset(partitions)
+        if md.state is S.ONGOING and wanted <= md.topic_partitions:
+            return Result(response=AddPartitionsResponse(E.none))  # nothing new to persist
+        new = md.prepare_add_partitions(wanted, now_ms)
+        return Result(records=(self._record(new),), response=AddPartitionsResponse(E.none))
+
+    def add_offsets_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        api_version: int,
+        now_ms: int,
+    ) -> Result[AddPartitionsResponse]:
+        offsets_partition = partition_for(group_id, self.config.offsets_topic_num_partitions)
+        return self.add_partitions_to_txn(
+            transactional_id, producer_id, producer_epoch,
+            [(CONSUMER_OFFSETS_TOPIC, offsets_partition)], api_version, now_ms,
+        )
+
+    def verify_partitions_in_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> Result[VerifyPartitionsResponse]:
+        """KIP-890 verification (AddPartitionsToTxn v4+ VerifyOnly): never writes.
+
+        A partition missing from the transaction is TRANSACTION_ABORTABLE, as Kafka 3.8+
+        answers; the partition leader maps it to INVALID_TXN_STATE for older produce clients.
+        """
+        wanted = list(partitions)
+        error: ErrorCode | None = E.invalid_request if not transactional_id else None
+        md = None
+        if error is None:
+            error, _, md = self._lookup(transactional_id)
+        if error is None:
+            error = self._check_producer(md, producer_id, producer_epoch, api_version=4,
+                                         first_fenced_version=2)
+        if error is None and md.state.is_prepare:
+            error = E.concurrent_transactions
+        if error is not None:
+            errors = {tp: error for tp in wanted}
+        else:
+            errors = {
+                tp: E.none if tp in md.topic_partitions else E.transaction_abortable
+                for tp in wanted
+            }
+        return Result(response=VerifyPartitionsResponse(errors))
+
+    # -- EndTxn and marker completion --------------------------------------------------
+
+    def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        api_version: int,
+        now_ms: int,
+    ) -> Result[EndTxnResponse]:
+        if not transactional_id:
+            return Result(response=EndTxnResponse(E.invalid_request))
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is None:
+            error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
+        if error is not None:
+            return Result(response=EndTxnResponse(error))
+        if md.state is S.ONGOING:
+            prepared = md.prepare_abort_or_commit(
+                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms
+            )
+            return Result(
+                records=(self._record(prepared),),
+                response=EndTxnResponse(E.none),
+                effects=(self._send_markers(prepared, coordinator_epoch, commit),),
+            )
+        done, preparing = (
+            (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        )
+        if md.state is done:
+            return Result(response=EndTxnResponse(E.none))  # a retry of a finished EndTxn
+        if md.state is preparing:
+            return Result(response=EndTxnResponse(E.concurrent_transactions))
+        return Result(response=EndTxnResponse(E.invalid_txn_state))
+
+    def markers_written(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+        coordinator_epoch: int | None = None,
+    ) -> Result[None]:
+        """Every marker is acknowledged: persist Complete*, unless the world moved on."""
+        error, current_epoch, md = self._lookup(transactional_id)
+        if error is not None or md is None:
+            return Result()
+        if coordinator_epoch is not None and coordinator_epoch != current_epoch:
+            return Result()
+        if md.producer_id != producer_id or md.producer_epoch != producer_epoch:
+            return Result()
+        if md.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            return Result()
+        return Result(records=(self._record(md.prepare_complete(now_ms)),))
+
+    # -- timers ------------------------------------------------------------------------
+
+    def abort_timed_out_transactions(self, now_ms: int) -> list[Result]:
+        """Fence and abort every Ongoing transaction older than its own timeout."""
+        results = []
+        for state in self._serving():
+            for md in state.transactions.values():
+                if md.state is S.ONGOING and md.txn_start_timestamp_ms + md.txn_timeout_ms < now_ms:
+                    aborting = md.prepare_fence_producer_epoch().prepare_abort_or_commit(
+                        S.PREPARE_ABORT, now_ms
+                    )
+                    results.append(Result(
+                        records=(self._record(aborting),),
+                        effects=(self._send_markers(aborting, state.coordinator_epoch, False),),
+                    ))
+        return results
+
+    def expire_transactional_ids(self, now_ms: int) -> list[Result]:
+        """Tombstone idle ids (Empty/Complete*) untouched for transactional.id.expiration.ms."""
+        horizon = now_ms - self.config.transactional_id_expiration_ms
+        results = []
+        for state in self._serving():
+            for md in state.transactions.values():
+                if md.state.is_expiration_allowed and md.txn_last_update_timestamp_ms <= horizon:
+                    md.prepare_dead()  # asserts the transition is legal
+                    key = log_codec.encode_key(md.transactional_id)
+                    results.append(Result(records=(TransactionLogRecord(key, None),)))
+        return results
+
+    # -- admin -------------------------------------------------------------------------
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> tuple[DescribedTransaction, ...]:
+        described = []
+        for transactional_id in transactional_ids:
+            if not transactional_id:
+                described.append(DescribedTransaction(transactional_id, E.invalid_request))
+                continue
+            error, _, md = self._lookup(transactional_id)
+            if error is None and md is None:
+                error = E.transactional_id_not_found
+            if error is not None:
+                described.append(DescribedTransaction(transactional_id, error))
+                continue
+            described.append(DescribedTransaction(
+                transactional_id=transactional_id,
+                error=E.none,
+                state=md.state.state_name,
+                producer_id=md.producer_id,
+                producer_epoch=md.producer_epoch,
+                transaction_timeout_ms=md.txn_timeout_ms,
+                transaction_start_time_ms=md.txn_start_timestamp_ms,
+                topics=_group_by_topic(md.topic_partitions),
+            ))
+        return tuple(described)
+
+    def list_transactions(
+        self,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        transactional_id_pattern: str | None = None,
+        now_ms: int = 0,
+    ) -> ListTransactionsResponse:
+        if self.loading_partitions():
+            return ListTransactionsResponse(E.coordinator_load_in_progress)
+        pattern = None
+        if transactional_id_pattern:
+            try:
+                pattern = re.compile(transactional_id_pattern)
+            except re.error:
+                return ListTransactionsResponse(E.invalid_regular_expression)
+        state_names = list(state_filters)
+        wanted_states = {s for s in map(S.from_name, state_names) if s is not None}
+        unknown = tuple(n for n in state_names if S.from_name(n) is None)
+        producer_ids = set(producer_id_filters)
+        listed = []
+        for state in self._serving():
+            for md in state.transactions.values():
+                if producer_ids and md.producer_id not in producer_ids:
+                    continue
+                if state_names and md.state not in wanted_states:
+                    continue
+                if duration_filter_ms >= 0 and now_ms - md.txn_start_timestamp_ms <= duration_filter_ms:
+                    continue
+                if pattern is not None and pattern.fullmatch(md.transactional_id) is None:
+                    continue
+                listed.append(ListedTransaction(md.transactional_id, md.producer_id,
+                                                md.state.state_name))
+        return ListTransactionsResponse(E.none, unknown, tuple(listed))
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _lookup(
+        self, transactional_id: str
+    ) -> tuple[ErrorCode | None, int, TransactionMetadata | None]:
+        state = self._partitions.get(self.partition_for(transactional_id))
+        if state is None:
+            return E.not_coordinator, -1, None
+        if state.loading:
+            return E.coordinator_load_in_progress, state.coordinator_epoch, None
+        return None, state.coordinator_epoch, state.transactions.get(transactional_id)
+
+    @staticmethod
+    def _check_producer(
+        md: TransactionMetadata | None,
+        producer_id: int,
+        producer_epoch: int,
+        api_version: int,
+        first_fenced_version: int,
+    ) -> ErrorCode | None:
+        if md is None or md.producer_id != producer_id:
+            return E.invalid_producer_id_mapping
+        if md.producer_epoch != producer_epoch:
+            return _fenced_error(api_version, first_fenced_version)
+        return None
+
+    def _serving(self) -> list[_PartitionState]:
+        return [s for s in self._partitions.values() if not s.loading]
+
+    @staticmethod
+    def _record(md: TransactionMetadata) -> TransactionLogRecord:
+        return TransactionLogRecord(
+            key=log_codec.encode_key(md.transactional_id),
+            value=log_codec.encode_value(log_codec.value_from_metadata(md)),
+            last_producer_epoch=md.last_producer_epoch,
+        )
+
+    @staticmethod
+    def _send_markers(md: TransactionMetadata, coordinator_epoch: int, commit: bool) -> SendMarkers:
+        return SendMarkers(
+            transactional_id=md.transactional_id,
+            producer_id=md.producer_id,
+            producer_epoch=md.producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            commit=commit,
+            topic_partitions=tuple(sorted(md.topic_partitions)),
+        )
+
+
+def _init_error(error: ErrorCode) -> Result[InitProducerIdResponse]:
+    return Result(response=InitProducerIdResponse(error))
+
+
+def _group_by_topic(partitions: frozenset[TopicPartition]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return tuple((topic, tuple(ids)) for topic, ids in by_topic.items())

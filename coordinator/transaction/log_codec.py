@@ -1,0 +1,276 @@
+"""The __transaction_state record layout, byte for byte as Kafka writes it.
+
+Key (TransactionLogKey): int16 record type 0, then TransactionalId as a non-flexible
+string (int16 length). Value (TransactionLogValue): int16 version, then
+  v0 (non-flexible): ProducerId i64, ProducerEpoch i16, TransactionTimeoutMs i32,
+     TransactionStatus i8, TransactionPartitions nullable array (i32 count, -1 = null) of
+     {Topic string, PartitionIds [i32]}, LastUpdateTimestampMs i64, StartTimestampMs i64;
+  v1 (flexible): the same fields with compact (uvarint length + 1) strings and arrays,
+     a tagged-field section after every struct, and in the top-level section
+     PreviousProducerId (tag 0, i64), NextProducerId (tag 1, i64),
+     ClientTransactionVersion (tag 2, i16), NextProducerEpoch (tag 3, i16),
+     each written only when it differs from its default.
+TransactionPartitions is null when the state is Empty. A tombstone (None value) means
+the transactional id expired.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata
+from coordinator.transaction.state import TransactionState
+
+TRANSACTION_LOG_KEY_TYPE = 0
+HIGHEST_VALUE_VERSION = 1
+
+_TAG_PREVIOUS_PRODUCER_ID = 0
+_TAG_NEXT_PRODUCER_ID = 1
+_TAG_CLIENT_TRANSACTION_VERSION = 2
+_TAG_NEXT_PRODUCER_EPOCH = 3
+
+
+class UnknownKeyVersion(ValueError):
+    """A key of another coordinator record type; the loader skips it."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"unknown transaction log key version {version}")
+        self.version = version
+
+
+class UnknownValueVersion(ValueError):
+    def __init__(self, version: int) -> None:
+        super().__init__(f"unknown transaction log value version {version}")
+        self.version = version
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionLogValue:
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_status: int
+    # (topic, partition ids) in write order; None is the null array (state Empty).
+    transaction_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
+    transaction_last_update_timestamp_ms: int
+    transaction_start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    next_producer_epoch: int = -1
+    client_transaction_version: int = 0
+
+
+# -- key ---------------------------------------------------------------------------------
+
+
+def encode_key(transactional_id: str) -> bytes:
+    raw = transactional_id.encode()
+    return struct.pack(">hh", TRANSACTION_LOG_KEY_TYPE, len(raw)) + raw
+
+
+def decode_key(data: bytes) -> str:
+    (version,) = struct.unpack_from(">h", data, 0)
+    if version != TRANSACTION_LOG_KEY_TYPE:
+        raise UnknownKeyVersion(version)
+    reader = _Reader(data, 2)
+    transactional_id = reader.string()
+    if transactional_id is None:
+        raise ValueError("transaction log key has a null transactional id")
+    return transactional_id
+
+
+# -- value -------------------------------------------------------------------------------
+
+
+def encode_value(value: TransactionLogValue, version: int = HIGHEST_VALUE_VERSION) -> bytes:
+    if version not in (0, 1):
+        raise UnknownValueVersion(version)
+    flexible = version >= 1
+    out = bytearray(struct.pack(">hqhib", version, value.producer_id, value.producer_epoch,
+                                value.transaction_timeout_ms, value.transaction_status))
+    partitions = value.transaction_partitions
+    if partitions is None:
+        out += _uvarint(0) if flexible else struct.pack(">i", -1)
+    else:
+        out += _uvarint(len(partitions) + 1) if flexible else struct.pack(">i", len(partitions))
+        for topic, ids in partitions:
+            raw = topic.encode()
+            out += (_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
+            out += _uvarint(len(ids) + 1) if flexible else struct.pack(">i", len(ids))
+            out += struct.pack(f">{len(ids)}i", *ids)
+            if flexible:
+                out += _uvarint(0)  # no tagged fields in a partition entry
+    out += struct.pack(">qq", value.transaction_last_update_timestamp_ms,
+                       value.transaction_start_timestamp_ms)
+    if flexible:
+        tagged: list[tuple[int, bytes]] = []
+        if value.previous_producer_id != -1:
+            tagged.append((_TAG_PREVIOUS_PRODUCER_ID, struct.pack(">q", value.previous_producer_id)))
+        if value.next_producer_id != -1:
+            tagged.append((_TAG_NEXT_PRODUCER_ID, struct.pack(">q", value.next_producer_id)))
+        if value.client_transaction_version != 0:
+            tagged.append((_TAG_CLIENT_TRANSACTION_VERSION,
+                           struct.pack(">h", value.client_transaction_version)))
+        if value.next_producer_epoch != -1:
+            tagged.append((_TAG_NEXT_PRODUCER_EPOCH, struct.pack(">h", value.next_producer_epoch)))
+        out += _uvarint(len(tagged))
+        for tag, payload in tagged:
+            out += _uvarint(tag) + _uvarint(len(payload)) + payload
+    return bytes(out)
+
+
+def decode_value(data: bytes) -> TransactionLogValue:
+    (version,) = struct.unpack_from(">h", data, 0)
+    if version not in (0, 1):
+        raise UnknownValueVersion(version)
+    flexible = version >= 1
+    r = _Reader(data, 2)
+    producer_id, producer_epoch, timeout_ms, status = r.unpack(">qhib")
+    count = r.compact_length() if flexible else r.unpack(">i")[0]
+    partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
+    if count < 0:
+        partitions = None
+    else:
+        entries = []
+        for _ in range(count):
+            topic = r.compact_string() if flexible else r.string()
+            if topic is None:
+                raise ValueError("transaction log partition entry has a null topic")
+            n = r.compact_length() if flexible else r.unpack(">i")[0]
+            ids = r.unpack(f">{max(n, 0)}i")
+            if flexible:
+                r.skip_tagged_fields()
+            entries.append((topic, tuple(ids)))
+        partitions = tuple(entries)
+    last_update_ms, start_ms = r.unpack(">qq")
+    fields: dict[str, int] = {}
+    if flexible:
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            payload = r.take(size)
+            if tag == _TAG_PREVIOUS_PRODUCER_ID:
+                fields["previous_producer_id"] = struct.unpack(">q", payload)[0]
+            elif tag == _TAG_NEXT_PRODUCER_ID:
+                fields["next_producer_id"] = struct.unpack(">q", payload)[0]
+            elif tag == _TAG_CLIENT_TRANSACTION_VERSION:
+                fields["client_transaction_version"] = struct.unpack(">h", payload)[0]
+            elif tag == _TAG_NEXT_PRODUCER_EPOCH:
+                fields["next_producer_epoch"] = struct.unpack(">h", payload)[0]
+            # Tags from newer versions are skipped, as Kafka's generated readers do.
+    return TransactionLogValue(producer_id, producer_epoch, timeout_ms, status, partitions,
+                               last_update_ms, start_ms, **fields)
+
+
+# -- metadata <-> value ------------------------------------------------------------------
+
+
+def value_from_metadata(metadata: TransactionMetadata) -> TransactionLogValue:
+    if metadata.state is TransactionState.DEAD:
+        raise ValueError("a Dead transactional id is written as a tombstone, not a value")
+    if metadata.state is TransactionState.EMPTY:
+        if metadata.topic_partitions:
+            raise ValueError(
+                f"transactional id {metadata.transactional_id!r} is Empty but has partitions"
+            )
+        partitions = None
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(metadata.topic_partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        partitions = tuple((topic, tuple(ids)) for topic, ids in by_topic.items())
+    return TransactionLogValue(
+        producer_id=metadata.producer_id,
+        producer_epoch=metadata.producer_epoch,
+        transaction_timeout_ms=metadata.txn_timeout_ms,
+        transaction_status=metadata.state.id,
+        transaction_partitions=partitions,
+        transaction_last_update_timestamp_ms=metadata.txn_last_update_timestamp_ms,
+        transaction_start_timestamp_ms=metadata.txn_start_timestamp_ms,
+        previous_producer_id=metadata.previous_producer_id,
+        next_producer_id=metadata.next_producer_id,
+        client_transaction_version=metadata.client_transaction_version,
+    )
+
+
+def metadata_from_value(
+    transactional_id: str, value: TransactionLogValue, last_producer_epoch: int = NO_PRODUCER_EPOCH
+) -> TransactionMetadata:
+    state = TransactionState.from_id(value.transaction_status)
+    partitions: frozenset[tuple[str, int]] = frozenset()
+    if state is not TransactionState.EMPTY and value.transaction_partitions:
+        partitions = frozenset(
+            (topic, p) for topic, ids in value.transaction_partitions for p in ids
+        )
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=value.producer_id,
+        previous_producer_id=value.previous_producer_id,
+        next_producer_id=value.next_producer_id,
+        producer_epoch=value.producer_epoch,
+        last_producer_epoch=last_producer_epoch,
+        txn_timeout_ms=value.transaction_timeout_ms,
+        state=state,
+        topic_partitions=partitions,
+        txn_start_timestamp_ms=value.transaction_start_timestamp_ms,
+        txn_last_update_timestamp_ms=value.transaction_last_update_timestamp_ms,
+        client_transaction_version=value.client_transaction_version,
+    )
+
+
+# -- primitives --------------------------------------------------------------------------
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes, pos: int) -> None:
+        self.data = data
+        self.pos = pos
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ValueError("transaction log record is truncated")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return bytes(chunk)
+
+    def unpack(self, fmt: str) -> tuple:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            (b,) = self.take(1)
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise ValueError("varint is too long")
+
+    def compact_length(self) -> int:
+        """Compact arrays/strings store length + 1; 0 is null (-1)."""
+        return self.uvarint() - 1
+
+    def string(self) -> str | None:
+        (n,) = self.unpack(">h")
+        return None if n < 0 else self.take(n).decode()
+
+    def compact_string(self) -> str | None:
+        n = self.compact_length()
+        return None if n < 0 else self.take(n).decode()
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())

@@ -1,0 +1,190 @@
+"""One transactional id's coordinator state, and the pure transitions between its states.
+
+Every ``prepare_*`` helper returns the metadata the next log record will carry, or raises:
+``InvalidTransition`` for a move the state machine forbids (a coordinator bug, never a
+client error) and ``ProducerFenced`` when a KIP-360 caller presents a fenced epoch.
+Nothing here mutates; the coordinator persists the returned value and replay installs it.
+Rules follow Kafka's TransactionMetadata for transaction version 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from coordinator.transaction.state import TransactionState
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 32767  # Short.MAX_VALUE
+
+TopicPartition = tuple[str, int]
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka stops handing out epochs at MAX-1 so the coordinator can always fence once more."""
+    return epoch >= MAX_EPOCH - 1
+
+
+class InvalidTransition(Exception):
+    """A transition the state machine does not allow from the current state."""
+
+
+class ProducerFenced(Exception):
+    """The epoch a producer presented is neither the current nor the last one."""
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    previous_producer_id: int
+    next_producer_id: int
+    producer_epoch: int
+    # Epoch handed out before the last KIP-360 bump; lets a retried InitProducerId be
+    # answered again. Kafka keeps it in memory only: it is not in the log value.
+    last_producer_epoch: int
+    txn_timeout_ms: int
+    state: TransactionState
+    topic_partitions: frozenset[TopicPartition]
+    txn_start_timestamp_ms: int
+    txn_last_update_timestamp_ms: int
+    client_transaction_version: int = 0
+
+    @property
+    def is_producer_epoch_exhausted(self) -> bool:
+        return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def has_pending_transaction(self) -> bool:
+        return self.state in (
+            TransactionState.ONGOING,
+            TransactionState.PREPARE_ABORT,
+            TransactionState.PREPARE_COMMIT,
+        )
+
+    # -- transitions -------------------------------------------------------------------
+
+    def prepare_increment_producer_epoch(
+        self, new_txn_timeout_ms: int, expected_epoch: int | None, now_ms: int
+    ) -> TransactionMetadata:
+        """InitProducerId on an idle id: bump the epoch (KIP-360 rules when an epoch is given)."""
+        known = self.producer_epoch != NO_PRODUCER_EPOCH
+        if expected_epoch is not None and known and expected_epoch != self.producer_epoch:
+            if expected_epoch != self.last_producer_epoch:
+                raise ProducerFenced(
+                    f"expected epoch {expected_epoch} is neither current epoch "
+                    f"{self.producer_epoch} nor last epoch {self.last_producer_epoch}"
+                )
+            # A retry of a bump that succeeded: answer with the current epoch again.
+            # (Checked before exhaustion, so a retry at epoch MAX-1 is answered too.)
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        elif self.is_producer_epoch_exhausted:
+            raise InvalidTransition(
+                f"cannot allocate more epochs for producer id {self.producer_id}"
+            )
+        elif expected_epoch is None:
+            # A new producer instance: a later retry of an older instance must be fenced.
+            epoch, last_epoch = self.producer_epoch + 1, NO_PRODUCER_EPOCH
+        else:
+            # The same instance recovering from an error (or a brand-new mapping).
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+        return self._transit(
+            TransactionState.EMPTY,
+            producer_epoch=epoch,
+            last_producer_epoch=last_epoch,
+            txn_timeout_ms=new_txn_timeout_ms,
+            topic_partitions=frozenset(),
+            txn_start_timestamp_ms=-1,
+            txn_last_update_timestamp_ms=now_ms,
+        )
+
+    def prepare_producer_id_rotation(
+        self, new_producer_id: int, new_txn_timeout_ms: int, now_ms: int, record_last_epoch: bool
+    ) -> TransactionMetadata:
+        """InitProducerId when the epoch is exhausted: a fresh producer id at epoch 0."""
+        if self.has_pending_transaction:
+            raise InvalidTransition("cannot rotate producer ids while a transaction is pending")
+        return self._transit(
+            TransactionState.EMPTY,
+            producer_id=new_producer_id,
+            producer_epoch=0,
+            last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+            txn_timeout_ms=new_txn_timeout_ms,
+            topic_partitions=frozenset(),
+            txn_start_timestamp_ms=-1,
+            txn_last_update_timestamp_ms=now_ms,
+        )
+
+    def prepare_fence_producer_epoch(self) -> TransactionMetadata:
+        """Bump the epoch of an Ongoing transaction so its producer is fenced before the abort.
+
+        The result is never persisted as is; ``prepare_abort_or_commit(PREPARE_ABORT)`` on it
+        gives the PrepareAbort record carrying the bumped epoch.
+        """
+        if self.producer_epoch >= MAX_EPOCH:
+            raise InvalidTransition(
+                f"fencing producer id {self.producer_id} would overflow epoch {self.producer_epoch}"
+            )
+        return self._transit(
+            TransactionState.PREPARE_EPOCH_FENCE,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+        )
+
+    def prepare_add_partitions(
+        self, partitions: frozenset[TopicPartition], now_ms: int
+    ) -> TransactionMetadata:
+        """AddPartitionsToTxn/AddOffsetsToTxn: the transaction starts (or grows)."""
+        starting = self.state in (
+            TransactionState.EMPTY,
+            TransactionState.COMPLETE_COMMIT,
+            TransactionState.COMPLETE_ABORT,
+        )
+        return self._transit(
+            TransactionState.ONGOING,
+            topic_partitions=self.topic_partitions | partitions,
+            txn_start_timestamp_ms=now_ms if starting else self.txn_start_timestamp_ms,
+            txn_last_update_timestamp_ms=now_ms,
+            client_transaction_version=0,
+        )
+
+    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int) -> TransactionMetadata:
+        """EndTxn (transaction version 1): the epoch stays; only the state and time move."""
+        if new_state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            raise InvalidTransition(f"{new_state} is not a prepare state")
+        return self._transit(
+            new_state,
+            next_producer_id=NO_PRODUCER_ID,
+            txn_last_update_timestamp_ms=now_ms,
+            client_transaction_version=0,
+        )
+
+    def prepare_complete(self, now_ms: int) -> TransactionMetadata:
+        """All markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort."""
+        target = (
+            TransactionState.COMPLETE_COMMIT
+            if self.state is TransactionState.PREPARE_COMMIT
+            else TransactionState.COMPLETE_ABORT
+        )
+        return self._transit(
+            target,
+            next_producer_id=NO_PRODUCER_ID,
+            topic_partitions=frozenset(),
+            txn_last_update_timestamp_ms=now_ms,
+        )
+
+    def prepare_dead(self) -> TransactionMetadata:
+        """Expiration of an idle id; persisted as a tombstone, never as a value."""
+        return self._transit(TransactionState.DEAD, topic_partitions=frozenset())
+
+    def _transit(self, target: TransactionState, **changes: object) -> TransactionMetadata:
+        if self.state not in target.valid_previous_states:
+            raise InvalidTransition(
+                f"transactional id {self.transactional_id!r}: {target} cannot follow {self.state}"
+            )
+        new = replace(self, state=target, previous_producer_id=self.producer_id, **changes)
+        if new.producer_id < 0:
+            raise InvalidTransition(f"illegal producer id {new.producer_id}")
+        if target is not TransactionState.DEAD and new.producer_epoch < 0:
+            raise InvalidTransition(f"illegal producer epoch {new.producer_epoch}")
+        return new

@@ -1,0 +1,67 @@
+"""Transaction states, with the ids persisted in __transaction_state and the names Kafka prints."""
+
+from __future__ import annotations
+
+import enum
+
+
+class TransactionState(enum.Enum):
+    EMPTY = (0, "Empty")
+    ONGOING = (1, "Ongoing")
+    PREPARE_COMMIT = (2, "PrepareCommit")
+    PREPARE_ABORT = (3, "PrepareAbort")
+    COMPLETE_COMMIT = (4, "CompleteCommit")
+    COMPLETE_ABORT = (5, "CompleteAbort")
+    DEAD = (6, "Dead")
+    PREPARE_EPOCH_FENCE = (7, "PrepareEpochFence")
+
+    def __init__(self, state_id: int, state_name: str) -> None:
+        self.id = state_id
+        self.state_name = state_name
+
+    def __str__(self) -> str:
+        return self.state_name
+
+    @classmethod
+    def from_id(cls, state_id: int) -> TransactionState:
+        try:
+            return _BY_ID[state_id]
+        except KeyError:
+            raise ValueError(f"unknown transaction state id {state_id}") from None
+
+    @classmethod
+    def from_name(cls, name: str) -> TransactionState | None:
+        """The state Kafka calls ``name`` (ListTransactions state filters), or None."""
+        return _BY_NAME.get(name)
+
+    @property
+    def valid_previous_states(self) -> frozenset[TransactionState]:
+        return _VALID_PREVIOUS[self]
+
+    @property
+    def is_expiration_allowed(self) -> bool:
+        """Only idle ids (no transaction open or completing) may expire."""
+        return self in _EXPIRABLE
+
+    @property
+    def is_prepare(self) -> bool:
+        return self in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
+
+
+S = TransactionState
+_BY_ID = {s.id: s for s in S}
+_BY_NAME = {s.state_name: s for s in S}
+_EXPIRABLE = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
+
+# Transaction version 1 rules. (TV2 additionally lets PrepareAbort follow Empty/Complete*.)
+_VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
+    S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
+    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
+    S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+}
+del S
