@@ -13,6 +13,7 @@ garbage raises InvalidBatch(CORRUPT_MESSAGE) instead of looping or allocating.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,15 +183,44 @@ def _decompress(codec: int, payload: memoryview, limit: int) -> memoryview:
     module = {COMPRESSION_GZIP: cramjam.gzip, COMPRESSION_LZ4: cramjam.lz4, COMPRESSION_ZSTD: cramjam.zstd}.get(codec)
     if module is None:
         raise _corrupt(f"unknown compression codec {codec}")
-    return _bounded_decompress(module.decompress_into, payload, limit)
+    declared = _declared_size(codec, payload)
+    if declared is not None and declared > limit:
+        raise _corrupt(f"compressed records declare {declared} bytes, over the {limit} limit")
+    return _bounded_decompress(module.decompress_into, payload, limit, declared)
 
 
-def _bounded_decompress(decompress_into, payload: memoryview, limit: int) -> memoryview:
+def _declared_size(codec: int, payload: memoryview) -> int | None:
+    """The uncompressed size the payload announces, if its format carries one.
+
+    Only a hint (a later zstd/gzip frame or member may follow), but it lets a payload
+    that announces gigabytes be refused before any allocation, and sizes the output
+    buffer right the first time for the usual single frame.
+    """
+    n = len(payload)
+    if codec == COMPRESSION_GZIP and n >= 18:  # ISIZE trailer: size mod 2**32 of the last member
+        return int.from_bytes(payload[n - 4 :], "little")
+    if codec == COMPRESSION_ZSTD and n >= 6 and bytes(payload[:4]) == b"\x28\xb5\x2f\xfd":
+        descriptor = payload[4]
+        single_segment = descriptor & 0x20
+        fcs_size = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+        pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 0x03]
+        if fcs_size == 0 or n < pos + fcs_size:
+            return None
+        size = int.from_bytes(payload[pos : pos + fcs_size], "little")
+        return size + 256 if fcs_size == 2 else size
+    if codec == COMPRESSION_LZ4 and n >= 15 and bytes(payload[:4]) == b"\x04\x22\x4d\x18" and payload[4] & 0x08:
+        return int.from_bytes(payload[6:14], "little")
+    return None
+
+
+def _bounded_decompress(decompress_into, payload: memoryview, limit: int, declared: int | None) -> memoryview:
     # Grow the output buffer geometrically: the total work stays within twice the limit,
-    # and a payload that would inflate past the limit is refused.
-    size = min(limit, max(64 * 1024, 4 * len(payload)))
+    # and a payload that would inflate past the limit is refused. Anonymous mmap rather
+    # than bytearray: its pages cost nothing until written, so a corrupt payload that
+    # fails early does not pay for zeroing a large buffer.
+    size = max(1, min(limit, max(64 * 1024, 4 * len(payload), declared or 0)))
     while True:
-        out = bytearray(size)
+        out = mmap.mmap(-1, size)
         try:
             n = decompress_into(payload, out)
         except cramjam.DecompressionError as e:

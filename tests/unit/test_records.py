@@ -602,6 +602,29 @@ def test_payload_inflating_past_the_limit_is_corrupt(codec):
     assert len(decode_records(RecordBatch(buf), max_decompressed_bytes=2 << 20)[0].value) == 1 << 20
 
 
+def test_declared_size_over_the_limit_is_refused_before_decompressing():
+    zstd_frame = b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + (1 << 40).to_bytes(8, "little") + b"\x00" * 8
+    lz4_frame = b"\x04\x22\x4d\x18" + bytes([0x68, 0x40]) + (1 << 40).to_bytes(8, "little") + b"\x00" * 8
+    gzip_member = bytes(cramjam.gzip.compress(b"x"))[:-4] + (1 << 31).to_bytes(4, "little")
+    for codec, payload in ((COMPRESSION_ZSTD, zstd_frame), (COMPRESSION_LZ4, lz4_frame), (COMPRESSION_GZIP, gzip_member)):
+        with pytest.raises(InvalidBatch) as info:
+            decode_records(RecordBatch(batch_with_payload(payload, 1, codec)))
+        assert info.value.error_name == "CORRUPT_MESSAGE" and "declare" in str(info.value)
+
+
+def test_payloads_without_a_declared_size_still_decode_and_stay_bounded():
+    section = bytes(build_batch([(None, bytes(4 << 20), (), 1)])[61:])
+    streaming = cramjam.zstd.Compressor()  # streaming frames carry no content size
+    streaming.compress(section)
+    zstd_payload = bytes(streaming.finish())
+    # two gzip members: the trailer only gives the size of the last one
+    gzip_payload = bytes(cramjam.gzip.compress(section[:100])) + bytes(cramjam.gzip.compress(section[100:]))
+    for codec, payload in ((COMPRESSION_ZSTD, zstd_payload), (COMPRESSION_GZIP, gzip_payload)):
+        batch = RecordBatch(batch_with_payload(payload, 1, codec))
+        assert len(decode_records(batch)[0].value) == 4 << 20
+        assert_corrupt(batch_with_payload(payload, 1, codec), max_decompressed_bytes=1 << 20)
+
+
 def test_compressed_records_that_decode_to_garbage_are_corrupt():
     for codec in COMPRESSED:
         payload = record_codec._compress(codec, b"\xff" * 64)
