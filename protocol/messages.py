@@ -17,7 +17,10 @@ from uuid import UUID
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map
+from importlib import import_module
+
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 
@@ -124,10 +127,29 @@ def _value(kafka_type: str | None, v: Any) -> Any:
     return v
 
 
+@cache
+def _names_in_any_version(cls: type) -> frozenset[str]:
+    """Field names that ``cls``'s namesake has in any version of its API."""
+    api = api_key_map[cls.__api_key__]
+    names: set[str] = set()
+    for version in schema_name_map[api]:
+        for entity_type in (EntityType.request, EntityType.response):
+            module = import_module(schema_name_map[api][version][entity_type].split(":")[0])
+            twin = getattr(module, cls.__name__, None)
+            if twin is not None:
+                names.update(f.name for f in fields(twin))
+    return frozenset(names)
+
+
 def build(cls: type, data: dict[str, Any]):
-    """Builds ``cls`` from ``data``; keys unknown to this version are ignored."""
+    """Builds ``cls`` from ``data``; keys of other versions are ignored, unknown keys are a bug."""
+    plan = _plan(cls)
+    if len(data) > len(plan) or not data.keys() <= {p[0] for p in plan}:
+        unknown = set(data) - _names_in_any_version(cls)
+        if unknown:
+            raise KeyError(f"{cls.__name__} has no field {sorted(unknown)} in any version")
     kwargs = {}
-    for name, (kind, arg), has_default, zero in _plan(cls):
+    for name, (kind, arg), has_default, zero in plan:
         if name not in data:
             if not has_default:
                 kwargs[name] = zero

@@ -1,0 +1,85 @@
+"""The broker process: settings, cluster state, listeners and background duties."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from broker.cluster import Cluster, Node, now_ms
+from broker.config import BrokerConfig
+from broker.handlers import HANDLERS
+from broker.server import Server
+from coordinator.partitioning import partition_for
+from protocol.apis import ApiTable
+
+log = logging.getLogger(__name__)
+
+_COORDINATOR_TOPICS = {
+    0: ("__consumer_offsets", "offsets.topic.num.partitions"),
+    1: ("__transaction_state", "transaction.state.log.num.partitions"),
+}
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092) -> None:
+        self.config = config
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
+        self.cluster = Cluster(config, self.data_dir)
+        self.host = host
+        self.servers = [Server(self, config["node.id"], host, port)]
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].port
+
+    async def start(self) -> None:
+        self.cluster.open_all()
+        for server in self.servers:
+            await server.start()
+        self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
+        self._tasks.append(asyncio.create_task(self._every(self._retention, self.config["log.retention.check.interval.ms"])))
+        idle_ms = self.config["connections.max.idle.ms"]
+        if idle_ms > 0:
+            self._tasks.append(asyncio.create_task(self._every(lambda: self._close_idle(idle_ms), min(idle_ms / 4, 10_000))))
+
+    def coordinator_node(self, key: str, key_type: int):
+        """The node leading the coordinator partition of a group (0) or transactional id (1)."""
+        topic, setting = _COORDINATOR_TOPICS[key_type]
+        partition = partition_for(key, self.config[setting])
+        return self.cluster.node(self.cluster.leader_of(topic, partition))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        for server in self.servers:
+            await server.stop()
+        self.cluster.close()
+
+    async def _every(self, duty, interval_ms: float) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                duty()
+            except Exception:
+                log.exception("background duty %s failed", getattr(duty, "__name__", duty))
+
+    def _retention(self) -> None:
+        t = now_ms()
+        for part in list(self.cluster.partitions.values()):
+            if "delete" in part.log.config.cleanup_policy:
+                deleted = part.log.enforce_retention(t)
+                if deleted:
+                    log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
+
+    def _close_idle(self, idle_ms: int) -> None:
+        for server in self.servers:
+            server.close_idle(idle_ms / 1000)

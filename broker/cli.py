@@ -1,0 +1,78 @@
+"""The ``eosbroker`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from broker.config import SETTINGS, BrokerConfig, ConfigError
+
+
+@click.group()
+@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR")
+def main(log_level: str) -> None:
+    """eosbroker: a Kafka-compatible broker emulator built around exactly-once."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=9092, show_default=True, type=int)
+@click.option("--data-dir", default="./data", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="a server.properties file (Kafka setting names)")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="set one setting; repeatable")
+def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overrides: tuple[str, ...]) -> None:
+    """Start the broker and serve until SIGINT or SIGTERM."""
+    try:
+        config = BrokerConfig.load(config_file, list(overrides))
+    except (ConfigError, OSError) as e:
+        raise click.UsageError(str(e)) from None
+    try:
+        import uvloop
+    except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
+        uvloop = None
+    runner = uvloop.run if uvloop is not None else asyncio.run
+    runner(_serve(config, data_dir, host, port))
+
+
+async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int) -> None:
+    from broker.app import Broker
+
+    started = time.monotonic()
+    broker = Broker(config, data_dir, host, port)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"eosbroker listening on {host}:{broker.port}", flush=True)
+    logging.getLogger("broker").info(
+        "started in %.0f ms, data in %s, profile emulate.kafka.version=%s",
+        (time.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],
+    )
+    await stop.wait()
+    logging.getLogger("broker").info("shutting down")
+    await broker.stop()
+
+
+@main.command("settings")
+def settings_cmd() -> None:
+    """List every setting with its default."""
+    for name, s in sorted(SETTINGS.items()):
+        note = f"  ({s.doc})" if s.doc else ""
+        click.echo(f"{name}={s.default}{note}")
+
+
+if __name__ == "__main__":
+    main()

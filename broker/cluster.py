@@ -1,0 +1,173 @@
+"""Nodes, topics, partitions and who leads them.
+
+Every emulated node lives in this one process; partition leadership and coordinator
+placement are decided here so that handlers can answer NOT_LEADER_OR_FOLLOWER /
+NOT_COORDINATOR consistently.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.partition import Partition
+from broker.storage.log import LogConfig
+from broker.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Cluster:
+    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.cluster_id: str = config["cluster.id"]
+        self.nodes: list[Node] = []
+        self.topics = TopicRegistry(data_dir)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    @property
+    def controller_id(self) -> int:
+        return self.nodes[0].node_id if self.nodes else -1
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.nodes[partition % len(self.nodes)].node_id if self.nodes else -1
+
+    def node(self, node_id: int) -> Node | None:
+        return next((n for n in self.nodes if n.node_id == node_id), None)
+
+    # partitions ----------------------------------------------------------------
+    def open_all(self) -> None:
+        """Opens (and so recovers) every partition of every known topic."""
+        started = now_ms()
+        for topic in list(self.topics.by_name.values()):
+            self._open_partitions(topic, 0)
+        if self.partitions:
+            log.info("recovered %d partitions in %d ms", len(self.partitions), now_ms() - started)
+
+    def _open_partitions(self, topic: TopicInfo, first: int) -> None:
+        cfg = self.log_config(topic)
+        t = now_ms()
+        for i in range(first, topic.partitions):
+            self.partitions[(topic.name, i)] = Partition.open(topic.name, i, self.partition_dir(topic.name, i), cfg, t)
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def log_config(self, topic: TopicInfo) -> LogConfig:
+        c = effective_topic_config(topic, self.config)
+        return LogConfig(
+            segment_bytes=c["segment.bytes"],
+            segment_ms=c["segment.ms"],
+            index_interval_bytes=c["index.interval.bytes"],
+            retention_ms=c["retention.ms"],
+            retention_bytes=c["retention.bytes"],
+            flush_messages=c["flush.messages"],
+            flush_ms=c["flush.ms"],
+            cleanup_policy=c["cleanup.policy"],
+            delete_retention_ms=c["delete.retention.ms"],
+            message_timestamp_type=c["message.timestamp.type"],
+        )
+
+    def max_message_bytes(self, topic: str) -> int:
+        info = self.topics.by_name[topic]
+        return int(info.configs.get("max.message.bytes", self.config["message.max.bytes"]))
+
+    # topics --------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo | None:
+        validate_topic_name(name)
+        if name in self.topics.by_name:
+            raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        if partitions == -1:
+            partitions = self.config["num.partitions"]
+        if partitions <= 0:
+            raise TopicError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+        if replication_factor == -1:
+            replication_factor = min(self.config["default.replication.factor"], max(len(self.nodes), 1))
+        if replication_factor <= 0:
+            raise TopicError("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        if replication_factor > max(len(self.nodes), 1):
+            raise TopicError(
+                "INVALID_REPLICATION_FACTOR",
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached because only "
+                f"{max(len(self.nodes), 1)} broker(s) are registered.",
+            )
+        checked = validate_topic_configs(configs or {})
+        if validate_only:
+            return None
+        topic = self.topics.add(name, partitions, checked)
+        self._open_partitions(topic, 0)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """Creates an internal topic if it is missing (coordinator topics)."""
+        topic = self.topics.by_name.get(name)
+        return topic if topic is not None else self.create_topic(name, partitions, -1, configs)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        topic = self.topics.by_name.get(name)
+        if topic is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        if not self.config["delete.topic.enable"]:
+            raise TopicError("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        for i in range(topic.partitions):
+            part = self.partitions.pop((name, i), None)
+            if part is not None:
+                part.wake_fetchers()
+                part.log.close()
+            shutil.rmtree(self.partition_dir(name, i), ignore_errors=True)
+        self.topics.remove(name)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        topic = self.topics.by_name.get(name)
+        if topic is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        if count <= topic.partitions:
+            raise TopicError(
+                "INVALID_PARTITIONS",
+                f"Topic currently has {topic.partitions} partitions, which is higher than the requested {count}.",
+            )
+        first = topic.partitions
+        topic = self.topics.set_partitions(name, count)
+        self._open_partitions(topic, first)
+        return topic
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        topic = self.topics.set_configs(name, validate_topic_configs(configs))
+        cfg = self.log_config(topic)
+        for i in range(topic.partitions):
+            self.partitions[(name, i)].log.update_config(cfg)
+        return topic
+
+    def close(self) -> None:
+        for part in self.partitions.values():
+            part.log.close()

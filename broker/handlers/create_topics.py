@@ -1,0 +1,50 @@
+"""CreateTopics (19), v2-v7: validates names, counts and configs as Kafka does."""
+
+from broker.errors import code
+from broker.topics import TopicError, effective_topic_config
+
+API_KEY = 19
+
+
+async def handle(ctx, request):
+    cluster = ctx.cluster
+    results = []
+    seen = set()
+    for t in request.topics:
+        result = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
+                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if t.name in seen:
+            result.update(error_code=code("INVALID_REQUEST"), error_message=f"Create topics request from client contains a duplicate topic: {t.name}")
+            results.append(result)
+            continue
+        seen.add(t.name)
+        if t.assignments:
+            partitions = len(t.assignments)
+            replication = len(t.assignments[0].broker_ids)
+        else:
+            partitions, replication = t.num_partitions, t.replication_factor
+        try:
+            info = cluster.create_topic(
+                t.name, partitions, replication, {c.name: c.value for c in t.configs}, request.validate_only
+            )
+        except TopicError as e:
+            result.update(error_code=code(e.error_name), error_message=str(e))
+            results.append(result)
+            continue
+        if info is not None:
+            configs = effective_topic_config(info, cluster.config)
+            result.update(
+                topic_id=info.topic_id,
+                num_partitions=info.partitions,
+                replication_factor=1,
+                configs=[
+                    {"name": k, "value": str(v), "read_only": False,
+                     "config_source": 1 if k in info.configs else 5, "is_sensitive": False}
+                    for k, v in sorted(configs.items())
+                ],
+            )
+        else:  # validate_only: report what would be created
+            result.update(num_partitions=partitions if partitions != -1 else cluster.config["num.partitions"],
+                          replication_factor=1)
+        results.append(result)
+    return { "topics": results}

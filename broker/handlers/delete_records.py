@@ -1,0 +1,31 @@
+"""DeleteRecords (21): moves a partition's log start offset (-1 means the high watermark)."""
+
+from broker.errors import code
+from broker.storage.log import OffsetOutOfRange
+
+API_KEY = 21
+
+
+async def handle(ctx, request):
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            part = ctx.cluster.partition(t.name, p.partition_index)
+            result = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+            if part is None:
+                result["error_code"] = code("UNKNOWN_TOPIC_OR_PARTITION")
+            elif ctx.cluster.leader_of(t.name, p.partition_index) != ctx.connection.node_id:
+                result["error_code"] = code("NOT_LEADER_OR_FOLLOWER")
+            else:
+                offset = part.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > part.high_watermark:
+                    result["error_code"] = code("OFFSET_OUT_OF_RANGE")
+                else:
+                    try:
+                        result["low_watermark"] = part.log.delete_records_before(max(offset, part.log_start_offset))
+                    except OffsetOutOfRange:
+                        result["error_code"] = code("OFFSET_OUT_OF_RANGE")
+            partitions.append(result)
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"topics": topics}

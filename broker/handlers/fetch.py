@@ -1,0 +1,121 @@
+"""Fetch (1), v4+: stored batch bytes, long-polled on max_wait_ms / min_bytes.
+
+Until min_bytes are available the request waits, woken by appends to any of its
+partitions. The first batch of the first partition with data is returned whole even
+when larger than the limits (KIP-74), so a consumer always makes progress.
+read_committed reads stop at the last stable offset. Fetch sessions (KIP-227) are
+declined: every answer carries session id 0, so clients send full requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.cluster import now_ms
+from broker.errors import code
+from broker.storage.log import OffsetOutOfRange
+from protocol.messages import ZERO_UUID, ms
+
+API_KEY = 1
+READ_COMMITTED = 1
+
+
+def _partition_error(index: int, error: str) -> dict:
+    return {"partition_index": index, "error_code": code(error), "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "records": b""}
+
+
+class _Plan:
+    """The request resolved once: each (response topic, partition request, Partition or error)."""
+
+    def __init__(self, ctx, request) -> None:
+        self.topics: list[tuple[dict, list]] = []
+        registry = ctx.cluster.topics
+        by_id = ctx.version >= 13
+        for t in request.topics:
+            if by_id:
+                info = registry.by_id.get(t.topic_id)
+                name = info.name if info else None
+                missing = "UNKNOWN_TOPIC_ID"
+            else:
+                name = t.topic
+                missing = "UNKNOWN_TOPIC_OR_PARTITION"
+            entries = []
+            for p in t.partitions:
+                part = ctx.cluster.partition(name, p.partition) if name is not None else None
+                if part is None:
+                    entries.append((p, _partition_error(p.partition, missing)))
+                elif ctx.cluster.leader_of(name, p.partition) != ctx.connection.node_id:
+                    entries.append((p, _partition_error(p.partition, "NOT_LEADER_OR_FOLLOWER")))
+                else:
+                    entries.append((p, part))
+            self.topics.append(({"topic": name, "topic_id": getattr(t, "topic_id", ZERO_UUID)}, entries))
+
+    def partitions(self):
+        for _, entries in self.topics:
+            for _, target in entries:
+                if not isinstance(target, dict):
+                    yield target
+
+
+def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int]:
+    responses = []
+    total = 0
+    min_one = True
+    for topic, entries in plan.topics:
+        partitions = []
+        for p, part in entries:
+            if isinstance(part, dict):
+                partitions.append(part)
+                continue
+            upper = part.last_stable_offset if committed else part.high_watermark
+            limit = max(0, min(p.partition_max_bytes, max_bytes - total))
+            try:
+                data = part.log.read(p.fetch_offset, limit, upper, min_one) if limit or min_one else b""
+            except OffsetOutOfRange:
+                partitions.append(_partition_error(p.partition, "OFFSET_OUT_OF_RANGE")
+                                  | {"high_watermark": part.high_watermark, "log_start_offset": part.log_start_offset,
+                                     "last_stable_offset": part.last_stable_offset})
+                continue
+            if data:
+                min_one = False
+                total += len(data)
+            partitions.append({
+                "partition_index": p.partition,
+                "error_code": 0,
+                "high_watermark": part.high_watermark,
+                "last_stable_offset": part.last_stable_offset,
+                "log_start_offset": part.log_start_offset,
+                "aborted_transactions": part.aborted_transactions(p.fetch_offset, data) if committed else None,
+                "preferred_read_replica": -1,
+                "records": data,
+            })
+        responses.append(topic | {"partitions": partitions})
+    return responses, total
+
+
+async def handle(ctx, request):
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0:
+        return {"error_code": code("FETCH_SESSION_ID_NOT_FOUND"), "session_id": 0, "responses": []}
+    plan = _Plan(ctx, request)
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    max_bytes = request.max_bytes
+    deadline = now_ms() + max(0, ms(request.max_wait))
+    while True:
+        responses, total = _read(plan, max_bytes, committed)
+        remaining = deadline - now_ms()
+        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        if total >= request.min_bytes or errors or remaining <= 0:
+            return {"error_code": 0, "session_id": 0, "responses": responses}
+        waiters = [part.waiter() for part in plan.partitions()]
+        if not waiters:
+            await asyncio.sleep(remaining / 1000)
+            continue
+        try:
+            await asyncio.wait(waiters, timeout=remaining / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for part, fut in zip(plan.partitions(), waiters):
+                if not fut.done():
+                    part.forget_waiter(fut)
+                    fut.cancel()

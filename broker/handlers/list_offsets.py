@@ -1,0 +1,61 @@
+"""ListOffsets (2), v1+: earliest, latest, by timestamp, max timestamp.
+
+Latest is the high watermark, or the last stable offset under read_committed; a
+timestamp lookup finds the batch through the time index and the record inside it.
+"""
+
+from __future__ import annotations
+
+from broker.errors import code
+from protocol import record_codec
+
+API_KEY = 2
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
+
+
+def _lookup(part, timestamp: int, committed: bool) -> tuple[int, int]:
+    """(offset, timestamp) Kafka answers for one partition; -1 where nothing matches."""
+    upper = part.last_stable_offset if committed else part.high_watermark
+    if timestamp in (LATEST, LATEST_TIERED):
+        return upper, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return part.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = part.log.max_timestamp()
+        if found is None:
+            return -1, -1
+        record = record_codec.record_with_max_timestamp(found[1])
+        return (record.offset, record.timestamp) if record.offset < upper else (-1, -1)
+    batch = part.log.find_offset_by_timestamp(timestamp)
+    while batch is not None and batch.base_offset < upper:
+        record = record_codec.record_at_or_after_timestamp(batch, timestamp)
+        if record is not None:
+            if record.offset < part.log_start_offset:
+                return part.log_start_offset, record.timestamp
+            return (record.offset, record.timestamp) if record.offset < upper else (-1, -1)
+        batch = next(iter(part.log.batches(batch.next_offset)), None)
+    return -1, -1
+
+
+async def handle(ctx, request):
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            part = ctx.cluster.partition(t.name, p.partition_index)
+            result = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
+                      "leader_epoch": -1}
+            if part is None:
+                result["error_code"] = code("UNKNOWN_TOPIC_OR_PARTITION")
+            elif ctx.cluster.leader_of(t.name, p.partition_index) != ctx.connection.node_id:
+                result["error_code"] = code("NOT_LEADER_OR_FOLLOWER")
+            elif p.timestamp < 0 and p.timestamp not in (LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED):
+                result["error_code"] = code("INVALID_REQUEST")
+            else:
+                offset, timestamp = _lookup(part, p.timestamp, committed)
+                result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
+            partitions.append(result)
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"topics": topics}

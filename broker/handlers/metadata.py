@@ -1,0 +1,81 @@
+"""Metadata (3): brokers, topics, partitions and leaders; auto-creates topics on request.
+
+v0: an empty topic list means all topics. v1+: null means all, empty means none.
+v10+ carries topic ids and accepts topics by id.
+"""
+
+from broker.errors import code
+from broker.topics import TopicError, validate_topic_name
+from protocol.messages import ZERO_UUID
+
+API_KEY = 3
+
+
+def _partitions(ctx, topic) -> list[dict]:
+    cluster = ctx.cluster
+    out = []
+    for i in range(topic.partitions):
+        leader = cluster.leader_of(topic.name, i)
+        out.append({
+            "error_code": 0,
+            "partition_index": i,
+            "leader_id": leader,
+            "leader_epoch": 0,
+            "replica_nodes": [leader],
+            "isr_nodes": [leader],
+            "offline_replicas": [],
+        })
+    return out
+
+
+def _topic(ctx, topic) -> dict:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": _partitions(ctx, topic),
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def _error_topic(name, error: str, topic_id=ZERO_UUID) -> dict:
+    return {"error_code": code(error), "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
+
+
+async def handle(ctx, request):
+    cluster = ctx.cluster
+    registry = cluster.topics
+    requested = request.topics
+    if requested is None or (ctx.version == 0 and len(requested) == 0):
+        topics = [_topic(ctx, t) for t in registry.by_name.values()]
+    else:
+        auto_create = getattr(request, "allow_auto_topic_creation", True) and cluster.config["auto.create.topics.enable"]
+        topics = []
+        for wanted in requested:
+            name = getattr(wanted, "name", None)
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id not in (None, ZERO_UUID):
+                info = registry.by_id.get(topic_id)
+                topics.append(_topic(ctx, info) if info else _error_topic(None, "UNKNOWN_TOPIC_ID", topic_id))
+                continue
+            info = registry.by_name.get(name)
+            if info is None and auto_create:
+                try:
+                    validate_topic_name(name)
+                    info = cluster.create_topic(name)
+                except TopicError as e:
+                    topics.append(_error_topic(name, e.error_name))
+                    continue
+                # Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; we
+                # elect leaders at once, so clients can use it right away.
+            topics.append(_topic(ctx, info) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
+    return {
+        
+        "brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.nodes],
+        "cluster_id": cluster.cluster_id,
+        "controller_id": cluster.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+        "error_code": 0,
+    }

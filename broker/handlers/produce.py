@@ -1,0 +1,103 @@
+"""Produce (0), v3+: validate each partition's single batch by its header and CRC,
+assign offsets in place, append the bytes.
+
+acks=0 sends no response; as Kafka does, a failed acks=0 produce closes the
+connection so the client notices. v0-v2 are advertised for old librdkafka's exact
+version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
+"""
+
+from __future__ import annotations
+
+from broker.cluster import now_ms
+from broker.errors import code
+from protocol import messages
+from protocol.framing import RequestHeader, encode_response_frame
+from protocol.records import InvalidBatch, validate_produce_records
+
+API_KEY = 0
+
+# log_start_offset is -1 for these errors, the partition's log start offset otherwise.
+_NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE"})
+
+
+def _error(index: int, error: str, log_start_offset: int = -1, message: str | None = None) -> dict:
+    return {
+        "index": index,
+        "error_code": code(error),
+        "base_offset": -1,
+        "log_append_time": None,
+        "log_start_offset": -1 if error in _NO_LOG_START else log_start_offset,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def _produce_partition(ctx, topic: str, data, now: int) -> dict:
+    cluster = ctx.cluster
+    partition = cluster.partition(topic, data.index)
+    if partition is None:
+        return _error(data.index, "UNKNOWN_TOPIC_OR_PARTITION")
+    if cluster.leader_of(topic, data.index) != ctx.connection.node_id:
+        return _error(data.index, "NOT_LEADER_OR_FOLLOWER")
+    if topic in ("__consumer_offsets", "__transaction_state"):
+        return _error(data.index, "INVALID_TOPIC_EXCEPTION", partition.log_start_offset,
+                      f"Cannot append to internal topic {topic}")
+    try:
+        batch = validate_produce_records(data.records or b"", cluster.max_message_bytes(topic))
+    except InvalidBatch as e:
+        return _error(data.index, e.error_name, partition.log_start_offset, str(e))
+    info = partition.append(batch, now)
+    return {
+        "index": data.index,
+        "error_code": 0,
+        "base_offset": info.base_offset,
+        "log_append_time": info.log_append_time if info.log_append_time >= 0 else None,
+        "log_start_offset": info.log_start_offset,
+        "record_errors": [],
+        "error_message": None,
+    }
+
+
+async def handle(ctx, request):
+    now = now_ms()
+    acks = request.acks
+    responses = []
+    for topic in request.topic_data:
+        results = []
+        for data in topic.partition_data:
+            if acks not in (0, 1, -1):
+                results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
+            else:
+                results.append(_produce_partition(ctx, topic.name, data, now))
+        responses.append({"name": topic.name, "partition_responses": results})
+    if acks == 0:
+        failed = [(t["name"], p) for t in responses for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            from broker.server import ProtocolViolation
+
+            name, p = failed[0]
+            raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
+        return None
+    return {"responses": responses}
+
+
+def unsupported_v2_response(header: RequestHeader, frame: bytes, pos: int) -> bytes:
+    """Answers Produce v2 with UNSUPPORTED_VERSION for every partition.
+
+    kio has no v2 schema, but v3 only prepends a nullable transactional_id to the
+    v2 request, and the v2 and v3 responses share one layout.
+    """
+    request = messages.decode_request(API_KEY, 3, b"\xff\xff" + frame[pos:])
+    body = messages.encode(
+        messages.build_response(
+            API_KEY,
+            3,
+            {
+                "responses": [
+                    {"name": t.name, "partition_responses": [_error(p.index, "UNSUPPORTED_VERSION") for p in t.partition_data]}
+                    for t in request.topic_data
+                ]
+            },
+        )
+    )
+    return encode_response_frame(header.correlation_id, False, body)

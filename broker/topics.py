@@ -1,0 +1,152 @@
+"""Topic names, ids and per-topic configs; persisted as one small JSON file.
+
+Partition data lives in ``<data-dir>/<topic>-<partition>/`` as in Kafka; the topic
+registry (id, partition count, config overrides) lives in ``<data-dir>/meta/topics.json``,
+rewritten atomically on every change (changes are rare: create, delete, add partitions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from broker.config import TOPIC_DEFAULTS, BrokerConfig
+
+LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+TOPIC_CONFIG_TYPES: dict[str, type] = {
+    "cleanup.policy": str,
+    "compression.type": str,
+    "delete.retention.ms": int,
+    "flush.messages": int,
+    "flush.ms": int,
+    "index.interval.bytes": int,
+    "max.message.bytes": int,
+    "message.timestamp.type": str,
+    "min.cleanable.dirty.ratio": float,
+    "min.insync.replicas": int,
+    "retention.bytes": int,
+    "retention.ms": int,
+    "segment.bytes": int,
+    "segment.ms": int,
+}
+
+
+class TopicError(ValueError):
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+    if not LEGAL_TOPIC.match(name):
+        raise TopicError(
+            "INVALID_TOPIC_EXCEPTION",
+            f"topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    out = {}
+    for key, value in configs.items():
+        kind = TOPIC_CONFIG_TYPES.get(key)
+        if kind is None:
+            raise TopicError("INVALID_CONFIG", f"unknown topic config {key!r}")
+        if value is None:
+            continue
+        try:
+            kind(value)
+        except ValueError:
+            raise TopicError("INVALID_CONFIG", f"invalid value {value!r} for topic config {key}") from None
+        if key == "cleanup.policy" and not set(value.replace(" ", "").split(",")) <= {"delete", "compact"}:
+            raise TopicError("INVALID_CONFIG", f"invalid cleanup.policy {value!r}")
+        if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+            raise TopicError("INVALID_CONFIG", f"invalid message.timestamp.type {value!r}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+def effective_topic_config(topic: TopicInfo, broker: BrokerConfig) -> dict[str, object]:
+    """Every topic config with its value: the override, else the broker default."""
+    out: dict[str, object] = {}
+    for key, kind in TOPIC_CONFIG_TYPES.items():
+        if key in topic.configs:
+            out[key] = kind(topic.configs[key])
+        elif key in TOPIC_DEFAULTS:
+            out[key] = broker.topic_default(key)
+    return out
+
+
+class TopicRegistry:
+    def __init__(self, data_dir: Path) -> None:
+        self._path = data_dir / "meta" / "topics.json"
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self.by_name: dict[str, TopicInfo] = {}
+        self.by_id: dict[uuid.UUID, TopicInfo] = {}
+        if self._path.exists():
+            for entry in json.loads(self._path.read_text()):
+                self._index(
+                    TopicInfo(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry.get("configs", {}))
+                )
+
+    def _index(self, topic: TopicInfo) -> None:
+        self.by_name[topic.name] = topic
+        self.by_id[topic.topic_id] = topic
+
+    def _save(self) -> None:
+        entries = [
+            {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+            for t in sorted(self.by_name.values(), key=lambda t: t.name)
+        ]
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(entries, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+
+    def add(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        topic = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
+        self._index(topic)
+        self._save()
+        return topic
+
+    def remove(self, name: str) -> TopicInfo:
+        topic = self.by_name.pop(name)
+        del self.by_id[topic.topic_id]
+        self._save()
+        return topic
+
+    def set_partitions(self, name: str, partitions: int) -> TopicInfo:
+        topic = replace(self.by_name[name], partitions=partitions)
+        self._index(topic)
+        self._save()
+        return topic
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        topic = replace(self.by_name[name], configs=dict(configs))
+        self._index(topic)
+        self._save()
+        return topic
