@@ -201,8 +201,8 @@ class RecordBatch:
     def set_log_append_time(self, timestamp_ms: int) -> None:
         """Mark the batch LogAppendTime with ``timestamp_ms`` and recompute the CRC.
 
-        As Kafka does, the max timestamp (and base timestamp) are set; the records'
-        deltas are left as sent, readers use the batch max timestamp.
+        As Kafka does, only the max timestamp is set; the records' deltas are left as
+        sent, and readers take every record's timestamp from the batch max timestamp.
         """
         attrs = self._h.attributes | TIMESTAMP_TYPE_MASK
         _INT16.pack_into(self.buf, self.pos + _ATTRIBUTES, attrs)
@@ -244,32 +244,40 @@ def iter_batches(buf, pos: int = 0, end: int | None = None) -> Iterator[RecordBa
 
 
 def validate_produce_records(records, max_message_bytes: int) -> RecordBatch:
-    """Checks a Produce partition's records as Kafka's LogValidator does.
+    """Checks a Produce partition's records in the order Kafka does
+    (ProduceRequest.validateRecords, ByteBufferLogInputStream, UnifiedLog, LogValidator).
 
-    Returns the single batch as a writable view (the caller owns ``records``
-    afterwards; it is copied into a bytearray here so offsets can be rewritten).
-    Raises InvalidBatch with the Kafka error name.
+    Returns the single batch as a writable view over a private copy, so offsets can
+    be rewritten in place. Raises InvalidBatch with the Kafka error name.
     """
     n = len(records)
-    if n == 0:
-        raise InvalidBatch("empty records", "CORRUPT_MESSAGE")
-    if n < RECORD_BATCH_OVERHEAD:
-        if n >= 17 and records[16] != MAGIC_V2:
-            raise InvalidBatch(f"unsupported magic {records[16]}", "UNSUPPORTED_FOR_MESSAGE_FORMAT")
-        raise InvalidBatch(f"records too short for a batch header: {n} bytes", "CORRUPT_MESSAGE")
-    _, length, _, magic = _LENGTH_AND_MAGIC.unpack_from(records, 0)
-    if magic != MAGIC_V2:
-        raise InvalidBatch(f"unsupported magic {magic}", "UNSUPPORTED_FOR_MESSAGE_FORMAT")
+    if n < LOG_OVERHEAD:
+        raise InvalidBatch("Produce request must have at least one record batch per partition", "INVALID_RECORD")
+    length = _INT32.unpack_from(records, _LENGTH)[0]
+    if length < 14:  # LegacyRecord.RECORD_OVERHEAD_V0: not even an old-format record
+        raise InvalidBatch(f"record size {length} is less than the minimum record overhead (14)", "CORRUPT_MESSAGE")
     size = length + LOG_OVERHEAD
-    if size < RECORD_BATCH_OVERHEAD or size > n:
-        raise InvalidBatch(f"batch length {length} does not fit the {n} bytes sent", "CORRUPT_MESSAGE")
+    if n <= _MAGIC or size > n:
+        raise InvalidBatch("Produce request must have at least one record batch per partition", "INVALID_RECORD")
+    magic = struct.unpack_from(">b", records, _MAGIC)[0]
+    if magic < 0 or magic > MAGIC_V2:
+        raise InvalidBatch(f"Invalid magic found in record: {magic}", "CORRUPT_MESSAGE")
+    if magic != MAGIC_V2:
+        raise InvalidBatch("Produce requests are only allowed to contain record batches with magic version 2",
+                           "INVALID_RECORD")
     if size != n:
-        raise InvalidBatch("exactly one record batch per partition is allowed", "INVALID_RECORD")
+        raise InvalidBatch("Produce requests are only allowed to contain exactly one record batch per partition",
+                           "INVALID_RECORD")
+    if size < RECORD_BATCH_OVERHEAD:
+        raise InvalidBatch(f"batch of {size} bytes is shorter than the batch header", "CORRUPT_MESSAGE")
+    base_offset = _BASE_OFFSET_FMT.unpack_from(records, 0)[0]
+    if base_offset != 0:
+        raise InvalidBatch(f"The baseOffset of the record batch should be 0, but it is {base_offset}", "INVALID_RECORD")
     if size > max_message_bytes:
         raise InvalidBatch(f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}", "MESSAGE_TOO_LARGE")
     batch = RecordBatch(bytearray(records), 0)
     if not batch.crc_valid():
-        raise InvalidBatch("record batch CRC mismatch", "CORRUPT_MESSAGE")
+        raise InvalidBatch("Record is corrupt (stored crc does not match the computed crc)", "CORRUPT_MESSAGE")
     h = batch.header
     if batch.is_control:
         raise InvalidBatch("Clients are not allowed to write control records", "INVALID_RECORD")

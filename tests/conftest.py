@@ -4,6 +4,9 @@ import uuid
 
 import pytest
 
+# Brokers started by the tests refuse response fields no message version has.
+os.environ["EOSBROKER_CHECK_FIELDS"] = "1"
+
 from tests.broker_process import BrokerProcess
 
 
