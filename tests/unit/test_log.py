@@ -1,0 +1,721 @@
+"""broker.storage: the on-disk partition log (segments, indexes, recovery, retention)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
+from broker.storage.log import LOG_START_OFFSET_FILE, AppendInfo, LogConfig, OffsetOutOfRange, PartitionLog
+from protocol.records import LOG_APPEND_TIME, RecordBatch, iter_batches
+
+
+def make_batch(records: int = 1, timestamp: int = 1000, value_size: int = 10) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+    )
+    for i in range(records):
+        builder.append(i, timestamp + i, b"k%d" % i, b"v" * value_size, headers=[])
+    return bytes(builder.build())
+
+
+def view(data: bytes) -> RecordBatch:
+    return RecordBatch(bytearray(data))
+
+
+def open_log(directory: Path, now_ms: int = 0, **config) -> PartitionLog:
+    return PartitionLog.open(directory, LogConfig(**config), now_ms)
+
+
+def spans(data: bytes) -> list[tuple[int, int]]:
+    return [(b.base_offset, b.last_offset) for b in iter_batches(data)]
+
+
+def fill(log: PartitionLog, count: int, records: int = 1, timestamp: int = 1000, value_size: int = 10) -> list[AppendInfo]:
+    return [log.append(view(make_batch(records, timestamp, value_size)), now_ms=timestamp) for _ in range(count)]
+
+
+@pytest.fixture
+def pdir(tmp_path: Path) -> Path:
+    return tmp_path / "topic-0"
+
+
+BATCH_SIZE = len(make_batch())
+
+
+# appending and reading ------------------------------------------------------
+
+def test_append_assigns_offsets_and_reads_back(pdir: Path) -> None:
+    log = open_log(pdir)
+    sent = [make_batch(1), make_batch(3), make_batch(2)]
+    infos = [log.append(view(b), now_ms=5) for b in sent]
+    assert infos == [AppendInfo(0, 0, -1, 0), AppendInfo(1, 3, -1, 0), AppendInfo(4, 5, -1, 0)]
+    assert log.log_end_offset == 6
+    assert log.size_bytes == sum(map(len, sent))
+    data = log.read(0, 1 << 20)
+    assert spans(data) == [(0, 0), (1, 3), (4, 5)]
+    for stored, original in zip(iter_batches(data), sent):
+        assert stored.crc_valid()
+        assert stored.partition_leader_epoch == 0
+        assert bytes(stored.bytes())[12:] == original[12:]  # only the base offset changed
+    log.close()
+
+
+def test_append_sets_partition_leader_epoch_to_zero(pdir: Path) -> None:
+    log = open_log(pdir)
+    batch = view(make_batch())
+    batch.set_partition_leader_epoch(7)
+    log.append(batch, now_ms=0)
+    assert next(iter_batches(log.read(0, 1 << 20))).partition_leader_epoch == 0
+    log.close()
+
+
+def test_read_from_inside_a_batch_returns_that_whole_batch(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 3, records=4)
+    assert spans(log.read(5, 1 << 20)) == [(4, 7), (8, 11)]
+    assert spans(log.read(11, 1 << 20)) == [(8, 11)]
+    log.close()
+
+
+def test_read_at_log_end_is_empty_and_beyond_it_is_out_of_range(pdir: Path) -> None:
+    log = open_log(pdir)
+    assert log.read(0, 1 << 20) == b""
+    fill(log, 2)
+    assert log.read(2, 1 << 20) == b""
+    with pytest.raises(OffsetOutOfRange) as exc:
+        log.read(3, 1 << 20)
+    assert exc.value.error_name == "OFFSET_OUT_OF_RANGE"
+    assert (exc.value.log_start_offset, exc.value.log_end_offset) == (0, 2)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 1 << 20)
+    log.close()
+
+
+def test_read_respects_max_bytes_and_returns_whole_batches(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 5)
+    assert spans(log.read(0, BATCH_SIZE * 2 + BATCH_SIZE // 2)) == [(0, 0), (1, 1)]
+    assert spans(log.read(1, BATCH_SIZE * 3)) == [(1, 1), (2, 2), (3, 3)]
+    log.close()
+
+
+def test_first_batch_comes_whole_when_larger_than_max_bytes_unless_min_one_is_false(pdir: Path) -> None:
+    log = open_log(pdir)
+    big = make_batch(records=3, value_size=500)
+    log.append(view(big), now_ms=0)
+    fill(log, 1)
+    assert log.read(0, 10) == log.read(0, len(big))
+    assert spans(log.read(0, 10)) == [(0, 2)]
+    assert spans(log.read(0, 0)) == [(0, 2)]
+    assert log.read(0, 10, min_one=False) == b""
+    assert spans(log.read(3, 5)) == [(3, 3)]
+    log.close()
+
+
+def test_upper_bound_stops_before_batches_at_or_past_it(pdir: Path) -> None:
+    log = open_log(pdir, index_interval_bytes=0)
+    fill(log, 4, records=2)  # batches at 0, 2, 4, 6
+    assert spans(log.read(0, 1 << 20, upper_bound=4)) == [(0, 1), (2, 3)]
+    assert spans(log.read(0, 1 << 20, upper_bound=5)) == [(0, 1), (2, 3), (4, 5)]
+    assert log.read(4, 1 << 20, upper_bound=4) == b""
+    assert log.read(4, 1, upper_bound=4) == b""  # min_one does not cross the bound
+    assert spans(log.read(0, 1, upper_bound=2)) == [(0, 1)]
+    log.close()
+
+
+def test_batches_iterates_from_the_batch_holding_an_offset(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=len(make_batch(2)) * 3)
+    fill(log, 7, records=2)
+    assert [(b.base_offset, b.last_offset) for b in log.batches()] == [(i, i + 1) for i in range(0, 14, 2)]
+    assert [b.base_offset for b in log.batches(7)] == [6, 8, 10, 12]
+    assert list(log.batches(14)) == []
+    log.close()
+
+
+# segments -----------------------------------------------------------------
+
+def test_segments_roll_at_segment_bytes_and_reads_cross_them(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 3, index_interval_bytes=BATCH_SIZE)
+    rolled: list[int] = []
+    log.roll_listeners.append(rolled.append)
+    fill(log, 10)
+    assert log.segment_base_offsets == [0, 3, 6, 9]
+    assert rolled == [3, 6, 9]
+    names = sorted(p.name for p in pdir.iterdir() if p.name[0].isdigit())
+    for base in (0, 3, 6, 9):
+        for suffix in (".log", ".index", ".timeindex"):
+            assert f"{base:020d}{suffix}" in names
+    assert os.path.getsize(pdir / f"{0:020d}.log") == BATCH_SIZE * 3
+    assert os.path.getsize(pdir / f"{0:020d}.index") == OFFSET_ENTRY.size  # one sparse entry
+    assert spans(log.read(0, 1 << 20)) == [(i, i) for i in range(10)]
+    for offset in range(10):
+        assert spans(log.read(offset, BATCH_SIZE * 4)) == [(i, i) for i in range(offset, min(offset + 4, 10))]
+    log.close()
+
+
+def test_a_batch_larger_than_segment_bytes_gets_a_segment_of_its_own(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2)
+    fill(log, 1)
+    big = make_batch(records=2, value_size=BATCH_SIZE * 3)
+    log.append(view(big), now_ms=0)
+    fill(log, 1)
+    assert log.segment_base_offsets == [0, 1, 3]
+    assert spans(log.read(1, 1)) == [(1, 2)]
+    log.close()
+
+
+def test_segment_rolls_after_segment_ms(pdir: Path) -> None:
+    log = open_log(pdir, segment_ms=1000)
+    log.append(view(make_batch()), now_ms=10_000)
+    log.append(view(make_batch()), now_ms=11_000)
+    assert log.segment_base_offsets == [0]
+    log.append(view(make_batch()), now_ms=11_001)
+    assert log.segment_base_offsets == [0, 2]
+    log.close()
+
+
+def test_update_config_applies_to_later_appends(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 3)
+    log.update_config(LogConfig(segment_bytes=BATCH_SIZE * 3))
+    assert log.config.segment_bytes == BATCH_SIZE * 3
+    fill(log, 1)
+    assert log.segment_base_offsets == [0, 3]
+    log.close()
+
+
+def test_segment_rolls_before_relative_offsets_overflow_int32(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 1)
+    far = view(make_batch())
+    far.set_base_offset(2**31)
+    log.append(far, now_ms=0, assign_offsets=False)
+    assert log.segment_base_offsets == [0, 2**31]
+    assert log.log_end_offset == 2**31 + 1
+    assert spans(log.read(1, 1 << 20)) == [(2**31, 2**31)]
+    log.close()
+
+
+# appending with offsets already set -----------------------------------------
+
+def test_append_without_assigning_keeps_offsets_and_refuses_going_back(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 2)
+    batch = view(make_batch(records=2))
+    batch.set_base_offset(10)
+    batch.set_partition_leader_epoch(3)
+    info = log.append(batch, now_ms=0, assign_offsets=False)
+    assert (info.base_offset, info.last_offset) == (10, 11)
+    assert log.log_end_offset == 12
+    stored = next(iter_batches(log.read(5, 1 << 20)))  # an offset in the gap finds the next batch
+    assert (stored.base_offset, stored.partition_leader_epoch) == (10, 3)
+    behind = view(make_batch())
+    behind.set_base_offset(11)
+    with pytest.raises(ValueError, match="below the log end offset 12"):
+        log.append(behind, now_ms=0, assign_offsets=False)
+    assert log.log_end_offset == 12
+    log.close()
+
+
+# reopening and recovery -------------------------------------------------------
+
+def test_reopen_finds_everything_and_offsets_continue(pdir: Path) -> None:
+    config = dict(segment_bytes=len(make_batch(2)) * 3)
+    log = open_log(pdir, **config)
+    fill(log, 8, records=2)
+    before = log.read(0, 1 << 20)
+    log.close()
+    log = open_log(pdir, **config)
+    assert log.log_end_offset == 16
+    assert log.log_start_offset == 0
+    assert log.segment_base_offsets == [0, 6, 12]
+    assert log.read(0, 1 << 20) == before
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 16
+    log.close()
+
+
+def test_torn_tail_is_truncated_with_a_warning(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 3, records=2)
+    log.close()
+    torn = make_batch(records=2)[: BATCH_SIZE // 2]
+    with open(pdir / f"{0:020d}.log", "ab") as f:
+        f.write(torn)
+    size = 3 * len(make_batch(records=2))
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = open_log(pdir)
+    assert log.log_end_offset == 6
+    assert log.size_bytes == size
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    message = record.getMessage()
+    assert str(pdir) in message
+    assert f"truncating at position {size}, dropping {len(torn)} bytes" in message
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 6
+    assert spans(log.read(0, 1 << 20)) == [(0, 1), (2, 3), (4, 5), (6, 6)]
+    log.close()
+
+
+def test_tail_shorter_than_a_header_is_truncated(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 2)
+    log.close()
+    with open(pdir / f"{0:020d}.log", "ab") as f:
+        f.write(b"\0" * 7)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = open_log(pdir)
+    assert "dropping 7 bytes" in caplog.text
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_corrupt_crc_in_the_last_batch_is_truncated(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 3)
+    log.close()
+    path = pdir / f"{0:020d}.log"
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF  # last byte of the last batch's last record
+    path.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = open_log(pdir)
+    assert "CRC mismatch" in caplog.text
+    assert log.log_end_offset == 2
+    assert log.size_bytes == 2 * BATCH_SIZE
+    assert os.path.getsize(path) == 2 * BATCH_SIZE
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 2
+    log.close()
+
+
+def test_batch_with_offsets_going_backwards_is_truncated(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 2)
+    log.close()
+    again = view(make_batch())  # offset 0 again, a valid CRC: only the offset check catches it
+    with open(pdir / f"{0:020d}.log", "ab") as f:
+        f.write(again.buf)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = open_log(pdir)
+    assert "base offset 0 is below the expected 2" in caplog.text
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_bad_magic_in_the_tail_is_truncated(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 2)
+    log.close()
+    bad = bytearray(make_batch())
+    bad[16] = 1
+    with open(pdir / f"{0:020d}.log", "ab") as f:
+        f.write(bad)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = open_log(pdir)
+    assert "magic 1" in caplog.text
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_missing_index_of_an_older_segment_is_rebuilt(pdir: Path) -> None:
+    config = dict(segment_bytes=BATCH_SIZE * 8, index_interval_bytes=BATCH_SIZE)
+    log = open_log(pdir, **config)
+    fill(log, 20)
+    index_path = pdir / f"{0:020d}.index"
+    time_index_path = pdir / f"{0:020d}.timeindex"
+    index_bytes, time_index_bytes = index_path.read_bytes(), time_index_path.read_bytes()
+    before = log.read(0, 1 << 20)
+    log.close()
+    index_path.unlink()
+    time_index_path.write_bytes(b"\x01\x02\x03")  # not a whole entry: corrupt
+    log = open_log(pdir, **config)
+    assert index_path.read_bytes() == index_bytes and len(index_bytes) > 0
+    assert time_index_path.read_bytes() == time_index_bytes and len(time_index_bytes) > 0
+    assert log.read(0, 1 << 20) == before
+    for offset in range(20):
+        assert spans(log.read(offset, 1)) == [(offset, offset)]
+    log.close()
+
+
+def test_index_pointing_past_the_log_is_rebuilt(pdir: Path) -> None:
+    config = dict(segment_bytes=BATCH_SIZE * 8, index_interval_bytes=BATCH_SIZE)
+    log = open_log(pdir, **config)
+    fill(log, 10)
+    log.close()
+    index_path = pdir / f"{0:020d}.index"
+    good = index_path.read_bytes()
+    index_path.write_bytes(good + OFFSET_ENTRY.pack(7, 10**6))
+    log = open_log(pdir, **config)
+    assert index_path.read_bytes() == good
+    assert spans(log.read(7, 1)) == [(7, 7)]
+    log.close()
+
+
+def test_index_files_of_the_active_segment_are_rebuilt_on_open(pdir: Path) -> None:
+    log = open_log(pdir, index_interval_bytes=BATCH_SIZE)
+    fill(log, 6)
+    log.close()
+    index_path = pdir / f"{0:020d}.index"
+    good = index_path.read_bytes()
+    index_path.write_bytes(b"")
+    log = open_log(pdir, index_interval_bytes=BATCH_SIZE)
+    assert index_path.read_bytes() == good
+    log.close()
+
+
+def test_orphan_index_files_and_a_half_written_start_offset_file_are_removed(pdir: Path) -> None:
+    log = open_log(pdir)
+    log.close()
+    (pdir / f"{50:020d}.index").write_bytes(b"")
+    (pdir / (LOG_START_OFFSET_FILE + ".tmp")).write_text("0\n9")
+    log = open_log(pdir)
+    assert not (pdir / f"{50:020d}.index").exists()
+    assert not (pdir / (LOG_START_OFFSET_FILE + ".tmp")).exists()
+    assert log.log_start_offset == 0
+    log.close()
+
+
+# log start offset and DeleteRecords ---------------------------------------------
+
+def test_delete_records_moves_log_start_and_deletes_segments_below_it(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 3)
+    fill(log, 9)
+    assert log.segment_base_offsets == [0, 3, 6]
+    assert log.delete_records_before(4) == 4
+    assert log.log_start_offset == 4
+    assert log.segment_base_offsets == [3, 6]
+    assert not (pdir / f"{0:020d}.log").exists()
+    with pytest.raises(OffsetOutOfRange):
+        log.read(3, 1 << 20)  # still on disk in segment 3, but below the log start
+    assert spans(log.read(4, 1 << 20)) == [(i, i) for i in range(4, 9)]
+    assert log.append(view(make_batch()), now_ms=0).log_start_offset == 4
+    assert log.delete_records_before(2) == 4  # never moves back
+    log.close()
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 3)
+    assert log.log_start_offset == 4
+    with pytest.raises(OffsetOutOfRange):
+        log.read(3, 1 << 20)
+    assert [b.base_offset for b in log.batches()] == [4, 5, 6, 7, 8, 9]
+    log.close()
+
+
+def test_delete_records_beyond_log_end_is_out_of_range(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 3)
+    with pytest.raises(OffsetOutOfRange) as exc:
+        log.delete_records_before(4)
+    assert exc.value.error_name == "OFFSET_OUT_OF_RANGE"
+    with pytest.raises(OffsetOutOfRange):
+        log.delete_records_before(-1)
+    assert log.log_start_offset == 0
+    assert log.delete_records_before(3) == 3
+    assert log.read(3, 1 << 20) == b""
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 3
+    log.close()
+
+
+def test_log_start_offset_inside_a_batch_still_returns_that_batch(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 2, records=4)
+    log.delete_records_before(2)
+    assert spans(log.read(2, 1 << 20)) == [(0, 3), (4, 7)]
+    assert [b.base_offset for b in log.batches()] == [0, 4]
+    log.close()
+
+
+def test_log_start_offset_past_the_recovered_end_restarts_the_log_there(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 4)
+    log.delete_records_before(4)
+    log.close()
+    path = pdir / f"{0:020d}.log"
+    path.write_bytes(path.read_bytes()[: BATCH_SIZE * 2])  # lose the tail holding the start
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = open_log(pdir)
+    assert "log start offset 4 is beyond the recovered log end offset 2" in caplog.text
+    assert (log.log_start_offset, log.log_end_offset) == (4, 4)
+    assert log.segment_base_offsets == [4]
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 4
+    log.close()
+
+
+def test_unreadable_log_start_offset_file_is_refused(pdir: Path) -> None:
+    open_log(pdir).close()
+    (pdir / LOG_START_OFFSET_FILE).write_text("garbage")
+    with pytest.raises(ValueError, match="unreadable log start offset file"):
+        open_log(pdir)
+
+
+# retention ------------------------------------------------------------------
+
+def test_retention_by_size_deletes_oldest_whole_segments(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 3, retention_bytes=BATCH_SIZE * 5)
+    fill(log, 10)  # segments 0, 3, 6 full, 9 active with one batch
+    # 5 batches too many: segment 0 goes; segment 3 would take the log below the limit.
+    assert log.enforce_retention(now_ms=1000) == 1
+    assert log.segment_base_offsets == [3, 6, 9]
+    assert log.log_start_offset == 3
+    assert log.size_bytes == BATCH_SIZE * 7
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, 1)
+    assert log.enforce_retention(now_ms=1000) == 0
+    fill(log, 4)  # 11 batches in 3, 6, 9, 12: 6 too many
+    assert log.enforce_retention(now_ms=1000) == 2
+    assert (log.segment_base_offsets, log.size_bytes) == ([9, 12], BATCH_SIZE * 5)
+    log.close()
+    assert open_log(pdir).log_start_offset == 9
+
+
+def test_retention_by_time(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=1000)
+    rolled: list[int] = []
+    log.roll_listeners.append(rolled.append)
+    fill(log, 2, timestamp=100)   # segment 0: largest timestamp 100
+    fill(log, 2, timestamp=3000)  # segment 2: 3000
+    fill(log, 1, timestamp=9000)  # segment 4 (active): 9000
+    assert log.enforce_retention(now_ms=1100) == 0  # 1100 - 100 is not > 1000
+    assert log.enforce_retention(now_ms=1101) == 1
+    assert (log.segment_base_offsets, log.log_start_offset) == ([2, 4], 2)
+    assert log.enforce_retention(now_ms=9000) == 1
+    assert log.segment_base_offsets == [4]
+    rolled.clear()
+    assert log.enforce_retention(now_ms=10_001) == 1  # the active segment expired: rolled, then deleted
+    assert rolled == [5]
+    assert (log.segment_base_offsets, log.log_start_offset, log.log_end_offset) == ([5], 5, 5)
+    assert log.enforce_retention(now_ms=99_999) == 0  # an empty active segment stays
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 5
+    log.close()
+
+
+def test_retention_never_deletes_past_the_high_watermark(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=10)
+    fill(log, 5, timestamp=100)
+    assert log.enforce_retention(now_ms=10_000, high_watermark=3) == 1
+    assert log.segment_base_offsets == [2, 4]
+    log.close()
+
+
+def test_retention_stops_at_the_first_segment_that_is_kept(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=1000)
+    fill(log, 2, timestamp=5000)
+    fill(log, 2, timestamp=100)  # old, but after a segment that is kept
+    fill(log, 1, timestamp=5000)
+    assert log.enforce_retention(now_ms=5500) == 0
+    log.close()
+
+
+def test_compact_only_topics_have_no_time_or_size_retention(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=10, retention_bytes=0, cleanup_policy="compact")
+    fill(log, 5, timestamp=100)
+    assert log.enforce_retention(now_ms=10_000) == 0
+    log.update_config(LogConfig(segment_bytes=BATCH_SIZE * 2, retention_ms=10, cleanup_policy="compact,delete"))
+    assert log.enforce_retention(now_ms=10_000) == 3
+    log.close()
+
+
+def test_unlimited_retention_keeps_everything(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=-1, retention_bytes=-1)
+    fill(log, 5, timestamp=0)
+    assert log.enforce_retention(now_ms=10**12) == 0
+    log.close()
+
+
+# timestamps -----------------------------------------------------------------
+
+def test_find_offset_by_timestamp_uses_batch_max_timestamps(pdir: Path) -> None:
+    config = dict(segment_bytes=len(make_batch(2)) * 3, index_interval_bytes=0)
+    log = open_log(pdir, **config)
+    for ts in (100, 200, 150, 300, 300, 400, 500):  # max timestamps are ts + 1 (two records)
+        log.append(view(make_batch(2, timestamp=ts)), now_ms=0)
+
+    def found(t: int) -> int | None:
+        batch = log.find_offset_by_timestamp(t)
+        return None if batch is None else batch.base_offset
+
+    assert found(0) == 0
+    assert found(101) == 0
+    assert found(102) == 2
+    assert found(152) == 2  # 151 at offset 4 comes later; 201 at offset 2 is first
+    assert found(202) == 6
+    assert found(301) == 6
+    assert found(302) == 10
+    assert found(501) == 12
+    assert found(502) is None
+    log.close()
+    log = open_log(pdir, **config)  # time indexes of rolled segments come from disk
+    assert found(202) == 6 and found(302) == 10 and found(502) is None
+    log.delete_records_before(7)
+    assert found(0) == 6  # the batch holding the log start
+    log.delete_records_before(8)
+    assert found(0) == 8
+    log.close()
+
+
+def test_max_timestamp_is_the_first_batch_with_the_largest(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2)
+    assert log.max_timestamp() is None
+    for ts in (100, 700, 300, 700, 200):
+        log.append(view(make_batch(timestamp=ts)), now_ms=0)
+    ts, batch = log.max_timestamp()
+    assert (ts, batch.base_offset) == (700, 1)
+    log.close()
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2)
+    ts, batch = log.max_timestamp()
+    assert (ts, batch.base_offset) == (700, 1)
+    log.delete_records_before(2)  # the max now sits below the log start in a kept segment
+    ts, batch = log.max_timestamp()
+    assert (ts, batch.base_offset) == (700, 3)
+    log.close()
+
+
+def test_log_append_time_sets_timestamps_and_keeps_the_crc_valid(pdir: Path) -> None:
+    log = open_log(pdir, message_timestamp_type="LogAppendTime")
+    info = log.append(view(make_batch(records=3, timestamp=5)), now_ms=123_456)
+    assert info == AppendInfo(0, 2, 123_456, 0)
+    stored = next(iter_batches(log.read(0, 1 << 20)))
+    assert stored.timestamp_type == LOG_APPEND_TIME
+    assert stored.max_timestamp == 123_456
+    assert stored.crc_valid()
+    assert log.find_offset_by_timestamp(123_456).base_offset == 0
+    log.close()
+
+
+def test_time_index_entries_are_written_when_the_max_timestamp_grows(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 4, index_interval_bytes=0)
+    for ts in (100, 300, 200, 400, 500):
+        log.append(view(make_batch(timestamp=ts)), now_ms=0)
+    log.close()
+    raw = (pdir / f"{0:020d}.timeindex").read_bytes()
+    # As in Kafka the first batch of a segment is never indexed; the roll after batch 3
+    # finds nothing newer to add.
+    assert list(TIME_ENTRY.iter_unpack(raw)) == [(300, 1), (400, 3)]
+
+
+# truncation and flushing -------------------------------------------------------
+
+def test_truncate_to_drops_whole_batches_from_the_offset(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=len(make_batch(2)) * 2, index_interval_bytes=0)
+    fill(log, 6, records=2)
+    assert log.segment_base_offsets == [0, 4, 8]
+    log.truncate_to(5)  # inside the batch 4-5: the whole batch goes
+    assert log.log_end_offset == 4
+    assert log.segment_base_offsets == [0, 4]
+    assert spans(log.read(0, 1 << 20)) == [(0, 1), (2, 3)]
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 4
+    log.truncate_to(100)  # past the end: nothing to do
+    assert log.log_end_offset == 5
+    log.close()
+    assert open_log(pdir).log_end_offset == 5
+
+
+def test_truncate_to_inside_an_older_segment_makes_it_active(pdir: Path) -> None:
+    config = dict(segment_bytes=len(make_batch(2)) * 2, index_interval_bytes=0)
+    log = open_log(pdir, **config)
+    fill(log, 6, records=2)
+    log.close()
+    log = open_log(pdir, **config)
+    log.truncate_to(6)
+    assert (log.segment_base_offsets, log.log_end_offset) == ([0, 4], 6)
+    assert log.append(view(make_batch(2)), now_ms=0).base_offset == 6
+    assert log.segment_base_offsets == [0, 4]
+    assert log.append(view(make_batch(2)), now_ms=0).base_offset == 8
+    assert log.segment_base_offsets == [0, 4, 8]  # the segment was full again
+    log.close()
+
+
+def test_truncate_below_the_first_segment_starts_over(pdir: Path) -> None:
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2)
+    fill(log, 6)
+    log.delete_records_before(4)
+    log.truncate_to(3)
+    assert (log.log_start_offset, log.log_end_offset, log.segment_base_offsets) == (3, 3, [3])
+    log.truncate_to(0)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    with pytest.raises(ValueError, match="negative offset"):
+        log.truncate_to(-1)
+    log.close()
+    log = open_log(pdir)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    log.close()
+
+
+def test_truncate_lowers_a_log_start_offset_above_the_new_end(pdir: Path) -> None:
+    log = open_log(pdir)
+    fill(log, 6)
+    log.delete_records_before(5)
+    log.truncate_to(3)
+    assert (log.log_start_offset, log.log_end_offset) == (3, 3)
+    log.close()
+    assert open_log(pdir).log_start_offset == 3
+
+
+def test_flush_messages_and_flush_ms_trigger_fsync(pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    log = open_log(pdir, now_ms=0, flush_messages=3)
+
+    def append_at(now_ms: int) -> None:
+        log.append(view(make_batch()), now_ms=now_ms)
+
+    append_at(0)
+    append_at(0)
+    assert synced == []
+    append_at(0)
+    assert synced  # the log, both indexes and the directory
+    synced.clear()
+    append_at(0)
+    append_at(0)
+    assert synced == []
+    log.update_config(LogConfig(flush_ms=1000))
+    append_at(999)
+    assert synced == []
+    append_at(1000)
+    assert synced
+    synced.clear()
+    append_at(1999)
+    assert synced == []
+    append_at(2000)
+    assert synced
+    log.close()
+
+
+# config -------------------------------------------------------------------
+
+def test_log_config_defaults_are_kafkas() -> None:
+    config = LogConfig()
+    assert (config.segment_bytes, config.segment_ms, config.index_interval_bytes) == (1073741824, 604800000, 4096)
+    assert (config.retention_ms, config.retention_bytes) == (604800000, -1)
+    assert (config.flush_messages, config.flush_ms) == (2**63 - 1, 2**63 - 1)
+    assert (config.cleanup_policy, config.delete_retention_ms) == ("delete", 86400000)
+    assert config.message_timestamp_type == "CreateTime"
+
+
+def test_log_config_from_topic_configs() -> None:
+    config = LogConfig.from_topic_configs(
+        {"segment.bytes": "1024", "cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime",
+         "retention.ms": 5, "min.insync.replicas": "2"}
+    )
+    assert (config.segment_bytes, config.cleanup_policy, config.retention_ms) == (1024, "compact", 5)
+    assert config.message_timestamp_type == "LogAppendTime"
+    assert not config.deletes
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("segment_bytes", 13, "segment.bytes must be at least 14"),
+        ("segment_ms", 0, "segment.ms must be at least 1"),
+        ("index_interval_bytes", -1, "index.interval.bytes must be at least 0"),
+        ("flush_messages", 0, "flush.messages must be at least 1"),
+        ("cleanup_policy", "forever", "cleanup.policy must be"),
+        ("message_timestamp_type", "BrokerTime", "message.timestamp.type must be"),
+    ],
+)
+def test_log_config_refuses_bad_values(field: str, value, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LogConfig(**{field: value})
