@@ -93,8 +93,13 @@ def _plan(cls: type) -> tuple:
         else:
             conv = ("value", kafka_type)
         has_default = f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]
-        plan.append((f.name, conv, has_default, _zero(kafka_type, kind)))
+        # kio drops Kafka's "_ms" suffix from time fields; accept Kafka's name too.
+        alias = f.name + "_ms" if kafka_type in _TIME_TYPES else None
+        plan.append((f.name, alias, conv, has_default, _zero(kafka_type, kind)))
     return tuple(plan)
+
+
+_TIME_TYPES = frozenset({"timedelta_i32", "timedelta_i64", "datetime_i64"})
 
 
 def _zero(kafka_type: str | None, kind) -> Any:
@@ -138,7 +143,8 @@ def _names_in_any_version(cls: type) -> frozenset[str]:
             module = import_module(schema_name_map[api][version][entity_type].split(":")[0])
             twin = getattr(module, cls.__name__, None)
             if twin is not None:
-                names.update(f.name for f in fields(twin))
+                names.update(p[0] for p in _plan(twin))
+                names.update(p[1] for p in _plan(twin) if p[1])
     return frozenset(names)
 
 
@@ -149,17 +155,20 @@ CHECK_FIELD_NAMES = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
 def build(cls: type, data: dict[str, Any]):
     """Builds ``cls`` from ``data``; keys of other versions are ignored, unknown keys are a bug."""
     plan = _plan(cls)
-    if CHECK_FIELD_NAMES and not data.keys() <= {p[0] for p in plan}:
+    if CHECK_FIELD_NAMES and not data.keys() <= {n for p in plan for n in p[:2]}:
         unknown = set(data) - _names_in_any_version(cls)
         if unknown:
             raise KeyError(f"{cls.__name__} has no field {sorted(unknown)} in any version")
     kwargs = {}
-    for name, (kind, arg), has_default, zero in plan:
-        if name not in data:
+    for name, alias, (kind, arg), has_default, zero in plan:
+        if name in data:
+            v = data[name]
+        elif alias is not None and alias in data:
+            v = data[alias]
+        else:
             if not has_default:
                 kwargs[name] = zero
             continue
-        v = data[name]
         if kind == "value":
             kwargs[name] = _value(arg, v)
         elif kind == "entity":
