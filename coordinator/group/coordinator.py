@@ -1,0 +1,564 @@
+"""The classic group coordinator over the __consumer_offsets partitions it owns.
+
+Handlers return ``Result(records, response, effects)``. The runtime appends ``records``
+to the partition of the group (``partition_for``), calls ``replay`` for each, then
+sends ``response`` and carries out ``effects``: ``Reply(reply_to, response)`` answers a
+JoinGroup or SyncGroup that was parked (its own handler returned ``response=None``).
+``TransactionalOffsetRecord`` records go into a transactional batch of their producer.
+``poll(now_ms)`` runs the timers that ``next_deadline()`` announces. Handlers, replay
+and poll must be called from one serialized context per coordinator, and a Result's
+records replayed before the next call: each call sees everything earlier ones did.
+
+What is durable changes only in ``replay``: committed and pending offsets, and groups
+as of their last GroupMetadata record. Membership in flight is memory only, as on
+Kafka (see membership.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group import log_codec
+from coordinator.group.group import ClassicGroup, GroupState
+from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer
+from coordinator.group.messages import (
+    NO_GENERATION,
+    DeletableGroupResult,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+    FetchedPartition,
+    FetchedTopic,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    JoinProtocol,
+    LeaveGroupResponse,
+    LeaveMemberResponse,
+    ListedGroup,
+    ListGroupsResponse,
+    MemberIdentity,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchGroup,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetToCommit,
+    PartitionError,
+    SyncAssignment,
+    SyncGroupResponse,
+    TopicErrors,
+    TopicPartition,
+    TransactionalOffsetRecord,
+)
+from coordinator.group.offsets import CommittedOffset, OffsetStore
+from coordinator.partitioning import partition_for
+from coordinator.records import CoordinatorRecord, Result
+
+E = ErrorCode
+S = GroupState
+NO_PRODUCER_ID = -1
+FIRST_OFFSET_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
+FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """Kafka's settings, by their Kafka names, that the group coordinator consults."""
+
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    group_initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (local default)
+    group_min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    group_max_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+
+
+@dataclass(slots=True)
+class _Partition:
+    loading: bool = True
+    groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    offsets: OffsetStore = field(default_factory=OffsetStore)
+
+
+def _random_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig | None = None, new_member_uuid: Callable[[], str] = _random_uuid) -> None:
+        self.config = config or GroupConfig()
+        self._rebalancer = Rebalancer(
+            RebalanceConfig(self.config.group_initial_rebalance_delay_ms, self.config.group_max_size),
+            new_member_uuid,
+        )
+        self._partitions: dict[int, _Partition] = {}
+
+    # -- placement, ownership and inspection ----------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def owned_partitions(self) -> frozenset[int]:
+        return frozenset(p for p, s in self._partitions.items() if not s.loading)
+
+    def loading_partitions(self) -> frozenset[int]:
+        return frozenset(p for p, s in self._partitions.items() if s.loading)
+
+    def load_partition(self, partition: int) -> None:
+        """Become coordinator for ``partition``: forget what was held; replay comes next."""
+        self._partitions[partition] = _Partition()
+
+    def finish_loading(self, partition: int, now_ms: int) -> None:
+        """Serve the partition. Loaded members get a full session to send a heartbeat."""
+        state = self._partitions[partition]
+        state.loading = False
+        for group in state.groups.values():
+            for member in group.members.values():
+                member.session_deadline_ms = now_ms + member.session_timeout_ms
+
+    def unload_partition(self, partition: int) -> Result:
+        state = self._partitions.pop(partition, None)
+        out = Outcome()
+        if state is not None:
+            for group in state.groups.values():
+                self._rebalancer.unload(group, out)
+        return out.result()
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        state = self._partitions.get(self.partition_for(group_id))
+        return None if state is None else state.groups.get(group_id)
+
+    def committed_offset(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
+        state = self._partitions.get(self.partition_for(group_id))
+        return None if state is None else state.offsets.get(group_id, (topic, partition))
+
+    def has_pending_offsets(self, group_id: str) -> bool:
+        state = self._partitions.get(self.partition_for(group_id))
+        return state is not None and bool(state.offsets.pending_partitions(group_id))
+
+    # -- replay --------------------------------------------------------------------------
+
+    def replay(
+        self, record: CoordinatorRecord, offset: int, timestamp_ms: int,
+        producer_id: int = NO_PRODUCER_ID, transactional: bool = False,
+    ) -> None:
+        """Applies one record; ``producer_id``/``transactional`` describe its batch."""
+        if isinstance(record, TransactionalOffsetRecord) and producer_id == NO_PRODUCER_ID:
+            producer_id, transactional = record.producer_id, True
+        try:
+            key = log_codec.decode_key(record.key)
+        except log_codec.UnknownKeyVersion:
+            return  # a KIP-848/share group record: not ours, as on Kafka's classic loader
+        state = self._partitions.get(self.partition_for(key.group))
+        if state is None:
+            return  # the partition is not ours (any more)
+        if isinstance(key, log_codec.OffsetCommitKey):
+            self._replay_offset(state, key, record.value, offset, producer_id if transactional else None)
+        else:
+            self._replay_group(state, key.group, record.value, timestamp_ms)
+
+    def replay_marker(self, producer_id: int, commit: bool, *, partition: int) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` reached ``partition``."""
+        state = self._partitions.get(partition)
+        if state is not None:
+            state.offsets.complete_transaction(producer_id, commit)
+
+    @staticmethod
+    def _replay_offset(
+        state: _Partition, key: log_codec.OffsetCommitKey, value: bytes | None,
+        record_offset: int, producer_id: int | None,
+    ) -> None:
+        tp = (key.topic, key.partition)
+        if value is None:
+            state.offsets.delete(key.group, tp)
+            return
+        decoded = log_codec.decode_offset_commit_value(value)
+        committed = CommittedOffset(
+            offset=decoded.offset, leader_epoch=decoded.leader_epoch, metadata=decoded.metadata,
+            commit_timestamp_ms=decoded.commit_timestamp_ms,
+            expire_timestamp_ms=decoded.expire_timestamp_ms, record_offset=record_offset,
+        )
+        # Committing offsets without group membership makes a "simple" (empty) group.
+        state.groups.setdefault(key.group, ClassicGroup(key.group))
+        if producer_id is None:
+            state.offsets.commit(key.group, tp, committed)
+        else:
+            state.offsets.add_pending(producer_id, key.group, tp, committed)
+
+    def _replay_group(self, state: _Partition, group_id: str, value: bytes | None, timestamp_ms: int) -> None:
+        if value is None:
+            state.groups.pop(group_id, None)
+            return
+        decoded = log_codec.decode_group_metadata_value(value)
+        group = state.groups.get(group_id)
+        if state.loading or group is None:
+            state.groups[group_id] = ClassicGroup.from_record(group_id, decoded)
+        elif group.state is S.COMPLETING_REBALANCE and group.generation_id == decoded.generation:
+            assignment = {m.member_id: m.assignment for m in decoded.members}
+            self._rebalancer.assignment_persisted(group, assignment, timestamp_ms)
+        # Otherwise the live group already is what the record describes (an empty
+        # generation, a static member's new id): the handler changed it in memory.
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def _serving(self, group_id: str) -> tuple[ErrorCode | None, _Partition | None]:
+        state = self._partitions.get(self.partition_for(group_id))
+        if state is None:
+            return E.not_coordinator, None
+        if state.loading:
+            return E.coordinator_load_in_progress, None
+        return None, state
+
+    # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
+
+    def join_group(
+        self, *, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
+        protocols: Sequence[JoinProtocol], session_timeout_ms: int, rebalance_timeout_ms: int,
+        client_id: str, client_host: str, api_version: int, reply_to: Any, now_ms: int,
+    ) -> Result[JoinGroupResponse]:
+        """``rebalance_timeout_ms``: JoinGroup v0 has none; pass the session timeout."""
+        _require_reply_to(reply_to)
+        if not group_id:
+            return Result(response=JoinGroupResponse(E.invalid_group_id, member_id=member_id))
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=JoinGroupResponse(error, member_id=member_id))
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
+        group = state.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return Result(response=JoinGroupResponse(E.unknown_member_id, member_id=member_id))
+            group = state.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
+        request = JoinRequest(
+            group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+            protocol_type=protocol_type, protocols=tuple(protocols),
+            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            client_id=client_id, client_host=client_host, api_version=api_version, reply_to=reply_to,
+        )
+        return self._rebalancer.join(group, request, now_ms).result(reply_to)
+
+    def sync_group(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None, assignments: Sequence[SyncAssignment],
+        reply_to: Any, now_ms: int,
+    ) -> Result[SyncGroupResponse]:
+        _require_reply_to(reply_to)
+        if not group_id:
+            return Result(response=SyncGroupResponse(E.invalid_group_id))
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=SyncGroupResponse(error))
+        group = state.groups.get(group_id)
+        if group is None:
+            return Result(response=SyncGroupResponse(E.unknown_member_id))
+        return self._rebalancer.sync(
+            group, member_id, group_instance_id, generation_id, protocol_type, protocol_name,
+            tuple(assignments), reply_to, now_ms,
+        ).result(reply_to)
+
+    def heartbeat(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int
+    ) -> Result[HeartbeatResponse]:
+        if not group_id:
+            return Result(response=HeartbeatResponse(E.invalid_group_id))
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=HeartbeatResponse(error))
+        group = state.groups.get(group_id)
+        if group is None:
+            return Result(response=HeartbeatResponse(E.unknown_member_id))
+        return Result(response=self._rebalancer.heartbeat(group, member_id, group_instance_id, generation_id, now_ms))
+
+    def leave_group(
+        self, *, group_id: str, members: Sequence[MemberIdentity], api_version: int, now_ms: int
+    ) -> Result[LeaveGroupResponse]:
+        """v0-v2 name one member; its error becomes the top-level error, as Kafka answers."""
+        if not group_id:
+            return Result(response=LeaveGroupResponse(E.invalid_group_id))
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=LeaveGroupResponse(error))
+        group = state.groups.get(group_id)
+        if group is None:
+            return Result(response=LeaveGroupResponse(E.unknown_member_id))
+        out, responses = self._rebalancer.leave(group, tuple(members), now_ms)
+        top_error = responses[0].error_code if api_version < 3 and responses else E.none
+        out.response = LeaveGroupResponse(top_error, responses)
+        return out.result()
+
+    # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------
+
+    def describe_groups(self, group_ids: Iterable[str]) -> DescribeGroupsResponse:
+        return DescribeGroupsResponse(tuple(self._describe(g) for g in group_ids))
+
+    def _describe(self, group_id: str) -> DescribedGroup:
+        error, state = self._serving(group_id)
+        if state is None:
+            return DescribedGroup(error, group_id)
+        group = state.groups.get(group_id)
+        if group is None:
+            return DescribedGroup(E.none, group_id, group_state=S.DEAD.value)
+        stable = group.state is S.STABLE
+        return DescribedGroup(
+            E.none, group_id, group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=tuple(
+                DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id,
+                    client_id=m.client_id, client_host=m.client_host,
+                    member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                    member_assignment=m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            ),
+        )
+
+    def list_groups(
+        self, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()
+    ) -> ListGroupsResponse:
+        if any(s.loading for s in self._partitions.values()):
+            return ListGroupsResponse(E.coordinator_load_in_progress)
+        states = {s.lower() for s in states_filter}
+        types = {t.lower() for t in types_filter}
+        if types and "classic" not in types:
+            return ListGroupsResponse(E.none)
+        return ListGroupsResponse(E.none, tuple(
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for state in self._partitions.values()
+            for g in state.groups.values()
+            if not states or g.state.value.lower() in states
+        ))
+
+    def delete_groups(self, group_ids: Iterable[str]) -> Result[DeleteGroupsResponse]:
+        records: list[CoordinatorRecord] = []
+        results = []
+        for group_id in group_ids:
+            error, state = self._serving(group_id)
+            if state is not None:
+                group = state.groups.get(group_id)
+                if group is None:
+                    error = E.group_id_not_found
+                elif group.state is not S.EMPTY:
+                    error = E.non_empty_group
+                else:
+                    offsets = state.offsets
+                    for topic, partition in sorted(
+                        set(offsets.group_offsets(group_id)) | offsets.pending_partitions(group_id)
+                    ):
+                        records.append(log_codec.offset_commit_record(group_id, topic, partition, None))
+                    records.append(log_codec.group_metadata_record(group_id, None))
+            results.append(DeletableGroupResult(group_id, error or E.none))
+        return Result(records=tuple(records), response=DeleteGroupsResponse(tuple(results)))
+
+    # -- OffsetCommit / TxnOffsetCommit ---------------------------------------------------
+
+    def offset_commit(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        offsets: Sequence[OffsetToCommit], api_version: int, now_ms: int, retention_time_ms: int = -1,
+    ) -> Result[OffsetCommitResponse]:
+        """``retention_time_ms`` is OffsetCommit v2-v4's field (-1: the broker default)."""
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is not None:
+            group = state.groups.get(group_id)
+            if group is not None:
+                error = group.validate_offset_commit(member_id, group_instance_id, generation_id, False)
+            elif generation_id >= 0:
+                # No such group, yet a generation: v9+ says so, older clients expect this.
+                error = (E.group_id_not_found
+                         if api_version >= FIRST_OFFSET_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND
+                         else E.illegal_generation)
+        if error is not None:
+            return Result(response=_offset_errors(offsets, lambda _o: error))
+        expire_ms = now_ms + retention_time_ms if retention_time_ms >= 0 else -1
+        records = [
+            log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, expire_ms))
+            for o in offsets if self._metadata_fits(o)
+        ]
+        return Result(records=tuple(records), response=_offset_errors(offsets, self._commit_error))
+
+    def txn_offset_commit(
+        self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+        generation_id: int, member_id: str, group_instance_id: str | None,
+        offsets: Sequence[OffsetToCommit], api_version: int, now_ms: int,
+    ) -> Result[OffsetCommitResponse]:
+        """KIP-447: the offsets stay pending until the producer's marker is replayed.
+
+        The producer epoch is the partition log's to check when it appends the
+        transactional batch (``TransactionalOffsetRecord``), as on Kafka.
+        """
+        if api_version < FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER:
+            generation_id, member_id, group_instance_id = NO_GENERATION, "", None
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is not None:
+            group = state.groups.get(group_id)
+            if group is not None:
+                error = group.validate_offset_commit(member_id, group_instance_id, generation_id, True)
+            elif generation_id >= 0:
+                error = E.illegal_generation
+        if error is not None:
+            return Result(response=_offset_errors(offsets, lambda _o: error))
+        records = []
+        for o in offsets:
+            if self._metadata_fits(o):
+                plain = log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, -1))
+                records.append(TransactionalOffsetRecord(plain.key, plain.value, producer_id, producer_epoch))
+        return Result(records=tuple(records), response=_offset_errors(offsets, self._commit_error))
+
+    def _metadata_fits(self, o: OffsetToCommit) -> bool:
+        return o.metadata is None or len(o.metadata.encode()) <= self.config.offset_metadata_max_bytes
+
+    def _commit_error(self, o: OffsetToCommit) -> ErrorCode:
+        return E.none if self._metadata_fits(o) else E.offset_metadata_too_large
+
+    @staticmethod
+    def _offset_value(o: OffsetToCommit, now_ms: int, expire_ms: int) -> log_codec.OffsetCommitValue:
+        return log_codec.OffsetCommitValue(
+            offset=o.offset, metadata=o.metadata or "", commit_timestamp_ms=now_ms,
+            leader_epoch=o.leader_epoch, expire_timestamp_ms=expire_ms,
+        )
+
+    # -- OffsetFetch / OffsetDelete -------------------------------------------------------
+
+    def offset_fetch(self, groups: Sequence[OffsetFetchGroup], require_stable: bool) -> OffsetFetchResponse:
+        """``require_stable`` (v7+): partitions with pending transactional offsets answer
+        UNSTABLE_OFFSET_COMMIT so the consumer waits for the transaction to finish."""
+        return OffsetFetchResponse(tuple(self._fetch_group(g, require_stable) for g in groups))
+
+    def _fetch_group(self, request: OffsetFetchGroup, require_stable: bool) -> OffsetFetchResponseGroup:
+        group_id = request.group_id
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is None:
+            return OffsetFetchResponseGroup(group_id, error)
+        if request.topics is None:
+            wanted: dict[str, list[int]] = {}
+            for topic, partition in sorted(state.offsets.group_offsets(group_id)):
+                wanted.setdefault(topic, []).append(partition)
+            topics = tuple(wanted.items())
+        else:
+            topics = request.topics
+        return OffsetFetchResponseGroup(group_id, E.none, tuple(
+            FetchedTopic(topic, tuple(
+                self._fetch_partition(state.offsets, group_id, (topic, p), require_stable)
+                for p in partitions
+            ))
+            for topic, partitions in topics
+        ))
+
+    @staticmethod
+    def _fetch_partition(
+        offsets: OffsetStore, group_id: str, tp: TopicPartition, require_stable: bool
+    ) -> FetchedPartition:
+        if require_stable and offsets.has_pending(group_id, tp):
+            return FetchedPartition(tp[1], error_code=E.unstable_offset_commit)
+        committed = offsets.get(group_id, tp)
+        if committed is None:
+            return FetchedPartition(tp[1])
+        return FetchedPartition(tp[1], committed.offset, committed.leader_epoch, committed.metadata)
+
+    def offset_delete(
+        self, *, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
+    ) -> Result[OffsetDeleteResponse]:
+        """Refused for a topic the group's live ``consumer`` subscriptions name."""
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is None:
+            return Result(response=OffsetDeleteResponse(error))
+        group = state.groups.get(group_id)
+        if group is None:
+            return Result(response=OffsetDeleteResponse(E.group_id_not_found))
+        subscribed = group.subscribed_topics()
+        if group.state is not S.EMPTY and subscribed is None:
+            # Members whose subscriptions cannot be read might use any topic.
+            return Result(response=OffsetDeleteResponse(E.non_empty_group))
+        records = []
+        answers = []
+        for topic, partitions in topics:
+            errors = []
+            for p in partitions:
+                if subscribed is not None and topic in subscribed:
+                    errors.append(PartitionError(p, E.group_subscribed_to_topic))
+                    continue
+                tp = (topic, p)
+                if state.offsets.get(group_id, tp) is not None or tp in state.offsets.pending_partitions(group_id):
+                    records.append(log_codec.offset_commit_record(group_id, topic, p, None))
+                errors.append(PartitionError(p, E.none))
+            answers.append(TopicErrors(topic, tuple(errors)))
+        return Result(records=tuple(records), response=OffsetDeleteResponse(E.none, tuple(answers)))
+
+    # -- timers --------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for g in self._live_groups() for d in _group_deadlines(g)]
+        return min(deadlines, default=None)
+
+    def poll(self, now_ms: int) -> list[Result]:
+        """Fires every timer due at ``now_ms``, earliest first; one Result per firing."""
+        results = []
+        for group in list(self._live_groups()):
+            due = sorted(
+                (deadline, order, key)
+                for order, (deadline, key) in enumerate(_group_timers(group))
+                if deadline <= now_ms
+            )
+            for deadline, _order, key in due:
+                out = Outcome()
+                self._fire(group, key, deadline, now_ms, out)
+                if out:
+                    results.append(out.result())
+        return results
+
+    def _fire(self, group: ClassicGroup, key: tuple[str, str], deadline: int, now_ms: int, out: Outcome) -> None:
+        kind, member_id = key
+        # An earlier firing in this poll may have moved or removed this timer.
+        if kind == "join" and group.join_deadline_ms == deadline:
+            self._rebalancer.join_deadline_reached(group, now_ms, out)
+        elif kind == "sync" and group.sync_deadline_ms == deadline:
+            self._rebalancer.sync_deadline_reached(group, now_ms, out)
+        elif kind == "pending" and group.pending_members.get(member_id) == deadline:
+            self._rebalancer.pending_member_expired(group, member_id, now_ms, out)
+        elif kind == "session":
+            member = group.members.get(member_id)
+            if member is not None and member.session_deadline_ms == deadline:
+                self._rebalancer.session_expired(group, member, now_ms, out)
+
+    def _live_groups(self) -> Iterable[ClassicGroup]:
+        for state in self._partitions.values():
+            if not state.loading:
+                yield from state.groups.values()
+
+
+def _group_timers(g: ClassicGroup) -> list[tuple[int, tuple[str, str]]]:
+    timers = [(d, ("session", m.member_id)) for m in g.members.values()
+              if (d := m.session_deadline_ms) is not None]
+    timers += [(d, ("pending", member_id)) for member_id, d in g.pending_members.items()]
+    if g.join_deadline_ms is not None:
+        timers.append((g.join_deadline_ms, ("join", "")))
+    if g.sync_deadline_ms is not None:
+        timers.append((g.sync_deadline_ms, ("sync", "")))
+    return timers
+
+
+def _group_deadlines(g: ClassicGroup) -> list[int]:
+    return [d for d, _key in _group_timers(g)]
+
+
+def _offset_errors(
+    offsets: Sequence[OffsetToCommit], error_of: Callable[[OffsetToCommit], ErrorCode]
+) -> OffsetCommitResponse:
+    by_topic: dict[str, list[PartitionError]] = {}
+    for o in offsets:
+        by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error_of(o)))
+    return OffsetCommitResponse(tuple(TopicErrors(t, tuple(ps)) for t, ps in by_topic.items()))
+
+
+def _require_reply_to(reply_to: Any) -> None:
+    if reply_to is None:
+        raise ValueError("a JoinGroup/SyncGroup needs a reply_to token: it may be answered later")

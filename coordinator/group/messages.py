@@ -1,0 +1,240 @@
+"""What the group coordinator takes in and hands back.
+
+Response classes use kio's field names (``error_code``, ``generation_id``, ...), so a
+broker handler can turn one into the kio message of the negotiated version with
+``protocol.messages.build_response(api_key, version, dataclasses.asdict(response))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.records import CoordinatorRecord
+
+TopicPartition = tuple[str, int]
+NO_GENERATION = -1
+NO_OFFSET = -1
+NO_LEADER_EPOCH = -1
+
+
+# -- effects and annotated records -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Answer a parked JoinGroup/SyncGroup: send ``response`` to the request ``reply_to``."""
+
+    reply_to: Any
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalOffsetRecord(CoordinatorRecord):
+    """An offset commit that must be appended inside the producer's open transaction.
+
+    The runtime writes it in a transactional batch of ``producer_id``/``producer_epoch``
+    (so the partition log checks the epoch and the COMMIT/ABORT marker decides it) and
+    may hand this very object back to ``replay``, which reads the producer id from it.
+    """
+
+    producer_id: int
+    producer_epoch: int
+
+
+# -- request parts -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinProtocol:
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MemberIdentity:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetToCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchGroup:
+    """One group of an OffsetFetch; ``topics`` None asks for every committed offset."""
+
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponseMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponse:
+    error_code: ErrorCode
+    member_id: str = ""
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: tuple[JoinGroupResponseMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponse:
+    error_code: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse:
+    error_code: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResponse:
+    member_id: str
+    group_instance_id: str | None
+    error_code: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResponse:
+    """v0-v2 carry only ``error_code`` (the single member's error); v3+ also ``members``."""
+
+    error_code: ErrorCode
+    members: tuple[LeaveMemberResponse, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    error_code: ErrorCode
+    group_id: str
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedGroupMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsResponse:
+    groups: tuple[DescribedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResponse:
+    error_code: ErrorCode
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableGroupResult:
+    group_id: str
+    error_code: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResponse:
+    results: tuple[DeletableGroupResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionError:
+    partition_index: int
+    error_code: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class TopicErrors:
+    name: str
+    partitions: tuple[PartitionError, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    """OffsetCommit and TxnOffsetCommit answer alike: an error per partition."""
+
+    topics: tuple[TopicErrors, ...]
+
+
+TxnOffsetCommitResponse = OffsetCommitResponse
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error_code: ErrorCode
+    topics: tuple[TopicErrors, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    partition_index: int
+    committed_offset: int = NO_OFFSET
+    committed_leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+    error_code: ErrorCode = ErrorCode.none
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedTopic:
+    name: str
+    partitions: tuple[FetchedPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponseGroup:
+    """One group's answer; OffsetFetch v0-v7 put ``topics``/``error_code`` at the top."""
+
+    group_id: str
+    error_code: ErrorCode
+    topics: tuple[FetchedTopic, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    groups: tuple[OffsetFetchResponseGroup, ...]
