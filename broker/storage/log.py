@@ -117,6 +117,7 @@ class PartitionLog:
         self._flushed_offset = self._active.next_offset
         self._last_flush_ms = now_ms
         self._dir_unflushed = False
+        self._closed = False
         self.roll_listeners: list[Callable[[int], None]] = []
         self.update_config(config)
 
@@ -224,11 +225,10 @@ class PartitionLog:
         header = batch.header
         size = header.batch_length + 12
         last_offset = base_offset + header.last_offset_delta
-        if active.size and (
-            active.size > self._segment_bytes - size
-            or now_ms - active.roll_base_ms > self._segment_ms
-            or last_offset - active.base_offset > INT32_MAX
-        ):
+        if (
+            active.size
+            and (active.size > self._segment_bytes - size or now_ms - active.roll_base_ms > self._segment_ms)
+        ) or last_offset - active.base_offset > INT32_MAX:
             active = self._roll(base_offset)
         if active.roll_base_ms is None:
             active.roll_base_ms = now_ms
@@ -304,7 +304,11 @@ class PartitionLog:
         return b"".join(parts)
 
     def batches(self, from_offset: int = 0) -> Iterator[RecordBatch]:
-        """Stored batches from the one holding ``from_offset`` (at least the log start)."""
+        """Stored batches from the one holding ``from_offset`` (at least the log start).
+
+        Batches are views over freshly read bytes. Do not delete or truncate segments
+        while iterating: the iterator reads through the segments' open files.
+        """
         offset = max(from_offset, self._log_start_offset)
         i = max(bisect_right(self._bases, offset) - 1, 0)
         for seg in self._segments[i:]:
@@ -474,9 +478,12 @@ class PartitionLog:
         _fsync_dir(self._directory)
 
     def close(self) -> None:
+        if self._closed:
+            return
         self.flush()
         for seg in self._segments:
             seg.close()
+        self._closed = True
 
 
 def _is_segment_name(name: str) -> bool:

@@ -719,3 +719,58 @@ def test_log_config_from_topic_configs() -> None:
 def test_log_config_refuses_bad_values(field: str, value, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LogConfig(**{field: value})
+
+
+def test_an_empty_active_segment_rolls_before_relative_offsets_overflow(pdir: Path) -> None:
+    log = open_log(pdir)
+    far = view(make_batch())
+    far.set_base_offset(2**31 + 5)
+    log.append(far, now_ms=0, assign_offsets=False)
+    assert log.segment_base_offsets == [0, 2**31 + 5]
+    assert spans(log.read(0, 1 << 20)) == [(2**31 + 5, 2**31 + 5)]
+    log.close()
+    log.close()  # closing twice is harmless
+    log = open_log(pdir)
+    assert (log.log_end_offset, log.segment_base_offsets) == (2**31 + 6, [0, 2**31 + 5])
+    assert spans(log.read(0, 1 << 20)) == [(2**31 + 5, 2**31 + 5)]
+    log.close()
+
+
+def test_reads_match_a_simple_model_across_segments_and_reopen(pdir: Path) -> None:
+    import random
+
+    rng = random.Random(7)
+    config = dict(segment_bytes=1500, index_interval_bytes=200)
+    log = open_log(pdir, **config)
+    for _ in range(80):
+        log.append(view(make_batch(rng.randint(1, 4), value_size=rng.choice([5, 60, 700]))), now_ms=0)
+    stored = [(b.base_offset, b.last_offset, bytes(b.bytes())) for b in iter_batches(log.read(0, 1 << 30))]
+    assert len(stored) == 80 and len(log.segment_base_offsets) > 5
+
+    def model(offset: int, max_bytes: int, upper_bound: int | None, min_one: bool) -> bytes:
+        out: list[bytes] = []
+        total = 0
+        for base, last, raw in stored:
+            if last < offset:
+                continue
+            if upper_bound is not None and base >= upper_bound:
+                break
+            if total + len(raw) > max_bytes:
+                if not out and min_one:
+                    out.append(raw)
+                break
+            out.append(raw)
+            total += len(raw)
+        return b"".join(out)
+
+    for reopened in (False, True):
+        if reopened:
+            log.close()
+            log = open_log(pdir, **config)
+        for _ in range(400):
+            offset = rng.randrange(log.log_end_offset + 1)
+            max_bytes = rng.choice([0, 50, 800, 2000, 5000, 1 << 20])
+            upper_bound = rng.choice([None, rng.randrange(log.log_end_offset + 1)])
+            min_one = rng.random() < 0.8
+            assert log.read(offset, max_bytes, upper_bound, min_one) == model(offset, max_bytes, upper_bound, min_one)
+    log.close()
