@@ -9,6 +9,7 @@ from pathlib import Path
 from broker.cluster import Cluster, Node, now_ms
 from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
+from broker.producer_ids import ProducerIdAllocator
 from broker.server import Server
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
@@ -28,6 +29,7 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
         self.cluster = Cluster(config, self.data_dir)
+        self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
         self.servers = [Server(self, config["node.id"], host, port)]
         self._tasks: list[asyncio.Task] = []
@@ -42,6 +44,8 @@ class Broker:
             await server.start()
         self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
         self._tasks.append(asyncio.create_task(self._every(self._retention, self.config["log.retention.check.interval.ms"])))
+        self._tasks.append(asyncio.create_task(
+            self._every(self._expire_producers, self.config["producer.id.expiration.check.interval.ms"])))
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
             self._tasks.append(asyncio.create_task(self._every(lambda: self._close_idle(idle_ms), min(idle_ms / 4, 10_000))))
@@ -79,6 +83,14 @@ class Broker:
                 deleted = part.log.enforce_retention(t)
                 if deleted:
                     log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
+
+    def _expire_producers(self) -> None:
+        t = now_ms()
+        expiration = self.config["producer.id.expiration.ms"]
+        for part in list(self.cluster.partitions.values()):
+            expired = part.producer_state.remove_expired(t, expiration)
+            if expired:
+                log.info("expired %d idle producers of %s-%d", len(expired), part.topic, part.index)
 
     def _close_idle(self, idle_ms: int) -> None:
         for server in self.servers:

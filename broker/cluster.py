@@ -40,6 +40,9 @@ class Cluster:
         self.nodes: list[Node] = []
         self.topics = TopicRegistry(data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
+        version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
+        self.emulate_older_than_2_5 = version < (2, 5)
 
     @property
     def controller_id(self) -> int:
@@ -64,7 +67,9 @@ class Cluster:
         cfg = self.log_config(topic)
         t = now_ms()
         for i in range(first, topic.partitions):
-            self.partitions[(topic.name, i)] = Partition.open(topic.name, i, self.partition_dir(topic.name, i), cfg, t)
+            self.partitions[(topic.name, i)] = Partition.open(
+                topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5
+            )
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -170,4 +175,4 @@ class Cluster:
 
     def close(self) -> None:
         for part in self.partitions.values():
-            part.log.close()
+            part.close()

@@ -20,6 +20,8 @@ _MODULES = (
     "delete_records",
     "describe_configs",
     "describe_cluster",
+    "init_producer_id",
+    "describe_producers",
 )
 
 HANDLERS = {}

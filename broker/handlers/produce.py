@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from broker.cluster import now_ms
 from broker.errors import code
+from broker.partition import ProduceRejected
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.records import InvalidBatch, validate_produce_records
@@ -46,13 +47,16 @@ def _produce_partition(ctx, topic: str, data, now: int) -> dict:
         batch = validate_produce_records(data.records or b"", cluster.max_message_bytes(topic))
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
-    info = partition.append(batch, now)
+    try:
+        appended = partition.append_from_client(batch, now)
+    except ProduceRejected as e:
+        return _error(data.index, e.error_name, partition.log_start_offset, str(e))
     return {
         "index": data.index,
         "error_code": 0,
-        "base_offset": info.base_offset,
-        "log_append_time": info.log_append_time if info.log_append_time >= 0 else None,
-        "log_start_offset": info.log_start_offset,
+        "base_offset": appended.base_offset,
+        "log_append_time": appended.log_append_time if appended.log_append_time >= 0 else None,
+        "log_start_offset": appended.log_start_offset,
         "record_errors": [],
         "error_message": None,
     }
