@@ -36,6 +36,21 @@ def _read_file(path: Path) -> bytes:
         return f.read()
 
 
+def _open_rewritten(path: Path, data: bytes) -> int:
+    """Replaces the file with ``data`` atomically (a crash must not leave a valid-looking
+    prefix of entries) and opens it for appending."""
+    if data:
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return os.open(path, _OPEN_FLAGS, 0o644)
+    return os.open(path, _OPEN_FLAGS | os.O_TRUNC, 0o644)
+
+
 class OffsetIndex:
     """Maps an offset to the file position of a batch at or before it."""
 
@@ -73,9 +88,7 @@ class OffsetIndex:
         index = cls(path, base_offset)
         index._offsets.extend(offsets)
         index._positions.extend(positions)
-        index._fd = os.open(path, _OPEN_FLAGS | os.O_TRUNC, 0o644)
-        if index._offsets:
-            os.write(index._fd, b"".join(map(OFFSET_ENTRY.pack, index._offsets, index._positions)))
+        index._fd = _open_rewritten(path, b"".join(map(OFFSET_ENTRY.pack, index._offsets, index._positions)))
         return index
 
     def __len__(self) -> int:
@@ -150,9 +163,7 @@ class TimeIndex:
         index = cls(path, base_offset)
         index._timestamps.extend(timestamps)
         index._offsets.extend(offsets)
-        index._fd = os.open(path, _OPEN_FLAGS | os.O_TRUNC, 0o644)
-        if index._timestamps:
-            os.write(index._fd, b"".join(map(TIME_ENTRY.pack, index._timestamps, index._offsets)))
+        index._fd = _open_rewritten(path, b"".join(map(TIME_ENTRY.pack, index._timestamps, index._offsets)))
         return index
 
     def __len__(self) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from protocol.records import RecordBatch
+from protocol.records import LOG_OVERHEAD, RecordBatch
 
 from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 
@@ -223,7 +223,7 @@ class PartitionLog:
                     f"batch base offset {base_offset} is below the log end offset {active.next_offset}"
                 )
         header = batch.header
-        size = header.batch_length + 12
+        size = header.batch_length + LOG_OVERHEAD
         last_offset = base_offset + header.last_offset_delta
         if (
             active.size
@@ -492,8 +492,11 @@ def _is_segment_name(name: str) -> bool:
 
 
 def _remove_leftovers(directory: Path) -> None:
-    """Index files without a .log, and a half-written log start offset file."""
+    """Half-written files (*.tmp) and index files without a .log."""
     (directory / (LOG_START_OFFSET_FILE + ".tmp")).unlink(missing_ok=True)
+    for p in directory.glob("*.tmp"):
+        if _is_segment_name(p.name):
+            p.unlink()
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         for p in directory.glob("*" + suffix):
             if _is_segment_name(p.name) and not p.with_suffix(LOG_SUFFIX).exists():

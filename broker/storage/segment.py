@@ -26,9 +26,7 @@ INT32_MAX = 0x7FFFFFFF
 
 _HEAD = struct.Struct(">qi")  # base offset, batch length
 _INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 _LAST_OFFSET_DELTA = 23
-_MAX_TIMESTAMP = 35
 _SCAN_CHUNK = 16 * 1024
 _ITER_CHUNK = 1024 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)

@@ -371,9 +371,11 @@ def test_orphan_index_files_and_a_half_written_start_offset_file_are_removed(pdi
     log = open_log(pdir)
     log.close()
     (pdir / f"{50:020d}.index").write_bytes(b"")
+    (pdir / f"{0:020d}.timeindex.tmp").write_bytes(b"")
     (pdir / (LOG_START_OFFSET_FILE + ".tmp")).write_text("0\n9")
     log = open_log(pdir)
     assert not (pdir / f"{50:020d}.index").exists()
+    assert not (pdir / f"{0:020d}.timeindex.tmp").exists()
     assert not (pdir / (LOG_START_OFFSET_FILE + ".tmp")).exists()
     assert log.log_start_offset == 0
     log.close()
@@ -773,4 +775,17 @@ def test_reads_match_a_simple_model_across_segments_and_reopen(pdir: Path) -> No
             upper_bound = rng.choice([None, rng.randrange(log.log_end_offset + 1)])
             min_one = rng.random() < 0.8
             assert log.read(offset, max_bytes, upper_bound, min_one) == model(offset, max_bytes, upper_bound, min_one)
+    log.close()
+
+
+def test_roll_starts_a_new_segment_only_when_the_active_one_has_data(pdir: Path) -> None:
+    log = open_log(pdir)
+    rolled: list[int] = []
+    log.roll_listeners.append(rolled.append)
+    assert log.roll() == 0
+    fill(log, 2)
+    assert log.roll() == 2
+    assert log.roll() == 2
+    assert (rolled, log.segment_base_offsets) == ([2], [0, 2])
+    assert log.append(view(make_batch()), now_ms=0).base_offset == 2
     log.close()
