@@ -155,7 +155,7 @@ class ClassicGroup:
 
     def replace_static_member(self, old_member_id: str, new_member_id: str) -> tuple[Member, Member]:
         """Hands an instance id's membership to a new member id; returns (old, new)."""
-        old = self.members.pop(old_member_id)
+        old = self.members[old_member_id]
         new = Member(
             member_id=new_member_id, group_instance_id=old.group_instance_id,
             client_id=old.client_id, client_host=old.client_host,
@@ -163,7 +163,11 @@ class ClassicGroup:
             session_timeout_ms=old.session_timeout_ms, protocol_type=old.protocol_type,
             protocols=old.protocols, assignment=old.assignment,
         )
-        self.members[new_member_id] = new
+        # Same place in the member order (the order the leader is shown).
+        self.members = {
+            (new_member_id if k == old_member_id else k): (new if k == old_member_id else m)
+            for k, m in self.members.items()
+        }
         assert old.group_instance_id is not None
         self.static_members[old.group_instance_id] = new_member_id
         if self.leader_id == old_member_id:
