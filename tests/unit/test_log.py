@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -739,8 +740,6 @@ def test_an_empty_active_segment_rolls_before_relative_offsets_overflow(pdir: Pa
 
 
 def test_reads_match_a_simple_model_across_segments_and_reopen(pdir: Path) -> None:
-    import random
-
     rng = random.Random(7)
     config = dict(segment_bytes=1500, index_interval_bytes=200)
     log = open_log(pdir, **config)
