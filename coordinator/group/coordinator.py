@@ -39,7 +39,6 @@ from coordinator.group.messages import (
     JoinGroupResponse,
     JoinProtocol,
     LeaveGroupResponse,
-    LeaveMemberResponse,
     ListedGroup,
     ListGroupsResponse,
     MemberIdentity,

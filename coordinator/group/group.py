@@ -23,6 +23,9 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(Enum):
+    """DEAD is only ever reported (DescribeGroups of an unknown group): a deleted or
+    unloaded group is simply dropped."""
+
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -37,7 +40,6 @@ _VALID_PREVIOUS = {
     GroupState.COMPLETING_REBALANCE: {GroupState.PREPARING_REBALANCE},
     GroupState.STABLE: {GroupState.COMPLETING_REBALANCE},
     GroupState.EMPTY: {GroupState.PREPARING_REBALANCE},
-    GroupState.DEAD: set(GroupState),
 }
 
 

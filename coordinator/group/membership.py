@@ -107,7 +107,7 @@ class Rebalancer:
 
     def _accepts_joining_member(self, g: ClassicGroup, member_id: str) -> bool:
         limit = self.config.group_max_size
-        if g.state in (S.EMPTY, S.DEAD):
+        if g.state is S.EMPTY:
             return True
         if g.state is S.PREPARING_REBALANCE:
             # Counting members that rejoined (not all members) lets the last ones to

@@ -7,7 +7,7 @@ broker handler can turn one into the kio message of the negotiated version with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -103,6 +103,12 @@ class JoinGroupResponse:
     leader: str = ""
     skip_assignment: bool = False
     members: tuple[JoinGroupResponseMember, ...] = ()
+
+    def for_version(self, api_version: int) -> JoinGroupResponse:
+        """Before v7 the protocol name is not nullable: Kafka sends "" in its place."""
+        if api_version < 7 and self.protocol_name is None:
+            return replace(self, protocol_name="")
+        return self
 
 
 @dataclass(frozen=True, slots=True)

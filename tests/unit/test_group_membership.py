@@ -55,6 +55,13 @@ def test_leader_missing_assignment_for_a_member_gives_it_an_empty_one():
     assert rt.sync("bs2", b, gen + 1).assignment == b""
 
 
+def test_join_errors_before_v7_carry_an_empty_protocol_name():
+    rt = Runtime()
+    error = rt.join("x", session=1)
+    assert error.protocol_name is None and error.for_version(7) is error
+    assert error.for_version(6).protocol_name == ""
+
+
 def test_join_before_v4_gets_a_member_id_without_the_extra_round_trip():
     rt = Runtime()
     assert rt.join("a", version=3) is None
