@@ -155,14 +155,12 @@ class Rebalancer:
                 out.response = self._joined(g, member.member_id, g.is_leader(member.member_id))
             else:
                 self._update_member_and_rebalance(g, member, req, now_ms, out)
-        elif g.state is S.STABLE:
-            # A leader's rejoin forces a rebalance (its way to react to topic changes).
-            if g.is_leader(member.member_id) or not member.matches(req.protocols):
-                self._update_member_and_rebalance(g, member, req, now_ms, out)
-            else:
-                out.response = self._joined(g, member.member_id, with_members=False)
+        # Stable (a group with members is never Empty). A leader's rejoin forces a
+        # rebalance: its way to react to changes such as new topics.
+        elif g.is_leader(member.member_id) or not member.matches(req.protocols):
+            self._update_member_and_rebalance(g, member, req, now_ms, out)
         else:
-            out.response = JoinGroupResponse(E.unknown_member_id, member_id=req.member_id)
+            out.response = self._joined(g, member.member_id, with_members=False)
 
     def _add_member_and_rebalance(
         self, g: ClassicGroup, member_id: str, req: JoinRequest, now_ms: int, out: Outcome
@@ -328,8 +326,6 @@ class Rebalancer:
             _inconsistent(protocol_type, g.protocol_type) or _inconsistent(protocol_name, g.protocol_name)
         ):
             error = E.inconsistent_group_protocol
-        if error is None and g.state is S.EMPTY:
-            error = E.unknown_member_id
         if error is None and g.state is S.PREPARING_REBALANCE:
             error = E.rebalance_in_progress
         if error is not None:
@@ -372,8 +368,6 @@ class Rebalancer:
             return HeartbeatResponse(error)
         if generation_id != g.generation_id:
             return HeartbeatResponse(E.illegal_generation)
-        if g.state is S.EMPTY:
-            return HeartbeatResponse(E.unknown_member_id)
         member = g.members[member_id]
         member.session_deadline_ms = now_ms + member.session_timeout_ms
         if g.state is S.PREPARING_REBALANCE:

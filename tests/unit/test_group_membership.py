@@ -489,3 +489,74 @@ def test_records_of_other_group_types_are_skipped_on_replay():
     rt = Runtime()
     rt.coordinator.replay(CoordinatorRecord(b"\x00\x05\x00\x01g", b"\x00\x00"), 0, 0)
     assert rt.coordinator.group("g") is None
+
+
+def test_group_max_size_turns_away_the_last_to_rejoin():
+    rt = Runtime(GroupConfig(offsets_topic_num_partitions=1, group_max_size=2))
+    a, b, gen = rt.stable_pair()
+    rt.join("a2", member_id=a)  # rebalance; a is back
+    assert rt.join("n", version=3) is None  # a newcomer takes the second place
+    response = rt.join("b2", member_id=b)
+    assert response.error_code is E.group_max_size_reached and response.member_id == ""
+    # b is out, and everyone left has rejoined: the new generation forms at once.
+    assert [m.member_id for m in rt.replies["a2"].members] == [a, rt.replies["n"].member_id]
+
+
+def test_static_member_that_does_not_rejoin_stays_until_its_session_ends():
+    rt = Runtime()
+    d = rt.join("d0").member_id
+    rt.join("d1", member_id=d, rebalance=20_000)
+    rt.join("s0", instance="i1", session=30_000, rebalance=20_000)
+    rt.advance(200)
+    s = rt.replies["s0"].member_id
+    rt.sync("ds", d, 1, {d: b"", s: b""})
+    rt.sync("ss", s, 1, instance="i1")
+    rt.join("d2", member_id=d)  # leader rejoins, then leaves
+    rt.call("leave_group", group_id="g", members=[MemberIdentity(d)], api_version=3)
+    assert rt.replies["d2"].error_code is E.unknown_member_id
+    rt.advance(20_000)  # the rebalance timeout: nobody rejoined, the static member is kept
+    group = rt.coordinator.group("g")
+    assert list(group.members) == [s] and group.state is S.PREPARING_REBALANCE
+    rt.advance(10_000)  # its session (30 s from the sync) ends
+    group = rt.coordinator.group("g")
+    assert not group.members and group.state is S.EMPTY and group.generation_id == 2
+
+
+def test_static_restart_while_the_old_one_waits_for_its_assignment():
+    rt = Runtime()
+    a = rt.join("a0").member_id
+    rt.join("a1", member_id=a)
+    rt.join("s0", instance="i1", version=5)
+    rt.advance(200)
+    s = rt.replies["s0"].member_id
+    assert rt.sync("ss", s, 1, instance="i1") is None  # waiting for the leader
+    rt.join("s1", instance="i1", version=5)
+    assert rt.replies["ss"].error_code is E.fenced_instance_id
+    assert rt.sync("old", s, 1, instance="i1").error_code is E.fenced_instance_id
+    # The leader may have assigned to the old id: the generation starts over.
+    assert rt.coordinator.group("g").state is S.PREPARING_REBALANCE
+    assert rt.sync("as", a, 1, {a: b"", s: b""}).error_code is E.rebalance_in_progress
+
+
+def test_unloading_answers_parked_syncs_too():
+    rt = Runtime()
+    a = rt.join("a0").member_id
+    b = rt.join("b0").member_id
+    rt.join("a1", member_id=a)
+    rt.join("b1", member_id=b)
+    rt.advance(200)
+    rt.sync("bs", b, 1)
+    result = rt.coordinator.unload_partition(0)
+    assert [(r.reply_to, r.response.error_code) for r in result.effects] == [("bs", E.not_coordinator)]
+
+
+def test_more_placement_errors():
+    rt = Runtime(GroupConfig(offsets_topic_num_partitions=3))
+    coordinator = rt.coordinator
+    assert rt.call("leave_group", group_id="", members=[], api_version=3).error_code is E.invalid_group_id
+    coordinator.unload_partition(coordinator.partition_for("g"))
+    deleted = rt.call("delete_groups", group_ids=["g"])
+    assert deleted.results[0].error_code is E.not_coordinator
+    assert rt.call("offset_delete", group_id="g", topics=[]).error_code is E.not_coordinator
+    assert coordinator.describe_groups(["g"]).groups[0].error_code is E.not_coordinator
+    assert rt.appended == []
