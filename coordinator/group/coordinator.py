@@ -54,6 +54,7 @@ from coordinator.group.messages import (
     TopicErrors,
     TopicPartition,
     TransactionalOffsetRecord,
+    TxnOffsetCommitResponse,
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
@@ -388,7 +389,7 @@ class GroupCoordinator:
         self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
         generation_id: int, member_id: str, group_instance_id: str | None,
         offsets: Sequence[OffsetToCommit], api_version: int, now_ms: int,
-    ) -> Result[OffsetCommitResponse]:
+    ) -> Result[TxnOffsetCommitResponse]:
         """KIP-447: the offsets stay pending until the producer's marker is replayed.
 
         The producer epoch is the partition log's to check when it appends the
