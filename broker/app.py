@@ -11,6 +11,8 @@ from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
 from broker.server import Server
+from broker.timers import every
+from broker.transactions import TransactionService
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
 
@@ -33,6 +35,7 @@ class Broker:
         self.host = host
         self.servers = [Server(self, config["node.id"], host, port)]
         self._tasks: list[asyncio.Task] = []
+        self.transactions: TransactionService | None = None
 
     @property
     def port(self) -> int:
@@ -43,12 +46,21 @@ class Broker:
         for server in self.servers:
             await server.start()
         self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
-        self._tasks.append(asyncio.create_task(self._every(self._retention, self.config["log.retention.check.interval.ms"])))
+        self.transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id, self.producer_ids)
+        self.transactions.runtime.ensure_topic()
+        self._tasks.append(asyncio.create_task(self.transactions.load()))
+        self._tasks.append(asyncio.create_task(every(
+            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            self.transactions.abort_timed_out)))
+        self._tasks.append(asyncio.create_task(every(
+            self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+            self.transactions.expire_ids)))
+        self._tasks.append(asyncio.create_task(every(self.config["log.retention.check.interval.ms"], self._retention)))
         self._tasks.append(asyncio.create_task(
-            self._every(self._expire_producers, self.config["producer.id.expiration.check.interval.ms"])))
+            every(self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)))
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
-            self._tasks.append(asyncio.create_task(self._every(lambda: self._close_idle(idle_ms), min(idle_ms / 4, 10_000))))
+            self._tasks.append(asyncio.create_task(every(min(idle_ms / 4, 10_000), lambda: self._close_idle(idle_ms))))
 
     def coordinator_node(self, key: str, key_type: int):
         """The node leading the coordinator partition of a group (0) or transactional id (1)."""
@@ -64,17 +76,11 @@ class Broker:
                 await task
             except asyncio.CancelledError:
                 pass
+        if self.transactions is not None:
+            await self.transactions.close()
         for server in self.servers:
             await server.stop()
         self.cluster.close()
-
-    async def _every(self, duty, interval_ms: float) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                duty()
-            except Exception:
-                log.exception("background duty %s failed", getattr(duty, "__name__", duty))
 
     def _retention(self) -> None:
         t = now_ms()
@@ -82,6 +88,7 @@ class Broker:
             if "delete" in part.log.config.cleanup_policy:
                 deleted = part.log.enforce_retention(t)
                 if deleted:
+                    part.log_start_moved()
                     log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
 
     def _expire_producers(self) -> None:

@@ -145,8 +145,7 @@ class Cluster:
         for i in range(topic.partitions):
             part = self.partitions.pop((name, i), None)
             if part is not None:
-                part.wake_fetchers()
-                part.log.close()
+                part.discard()
             shutil.rmtree(self.partition_dir(name, i), ignore_errors=True)
         self.topics.remove(name)
         log.info("deleted topic %s", name)

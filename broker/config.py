@@ -83,6 +83,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _long, 3600000),
         Setting("producer.id.expiration.ms", _long, 86400000),
         Setting("producer.id.expiration.check.interval.ms", _long, 600000),
+        Setting("emulate.fault.hold.txn.markers", _bool, False,
+                doc="fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers"),
         Setting("emulate.kafka.version", _str, "4.0",
                 doc="version profile: 4.0 (newest behaviour) or 2.4 (pre-KIP-360 producer state rules)"),
     ]

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.storage.log import AppendInfo, LogConfig, PartitionLog
-from broker.storage.producer_state import ProducerStateManager, load_latest_snapshot
-from protocol.records import RecordBatch
+from broker.storage.producer_state import CompletedTxn, ProducerStateManager, load_latest_snapshot
+from broker.storage.txn_index import AbortedTxnIndex
+from protocol.record_codec import build_control_batch
+from protocol.records import RecordBatch, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +37,13 @@ class Appended:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager) -> None:
+    def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager,
+                 aborted: AbortedTxnIndex) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
         self.producer_state = producer_state
+        self.aborted = aborted
         self._waiters: list[asyncio.Future] = []
         log_.roll_listeners.append(self._snapshot_at_roll)
 
@@ -47,14 +51,20 @@ class Partition:
     def open(cls, topic: str, index: int, directory: Path, config: LogConfig, now_ms: int,
              emulate_older_than_2_5: bool = False) -> "Partition":
         log_ = PartitionLog.open(directory, config, now_ms)
+        aborted = AbortedTxnIndex(directory)
+        aborted.truncate_to(log_.log_end_offset)
         loaded = load_latest_snapshot(directory, emulate_older_than_2_5, log_.log_end_offset)
         if loaded is None:
             state, start = ProducerStateManager(emulate_older_than_2_5), log_.log_start_offset
         else:
             state, start = loaded[0], max(loaded[1], log_.log_start_offset)
         if start < log_.log_end_offset:
-            state.rebuild(log_.batches(start), now_ms)
-        return cls(topic, index, log_, state)
+            def on_completed(txn: CompletedTxn) -> None:
+                if txn.is_aborted:
+                    aborted.add(txn.producer_id, txn.first_offset, txn.last_offset)
+
+            state.rebuild(log_.batches(start), now_ms, on_completed)
+        return cls(topic, index, log_, state, aborted)
 
     @property
     def high_watermark(self) -> int:
@@ -70,8 +80,35 @@ class Partition:
         return self.log.log_start_offset
 
     def aborted_transactions(self, fetch_offset: int, data: bytes) -> list[dict]:
-        """Aborted transactions overlapping a read_committed read (none without transactions)."""
-        return []
+        """The aborted transactions whose records fall in the batches just read."""
+        end = fetch_offset
+        for batch in iter_batches(data):
+            end = batch.next_offset
+        if end == fetch_offset:
+            return []
+        return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+                for t in self.aborted.overlapping(fetch_offset, end)]
+
+    def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                     now_ms: int) -> None:
+        """Appends a COMMIT/ABORT marker and ends the producer's transaction here.
+
+        Raises ProduceRejected when the marker is fenced (older producer or
+        coordinator epoch): nothing is appended then.
+        """
+        check = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if check.error is not None:
+            raise ProduceRejected(check.error, check.message)
+        batch = RecordBatch(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms), 0)
+        info = self.log.append(batch, now_ms)
+        completed = self.producer_state.complete_transaction(
+            producer_id, producer_epoch, info.base_offset, commit, coordinator_epoch, now_ms)
+        if completed is not None and completed.is_aborted:
+            self.aborted.add(completed.producer_id, completed.first_offset, completed.last_offset)
+        self.wake_fetchers()
+
+    def log_start_moved(self) -> None:
+        self.aborted.delete_before(self.log.log_start_offset)
 
     def append_from_client(self, batch: RecordBatch, now_ms: int) -> Appended:
         """Validates the batch against producer state, then appends it.
@@ -102,6 +139,13 @@ class Partition:
             self.producer_state.write_snapshot(self.log.directory, self.log.log_end_offset)
         except OSError:
             log.exception("could not write the producer state snapshot of %s-%d", self.topic, self.index)
+        self.aborted.close()
+        self.log.close()
+
+    def discard(self) -> None:
+        """Closes files without a snapshot: the partition is being deleted."""
+        self.wake_fetchers()
+        self.aborted.close()
         self.log.close()
 
     # long-poll fetch support -------------------------------------------------

@@ -22,6 +22,10 @@ _MODULES = (
     "describe_cluster",
     "init_producer_id",
     "describe_producers",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
 )
 
 HANDLERS = {}

@@ -24,6 +24,7 @@ async def handle(ctx, request):
                 else:
                     try:
                         result["low_watermark"] = part.log.delete_records_before(max(offset, part.log_start_offset))
+                        part.log_start_moved()
                     except OffsetOutOfRange:
                         result["error_code"] = code("OFFSET_OUT_OF_RANGE")
             partitions.append(result)

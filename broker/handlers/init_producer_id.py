@@ -2,10 +2,12 @@
 
 With a null transactional id any broker answers with a fresh producer id at epoch 0
 (also when a KIP-360 client sends its current id and epoch: Kafka then hands out a new
-id, since nothing else knows that producer). Transactional ids go to the coordinator.
+id, since nothing else knows that producer). Transactional ids go to the coordinator,
+which persists the new epoch before this answer leaves.
 """
 
-from broker.errors import code
+from broker.cluster import now_ms
+from protocol.messages import ms
 
 API_KEY = 22
 
@@ -13,8 +15,14 @@ API_KEY = 22
 async def handle(ctx, request):
     if request.transactional_id is None:
         return {"error_code": 0, "producer_id": ctx.broker.producer_ids.next_producer_id(), "producer_epoch": 0}
-    return await ctx.broker.transactions.init_producer_id(ctx, request)
-
-
-def error(name: str) -> dict:
-    return {"error_code": code(name), "producer_id": -1, "producer_epoch": -1}
+    txns = ctx.broker.transactions
+    response = await txns.run(request.transactional_id, lambda: txns.coordinator.init_producer_id(
+        request.transactional_id,
+        ms(request.transaction_timeout),
+        getattr(request, "producer_id", -1),
+        getattr(request, "producer_epoch", -1),
+        ctx.version,
+        now_ms(),
+    ))
+    return {"error_code": response.error, "producer_id": response.producer_id,
+            "producer_epoch": response.producer_epoch}

@@ -33,7 +33,7 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
     }
 
 
-def _produce_partition(ctx, topic: str, data, now: int) -> dict:
+def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | None) -> dict:
     cluster = ctx.cluster
     partition = cluster.partition(topic, data.index)
     if partition is None:
@@ -47,6 +47,12 @@ def _produce_partition(ctx, topic: str, data, now: int) -> dict:
         batch = validate_produce_records(data.records or b"", cluster.max_message_bytes(topic))
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
+    if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
+        error = ctx.broker.transactions.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
+                                                       topic, data.index)
+        if error is not None:
+            return _error(data.index, error, partition.log_start_offset,
+                          f"partition {topic}-{data.index} is not part of producer {batch.producer_id}'s transaction")
     try:
         appended = partition.append_from_client(batch, now)
     except ProduceRejected as e:
@@ -72,7 +78,7 @@ async def handle(ctx, request):
             if acks not in (0, 1, -1):
                 results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
             else:
-                results.append(_produce_partition(ctx, topic.name, data, now))
+                results.append(_produce_partition(ctx, topic.name, data, now, request.transactional_id))
         responses.append({"name": topic.name, "partition_responses": results})
     if acks == 0:
         failed = [(t["name"], p) for t in responses for p in t["partition_responses"] if p["error_code"]]

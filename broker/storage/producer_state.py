@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -351,12 +351,14 @@ class ProducerStateManager:
         return sorted(expired)
 
     # recovery --------------------------------------------------------------
-    def rebuild(self, batches: Iterable[RecordBatch], now_ms: int) -> None:
+    def rebuild(self, batches: Iterable[RecordBatch], now_ms: int,
+                on_completed: Callable[[CompletedTxn], None] | None = None) -> None:
         """Replays stored batches that this state does not cover yet (those ending at
         or after ``map_end_offset``), without validation: the log is the truth.
 
         Replayed producers count as active at ``now_ms``, so a restart never makes a
-        producer expire earlier than it would have.
+        producer expire earlier than it would have. ``on_completed`` sees every
+        transaction a replayed marker completes (to rebuild the aborted index).
         """
         for batch in batches:
             if batch.last_offset < self.map_end_offset:
@@ -371,7 +373,11 @@ class ProducerStateManager:
                 log.warning("skipping control batch at offset %d: %s", batch.base_offset, e)
                 continue
             commit = control_type == CONTROL_TYPE_COMMIT
-            self._apply_marker(batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch, now_ms)
+            completed = self._apply_marker(
+                batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch, now_ms
+            )
+            if completed is not None and on_completed is not None:
+                on_completed(completed)
 
     def write_snapshot(self, directory: Path, offset: int) -> Path:
         """Writes the state as of log offset ``offset`` (the next offset to replay) to

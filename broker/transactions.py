@@ -1,0 +1,109 @@
+"""The transaction coordinator in the broker: its runtime over __transaction_state, the
+marker sender, and the timers that abort timed-out transactions and expire idle ids."""
+
+from __future__ import annotations
+
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from broker.cluster import Cluster, now_ms
+from broker.config import BrokerConfig
+from broker.coordinator_runtime import CoordinatorRuntime
+from broker.markers import MarkerSender
+from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from coordinator.transaction.messages import SendMarkers
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__transaction_state"
+# What a producer gets when verification fails (TRANSACTION_ABORTABLE is newer than
+# the clients we serve); coordinator trouble is retriable for a producer.
+_PRODUCE_VERIFY_ERRORS = {
+    ErrorCode.producer_fenced: "INVALID_PRODUCER_EPOCH",
+    ErrorCode.invalid_producer_epoch: "INVALID_PRODUCER_EPOCH",
+    ErrorCode.coordinator_load_in_progress: "NOT_ENOUGH_REPLICAS",
+    ErrorCode.not_coordinator: "NOT_ENOUGH_REPLICAS",
+    ErrorCode.concurrent_transactions: "NOT_ENOUGH_REPLICAS",
+}
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+
+class TransactionService:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids) -> None:
+        self.config = config
+        self.coordinator = TransactionCoordinator(
+            TransactionConfig(
+                transaction_max_timeout_ms=config["transaction.max.timeout.ms"],
+                transaction_state_log_num_partitions=config["transaction.state.log.num.partitions"],
+                transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
+                offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+            ),
+            producer_ids,
+        )
+        self.markers = MarkerSender(cluster, self._markers_written)
+        self.markers.hold = config["emulate.fault.hold.txn.markers"]
+        self.runtime = CoordinatorRuntime(
+            "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"], TOPIC_CONFIGS,
+            self.coordinator, cluster, node_id, self._perform,
+        )
+
+    async def load(self) -> None:
+        await self.runtime.load()
+
+    def _perform(self, effect) -> None:
+        if isinstance(effect, SendMarkers):
+            self.markers.send(effect)
+        else:
+            raise TypeError(f"unknown transaction coordinator effect {effect!r}")
+
+    async def _markers_written(self, m: SendMarkers) -> None:
+        partition = self.coordinator.partition_for(m.transactional_id)
+        await self.runtime.run(partition, lambda: self.coordinator.markers_written(
+            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms(), m.coordinator_epoch))
+
+    async def run(self, transactional_id: str | None, handler):
+        """Runs a coordinator handler under the lock of the id's partition."""
+        partition = self.coordinator.partition_for(transactional_id or "")
+        return await self.runtime.run(partition, handler)
+
+    def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                       topic: str, partition: int) -> str | None:
+        """KIP-890 verification of a transaction's first batch on a partition: the
+        coordinator must list the partition in the producer's ongoing transaction.
+        Returns the error a producer gets, or None."""
+        if transactional_id is None:
+            return "INVALID_TXN_STATE"
+        errors = self.coordinator.verify_partitions_in_txn(
+            transactional_id, producer_id, producer_epoch, [(topic, partition)]).response.errors
+        error = errors.get((topic, partition), ErrorCode.none)
+        if error is ErrorCode.none:
+            return None
+        return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
+
+    # -- timers ------------------------------------------------------------------------
+    async def abort_timed_out(self) -> None:
+        for p in sorted(self.coordinator.owned_partitions()):
+            async with self.runtime.lock(p):
+                results = [r for r in self.coordinator.abort_timed_out_transactions(now_ms())
+                           if self.runtime_partition(r) == p]
+                for r in results:
+                    self.runtime.append(p, r.records)
+            for r in results:
+                log.info("aborting timed-out transaction %s", r.records[0].key[4:].decode(errors="replace"))
+                for effect in r.effects:
+                    self._perform(effect)
+
+    async def expire_ids(self) -> None:
+        for p in sorted(self.coordinator.owned_partitions()):
+            async with self.runtime.lock(p):
+                for r in self.coordinator.expire_transactional_ids(now_ms()):
+                    if self.runtime_partition(r) == p:
+                        self.runtime.append(p, r.records)
+
+    def runtime_partition(self, result) -> int:
+        return self.coordinator.partition_of(result.records[0])
+
+    async def close(self) -> None:
+        await self.markers.close()
+
