@@ -1,0 +1,24 @@
+"""ListTransactions (66): the transactions of the coordinator partitions this broker
+serves, filtered by state, producer id, duration (v1) and id pattern (v2)."""
+
+from broker.cluster import now_ms
+
+API_KEY = 66
+
+
+async def handle(ctx, request):
+    response = ctx.broker.transactions.coordinator.list_transactions(
+        state_filters=request.state_filters,
+        producer_id_filters=request.producer_id_filters,
+        duration_filter_ms=getattr(request, "duration_filter", -1),
+        transactional_id_pattern=getattr(request, "transactional_id_pattern", None),
+        now_ms=now_ms(),
+    )
+    return {
+        "error_code": response.error,
+        "unknown_state_filters": list(response.unknown_state_filters),
+        "transaction_states": [
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": t.state}
+            for t in response.transaction_states
+        ],
+    }
