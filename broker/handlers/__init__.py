@@ -26,6 +26,8 @@ _MODULES = (
     "add_offsets_to_txn",
     "end_txn",
     "write_txn_markers",
+    "describe_transactions",
+    "list_transactions",
 )
 
 HANDLERS = {}
