@@ -5,19 +5,27 @@ append its records as one batch, replay those very records (the code path start-
 recovery uses), release the lock, then hand the response back and the effects to
 the broker. Loading a partition replays its whole log. The state machine never
 changes until its records are in the log.
+
+Records that belong to a producer's transaction (they carry ``producer_id`` and
+``producer_epoch``, as the group coordinator's transactional offset commits do) go in
+a transactional batch of that producer, so the partition's producer state opens the
+transaction and its COMMIT/ABORT marker closes it. At load such records are replayed
+with their producer id, and markers through ``machine.replay_marker``; a log without
+transactions (__transaction_state) never reaches either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from broker.cluster import Cluster, now_ms
 from coordinator.records import CoordinatorRecord, Result
-from protocol.record_codec import build_batch, decode_records
-from protocol.records import RecordBatch
+from protocol.record_codec import CONTROL_TYPE_COMMIT, build_batch, decode_records, read_control_record
+from protocol.records import InvalidBatch, RecordBatch
 
 log = logging.getLogger(__name__)
 
@@ -49,19 +57,30 @@ class CoordinatorRuntime:
         for p in owned:
             async with self.lock(p):
                 for batch in self.cluster.partition(self.topic, p).log.batches():
-                    records += self._replay_batch(batch)
+                    records += self._replay_batch(p, batch)
                 results = self.machine.finish_loading(p)
             for result in results:
                 self._perform_all(result.effects)
             await asyncio.sleep(0)  # let requests in between partitions
         log.info("%s loaded %d records from %s in %d ms", self.name, records, self.topic, now_ms() - started)
 
-    def _replay_batch(self, batch: RecordBatch) -> int:
+    def _replay_batch(self, partition: int, batch: RecordBatch) -> int:
         if batch.is_control:
+            try:
+                control_type, _epoch = read_control_record(batch)
+            except InvalidBatch as e:
+                log.warning("%s: skipping control batch at offset %d: %s", self.topic, batch.base_offset, e)
+                return 0
+            self.machine.replay_marker(batch.producer_id, control_type == CONTROL_TYPE_COMMIT, partition=partition)
             return 0
         count = 0
         for record in decode_records(batch):
-            self.machine.replay(CoordinatorRecord(record.key, record.value), record.offset, record.timestamp)
+            stored = CoordinatorRecord(record.key, record.value)
+            if batch.is_transactional:
+                self.machine.replay(stored, record.offset, record.timestamp,
+                                    producer_id=batch.producer_id, transactional=True)
+            else:
+                self.machine.replay(stored, record.offset, record.timestamp)
             count += 1
         return count
 
@@ -81,15 +100,31 @@ class CoordinatorRuntime:
         return result.response
 
     def append(self, partition: int, records: tuple[CoordinatorRecord, ...]) -> None:
-        """Appends records in one batch, then replays the same objects in order."""
-        if not records:
-            return
+        """Appends records, one batch per run of records of the same producer (or none),
+        then replays the same objects in order."""
         t = now_ms()
-        batch = RecordBatch(build_batch([(r.key, r.value, (), t) for r in records]), 0)
-        info = self.cluster.partition(self.topic, partition).append(batch, t)
-        for i, record in enumerate(records):
-            self.machine.replay(record, info.base_offset + i, t)
+        for producer, run in itertools.groupby(records, _producer_of):
+            run = list(run)
+            batch = RecordBatch(_build(run, producer, t), 0)
+            info = self.cluster.partition(self.topic, partition).append(batch, t)
+            for i, record in enumerate(run):
+                self.machine.replay(record, info.base_offset + i, t)
 
     def _perform_all(self, effects) -> None:
         for effect in effects:
             self._perform(effect)
+
+
+def _producer_of(record: CoordinatorRecord) -> tuple[int, int] | None:
+    producer_id = getattr(record, "producer_id", None)
+    return None if producer_id is None else (producer_id, record.producer_epoch)
+
+
+def _build(records: list[CoordinatorRecord], producer: tuple[int, int] | None, t: int) -> bytearray:
+    rows = [(r.key, r.value, (), t) for r in records]
+    if producer is None:
+        return build_batch(rows)
+    # Sequence 0, as Kafka's coordinators write it: the partition leader checks no
+    # sequences for its own appends, only the producer epoch (done before we get here).
+    return build_batch(rows, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                       transactional=True)
