@@ -8,6 +8,7 @@ from pathlib import Path
 
 from broker.cluster import Cluster, Node, now_ms
 from broker.config import BrokerConfig
+from broker.groups import GroupService
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
 from broker.server import Server
@@ -36,6 +37,7 @@ class Broker:
         self.servers = [Server(self, config["node.id"], host, port)]
         self._tasks: list[asyncio.Task] = []
         self.transactions: TransactionService | None = None
+        self.groups: GroupService | None = None
 
     @property
     def port(self) -> int:
@@ -47,8 +49,8 @@ class Broker:
             await server.start()
         self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
         self.transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id, self.producer_ids)
-        self.transactions.runtime.ensure_topic()
-        self._tasks.append(asyncio.create_task(self.transactions.load()))
+        if self.transactions.topic_exists:
+            self.transactions.ensure_ready()
         self._tasks.append(asyncio.create_task(every(
             self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             self.transactions.abort_timed_out)))

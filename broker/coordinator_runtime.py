@@ -47,13 +47,17 @@ class CoordinatorRuntime:
     def ensure_topic(self) -> None:
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
 
-    async def load(self, coordinator_epoch: int = 0) -> None:
-        """Loads every partition this node leads; requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS."""
-        started = now_ms()
-        records = 0
+    def begin_load(self, coordinator_epoch: int = 0) -> list[int]:
+        """Takes ownership of the partitions this node leads, all marked loading: requests
+        for them get COORDINATOR_LOAD_IN_PROGRESS until ``load`` has replayed them."""
         owned = [p for p in range(self.partition_count) if self.cluster.leader_of(self.topic, p) == self.node_id]
         for p in owned:
             self.machine.load_partition(p, coordinator_epoch)
+        return owned
+
+    async def load(self, owned: list[int]) -> None:
+        started = now_ms()
+        records = 0
         for p in owned:
             async with self.lock(p):
                 for batch in self.cluster.partition(self.topic, p).log.batches():

@@ -3,6 +3,7 @@ marker sender, and the timers that abort timed-out transactions and expire idle 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -43,13 +44,28 @@ class TransactionService:
         )
         self.markers = MarkerSender(cluster, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
+        self._loading: asyncio.Task | None = None
         self.runtime = CoordinatorRuntime(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"], TOPIC_CONFIGS,
             self.coordinator, cluster, node_id, self._perform,
         )
 
-    async def load(self) -> None:
-        await self.runtime.load()
+    def ensure_ready(self) -> None:
+        """Starts the coordinator the first time it is needed.
+
+        Like Kafka, __transaction_state is created on first use, so a broker that never
+        sees a transaction never pays for its 50 partitions. An existing topic is loaded
+        in the background at start-up; requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
+        """
+        if self._loading is not None:
+            return
+        self.runtime.ensure_topic()
+        owned = self.runtime.begin_load()
+        self._loading = asyncio.get_running_loop().create_task(self.runtime.load(owned))
+
+    @property
+    def topic_exists(self) -> bool:
+        return TOPIC in self.runtime.cluster.topics.by_name
 
     def _perform(self, effect) -> None:
         if isinstance(effect, SendMarkers):
@@ -64,6 +80,7 @@ class TransactionService:
 
     async def run(self, transactional_id: str | None, handler):
         """Runs a coordinator handler under the lock of the id's partition."""
+        self.ensure_ready()
         partition = self.coordinator.partition_for(transactional_id or "")
         return await self.runtime.run(partition, handler)
 
@@ -74,6 +91,7 @@ class TransactionService:
         Returns the error a producer gets, or None."""
         if transactional_id is None:
             return "INVALID_TXN_STATE"
+        self.ensure_ready()
         errors = self.coordinator.verify_partitions_in_txn(
             transactional_id, producer_id, producer_epoch, [(topic, partition)]).response.errors
         error = errors.get((topic, partition), ErrorCode.none)
@@ -105,5 +123,7 @@ class TransactionService:
         return self.coordinator.partition_of(result.records[0])
 
     async def close(self) -> None:
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
         await self.markers.close()
 

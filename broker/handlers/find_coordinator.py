@@ -13,6 +13,8 @@ def _answer(ctx, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
+    if key_type == TRANSACTION:
+        ctx.broker.transactions.ensure_ready()
     node = ctx.broker.coordinator_node(key, key_type)
     if node is None:
         return {"error_code": code("COORDINATOR_NOT_AVAILABLE"), "error_message": None,
