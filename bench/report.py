@@ -51,13 +51,15 @@ def judge(workloads: list[Workload], med: Medians) -> list[Verdict]:
             if t.below is not None:
                 ok = subject < t.below
                 verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT} {subject:,.1f}"))
-            if t.min_ratio_to_peer is not None:
+            if t.min_ratio_to_peer is not None or t.max_ratio_to_peer is not None:
                 peer = med.get(PEER, {}).get((w.name, t.metric))
                 if not peer:
                     verdicts.append(Verdict(w.name, t, "n/a", f"{PEER} not measured"))
                     continue
                 ratio = subject / peer
-                ok = ratio >= t.min_ratio_to_peer
+                ok = (t.min_ratio_to_peer is None or ratio >= t.min_ratio_to_peer) and (
+                    t.max_ratio_to_peer is None or ratio <= t.max_ratio_to_peer
+                )
                 verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT}/{PEER} = {ratio:.2f}"))
     return verdicts
 
@@ -76,6 +78,12 @@ def _cells(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _cell(workload: Workload, broker: str, value: float | None, fmt: str) -> str:
+    if not workload.applies_to(broker):
+        return "n/a"
+    return "-" if value is None else format(value, fmt)
+
+
 def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: dict[str, int]) -> str:
     with_ratio = SUBJECT in brokers and PEER in brokers
     header = ["workload", "metric (better)", *(f"{b} (n={runs_ok.get(b, 0)})" for b in brokers)]
@@ -86,7 +94,7 @@ def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: 
         for m in w.metrics:
             key = (w.name, m.name)
             values = [med.get(b, {}).get(key) for b in brokers]
-            row = [w.name, f"{m.name} ({m.better})", *("-" if v is None else format(v, m.fmt) for v in values)]
+            row = [w.name, f"{m.name} ({m.better})", *(_cell(w, b, v, m.fmt) for b, v in zip(brokers, values))]
             if with_ratio:
                 s, p = med.get(SUBJECT, {}).get(key), med.get(PEER, {}).get(key)
                 row.append(f"{s / p:.2f}x" if s is not None and p else "-")

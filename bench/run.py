@@ -43,6 +43,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--records", type=int, default=200_000, help="records produced and consumed (default 200000)")
     p.add_argument("--record-size", type=int, default=100, help="value bytes per record (default 100)")
     p.add_argument(
+        "--transactions", type=int, default=2_000, help="transactions in the transactions workload (default 2000)"
+    )
+    p.add_argument(
+        "--txn-state-records",
+        type=int,
+        default=100_000,
+        help="about how many records txn-state-startup writes to __transaction_state (default 100000)",
+    )
+    p.add_argument(
         "--only",
         type=lambda v: _names(v, BY_NAME, "workload"),
         default=None,
@@ -63,8 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
     args = p.parse_args(argv)
-    if args.runs < 1 or args.records < 1 or args.record_size < 1:
-        p.error("--runs, --records and --record-size must be positive")
+    if min(args.runs, args.records, args.record_size, args.transactions, args.txn_state_records) < 1:
+        p.error("--runs, --records, --record-size, --transactions and --txn-state-records must be positive")
     return args
 
 
@@ -74,6 +83,8 @@ def run_once(broker_name: str, run: int, plan: list[Workload], settings: Setting
         with RunningBroker(BROKERS[broker_name], startup_timeout_s) as broker:
             ctx = RunContext(broker, settings)
             for workload in plan:
+                if not workload.applies_to(broker_name):
+                    continue
                 try:
                     result.metrics[workload.name] = workload.run(ctx)
                     broker.check_alive()
@@ -120,7 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     selected = args.only or [w.name for w in WORKLOADS]
     plan = execution_order(selected)
     reported = [w for w in plan if w.name in selected]
-    settings = Settings(records=args.records, record_size=args.record_size, timeout_s=args.timeout)
+    settings = Settings(
+        records=args.records,
+        record_size=args.record_size,
+        timeout_s=args.timeout,
+        transactions=args.transactions,
+        txn_state_records=args.txn_state_records,
+    )
     env = environment()
     print(
         f"bench: {', '.join(args.brokers)} x {args.runs} runs, {args.records:,} records of {args.record_size} B; "

@@ -1,13 +1,15 @@
 """The workload registry, in run order. A new workload is a module with a ``WORKLOAD``
 and one line here; ``resources`` stays last so it covers the others."""
 
-from bench.workloads import consume, produce, resources, startup
+from bench.workloads import consume, idempotent_produce, produce, resources, startup, transactions
 from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 
 WORKLOADS: tuple[Workload, ...] = (
     startup.WORKLOAD,
     produce.WORKLOAD,
     consume.WORKLOAD,
+    idempotent_produce.WORKLOAD,
+    transactions.WORKLOAD,
     resources.WORKLOAD,
 )
 

@@ -30,12 +30,14 @@ class Metric:
 class Target:
     """One acceptance figure for eosbroker on one metric.
 
-    ``min_ratio_to_peer``: eosbroker >= ratio x peer.  ``below``: eosbroker < value.
+    ``min_ratio_to_peer``: eosbroker >= ratio x peer.  ``max_ratio_to_peer``: eosbroker
+    <= ratio x peer (for lower-is-better metrics).  ``below``: eosbroker < value.
     """
 
     metric: str
     description: str
     min_ratio_to_peer: float | None = None
+    max_ratio_to_peer: float | None = None
     below: float | None = None
 
 
@@ -44,6 +46,8 @@ class Settings:
     records: int
     record_size: int
     timeout_s: float
+    transactions: int = 2_000
+    txn_state_records: int = 100_000
 
 
 @dataclass
@@ -73,3 +77,7 @@ class Workload:
     metrics: tuple[Metric, ...]
     requires: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()
+    brokers: tuple[str, ...] | None = None  # the brokers it applies to; None: every broker
+
+    def applies_to(self, broker: str) -> bool:
+        return self.brokers is None or broker in self.brokers

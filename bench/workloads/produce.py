@@ -20,12 +20,14 @@ TOPIC_KEY = "produce.topic"
 _POLL_EVERY = 1000
 
 
-def create_topic(bootstrap: str, name: str, timeout_s: float) -> None:
+def create_topic(bootstrap: str, name: str, timeout_s: float, partitions: int = 1) -> None:
     # log_level 4: warnings only; at level 6 librdkafka notes the admin result event left
     # unserved in its background queue when the client is destroyed.
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=1, replication_factor=1)], request_timeout=timeout_s, operation_timeout=timeout_s
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        request_timeout=timeout_s,
+        operation_timeout=timeout_s,
     )
     try:
         futures[name].result(timeout=timeout_s)
@@ -50,19 +52,16 @@ class DeliveryTally:
                 self.first_error = err
 
 
-def run(ctx: RunContext) -> dict[str, float]:
+def produce_to_fresh_topic(ctx: RunContext, name: str, producer_config: dict) -> tuple[str, dict[str, float]]:
+    """Creates a 1-partition topic and produces ``--records`` records of ``--record-size``
+    bytes to it with acks=all and linger.ms=5 plus ``producer_config``; returns the topic
+    and records/s, MB/s. ``name`` labels the topic and the failure messages."""
     records, size = ctx.settings.records, ctx.settings.record_size
-    topic = f"bench-produce-{uuid.uuid4().hex[:12]}"
+    topic = f"bench-{name}-{uuid.uuid4().hex[:12]}"
     create_topic(ctx.bootstrap, topic, min(30.0, ctx.settings.timeout_s))
     tally = DeliveryTally()
     producer = Producer(
-        {
-            "bootstrap.servers": ctx.bootstrap,
-            "enable.idempotence": False,
-            "acks": "all",
-            "linger.ms": 5,
-            "on_delivery": tally,
-        }
+        {"bootstrap.servers": ctx.bootstrap, "acks": "all", "linger.ms": 5, "on_delivery": tally, **producer_config}
     )
     value = os.urandom(size)
     deadline = ctx.deadline()
@@ -77,20 +76,25 @@ def run(ctx: RunContext) -> dict[str, float]:
             except BufferError:  # local queue full: let deliveries drain
                 poll(0.01)
                 if time.perf_counter() > deadline:
-                    raise WorkloadFailed(f"produce: local queue still full at record {i} after {ctx.settings.timeout_s} s")
+                    raise WorkloadFailed(f"{name}: local queue still full at record {i} after {ctx.settings.timeout_s} s")
         if i % _POLL_EVERY == 0:
             poll(0)
     left = producer.flush(max(0.0, deadline - time.perf_counter()))
     elapsed = time.perf_counter() - started
 
     if left:
-        raise WorkloadFailed(f"produce: {left} records still undelivered after {ctx.settings.timeout_s} s")
+        raise WorkloadFailed(f"{name}: {left} records still undelivered after {ctx.settings.timeout_s} s")
     if tally.failed:
-        raise WorkloadFailed(f"produce: {tally.failed} delivery reports failed, first: {tally.first_error}")
+        raise WorkloadFailed(f"{name}: {tally.failed} delivery reports failed, first: {tally.first_error}")
     if tally.delivered != records:
-        raise WorkloadFailed(f"produce: {tally.delivered} successful delivery reports for {records} records")
+        raise WorkloadFailed(f"{name}: {tally.delivered} successful delivery reports for {records} records")
+    return topic, {"records/s": records / elapsed, "MB/s": records * size / elapsed / 1e6}
+
+
+def run(ctx: RunContext) -> dict[str, float]:
+    topic, metrics = produce_to_fresh_topic(ctx, "produce", {"enable.idempotence": False})
     ctx.state[TOPIC_KEY] = topic
-    return {"records/s": records / elapsed, "MB/s": records * size / elapsed / 1e6}
+    return metrics
 
 
 WORKLOAD = Workload(
