@@ -63,6 +63,15 @@ class RequestContext:
     def cluster(self) -> Cluster:
         return self.broker.cluster
 
+    def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION"):
+        """(partition, None) when this node leads it, else (None, the Kafka error name)."""
+        part = self.broker.cluster.partition(topic, index) if topic is not None else None
+        if part is None:
+            return None, missing
+        if self.broker.cluster.leader_of(topic, index) != self.connection.node_id:
+            return None, "NOT_LEADER_OR_FOLLOWER"
+        return part, None
+
 
 class Server:
     """Serves one emulated node on one listener."""

@@ -11,12 +11,10 @@ async def handle(ctx, request):
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            part = ctx.cluster.partition(t.name, p.partition_index)
+            part, error = ctx.led_partition(t.name, p.partition_index)
             result = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
-            if part is None:
-                result["error_code"] = code("UNKNOWN_TOPIC_OR_PARTITION")
-            elif ctx.cluster.leader_of(t.name, p.partition_index) != ctx.connection.node_id:
-                result["error_code"] = code("NOT_LEADER_OR_FOLLOWER")
+            if error is not None:
+                result["error_code"] = code(error)
             else:
                 offset = part.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > part.high_watermark:

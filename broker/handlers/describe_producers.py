@@ -11,13 +11,9 @@ async def handle(ctx, request):
     for t in request.topics:
         partitions = []
         for index in t.partition_indexes:
-            part = ctx.cluster.partition(t.name, index)
-            if part is None:
-                partitions.append({"partition_index": index, "error_code": code("UNKNOWN_TOPIC_OR_PARTITION"),
-                                   "error_message": None, "active_producers": []})
-                continue
-            if ctx.cluster.leader_of(t.name, index) != ctx.connection.node_id:
-                partitions.append({"partition_index": index, "error_code": code("NOT_LEADER_OR_FOLLOWER"),
+            part, error = ctx.led_partition(t.name, index)
+            if error is not None:
+                partitions.append({"partition_index": index, "error_code": code(error),
                                    "error_message": None, "active_producers": []})
                 continue
             partitions.append({

@@ -42,13 +42,8 @@ class _Plan:
                 missing = "UNKNOWN_TOPIC_OR_PARTITION"
             entries = []
             for p in t.partitions:
-                part = ctx.cluster.partition(name, p.partition) if name is not None else None
-                if part is None:
-                    entries.append((p, _partition_error(p.partition, missing)))
-                elif ctx.cluster.leader_of(name, p.partition) != ctx.connection.node_id:
-                    entries.append((p, _partition_error(p.partition, "NOT_LEADER_OR_FOLLOWER")))
-                else:
-                    entries.append((p, part))
+                part, error = ctx.led_partition(name, p.partition, missing)
+                entries.append((p, part if error is None else _partition_error(p.partition, error)))
             self.topics.append(({"topic": name, "topic_id": getattr(t, "topic_id", ZERO_UUID)}, entries))
 
     def partitions(self):

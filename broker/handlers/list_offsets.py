@@ -44,13 +44,11 @@ async def handle(ctx, request):
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            part = ctx.cluster.partition(t.name, p.partition_index)
+            part, error = ctx.led_partition(t.name, p.partition_index)
             result = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                       "leader_epoch": -1}
-            if part is None:
-                result["error_code"] = code("UNKNOWN_TOPIC_OR_PARTITION")
-            elif ctx.cluster.leader_of(t.name, p.partition_index) != ctx.connection.node_id:
-                result["error_code"] = code("NOT_LEADER_OR_FOLLOWER")
+            if error is not None:
+                result["error_code"] = code(error)
             elif p.timestamp < 0 and p.timestamp not in (LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED):
                 result["error_code"] = code("INVALID_REQUEST")
             else:

@@ -35,11 +35,9 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
 
 def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | None) -> dict:
     cluster = ctx.cluster
-    partition = cluster.partition(topic, data.index)
-    if partition is None:
-        return _error(data.index, "UNKNOWN_TOPIC_OR_PARTITION")
-    if cluster.leader_of(topic, data.index) != ctx.connection.node_id:
-        return _error(data.index, "NOT_LEADER_OR_FOLLOWER")
+    partition, error = ctx.led_partition(topic, data.index)
+    if error is not None:
+        return _error(data.index, error)
     if topic in ("__consumer_offsets", "__transaction_state"):
         return _error(data.index, "INVALID_TOPIC_EXCEPTION", partition.log_start_offset,
                       f"Cannot append to internal topic {topic}")
