@@ -51,6 +51,10 @@ class Broker:
         self.transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id, self.producer_ids)
         if self.transactions.topic_exists:
             self.transactions.ensure_ready()
+        self.groups = GroupService(self.config, self.cluster, self.servers[0].node_id)
+        if self.groups.topic_exists:
+            self.groups.ensure_ready()
+        self._tasks.append(asyncio.create_task(self.groups.run_timers()))
         self._tasks.append(asyncio.create_task(every(
             self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             self.transactions.abort_timed_out)))
@@ -80,6 +84,8 @@ class Broker:
                 pass
         if self.transactions is not None:
             await self.transactions.close()
+        if self.groups is not None:
+            await self.groups.close()
         for server in self.servers:
             await server.stop()
         self.cluster.close()

@@ -76,6 +76,8 @@ SETTINGS: dict[str, Setting] = {
                 doc="Kafka: 3000; a local emulator should not make every new group wait 3 s"),
         Setting("group.min.session.timeout.ms", _long, 6000),
         Setting("group.max.session.timeout.ms", _long, 1800000),
+        Setting("group.max.size", _long, 2147483647),
+        Setting("offset.metadata.max.bytes", _long, 4096),
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.max.timeout.ms", _long, 900000),
         Setting("transactional.id.expiration.ms", _long, 604800000),

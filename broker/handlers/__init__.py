@@ -28,6 +28,17 @@ _MODULES = (
     "write_txn_markers",
     "describe_transactions",
     "list_transactions",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "describe_groups",
+    "list_groups",
+    "delete_groups",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "txn_offset_commit",
 )
 
 HANDLERS = {}

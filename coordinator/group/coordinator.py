@@ -499,10 +499,12 @@ class GroupCoordinator:
         deadlines = [d for g in self._live_groups() for d in _group_deadlines(g)]
         return min(deadlines, default=None)
 
-    def poll(self, now_ms: int) -> list[Result]:
-        """Fires every timer due at ``now_ms``, earliest first; one Result per firing."""
+    def poll(self, now_ms: int, partition: int | None = None) -> list[Result]:
+        """Fires every timer due at ``now_ms``, earliest first; one Result per firing.
+        With ``partition``, only the timers of that partition's groups (whose records
+        all go to that partition)."""
         results = []
-        for group in list(self._live_groups()):
+        for group in list(self._live_groups(partition)):
             due = sorted(
                 (deadline, order, key)
                 for order, (deadline, key) in enumerate(_group_timers(group))
@@ -529,9 +531,9 @@ class GroupCoordinator:
             if member is not None and member.session_deadline_ms == deadline:
                 self._rebalancer.session_expired(group, member, now_ms, out)
 
-    def _live_groups(self) -> Iterable[ClassicGroup]:
-        for state in self._partitions.values():
-            if not state.loading:
+    def _live_groups(self, partition: int | None = None) -> Iterable[ClassicGroup]:
+        for p, state in self._partitions.items():
+            if not state.loading and partition in (None, p):
                 yield from state.groups.values()
 
 

@@ -1,0 +1,18 @@
+"""DeleteGroups (42): removes empty groups with their offsets (tombstones); a group with
+members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
+
+API_KEY = 42
+
+
+async def handle(ctx, request):
+    groups = ctx.broker.groups
+    by_partition: dict[int, list[str]] = {}
+    for group_id in request.groups_names:
+        by_partition.setdefault(groups.partition_for(group_id), []).append(group_id)
+    errors = {}
+    for partition_groups in by_partition.values():
+        # Each partition's tombstones are appended under that partition's lock.
+        response = await groups.run(partition_groups[0], lambda ids=partition_groups: (
+            groups.coordinator.delete_groups(ids)))
+        errors.update((r.group_id, r.error_code) for r in response.results)
+    return {"results": [{"group_id": g, "error_code": errors[g]} for g in request.groups_names]}

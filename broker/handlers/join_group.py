@@ -1,0 +1,27 @@
+"""JoinGroup (11): v0-v9. A member without an id is given one first (MEMBER_ID_REQUIRED,
+v4+); static members (group.instance.id) from v5. The answer usually waits for the
+rest of the group (or the initial rebalance delay), parked in the group service."""
+
+import dataclasses
+
+from broker.cluster import now_ms
+from coordinator.group import JoinProtocol
+from protocol.messages import ms
+
+API_KEY = 11
+
+
+async def handle(ctx, request):
+    groups = ctx.broker.groups
+    session_timeout_ms = ms(request.session_timeout)
+    # v0 has no rebalance timeout: the session timeout serves as both, as on Kafka.
+    rebalance_timeout_ms = ms(request.rebalance_timeout) if ctx.version >= 1 else session_timeout_ms
+    client_host = "/" + ctx.connection.peer.rsplit(":", 1)[0]
+    response = await groups.run_parked(request.group_id, lambda answer: groups.coordinator.join_group(
+        group_id=request.group_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None), protocol_type=request.protocol_type,
+        protocols=[JoinProtocol(p.name, p.metadata) for p in request.protocols],
+        session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+        client_id=ctx.header.client_id or "", client_host=client_host, api_version=ctx.version,
+        reply_to=answer, now_ms=now_ms()))
+    return dataclasses.asdict(response.for_version(ctx.version))

@@ -1,0 +1,21 @@
+"""LeaveGroup (13): v0-v2 name one member, v3+ a batch (with instance ids, KIP-345)."""
+
+import dataclasses
+
+from broker.cluster import now_ms
+from coordinator.group import MemberIdentity
+
+API_KEY = 13
+FIRST_BATCHED_VERSION = 3
+
+
+async def handle(ctx, request):
+    if ctx.version < FIRST_BATCHED_VERSION:
+        members = [MemberIdentity(request.member_id)]
+    else:
+        members = [MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
+                   for m in request.members]
+    groups = ctx.broker.groups
+    response = await groups.run(request.group_id, lambda: groups.coordinator.leave_group(
+        group_id=request.group_id, members=members, api_version=ctx.version, now_ms=now_ms()))
+    return dataclasses.asdict(response)

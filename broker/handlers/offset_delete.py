@@ -1,0 +1,24 @@
+"""OffsetDelete (47): deletes a group's committed offsets of topics no member is
+subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); partitions of unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION."""
+
+from broker.errors import code
+from broker.groups import errors_by_topic, partition_errors, unknown_partitions
+
+API_KEY = 47
+
+
+async def handle(ctx, request):
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    unknown = unknown_partitions(ctx.cluster, partitions)
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        if (topic, partition) not in unknown:
+            topics.setdefault(topic, []).append(partition)
+    groups = ctx.broker.groups
+    response = await groups.run(request.group_id, lambda: groups.coordinator.offset_delete(
+        group_id=request.group_id, topics=list(topics.items())))
+    if response.error_code:
+        return {"error_code": response.error_code, "topics": []}
+    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | partition_errors(response)
+    return {"error_code": 0, "topics": errors_by_topic(partitions, errors)}

@@ -1,0 +1,20 @@
+"""SyncGroup (14): v0-v5. Followers wait for the leader's assignment, which is answered
+once the group's GroupMetadata record (with every assignment) is in the log."""
+
+import dataclasses
+
+from broker.cluster import now_ms
+from coordinator.group import SyncAssignment
+
+API_KEY = 14
+
+
+async def handle(ctx, request):
+    groups = ctx.broker.groups
+    response = await groups.run_parked(request.group_id, lambda answer: groups.coordinator.sync_group(
+        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
+        assignments=[SyncAssignment(a.member_id, a.assignment) for a in request.assignments],
+        reply_to=answer, now_ms=now_ms()))
+    return dataclasses.asdict(response)
