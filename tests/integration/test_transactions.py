@@ -342,3 +342,60 @@ def test_coordinator_state_survives_restart(broker_factory, topic_name):
         p.produce(topic_name, b"zombie", partition=0)
         p.commit_transaction(10)
     assert _read(broker.bootstrap, [topic_name], "read_committed") == [b"one", b"two"]
+
+
+# --- read_committed in every client ------------------------------------------------------------
+
+
+def _interleaved(bootstrap: str, topic: str) -> list[bytes]:
+    """Commits and aborts interleaved on one partition with plain writes; returns what must be visible."""
+    _create(bootstrap, topic, partitions=1)
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic})
+    plain = Producer({"bootstrap.servers": bootstrap})
+    txn.init_transactions(10)
+    visible = []
+    for i in range(6):
+        txn.begin_transaction()
+        txn.produce(topic, b"t%d" % i, partition=0)
+        txn.flush(10)
+        plain.produce(topic, b"p%d" % i, partition=0)
+        plain.flush(10)
+        visible.append(b"p%d" % i)
+        if i % 2:
+            txn.abort_transaction(10)
+        else:
+            txn.commit_transaction(10)
+            visible.append(b"t%d" % i)
+    return sorted(visible)
+
+
+def test_kafka_python_read_committed_skips_aborted(shared_broker, topic_name):
+    from kafka import KafkaConsumer, TopicPartition as TP
+
+    expected = _interleaved(shared_broker.bootstrap, topic_name)
+    consumer = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, consumer_timeout_ms=3000, auto_offset_reset="earliest")
+    consumer.assign([TP(topic_name, 0)])
+    got = sorted(m.value for m in consumer)
+    consumer.close()
+    assert got == expected
+
+
+async def test_aiokafka_read_committed_skips_aborted(shared_broker, topic_name):
+    from aiokafka import AIOKafkaConsumer, TopicPartition as TP
+
+    expected = await asyncio.to_thread(_interleaved, shared_broker.bootstrap, topic_name)
+    consumer = AIOKafkaConsumer(bootstrap_servers=shared_broker.bootstrap, isolation_level="read_committed",
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([TP(topic_name, 0)])
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            got += [m.value for msgs in batch.values() for m in msgs]
+        got += [m.value for msgs in (await consumer.getmany(timeout_ms=500)).values() for m in msgs]
+    finally:
+        await consumer.stop()
+    assert sorted(got) == expected
