@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from protocol.records import LOG_OVERHEAD, RecordBatch
 
-from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,14 @@ _LOG_START_OFFSET_VERSION = 0
 LONG_MAX = 2**63 - 1
 _CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
 _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
+# Compaction writes <base>.log.cleaned (+ .index.cleaned, .timeindex.cleaned), renames
+# them to .swap (the commit point is the .log.swap rename), then into place.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
+_INT32 = struct.Struct(">i")
+_LAST_OFFSET_END = 27  # the last offset delta ends 27 bytes into a batch
 
 
 class OffsetOutOfRange(Exception):
@@ -126,6 +135,7 @@ class PartitionLog:
     def open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        _finish_interrupted_cleaning(directory)
         _remove_leftovers(directory)
         bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in directory.glob("*" + LOG_SUFFIX) if _is_segment_name(p.name))
         segments: list[LogSegment] = []
@@ -477,6 +487,55 @@ class PartitionLog:
         os.replace(tmp, path)
         _fsync_dir(self._directory)
 
+    # compaction: what the cleaner (broker.storage.cleaner) reads and its atomic swap ----
+    def inactive_segments(self) -> list[LogSegment]:
+        """The segments below the active one, oldest first (a new list)."""
+        return self._segments[:-1]
+
+    def replace_segments(self, old: Sequence[LogSegment]) -> bool:
+        """Swaps ``old`` (consecutive inactive segments) for the cleaned segment the
+        cleaner wrote, fsynced, as <old[0] base>.log.cleaned, .index.cleaned and
+        .timeindex.cleaned.
+
+        Returns False, deleting the cleaned files, when ``old`` is no longer a run of
+        inactive segments of this open log (retention, truncation or close got there
+        first). A crash at any point leaves a log that open() completes or rolls back.
+        """
+        directory = self._directory
+        base = old[0].base_offset
+        i = next((j for j, seg in enumerate(self._segments) if seg is old[0]), None)
+        end = -1 if i is None else i + len(old)
+        if (
+            self._closed
+            or i is None
+            or end >= len(self._segments)
+            or any(a is not b for a, b in zip(self._segments[i:end], old))
+        ):
+            for suffix in _SEGMENT_SUFFIXES:
+                segment_path(directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+            return False
+        next_base = self._bases[end]
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # the .log last: the commit point
+            os.replace(
+                segment_path(directory, base, suffix + CLEANED_SUFFIX),
+                segment_path(directory, base, suffix + SWAP_SUFFIX),
+            )
+        _fsync_dir(directory)
+        for seg in old:
+            seg.close()
+        for seg in old[1:]:
+            seg.delete()
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            os.replace(segment_path(directory, base, suffix + SWAP_SUFFIX), segment_path(directory, base, suffix))
+        _fsync_dir(directory)
+        new = LogSegment(directory, base)
+        why = new.load_indexes(next_base, self._index_interval)
+        if why is not None:
+            log.warning("partition dir %s: rebuilt indexes of cleaned segment %d (%s)", directory, base, why)
+        self._segments[i:end] = [new]
+        self._bases[i:end] = [base]
+        return True
+
     def close(self) -> None:
         if self._closed:
             return
@@ -489,6 +548,50 @@ class PartitionLog:
 def _is_segment_name(name: str) -> bool:
     stem = name.split(".", 1)[0]
     return len(stem) == 20 and stem.isdigit()
+
+
+def _finish_interrupted_cleaning(directory: Path) -> None:
+    """Undoes a clean that had not committed (.cleaned files) and completes one that had
+    (a .log.swap exists): the swap replaces its segment and every segment whose base
+    offset falls within it. Index files of a swapped segment are rebuilt at open: after
+    a crash, which of them were renamed in is unknown."""
+    changed = False
+    for path in directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX):
+        if not _is_segment_name(path.name):
+            continue
+        base = int(path.name.split(".", 1)[0])
+        last = _last_offset_in(path)
+        for other in directory.glob("*" + LOG_SUFFIX):
+            if _is_segment_name(other.name) and base < int(other.name[: -len(LOG_SUFFIX)]) <= last:
+                for suffix in _SEGMENT_SUFFIXES:
+                    other.with_name(other.name[: -len(LOG_SUFFIX)] + suffix).unlink(missing_ok=True)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            segment_path(directory, base, suffix).unlink(missing_ok=True)
+            segment_path(directory, base, suffix + SWAP_SUFFIX).unlink(missing_ok=True)
+        os.replace(path, segment_path(directory, base, LOG_SUFFIX))
+        changed = True
+        log.warning("partition dir %s: completed the interrupted swap of cleaned segment %d", directory, base)
+    for pattern in ("*" + CLEANED_SUFFIX, "*" + SWAP_SUFFIX):
+        for path in directory.glob(pattern):
+            if _is_segment_name(path.name):
+                path.unlink()
+                changed = True
+    if changed:
+        _fsync_dir(directory)
+
+
+def _last_offset_in(path: Path) -> int:
+    """Last offset of the batches in a (fsynced, whole) segment file; -1 if empty."""
+    last = -1
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position + _LAST_OFFSET_END <= size:
+            head = os.pread(f.fileno(), _LAST_OFFSET_END, position)
+            base_offset, length = _BATCH_HEAD.unpack_from(head)
+            last = base_offset + _INT32.unpack_from(head, _LAST_OFFSET_END - 4)[0]
+            position += length + LOG_OVERHEAD
+    return last
 
 
 def _remove_leftovers(directory: Path) -> None:
