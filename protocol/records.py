@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -59,8 +59,9 @@ class InvalidBatch(ValueError):
         self.error_name = error_name
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The fixed header fields; a NamedTuple because one is built per batch on the hot path."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -89,7 +90,7 @@ class RecordBatch:
             raise InvalidBatch(f"batch header truncated: {len(buf) - pos} bytes", "CORRUPT_MESSAGE")
         self.buf = buf
         self.pos = pos
-        self._h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+        self._h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
     # header fields -------------------------------------------------------
     @property
@@ -211,7 +212,7 @@ class RecordBatch:
 
     def _refresh_crc(self) -> None:
         _UINT32.pack_into(self.buf, self.pos + _CRC, self.compute_crc())
-        self._h = BatchHeader(*_HEADER.unpack_from(self.buf, self.pos))
+        self._h = BatchHeader._make(_HEADER.unpack_from(self.buf, self.pos))
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
