@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 
 from broker.config import SETTINGS, BrokerConfig, ConfigError
+from broker.tools.dump_log import dump_log
+from broker.tools.transactions import transactions
 
 
 @click.group()
@@ -73,6 +75,9 @@ def settings_cmd() -> None:
         note = f"  ({s.doc})" if s.doc else ""
         click.echo(f"{name}={s.default}{note}")
 
+
+main.add_command(transactions)
+main.add_command(dump_log)
 
 if __name__ == "__main__":
     main()
