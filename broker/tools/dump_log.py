@@ -196,7 +196,11 @@ def _sizes(r) -> str:
 
 
 def _text(data: bytes | None) -> str:
-    return "null" if data is None else data.decode("utf-8", errors="backslashreplace")
+    """UTF-8 text with invalid bytes and control characters escaped, so one record stays one line."""
+    if data is None:
+        return "null"
+    text = data.decode("utf-8", errors="backslashreplace")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _transaction_state(key: bytes | None, value: bytes | None) -> str:
