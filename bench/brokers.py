@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -91,7 +92,11 @@ class BrokerFailed(Exception):
 
 class RunningBroker:
     """Spawns a broker in a fresh temp dir, waits for its first Metadata answer, and on
-    exit stops it by pid (terminate, then kill) and removes the temp dir."""
+    exit stops it by pid (terminate, then kill) and removes the temp dir.
+
+    ``restart()`` stops the process the same way and spawns it again on the same port
+    and data dir (the temp dir lives until exit); the log accumulates across restarts.
+    """
 
     def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         self.kind = kind
@@ -101,6 +106,8 @@ class RunningBroker:
         self.data_dir = self.workdir / "data"
         self.log_path = self.workdir / "broker.log"
         self.process: subprocess.Popen | None = None
+        self.spawned_at: float | None = None  # perf_counter() at the latest spawn
+        self.log_offset = 0  # where the latest process's output starts in the log
         self.startup_s: float | None = None
         self.sampler: ResourceSampler | None = None
 
@@ -121,9 +128,13 @@ class RunningBroker:
 
     def _start(self) -> None:
         self.data_dir.mkdir()
+        self._spawn()
+
+    def _spawn(self) -> None:
         command = self.kind.command(self.port, self.data_dir)
-        with open(self.log_path, "wb") as log:
-            spawned = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            self.log_offset = log.tell()
+            spawned = self.spawned_at = time.perf_counter()
             try:
                 self.process = subprocess.Popen(
                     command,
@@ -161,14 +172,46 @@ class RunningBroker:
             return "(no broker log)"
         return "broker log (tail):\n" + (text or "(empty)")
 
-    def stop(self) -> None:
+    def log_since_spawn(self) -> str:
+        """The latest process's output so far."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _terminate(self) -> bool:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S; True if SIGTERM was enough."""
         if self.sampler is not None:
             self.sampler.stop()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
+            self.sampler = None
+        if self.process is None or self.process.poll() is not None:
+            return True
+        self.process.terminate()
+        try:
+            self.process.wait(STOP_TIMEOUT_S)
+            return True
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(STOP_TIMEOUT_S)
+            return False
+
+    def restart(self) -> float:
+        """Stops the broker with SIGTERM and starts it again on the same port and data dir;
+        returns the seconds the old process took to exit. Fails if it needed SIGKILL or
+        exited with an error, since a restart is then a crash recovery."""
+        self.check_alive()
+        stopping = time.perf_counter()
+        graceful = self._terminate()
+        stopped_s = time.perf_counter() - stopping
+        if not graceful:
+            raise BrokerFailed(f"{self.kind.name} ignored SIGTERM for {STOP_TIMEOUT_S} s\n{self.log_tail()}")
+        if self.process.returncode not in (0, -signal.SIGTERM):
+            raise BrokerFailed(f"{self.kind.name} exited with code {self.process.returncode} on SIGTERM\n{self.log_tail()}")
+        self._spawn()
+        return stopped_s
+
+    def stop(self) -> None:
+        self._terminate()
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,211 @@
+"""Start-up with a full __transaction_state (eosbroker only: Tansu's memory storage has
+nothing to recover).
+
+In a broker of its own (a fresh temp dir, so the run's broker and its resource figures
+are untouched), about ``--txn-state-records`` coordinator records are written by raw
+requests over a few pipelined connections: each of up to 200 transactional ids does
+InitProducerId, then short transactions of AddPartitionsToTxn(p) +
+AddPartitionsToTxn(p') + EndTxn(commit), i.e. four records each (two Ongoing,
+PrepareCommit, CompleteCommit), and finally a KIP-360 InitProducerId with its current
+epoch, which is refused with CONCURRENT_TRANSACTIONS until its last commit is complete
+(so nothing is left for the restarted coordinator to finish). The transactions hold no
+data; their markers go to a 4-partition topic.
+
+Then the broker gets SIGTERM and is spawned again on the same port and data dir:
+
+- ``records``: sum over __transaction_state partitions of the latest offset
+  (ListOffsets), i.e. records ever appended (compaction does not lower it); after the
+  restart it must have grown by exactly the probe producer's one InitProducerId record.
+- ``stop ms``: SIGTERM to process exit.
+- ``metadata ms``: spawn to the first raw Metadata v1 answer.
+- ``init_txn ms``: spawn to confluent-kafka's init_transactions() returning, for a new
+  transactional id in the highest __transaction_state partition (the coordinator loads
+  partitions in index order, so that one is ready last). The producer is created right
+  after the Metadata answer; while the partition loads, librdkafka retries its
+  InitProducerId on its own backoff, which rounds this figure up.
+- ``load ms``: the coordinator's own load time from its log line, the precise figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+import uuid
+
+from confluent_kafka import KafkaException, Producer
+
+from bench.brokers import HOST, BrokerFailed, RunningBroker
+from bench.workloads.base import Metric, RunContext, Workload, WorkloadFailed
+from bench.workloads.produce import create_topic
+from broker.client import KafkaConnection
+from broker.errors import code
+from coordinator.partitioning import partition_for
+
+TOPIC = "__transaction_state"
+DATA_PARTITIONS = 4
+MAX_IDS = 200
+RECORDS_PER_TRANSACTION = 4  # Ongoing, Ongoing, PrepareCommit, CompleteCommit
+RECORDS_PER_ID = 2  # the first and the closing InitProducerId
+CONNECTIONS = 8
+_RETRY_PAUSE_S = 0.005
+
+METADATA, LIST_OFFSETS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 3, 2, 22, 24, 26
+_RETRIABLE = {code("CONCURRENT_TRANSACTIONS"), code("COORDINATOR_LOAD_IN_PROGRESS")}
+_LOADED = re.compile(r"transaction coordinator loaded (\d+) records from __transaction_state in (\d+) ms")
+
+
+def fill_plan(target_records: int) -> tuple[int, int]:
+    """(transactional ids, transactions per id) for about ``target_records`` records."""
+    ids = max(1, min(MAX_IDS, target_records // 500))
+    per_id = max(1, math.ceil((target_records / ids - RECORDS_PER_ID) / RECORDS_PER_TRANSACTION))
+    return ids, per_id
+
+
+class _Fill:
+    def __init__(self, conns: list[KafkaConnection], topic: str, deadline: float) -> None:
+        self.conns = conns
+        self.topic = topic
+        self.deadline = deadline
+
+    async def _until_done(self, send, error_of, what: str):
+        while True:
+            response = await send()
+            error = error_of(response)
+            if error == 0:
+                return response
+            if error not in _RETRIABLE:
+                raise WorkloadFailed(f"txn-state-startup: {what}: {error.name}")
+            if time.perf_counter() > self.deadline:
+                raise WorkloadFailed(f"txn-state-startup: {what} still {error.name} at the deadline")
+            await asyncio.sleep(_RETRY_PAUSE_S)
+
+    def _init(self, conn, tid: str, producer_id: int = -1, epoch: int = -1):
+        body = {"transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": producer_id,
+                "producer_epoch": epoch}
+        return self._until_done(lambda: conn.request(INIT_PRODUCER_ID, 4, body), lambda r: r.error_code,
+                                f"InitProducerId({tid})")
+
+    def _add(self, conn, tid: str, producer_id: int, epoch: int, partition: int):
+        body = {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": producer_id,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": self.topic, "partitions": [partition]}]}
+        return self._until_done(
+            lambda: conn.request(ADD_PARTITIONS_TO_TXN, 3, body),
+            lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+            f"AddPartitionsToTxn({tid})")
+
+    def _commit(self, conn, tid: str, producer_id: int, epoch: int):
+        body = {"transactional_id": tid, "producer_id": producer_id, "producer_epoch": epoch, "committed": True}
+        return self._until_done(lambda: conn.request(END_TXN, 3, body), lambda r: r.error_code, f"EndTxn({tid})")
+
+    async def one_id(self, n: int, tid: str, transactions: int) -> None:
+        conn = self.conns[n % len(self.conns)]
+        init = await self._init(conn, tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+        for t in range(transactions):
+            await self._add(conn, tid, pid, epoch, (n + t) % DATA_PARTITIONS)
+            await self._add(conn, tid, pid, epoch, (n + t + 1) % DATA_PARTITIONS)
+            await self._commit(conn, tid, pid, epoch)
+        await self._init(conn, tid, pid, epoch)  # waits out the last commit's markers
+
+
+async def _fill(port: int, topic: str, ids: int, per_id: int, timeout_s: float) -> None:
+    conns = [await KafkaConnection.connect(HOST, port, "bench-txn-state-fill") for _ in range(min(CONNECTIONS, ids))]
+    try:
+        fill = _Fill(conns, topic, time.perf_counter() + timeout_s)
+        prefix = f"bench-txn-state-{uuid.uuid4().hex[:8]}"
+        await asyncio.gather(*(fill.one_id(n, f"{prefix}-{n}", per_id) for n in range(ids)))
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
+async def _transaction_state_size(port: int) -> tuple[int, int]:
+    """(partitions, records): the sum over __transaction_state partitions of the latest offset."""
+    async with await KafkaConnection.connect(HOST, port, "bench-txn-state-count") as conn:
+        metadata = await conn.request(METADATA, 1, {"topics": [{"name": TOPIC}]})
+        topic = metadata.topics[0]
+        if topic.error_code != 0 or not topic.partitions:
+            raise WorkloadFailed(f"txn-state-startup: Metadata for {TOPIC}: {topic.error_code.name}")
+        partitions = [p.partition_index for p in topic.partitions]
+        answer = await conn.request(LIST_OFFSETS, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": p, "timestamp": -1} for p in partitions]}]})
+    total = 0
+    for p in answer.topics[0].partitions:
+        if p.error_code != 0:
+            raise WorkloadFailed(f"txn-state-startup: ListOffsets {TOPIC}-{p.partition_index}: {p.error_code.name}")
+        total += p.offset
+    return len(partitions), total
+
+
+def _id_in_partition(partition: int, partitions: int) -> str:
+    prefix = f"bench-txn-state-probe-{uuid.uuid4().hex[:8]}"
+    n = 0
+    while partition_for(f"{prefix}-{n}", partitions) != partition:
+        n += 1
+    return f"{prefix}-{n}"
+
+
+def _time_init_transactions(broker: RunningBroker, partitions: int, timeout_s: float) -> float:
+    """Seconds from the latest spawn to init_transactions() returning."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap,
+                         "transactional.id": _id_in_partition(partitions - 1, partitions)})
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as e:
+        raise WorkloadFailed(f"txn-state-startup: init_transactions after the restart: {e}") from e
+    return time.perf_counter() - broker.spawned_at
+
+
+def run(ctx: RunContext) -> dict[str, float]:
+    ids, per_id = fill_plan(ctx.settings.txn_state_records)
+    timeout_s = ctx.settings.timeout_s
+    with RunningBroker(ctx.broker.kind, ctx.broker.startup_timeout_s) as broker:
+        topic = f"bench-txn-state-{uuid.uuid4().hex[:12]}"
+        create_topic(broker.bootstrap, topic, min(30.0, timeout_s), partitions=DATA_PARTITIONS)
+        started = time.perf_counter()
+        asyncio.run(_fill(broker.port, topic, ids, per_id, timeout_s))
+        fill_s = time.perf_counter() - started
+        partitions, records = asyncio.run(_transaction_state_size(broker.port))
+        try:
+            stop_s = broker.restart()
+        except BrokerFailed as e:
+            raise WorkloadFailed(f"txn-state-startup: restart: {e}") from e
+        init_txn_s = _time_init_transactions(broker, partitions, timeout_s)
+        loaded = _LOADED.search(broker.log_since_spawn())
+        _, after = asyncio.run(_transaction_state_size(broker.port))
+        if after != records + 1:  # + the probe producer's InitProducerId
+            raise WorkloadFailed(
+                f"txn-state-startup: {records} records in {TOPIC} before the restart, {after} after "
+                f"(expected one more, from init_transactions)"
+            )
+        metrics = {
+            "records": float(records),
+            "fill s": fill_s,
+            "stop ms": stop_s * 1000,
+            "metadata ms": broker.startup_s * 1000,
+            "init_txn ms": init_txn_s * 1000,
+        }
+        if loaded is not None:
+            metrics["loaded records"] = float(loaded.group(1))
+            metrics["load ms"] = float(loaded.group(2))
+        return metrics
+
+
+WORKLOAD = Workload(
+    name="txn-state-startup",
+    description="restart on a __transaction_state of ~100,000 records (own broker)",
+    run=run,
+    metrics=(
+        Metric("records", "records", "higher", ",.0f"),
+        Metric("fill s", "s", "lower", ",.1f"),
+        Metric("stop ms", "ms", "lower", ",.0f"),
+        Metric("metadata ms", "ms", "lower", ",.0f"),
+        Metric("init_txn ms", "ms", "lower", ",.0f"),
+        Metric("loaded records", "records", "higher", ",.0f"),
+        Metric("load ms", "ms", "lower", ",.0f"),
+    ),
+    brokers=("eosbroker",),
+)
