@@ -16,9 +16,11 @@ What goes besides superseded records:
   them, and a read_committed consumer that meets an index entry needs the marker to
   end it.
 
-What always stays: the last data batch of every producer id, emptied to its header if
-none of its records survive (as Kafka's RETAIN_EMPTY), and a producer's final marker,
-so producer state rebuilt from the log keeps its last sequence and epoch. Records of a
+What stays: the last data batch of every producer id, emptied to its header if none
+of its records survive (as Kafka's RETAIN_EMPTY), and a producer's final marker, so
+producer state rebuilt from the log keeps its last sequence and epoch; once the
+producer would have expired (producer.id.expiration.ms after that batch's timestamp,
+when given) they follow the rules above like any other batch. Records of a
 transaction whose marker is not in the cleaned range yet (still open, or its marker is
 in the active segment) are kept and left out of the map, and the next checkpoint stops
 at the first of them, so they are judged once their outcome is known.
@@ -86,9 +88,10 @@ class Fsync:
 
 
 def clean(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = None,
-          step_bytes: int = DEFAULT_STEP_BYTES) -> CleanStats:
+          producer_expiration_ms: int | None = None, step_bytes: int = DEFAULT_STEP_BYTES) -> CleanStats:
     """Compacts ``log_`` synchronously (tests, tools). See ``clean_in_steps``."""
-    steps = clean_in_steps(log_, now_ms, checkpoint=checkpoint, step_bytes=step_bytes)
+    steps = clean_in_steps(log_, now_ms, checkpoint=checkpoint, producer_expiration_ms=producer_expiration_ms,
+                           step_bytes=step_bytes)
     while True:
         try:
             step = next(steps)
@@ -169,8 +172,10 @@ class LogCleaner:
     cleaner itself holds no per-partition state and a deleted partition leaves none.
     """
 
-    def __init__(self, min_cleanable_ratio: float = 0.5, step_bytes: int = DEFAULT_STEP_BYTES) -> None:
+    def __init__(self, min_cleanable_ratio: float = 0.5, producer_expiration_ms: int | None = None,
+                 step_bytes: int = DEFAULT_STEP_BYTES) -> None:
         self.min_cleanable_ratio = min_cleanable_ratio
+        self.producer_expiration_ms = producer_expiration_ms
         self.step_bytes = step_bytes
         self._running = False
 
@@ -216,7 +221,8 @@ class LogCleaner:
             self._running = False
 
     async def _clean(self, log_: PartitionLog, now_ms: int, checkpoint: int | None) -> CleanStats:
-        steps = clean_in_steps(log_, now_ms, checkpoint=checkpoint, step_bytes=self.step_bytes)
+        steps = clean_in_steps(log_, now_ms, checkpoint=checkpoint,
+                               producer_expiration_ms=self.producer_expiration_ms, step_bytes=self.step_bytes)
         while True:
             try:
                 step = next(steps)
@@ -241,9 +247,12 @@ class _Txn:
 
 
 class _Plan:
-    """What the scan learns about the cleaned range."""
+    """What the scan learns about the cleaned range, and the clean's settings."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_start: int, now_ms: int, producer_expiration_ms: int | None) -> None:
+        self.log_start = log_start
+        self.now_ms = now_ms
+        self.producer_expiration_ms = producer_expiration_ms
         self.offset_map: dict[bytes, int] = {}
         self.txns: dict[int, list[_Txn]] = {}  # producer id -> its transactions, in offset order
         self.txn_firsts: dict[int, list[int]] = {}  # producer id -> their first offsets
@@ -263,12 +272,30 @@ class _Plan:
         txn = self.txns[producer_id][i]
         return txn if txn.marker_offset < 0 or offset < txn.marker_offset else None
 
+    def keeps_for_producer_state(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` is its producer's last data batch, or its last batch and a
+        marker, of a producer that has not expired."""
+        pid = batch.producer_id
+        if pid < 0:
+            return False
+        if batch.is_control:
+            last = self.last_batch.get(pid) == (batch.base_offset, True)
+        else:
+            last = self.last_data_batch.get(pid) == batch.base_offset
+        expiration = self.producer_expiration_ms
+        return last and (expiration is None or self.now_ms - batch.max_timestamp < expiration)
+
 
 def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = None,
+                   producer_expiration_ms: int | None = None,
                    step_bytes: int = DEFAULT_STEP_BYTES) -> Generator[Fsync | None, None, CleanStats]:
     """Compacts the inactive segments of ``log_`` in steps of about ``step_bytes`` of
     batches read; yields None between steps and Fsync(fd) when a file must reach disk.
-    Returns the CleanStats. Stops (interrupted) if the log changes under it."""
+    Returns the CleanStats. Stops (interrupted) if the log changes under it.
+
+    ``checkpoint`` is the previous clean's CleanStats.checkpoint (None: clean it all);
+    ``producer_expiration_ms`` is producer.id.expiration.ms (None: producers never expire).
+    """
     config = log_.config
     first_dirty = first_dirty_offset(log_, checkpoint)
     start = log_.log_start_offset
@@ -290,7 +317,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
         return _interrupted(first_dirty)
 
     # 1. scan: the offset map over the dirty section, transactions and producers over all
-    plan = _Plan()
+    plan = _Plan(start, now_ms, producer_expiration_ms)
     open_txns: dict[int, _Txn] = {}
     pending_keys: dict[int, list[tuple[bytes, int]]] = {}
     budget = step_bytes
@@ -354,7 +381,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
             for seg in group:
                 deletes_until = retain_deletes_until[id(seg)]
                 for batch in seg.iter_batches():
-                    out = _clean_batch(batch, plan, start, deletes_until, now_ms, totals)
+                    out = _clean_batch(batch, plan, deletes_until, totals)
                     if out is None:
                         writer.changed = True
                     else:
@@ -432,20 +459,19 @@ class _Totals:
             self.next_deletion_ms = ms
 
 
-def _clean_batch(batch: RecordBatch, plan: _Plan, log_start: int, deletes_until: int, now_ms: int,
-                 totals: _Totals) -> RecordBatch | bytes | None:
+def _clean_batch(batch: RecordBatch, plan: _Plan, deletes_until: int, totals: _Totals) -> RecordBatch | bytes | None:
     """The batch as it is to be written: itself (untouched), new bytes, or None (dropped)."""
-    if batch.last_offset < log_start:
+    if batch.last_offset < plan.log_start:
         totals.records_removed += batch.records_count
         return None
     pid = batch.producer_id
-    deletes_expired = deletes_until <= now_ms
+    deletes_expired = deletes_until <= plan.now_ms
     if batch.is_control:
         txn = plan.markers.get(batch.base_offset)
         if (
             batch.base_offset in plan.aborted_markers
-            or plan.last_batch.get(pid) == (batch.base_offset, True)
             or (txn is not None and txn.kept)
+            or plan.keeps_for_producer_state(batch)
         ):
             return batch
         if not deletes_expired:
@@ -474,8 +500,7 @@ def _clean_batch(batch: RecordBatch, plan: _Plan, log_start: int, deletes_until:
         if waiting_tombstone:
             totals.deletable_at(deletes_until)
     totals.records_removed += batch.records_count - len(kept)
-    keep_empty = pid >= 0 and plan.last_data_batch.get(pid) == batch.base_offset
-    if not kept and not keep_empty:
+    if not kept and not plan.keeps_for_producer_state(batch):
         return None
     if txn is not None:
         txn.kept = True

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatch
 
 from broker.storage.cleaner import (
     CHECKPOINT_FILE,
@@ -116,6 +117,10 @@ def test_partially_kept_batch_keeps_offsets_timestamps_and_producer_fields(pdir:
     assert [(r.offset, r.timestamp, r.key, r.headers) for r in kept] == [
         (0, T, b"a", (("h", b"x"),)), (2, T + 9, b"c", ())
     ]
+    # An independent reader (kafka-python's) agrees.
+    theirs = DefaultRecordBatch(bytes(batch.bytes()))
+    assert theirs.validate_crc() and theirs.next_offset == 3
+    assert [(r.offset, r.timestamp, r.key) for r in theirs] == [(0, T, b"a"), (2, T + 9, b"c")]
 
 
 def test_records_without_a_key_are_dropped(pdir: Path) -> None:
@@ -331,10 +336,23 @@ def test_a_producers_last_batch_stays_as_an_empty_header(pdir: Path) -> None:
     empty = batches[0].header
     assert (empty.records_count, empty.last_offset_delta, empty.base_sequence, empty.producer_epoch) == (0, 1, 2, 2)
     assert batches[0].crc_valid() and decode_records(batches[0]) == []
+    theirs = DefaultRecordBatch(bytes(batches[0].bytes()))
+    assert theirs.validate_crc() and list(theirs) == [] and theirs.next_offset == 4
     # Producer state rebuilt from the compacted log still knows the last sequence.
     state = ProducerStateManager()
     state.rebuild(log.batches(), T)
     assert state.entry(5).last_seq == 3
+
+
+def test_an_expired_producers_last_batch_goes(pdir: Path) -> None:
+    log = open_log(pdir)
+    put(log, (b"a", b"1"), producer_id=5, producer_epoch=0, base_sequence=0)  # timestamp T
+    put(log, (b"a", b"2"))
+    log.roll()
+    clean(log, T + 999, producer_expiration_ms=1000)
+    assert [(b.base_offset, b.records_count) for b in log.batches()] == [(0, 0), (1, 1)]
+    clean(log, T + 1000, producer_expiration_ms=1000)
+    assert [(b.base_offset, b.records_count) for b in log.batches()] == [(1, 1)]
 
 
 def test_an_aborted_transaction_that_is_a_producers_last_data_keeps_its_header_and_marker(pdir: Path) -> None:
@@ -559,6 +577,7 @@ async def test_run_once_lets_other_tasks_run_between_steps(pdir: Path) -> None:
     for i in range(500):
         put(log, *[(b"key-%d" % (k % 20), b"x" * 100) for k in range(i, i + 5)])
     log.roll()
+    size = log.size_bytes
     ticks = 0
     stop = False
 
@@ -575,8 +594,7 @@ async def test_run_once_lets_other_tasks_run_between_steps(pdir: Path) -> None:
     stop = True
     await task
     assert results["topic-0"].records_removed == 2500 - 20
-    assert ticks >= log.size_bytes // (16 * 1024)  # at least one tick per step
-    assert ticks > 20
+    assert ticks >= size // (16 * 1024)  # the other task ran at least once per step of the scan
 
 
 # the background cleaner ------------------------------------------------------------
