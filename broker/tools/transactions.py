@@ -284,7 +284,8 @@ class Admin:
                     tuple(sorted((t.topic, p) for t in s.topics for p in t.partitions)))
         return described
 
-    async def describe_producers(self, leaders: dict[tuple[str, int], int]) -> dict[tuple[str, int], list[ActiveProducer]]:
+    async def describe_producers(
+            self, leaders: dict[tuple[str, int], int]) -> dict[tuple[str, int], list[ActiveProducer]]:
         """Active producers of each partition, asked of its leader."""
         by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for (topic, partition), leader in sorted(leaders.items()):

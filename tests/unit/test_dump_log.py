@@ -46,7 +46,7 @@ def test_batches_of_a_segment(segment):
         "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 7 lastSequence: 8 producerId: 42 producerEpoch: 3 "
         "partitionLeaderEpoch: -1 isTransactional: true isControl: false position: 0 "
         f"CreateTime: {T0 + 5} size: {first.size} magic: 2 compresscodec: none crc: {first.header.crc} isvalid: true")
-    assert f"baseOffset: 2 lastOffset: 2 count: 1 " in lines[3] and "isControl: true" in lines[3]
+    assert "baseOffset: 2 lastOffset: 2 count: 1 " in lines[3] and "isControl: true" in lines[3]
     assert f"position: {first.size} " in lines[3]
     assert "baseOffset: 3 " in lines[4] and "producerId: -1 " in lines[4] and "compresscodec: gzip" in lines[4]
     assert len(lines) == 6
@@ -120,7 +120,8 @@ def test_crc_mismatch_is_reported_and_the_dump_goes_on(segment):
     assert result.exit_code == 1
     assert "isvalid: false" in result.stdout.splitlines()[2]
     assert "endTxnMarker: COMMIT" in result.stdout  # later batches are still dumped
-    assert f"Corruption in {path} at position 0: CRC mismatch: stored {RecordBatch(data, 0).header.crc}" in result.stderr
+    stored = RecordBatch(data, 0).header.crc
+    assert f"Corruption in {path} at position 0: CRC mismatch: stored {stored}" in result.stderr
 
 
 def test_indexes(tmp_path):
