@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 _CHECKPOINT_VERSION = 0
-DEFAULT_STEP_BYTES = 128 * 1024
+DEFAULT_STEP_BYTES = 64 * 1024
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -299,7 +299,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
     config = log_.config
     first_dirty = first_dirty_offset(log_, checkpoint)
     start = log_.log_start_offset
-    segments = [s for s in log_.inactive_segments()]
+    segments = log_.inactive_segments()
     ends = [s.base_offset for s in segments[1:]] + [log_.segment_base_offsets[-1]]
     keep_from = next((i for i, end in enumerate(ends) if end > start), len(segments))
     segments, ends = segments[keep_from:], ends[keep_from:]
@@ -307,6 +307,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
     if not segments:
         return CleanStats(0, 0, 0, 0, 0, first_dirty, None)
     # With nothing dirty the pass still runs: tombstones and markers may have expired.
+    bytes_before = sum(s.size for s in segments)
     alive = set(map(id, segments))
 
     def changed_under_us() -> bool:
@@ -417,7 +418,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
 
     checkpoint_out = dirty_end if plan.first_undecided is None else min(dirty_end, plan.first_undecided)
     return CleanStats(
-        bytes_before=sum(s.size for s in segments),
+        bytes_before=bytes_before,
         bytes_after=totals.bytes_after,
         records_removed=totals.records_removed,
         segments_before=len(segments),
