@@ -30,7 +30,7 @@ from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiRange
 from protocol.framing import FrameDecoder, encode_request_frame
 from protocol.record_codec import build_batch
-from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, increment_sequence
 
 _INT32 = struct.Struct(">i")
 
@@ -410,6 +410,7 @@ class Producer:
         self.max_in_flight = max_in_flight
         self.request_timeout_ms = request_timeout_ms
         self.txn: TxnHandle | None = None
+        self.started_ms = -1
         self.records_sent = 0
         self._buffers: dict[tuple[str, int], list] = {}
         self._buffer_bytes: dict[tuple[str, int], int] = {}
@@ -452,6 +453,7 @@ class Producer:
     def _ship(self, tps: list[tuple[str, int]]) -> None:
         if self.transactional_id is not None:
             if self.txn is None:
+                self.started_ms = int(time.time() * 1000)  # no later than the coordinator's start
                 self.txn = init_producer_id(self.cluster, self.transactional_id, self.transaction_timeout_ms,
                                             self._deadline())
             new = [tp for tp in tps if tp not in self._in_txn]
@@ -466,7 +468,7 @@ class Producer:
             self._buffer_bytes[tp] = 0
             if self.txn is not None:
                 sequence = self._sequences.get(tp, 0)
-                self._sequences[tp] = sequence + len(records)
+                self._sequences[tp] = increment_sequence(sequence, len(records))
                 batch = build_batch(records, producer_id=self.txn.producer_id,
                                     producer_epoch=self.txn.producer_epoch, base_sequence=sequence,
                                     transactional=True)
@@ -497,3 +499,36 @@ class Producer:
 def fence(cluster: Cluster, transactional_id: str, deadline: float) -> TxnHandle:
     """Aborts whatever ``transactional_id`` has open and fences its producer (a new epoch)."""
     return init_producer_id(cluster, transactional_id, 60000, deadline)
+
+
+def end_txns(cluster: Cluster, txns: Iterable[TxnHandle], commit: bool, deadline: float) -> dict[str, ErrorCode]:
+    """EndTxn for many transactions at once: pipelined per coordinator, retriable answers retried.
+
+    Returns the final error code by transactional id.
+    """
+    txns = list(txns)
+    cluster.find_coordinators([t.transactional_id for t in txns], deadline)
+    sent: list[tuple[TxnHandle, Connection, int]] = []
+    results: dict[str, ErrorCode] = {}
+    retry: list[TxnHandle] = []
+    for t in txns:
+        try:
+            conn = cluster.coordinator(t.transactional_id)
+            sent.append((t, conn, conn.send(26, END_TXN_V, {
+                "transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                "producer_epoch": t.producer_epoch, "committed": commit})))
+        except OSError:
+            retry.append(t)
+    for t, conn, cid in sent:
+        try:
+            error = ErrorCode(conn.wait(cid).error_code)
+        except OSError:
+            retry.append(t)
+            continue
+        if error in COORDINATOR_RETRIABLE:
+            retry.append(t)
+        else:
+            results[t.transactional_id] = error
+    for t in retry:  # one at a time, through coordinator_request's retry loop
+        results[t.transactional_id] = end_txn(cluster, t, commit, deadline)
+    return results

@@ -1,0 +1,221 @@
+"""The driver's half of the sink's two-phase commit (shared/reference/spark-exactly-once.md).
+
+Tasks leave their transactions open and send a ``TaskCommit``. For a batch the driver:
+1. finishes a batch that was decided but not finished (a COMMITTING record without
+   its COMMITTED) by re-sending EndTxn(commit): a commit that already completed
+   answers NONE;
+2. aborts every transaction of a replayed batch (batch id <= the last committed one);
+3. refuses to decide when a transaction is older than transaction.timeout.ms: the
+   broker aborts such transactions, so the batch fails loudly and Spark redoes it;
+4. writes COMMITTING(batch, winners) to the control topic: the decision;
+5. sends EndTxn(commit) for every winner, then writes COMMITTED(batch);
+6. fences earlier attempts of the winners' tasks (an executor that died mid-write
+   left its transaction open until the timeout).
+A transaction found aborted at step 5 is a ``TransactionLostError`` naming
+transaction.timeout.ms: never a silent loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision, TxnRef
+from spark_client.options import SinkOptions
+from spark_client.wire import Cluster, describe_transactions, end_txns, fence
+
+try:
+    from pyspark.sql.datasource import WriterCommitMessage
+except ImportError:  # the protocol itself does not need Spark
+    WriterCommitMessage = object
+
+log = logging.getLogger("eosbroker.spark")
+
+_ABORT_IS_DONE = frozenset({
+    ErrorCode.none, ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch, ErrorCode.invalid_txn_state,
+    ErrorCode.invalid_producer_id_mapping,
+})
+
+
+@dataclass(frozen=True)
+class TaskCommit(WriterCommitMessage):
+    """What a task tells the driver: its transaction (if it wrote anything) and where it came from."""
+
+    scope: str  # the streaming query id, or the batch write's id
+    batch_id: int
+    run_id: str
+    partition: int
+    attempt: int
+    transactional_id: str | None
+    producer_id: int
+    producer_epoch: int
+    count: int
+    started_ms: int
+
+    @property
+    def txn(self) -> TxnRef | None:
+        if self.transactional_id is None:
+            return None
+        return TxnRef(self.transactional_id, self.producer_id, self.producer_epoch, self.partition, self.attempt,
+                      self.count, self.started_ms)
+
+
+class TransactionTimedOutError(RuntimeError):
+    """A transaction is, or may be, past transaction.timeout.ms: the batch cannot be committed safely."""
+
+
+class TransactionLostError(RuntimeError):
+    """The broker aborted a transaction of a batch the driver had decided to commit."""
+
+
+def transactional_id(prefix: str, scope: str, batch_id: int, partition: int, attempt: int, run_id: str) -> str:
+    """Unique per attempt (attempts never fence each other) and per run of the query: a
+    replayed batch after a driver restart must not re-initialise, and so abort, the
+    transactions the previous run decided to commit."""
+    return f"{prefix}-{scope}-{batch_id}-{partition}-{attempt}-{run_id}"
+
+
+def control_key(opts: SinkOptions, scope: str) -> str:
+    return f"{opts.transactional_id_prefix}/{scope}"
+
+
+def safety_margin_ms(timeout_ms: int) -> int:
+    return min(5000, timeout_ms // 10)
+
+
+class Committer:
+    """Runs commit/abort for one batch on the driver."""
+
+    def __init__(self, opts: SinkOptions, scope: str) -> None:
+        self.opts = opts
+        self.scope = scope
+        self.cluster = Cluster(opts.bootstrap, client_id="eosbroker-spark-driver")
+        self.control = ControlLog(self.cluster, opts.bootstrap, opts.control_topic, control_key(opts, scope))
+        self.deadline = time.monotonic() + opts.commit_timeout_ms / 1000
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def __enter__(self) -> "Committer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- commit -----------------------------------------------------------------------
+
+    def commit(self, batch_id: int, messages: list[TaskCommit | None]) -> None:
+        winners = tuple(m.txn for m in messages if m is not None and m.txn is not None)
+        self.control.ensure_topic()
+        last = self.recover()
+        if last is not None and batch_id <= last:
+            log.warning("batch %d of %s was already committed (last committed %d): aborting its %d replayed "
+                        "transactions", batch_id, self.scope, last, len(winners))
+            self.abort_txns(winners)
+            return
+        self.check_fresh(batch_id, winners)
+        decision = Decision(batch_id, COMMITTING, winners)
+        self.control.append(decision)
+        self._after_decision_hook(batch_id)
+        self.finish(decision)
+        self.fence_earlier_attempts(batch_id, messages)
+
+    def recover(self) -> int | None:
+        """Finishes a decided but unfinished batch; returns the last committed batch id (None: none)."""
+        latest = self.control.latest()
+        if latest is None:
+            return None
+        if latest.state == COMMITTING:
+            log.warning("finishing batch %d of %s, decided by an earlier driver", latest.batch_id, self.scope)
+            self.finish(latest)
+        return latest.batch_id
+
+    def finish(self, decision: Decision) -> None:
+        results = end_txns(self.cluster, [t.handle for t in decision.txns], True, self.deadline)
+        lost = [t for t in decision.txns if results[t.transactional_id] != ErrorCode.none]
+        if lost:
+            raise TransactionLostError(self._lost_message(decision.batch_id, lost, results))
+        self.control.append(Decision(decision.batch_id, COMMITTED, decision.txns))
+
+    def check_fresh(self, batch_id: int, txns: tuple[TxnRef, ...]) -> None:
+        timeout = self.opts.transaction_timeout_ms
+        limit = timeout - safety_margin_ms(timeout)
+        now = int(time.time() * 1000)
+        stale = [t for t in txns if now - t.started_ms >= limit]
+        if not stale:
+            return
+        self.abort_txns(txns)
+        oldest = max(now - t.started_ms for t in stale)
+        raise TransactionTimedOutError(
+            f"eosbroker sink: batch {batch_id} of {self.scope} NOT committed: {len(stale)} of its transactions "
+            f"(e.g. {stale[0].transactional_id}, partition {stale[0].partition}) have been open {oldest} ms, "
+            f"at or past transaction.timeout.ms={timeout} less a {safety_margin_ms(timeout)} ms margin. The "
+            f"broker aborts a transaction older than transaction.timeout.ms, so committing could lose records; "
+            f"the batch's transactions were aborted and nothing of it is visible. Raise transaction.timeout.ms "
+            f"above batch time + commit time + driver restart time (the broker's transaction.max.timeout.ms "
+            f"caps it).")
+
+    def _lost_message(self, batch_id: int, lost: list[TxnRef], results: dict[str, ErrorCode]) -> str:
+        states = {}
+        try:
+            states = describe_transactions(self.cluster, [t.transactional_id for t in lost], self.deadline)
+        except Exception as e:  # a diagnosis only
+            log.warning("could not describe the lost transactions: %s", e)
+        lines = []
+        for t in lost:
+            d = states.get(t.transactional_id)
+            now_state = f", now {d.state} with producer epoch {d.producer_epoch}" if d else ""
+            lines.append(f"  {t.transactional_id} (producer id {t.producer_id}, epoch {t.producer_epoch}, "
+                         f"partition {t.partition}, {t.count} records): EndTxn(commit) answered "
+                         f"{results[t.transactional_id].name.upper()}{now_state}")
+        return (
+            f"eosbroker sink: batch {batch_id} of {self.scope} was decided (COMMITTING is in the control topic) "
+            f"but the broker had already aborted {len(lost)} of its transactions, most likely because they "
+            f"stayed open longer than transaction.timeout.ms={self.opts.transaction_timeout_ms}. Their records "
+            f"are LOST while the batch's other transactions are committed:\n" + "\n".join(lines) +
+            "\nRaise transaction.timeout.ms above batch time + commit time + driver restart time. The query "
+            "keeps failing on this batch until an operator decides (restart with a new checkpoint or "
+            "transactional.id.prefix after restoring the lost records).")
+
+    # -- abort ------------------------------------------------------------------------
+
+    def abort(self, batch_id: int, messages: list[TaskCommit | None]) -> None:
+        """Spark gave up on the batch: roll a decided batch forward, abort anything else."""
+        self.control.ensure_topic()
+        latest = self.control.latest()
+        if latest is not None and latest.state == COMMITTING and latest.batch_id == batch_id:
+            log.warning("abort of batch %d of %s after its decision: rolling forward", batch_id, self.scope)
+            self.finish(latest)
+            return
+        self.abort_txns(tuple(m.txn for m in messages if m is not None and m.txn is not None))
+
+    def abort_txns(self, txns: tuple[TxnRef, ...]) -> None:
+        if not txns:
+            return
+        results = end_txns(self.cluster, [t.handle for t in txns], False, self.deadline)
+        for txn_id, error in results.items():
+            if error not in _ABORT_IS_DONE:
+                log.warning("EndTxn(abort) for %s answered %s", txn_id, error.name.upper())
+
+    def fence_earlier_attempts(self, batch_id: int, messages: list[TaskCommit | None]) -> None:
+        """Best effort: a failed attempt normally aborted itself, a killed one did not."""
+        for m in messages:
+            if m is None or m.attempt == 0:
+                continue
+            for attempt in range(m.attempt):
+                txn_id = transactional_id(self.opts.transactional_id_prefix, m.scope, batch_id, m.partition,
+                                          attempt, m.run_id)
+                try:
+                    fence(self.cluster, txn_id, self.deadline)
+                except Exception as e:
+                    log.warning("could not fence %s: %s", txn_id, e)
+
+    def _after_decision_hook(self, batch_id: int) -> None:
+        hook = self.opts.hook_kill_after_decision
+        if hook is not None and hook[0] == batch_id and os.getpgrp() == hook[1]:
+            os.killpg(hook[1], signal.SIGKILL)  # the whole driver: JVM, Python workers
