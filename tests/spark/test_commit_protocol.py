@@ -1,0 +1,174 @@
+"""The sink's driver protocol against a real broker, without Spark: recovery of a decided
+batch, replay detection, double commits, timed-out transactions, the murmur2 partitioner."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from spark_client import wire
+from spark_client.commit_protocol import (
+    Committer, TaskCommit, TransactionLostError, TransactionTimedOutError, transactional_id,
+)
+from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision
+from spark_client.options import SinkOptions
+from spark_client.partitioner import murmur2, partition_for_key
+from tests.broker_process import wait_until
+from tests.spark.helpers import consume, create_topic, transaction_states
+
+pytestmark = pytest.mark.spark
+
+
+def _opts(bootstrap: str, topic: str, prefix: str, timeout_ms: int = 60000) -> SinkOptions:
+    return SinkOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                              "transactional.id.prefix": prefix, "transaction.timeout.ms": str(timeout_ms),
+                              "commit.timeout.ms": "20000"})
+
+
+def _task(opts: SinkOptions, scope: str, batch: int, run: str, values: list[bytes], partition: int = 0,
+          started_ms: int | None = None) -> TaskCommit:
+    """What a Spark task does: write ``values`` in an open transaction, return its commit message."""
+    txn_id = transactional_id(opts.transactional_id_prefix, scope, batch, partition, 0, run)
+    with wire.Cluster(opts.bootstrap) as cluster:
+        producer = wire.Producer(cluster, transactional_id=txn_id, transaction_timeout_ms=opts.transaction_timeout_ms)
+        for v in values:
+            producer.send(opts.topic, partition, None, v)
+        txn = producer.flush()
+    return TaskCommit(scope, batch, run, partition, 0, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                      len(values), producer.started_ms if started_ms is None else started_ms)
+
+
+@pytest.fixture
+def setup(broker):
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    return broker.bootstrap, topic, f"p{uuid.uuid4().hex[:6]}"
+
+
+def _values(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[bytes]:
+    return sorted(m.value() for m in consume(bootstrap, topic, 1, isolation, settle=0.5))
+
+
+def test_restart_finishes_the_decided_batch_and_aborts_its_replay(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    decided = _task(opts, "q", 5, "run1", [b"a1", b"a2"])
+    with Committer(opts, "q") as first_driver:  # decides, then "crashes" before any EndTxn
+        first_driver.control.ensure_topic()
+        first_driver.control.append(Decision(5, COMMITTING, (decided.txn,)))
+    replay = _task(opts, "q", 5, "run2", [b"b1", b"b2"])
+    with Committer(opts, "q") as second_driver:
+        second_driver.commit(5, [replay])
+        assert second_driver.control.latest() == Decision(5, COMMITTED, (decided.txn,))
+    assert _values(bootstrap, topic) == [b"a1", b"a2"]
+    assert _values(bootstrap, topic, "read_uncommitted") == [b"a1", b"a2", b"b1", b"b2"]
+    states = transaction_states(bootstrap, prefix)
+    assert states[decided.transactional_id] == "CompleteCommit"
+    assert states[replay.transactional_id] == "CompleteAbort"
+
+
+def test_next_batch_commits_and_a_lost_endtxn_response_is_harmless(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    first = _task(opts, "q", 0, "r", [b"x"])
+    empty = TaskCommit("q", 0, "r", 1, 0, None, -1, -1, 0, -1)  # a task with no rows opens no transaction
+    with Committer(opts, "q") as driver:
+        driver.commit(0, [first, empty, None])
+        driver.finish(Decision(0, COMMITTING, (first.txn,)))  # the same EndTxn again: NONE
+        second = _task(opts, "q", 1, "r", [b"y"])
+        driver.commit(1, [second])
+        assert driver.control.latest().batch_id == 1
+    assert _values(bootstrap, topic) == [b"x", b"y"]
+
+
+def test_scopes_are_independent(setup):
+    """A new checkpoint (new query id) with the same prefix starts again at batch 0."""
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    with Committer(opts, "old-query") as driver:
+        driver.commit(3, [_task(opts, "old-query", 3, "r", [b"old"])])
+    with Committer(opts, "new-query") as driver:
+        driver.commit(0, [_task(opts, "new-query", 0, "r", [b"new"])])
+    assert _values(bootstrap, topic) == [b"new", b"old"]
+
+
+def test_abort_without_a_decision_aborts_the_tasks_transactions(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    task = _task(opts, "q", 0, "r", [b"gone"])
+    with Committer(opts, "q") as driver:
+        driver.abort(0, [task, None])
+    assert transaction_states(bootstrap, prefix)[task.transactional_id] == "CompleteAbort"
+    assert _values(bootstrap, topic) == []
+
+
+def test_a_transaction_too_old_to_commit_safely_is_not_decided(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix, timeout_ms=60000)
+    task = _task(opts, "q", 0, "r", [b"late"], started_ms=int(time.time() * 1000) - 59000)
+    with Committer(opts, "q") as driver:
+        with pytest.raises(TransactionTimedOutError, match=r"NOT committed.*transaction\.timeout\.ms=60000"):
+            driver.commit(0, [task])
+        assert driver.control.latest() is None
+    assert transaction_states(bootstrap, prefix)[task.transactional_id] == "CompleteAbort"
+
+
+def test_a_transaction_the_broker_aborted_after_the_decision_is_a_loud_error(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix, timeout_ms=1000)
+    kept = _task(opts, "q", 0, "r", [b"kept"], partition=0)
+    lost = _task(opts, "q", 0, "r", [b"lost"], partition=0)
+    wait_until(lambda: transaction_states(bootstrap, prefix).get(lost.transactional_id) == "CompleteAbort",
+               timeout=10, message="the broker to abort the timed-out transaction")
+    # The driver believes both are fresh (started now) and decides; the broker disagrees.
+    fresh = [TaskCommit(**{**m.__dict__, "started_ms": int(time.time() * 1000)}) for m in (kept, lost)]
+    with Committer(opts, "q") as driver:
+        with pytest.raises(TransactionLostError) as failure:
+            driver.commit(0, fresh)
+        message = str(failure.value)
+        assert "transaction.timeout.ms=1000" in message and "LOST" in message
+        assert lost.transactional_id in message and ("PRODUCER_FENCED" in message or "INVALID_PRODUCER_EPOCH" in message)
+        # abort() after the failed commit rolls forward and fails the same way; so does a restart.
+        with pytest.raises(TransactionLostError):
+            driver.abort(0, fresh)
+    with Committer(opts, "q") as restarted:
+        with pytest.raises(TransactionLostError):
+            restarted.commit(0, fresh)
+        assert restarted.control.latest().state == COMMITTING
+
+
+def test_control_log_reads_only_the_latest_decision_per_key(setup):
+    bootstrap, _topic, prefix = setup
+    with wire.Cluster(bootstrap) as cluster:
+        a = ControlLog(cluster, bootstrap, f"control-{prefix}", "a")
+        b = ControlLog(cluster, bootstrap, f"control-{prefix}", "b")
+        a.ensure_topic()
+        a.append(Decision(1, COMMITTING, ()))
+        b.append(Decision(7, COMMITTED, ()))
+        a.append(Decision(1, COMMITTED, ()))
+        assert a.latest() == Decision(1, COMMITTED, ())
+        assert b.latest() == Decision(7, COMMITTED, ())
+        a.append(Decision(2, COMMITTING, ()))
+        assert a.latest() == Decision(2, COMMITTING, ())  # incremental read from the cached position
+
+
+@pytest.mark.parametrize("key,expected", [
+    (b"21", -973932308), (b"foobar", -790332482), (b"a-little-bit-long-string", -985981536),
+    (b"a-little-bit-longer-string", -1486304829), (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+    (b"abc", 479470107),
+])
+def test_murmur2_matches_the_kafka_clients(key, expected):
+    assert murmur2(key) == expected
+    assert partition_for_key(key, 3) == (expected & 0x7FFFFFFF) % 3
+
+
+def test_options_are_checked_on_the_driver():
+    with pytest.raises(ValueError, match="kafka.bootstrap.servers"):
+        SinkOptions.parse({"topic": "t"})
+    with pytest.raises(ValueError, match="protobuf.descriptor.file"):
+        SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "value.format": "protobuf"})
+    with pytest.raises(ValueError, match="delivery.guarantee"):
+        SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "delivery.guarantee": "maybe"})
+    assert not SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "delivery.guarantee": "at_least_once"}).exactly_once
