@@ -71,6 +71,7 @@ class GroupService:
         self._wake = asyncio.Event()
         self._loading: asyncio.Task | None = None
         self._fresh_topic = False
+        self._parked: set[asyncio.Future] = set()
 
     @property
     def topic_exists(self) -> bool:
@@ -98,8 +99,11 @@ class GroupService:
             await asyncio.shield(self._loading)
 
     async def close(self) -> None:
+        """Stops loading and gives up parked requests (their connections are closing)."""
         if self._loading is not None and not self._loading.done():
             self._loading.cancel()
+        for answer in list(self._parked):
+            answer.cancel()
 
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
@@ -117,8 +121,11 @@ class GroupService:
         """Runs a JoinGroup/SyncGroup handler; if the coordinator parks the request,
         waits for the ``Reply`` that answers it."""
         answer = asyncio.get_running_loop().create_future()
+        self._parked.add(answer)
+        answer.add_done_callback(self._parked.discard)
         response = await self.run(group_id, lambda: handler(answer))
         if response is not None:
+            self._parked.discard(answer)  # answered at once: nobody holds the token
             return response
         return await answer
 
