@@ -1,9 +1,10 @@
 """Command line: alternate the brokers run by run, print medians side by side.
 
-    python -m bench [--runs 3] [--records 200000] [--only produce] [--brokers eosbroker,tansu] [--json PATH]
+    python -m bench [--runs 3] [--records 200000] [--transactions 2000] [--only produce] [--brokers eosbroker,tansu] [--json PATH]
 
 Each run is a fresh broker process in a fresh temp dir; within a run the workloads go
-in registry order (start-up, produce, consume, resources). Exit status: 0, or 1 if any
+in registry order (start-up, produce, consume, idempotent-produce, transactions,
+txn-state-startup, resources). Exit status: 0, or 1 if any
 run failed (or, with --strict, if a target failed).
 """
 

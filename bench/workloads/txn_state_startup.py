@@ -45,10 +45,12 @@ from coordinator.partitioning import partition_for
 
 TOPIC = "__transaction_state"
 DATA_PARTITIONS = 4
+PARTITIONS_PER_TRANSACTION = 4  # added one request at a time: one Ongoing record each
 MAX_IDS = 200
-RECORDS_PER_TRANSACTION = 4  # Ongoing, Ongoing, PrepareCommit, CompleteCommit
+RECORDS_PER_TRANSACTION = PARTITIONS_PER_TRANSACTION + 2  # + PrepareCommit, CompleteCommit
 RECORDS_PER_ID = 2  # the first and the closing InitProducerId
 CONNECTIONS = 8
+FILL_TIMEOUTS = 3  # the fill may take this many --timeout; the restart gets one more
 _RETRY_PAUSE_S = 0.005
 
 METADATA, LIST_OFFSETS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 3, 2, 22, 24, 26
@@ -105,8 +107,8 @@ class _Fill:
         init = await self._init(conn, tid)
         pid, epoch = init.producer_id, init.producer_epoch
         for t in range(transactions):
-            await self._add(conn, tid, pid, epoch, (n + t) % DATA_PARTITIONS)
-            await self._add(conn, tid, pid, epoch, (n + t + 1) % DATA_PARTITIONS)
+            for k in range(PARTITIONS_PER_TRANSACTION):
+                await self._add(conn, tid, pid, epoch, (n + t + k) % DATA_PARTITIONS)
             await self._commit(conn, tid, pid, epoch)
         await self._init(conn, tid, pid, epoch)  # waits out the last commit's markers
 
@@ -165,9 +167,10 @@ def run(ctx: RunContext) -> dict[str, float]:
     with RunningBroker(ctx.broker.kind, ctx.broker.startup_timeout_s) as broker:
         topic = f"bench-txn-state-{uuid.uuid4().hex[:12]}"
         create_topic(broker.bootstrap, topic, min(30.0, timeout_s), partitions=DATA_PARTITIONS)
-        started = time.perf_counter()
-        asyncio.run(_fill(broker.port, topic, ids, per_id, timeout_s))
+        started, cpu_before = time.perf_counter(), broker.sampler.cpu_seconds()
+        asyncio.run(_fill(broker.port, topic, ids, per_id, FILL_TIMEOUTS * timeout_s))
         fill_s = time.perf_counter() - started
+        fill_cpu_s = broker.sampler.cpu_seconds() - cpu_before
         partitions, records = asyncio.run(_transaction_state_size(broker.port))
         try:
             stop_s = broker.restart()
@@ -184,6 +187,7 @@ def run(ctx: RunContext) -> dict[str, float]:
         metrics = {
             "records": float(records),
             "fill s": fill_s,
+            "fill CPU s": fill_cpu_s,
             "stop ms": stop_s * 1000,
             "metadata ms": broker.startup_s * 1000,
             "init_txn ms": init_txn_s * 1000,
@@ -201,6 +205,7 @@ WORKLOAD = Workload(
     metrics=(
         Metric("records", "records", "higher", ",.0f"),
         Metric("fill s", "s", "lower", ",.1f"),
+        Metric("fill CPU s", "s", "lower", ",.1f"),
         Metric("stop ms", "ms", "lower", ",.0f"),
         Metric("metadata ms", "ms", "lower", ",.0f"),
         Metric("init_txn ms", "ms", "lower", ",.0f"),
