@@ -167,7 +167,8 @@ def protobuf_decoder(descriptor_file: str, message_name: str) -> Callable[[bytes
     cls = message_class(descriptor_file, message_name)
 
     def decode(data: bytes) -> dict:
-        return json_format.MessageToDict(cls.FromString(data), preserving_proto_field_name=True)
+        return json_format.MessageToDict(cls.FromString(data), preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
 
     return decode
 
