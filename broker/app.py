@@ -11,6 +11,7 @@ from broker.config import BrokerConfig
 from broker.groups import GroupService
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
+from broker.storage.cleaner import LogCleaner
 from broker.server import Server
 from broker.timers import every
 from broker.transactions import TransactionService
@@ -32,6 +33,7 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
         self.cluster = Cluster(config, self.data_dir)
+        self.cleaner = LogCleaner(producer_expiration_ms=config["producer.id.expiration.ms"])
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
         self.servers = [Server(self, config["node.id"], host, port)]
@@ -62,6 +64,7 @@ class Broker:
             self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
             self.transactions.expire_ids)))
         self._tasks.append(asyncio.create_task(every(self.config["log.retention.check.interval.ms"], self._retention)))
+        self._tasks.append(asyncio.create_task(every(self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(
             every(self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)))
         idle_ms = self.config["connections.max.idle.ms"]
@@ -98,6 +101,10 @@ class Broker:
                 if deleted:
                     part.log_start_moved()
                     log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
+
+    async def _clean_logs(self) -> None:
+        await self.cleaner.run_once(
+            [(f"{p.topic}-{p.index}", p.log) for p in self.cluster.partitions.values()], now_ms())
 
     def _expire_producers(self) -> None:
         t = now_ms()

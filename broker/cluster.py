@@ -90,6 +90,7 @@ class Cluster:
             cleanup_policy=c["cleanup.policy"],
             delete_retention_ms=c["delete.retention.ms"],
             message_timestamp_type=c["message.timestamp.type"],
+            min_cleanable_dirty_ratio=c["min.cleanable.dirty.ratio"],
         )
 
     def max_message_bytes(self, topic: str) -> int:

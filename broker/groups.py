@@ -26,7 +26,6 @@ from coordinator.records import CoordinatorRecord, Result
 log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
 # Never sleep longer than this between polls: a safety net, not a schedule.
 _MAX_SLEEP_S = 30.0
 
@@ -65,7 +64,8 @@ class GroupService:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
         ))
         self.runtime = CoordinatorRuntime(
-            "group coordinator", TOPIC, config["offsets.topic.num.partitions"], TOPIC_CONFIGS,
+            "group coordinator", TOPIC, config["offsets.topic.num.partitions"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])},
             _Loader(self), cluster, node_id, self._perform,
         )
         self._wake = asyncio.Event()

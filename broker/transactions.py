@@ -27,7 +27,6 @@ _PRODUCE_VERIFY_ERRORS = {
     ErrorCode.not_coordinator: "NOT_ENOUGH_REPLICAS",
     ErrorCode.concurrent_transactions: "NOT_ENOUGH_REPLICAS",
 }
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 
 class TransactionService:
@@ -46,7 +45,8 @@ class TransactionService:
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._loading: asyncio.Task | None = None
         self.runtime = CoordinatorRuntime(
-            "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"], TOPIC_CONFIGS,
+            "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
             self.coordinator, cluster, node_id, self._perform,
         )
 

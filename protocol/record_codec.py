@@ -274,7 +274,7 @@ def _snappy_decompress(payload: memoryview, limit: int) -> memoryview:
     return view
 
 
-def _compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_GZIP:
         return bytes(cramjam.gzip.compress(data))
     if codec == COMPRESSION_SNAPPY:
@@ -314,7 +314,7 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
     out += value
 
 
-def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
     body = bytearray(b"\x00")  # attributes
     _write_varint(body, timestamp_delta)
     _write_varint(body, offset_delta)
@@ -349,11 +349,11 @@ def build_batch(
     base_timestamp = records[0][3]
     body = bytearray()
     for delta, (key, value, headers, timestamp_ms) in enumerate(records):
-        _encode_record(body, delta, timestamp_ms - base_timestamp, key, value, headers)
-    payload = bytes(body) if compression == COMPRESSION_NONE else _compress(compression, bytes(body))
+        encode_record(body, delta, timestamp_ms - base_timestamp, key, value, headers)
+    payload = bytes(body) if compression == COMPRESSION_NONE else compress(compression, bytes(body))
     attributes = compression | (TRANSACTIONAL_FLAG if transactional else 0)
     max_timestamp = max(r[3] for r in records)
-    return _assemble(
+    return assemble_batch(
         payload,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
@@ -368,7 +368,7 @@ def build_batch(
     )
 
 
-def _assemble(payload: bytes, **header: int) -> bytearray:
+def assemble_batch(payload: bytes, **header: int) -> bytearray:
     out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
     _HEADER.pack_into(
         out,
@@ -405,8 +405,8 @@ def build_control_batch(
     key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
     value = _CONTROL_VALUE.pack(0, coordinator_epoch)
     body = bytearray()
-    _encode_record(body, 0, 0, key, value, ())
-    return _assemble(
+    encode_record(body, 0, 0, key, value, ())
+    return assemble_batch(
         bytes(body),
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,

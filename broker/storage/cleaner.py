@@ -44,9 +44,9 @@ from pathlib import Path
 from protocol.record_codec import (
     CONTROL_TYPE_ABORT,
     Record,
-    _assemble,
-    _compress,
-    _encode_record,
+    assemble_batch,
+    compress,
+    encode_record,
     decode_records,
     read_control_record,
 )
@@ -169,12 +169,11 @@ class LogCleaner:
     """The background cleaner: call ``run_once`` every log.cleaner.backoff.ms.
 
     Checkpoints live in each partition directory (``cleaner-offset-checkpoint``), so the
-    cleaner itself holds no per-partition state and a deleted partition leaves none.
+    cleaner itself holds no per-partition state and a deleted partition leaves none. A log
+    is cleaned when its dirty ratio exceeds its own min.cleanable.dirty.ratio.
     """
 
-    def __init__(self, min_cleanable_ratio: float = 0.5, producer_expiration_ms: int | None = None,
-                 step_bytes: int = DEFAULT_STEP_BYTES) -> None:
-        self.min_cleanable_ratio = min_cleanable_ratio
+    def __init__(self, producer_expiration_ms: int | None = None, step_bytes: int = DEFAULT_STEP_BYTES) -> None:
         self.producer_expiration_ms = producer_expiration_ms
         self.step_bytes = step_bytes
         self._running = False
@@ -196,7 +195,7 @@ class LogCleaner:
                     continue
                 checkpoint, due = read_checkpoint(log_.directory)
                 ratio = dirty_ratio(log_, checkpoint)
-                if ratio > self.min_cleanable_ratio or (due is not None and due <= now_ms):
+                if ratio > log_.config.min_cleanable_dirty_ratio or (due is not None and due <= now_ms):
                     chosen.append((ratio, name, log_, checkpoint))
             chosen.sort(key=lambda c: -c[0])
             results: dict[str, CleanStats] = {}
@@ -516,7 +515,7 @@ def _rebuilt(batch: RecordBatch, kept: list[Record]) -> bytes:
     left it becomes Kafka's empty batch header: offsets and sequence range kept."""
     h = batch.header
     if not kept:
-        return bytes(_assemble(
+        return bytes(assemble_batch(
             b"",
             base_offset=batch.base_offset,
             partition_leader_epoch=batch.partition_leader_epoch,
@@ -532,14 +531,14 @@ def _rebuilt(batch: RecordBatch, kept: list[Record]) -> bytes:
     body = bytearray()
     base_offset, base_timestamp = batch.base_offset, h.base_timestamp
     for r in kept:
-        _encode_record(body, r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers)
+        encode_record(body, r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers)
     codec = batch.compression
-    payload = bytes(body) if codec == COMPRESSION_NONE else _compress(codec, bytes(body))
+    payload = bytes(body) if codec == COMPRESSION_NONE else compress(codec, bytes(body))
     if batch.timestamp_type == LOG_APPEND_TIME:
         max_timestamp = h.max_timestamp
     else:
         max_timestamp = max(r.timestamp for r in kept)
-    return bytes(_assemble(
+    return bytes(assemble_batch(
         payload,
         base_offset=base_offset,
         partition_leader_epoch=batch.partition_leader_epoch,

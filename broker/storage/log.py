@@ -71,6 +71,7 @@ class LogConfig:
     cleanup_policy: str = "delete"
     delete_retention_ms: int = 86400000
     message_timestamp_type: str = "CreateTime"
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         # Kafka's LogConfig bounds: segment.bytes >= 14, segment.ms >= 1, index.interval.bytes >= 0.

@@ -589,7 +589,7 @@ async def test_run_once_lets_other_tasks_run_between_steps(pdir: Path) -> None:
 
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0)
-    cleaner = LogCleaner(min_cleanable_ratio=0.5, step_bytes=16 * 1024)
+    cleaner = LogCleaner(step_bytes=16 * 1024)
     results = await cleaner.run_once([("topic-0", log)], T)
     stop = True
     await task
@@ -607,7 +607,7 @@ async def test_run_once_cleans_compacted_logs_above_the_ratio_and_checkpoints(tm
             put(log, (b"a", b"%d" % i))
         put(log, (b"b", None))
         log.roll()
-    cleaner = LogCleaner(min_cleanable_ratio=0.5)
+    cleaner = LogCleaner()
     results = await cleaner.run_once([("c-0", compacted), ("d-0", deleting)], T)
     assert list(results) == ["c-0"]
     assert len(records(deleting)) == 11

@@ -627,7 +627,7 @@ def test_payloads_without_a_declared_size_still_decode_and_stay_bounded():
 
 def test_compressed_records_that_decode_to_garbage_are_corrupt():
     for codec in COMPRESSED:
-        payload = record_codec._compress(codec, b"\xff" * 64)
+        payload = record_codec.compress(codec, b"\xff" * 64)
         assert_corrupt(batch_with_payload(payload, 1, codec))
 
 
