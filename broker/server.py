@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS = 18
 _WRITE_HIGH_WATER = 1 << 20
+_DRAIN_GRACE_S = 5.0
 
 
 class ProtocolViolation(Exception):
@@ -47,6 +48,7 @@ class Connection:
     node_id: int
     last_active: float
     writer: asyncio.StreamWriter
+    processor: asyncio.Task | None = None
 
 
 @dataclass(slots=True)
@@ -91,10 +93,18 @@ class Server:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """Stops accepting, ends every connection and waits for their request processing,
+        so nothing touches the logs after the broker closes them."""
         if self._server is not None:
             self._server.close()
+        processors = []
         for conn in list(self.connections.values()):
             conn.writer.close()
+            if conn.processor is not None and not conn.processor.done():
+                conn.processor.cancel()
+                processors.append(conn.processor)
+        if processors:
+            await asyncio.gather(*processors, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -113,7 +123,7 @@ class Server:
         config = self.broker.config
         decoder = FrameDecoder(config["socket.request.max.bytes"])
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=max(1, config["queued.max.requests"]))
-        processor = asyncio.create_task(self._process(queue, conn))
+        processor = conn.processor = asyncio.create_task(self._process(queue, conn))
         try:
             while not processor.done():
                 data = await reader.read(1 << 18)
@@ -129,14 +139,16 @@ class Server:
             pass
         finally:
             if not processor.done():
-                # Let queued requests finish only if the peer is still there to read them.
+                # The peer is gone: requests already read still take effect (an acks=0
+                # produce must not be lost), but a parked or long-polling one is not
+                # waited for beyond a grace period.
                 try:
                     queue.put_nowait(None)
                 except asyncio.QueueFull:
                     processor.cancel()
             try:
-                await processor
-            except asyncio.CancelledError:
+                await asyncio.wait_for(processor, _DRAIN_GRACE_S)
+            except (asyncio.CancelledError, asyncio.TimeoutError):
                 pass
             except Exception:  # the processor logs its own failures
                 pass

@@ -136,9 +136,11 @@ class PartitionLog:
     def open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        _finish_interrupted_cleaning(directory)
-        _remove_leftovers(directory)
-        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in directory.glob("*" + LOG_SUFFIX) if _is_segment_name(p.name))
+        if os.listdir(directory):  # a new partition has nothing to recover: skip the scans
+            _finish_interrupted_cleaning(directory)
+            _remove_leftovers(directory)
+        bases = sorted(int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
+                       if name.endswith(LOG_SUFFIX) and _is_segment_name(name))
         segments: list[LogSegment] = []
         try:
             for i, base in enumerate(bases[:-1]):
