@@ -217,5 +217,22 @@ class Committer:
 
     def _after_decision_hook(self, batch_id: int) -> None:
         hook = self.opts.hook_kill_after_decision
-        if hook is not None and hook[0] == batch_id and os.getpgrp() == hook[1]:
-            os.killpg(hook[1], signal.SIGKILL)  # the whole driver: JVM, Python workers
+        if hook is not None and hook[0] == batch_id and _descends_from(hook[1]):
+            # The whole driver: its process group (Python driver, JVM), then the group of
+            # the Python daemon this worker belongs to (pyspark's daemon has its own).
+            os.killpg(hook[1], signal.SIGKILL)
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _descends_from(pid: int) -> bool:
+    """Whether ``pid`` is an ancestor of this process (Linux /proc), so the hook never kills a stranger."""
+    current = os.getpid()
+    while current > 1:
+        if current == pid:
+            return True
+        try:
+            with open(f"/proc/{current}/stat") as f:
+                current = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
