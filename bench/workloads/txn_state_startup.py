@@ -4,18 +4,18 @@ nothing to recover).
 In a broker of its own (a fresh temp dir, so the run's broker and its resource figures
 are untouched), about ``--txn-state-records`` coordinator records are written by raw
 requests over a few pipelined connections: each of up to 200 transactional ids does
-InitProducerId, then short transactions of AddPartitionsToTxn(p) +
-AddPartitionsToTxn(p') + EndTxn(commit), i.e. four records each (two Ongoing,
-PrepareCommit, CompleteCommit), and finally a KIP-360 InitProducerId with its current
-epoch, which is refused with CONCURRENT_TRANSACTIONS until its last commit is complete
-(so nothing is left for the restarted coordinator to finish). The transactions hold no
-data; their markers go to a 4-partition topic.
+InitProducerId, then short transactions of four AddPartitionsToTxn (one partition each)
+and EndTxn(commit), i.e. six records each (four Ongoing, PrepareCommit, CompleteCommit),
+and finally a KIP-360 InitProducerId with its current epoch, which is refused with
+CONCURRENT_TRANSACTIONS until its last commit is complete (so nothing is left for the
+restarted coordinator to finish). For 100,000 records that is 200 ids x 83
+transactions. The transactions hold no data; their markers go to a 4-partition topic.
 
 Then the broker gets SIGTERM and is spawned again on the same port and data dir:
 
 - ``records``: sum over __transaction_state partitions of the latest offset
   (ListOffsets), i.e. records ever appended (compaction does not lower it); after the
-  restart it must have grown by exactly the probe producer's one InitProducerId record.
+  restart it must have grown by exactly the two probes' InitProducerId records.
 - ``stop ms``: SIGTERM to process exit.
 - ``metadata ms``: spawn to the first raw Metadata v1 answer.
 - ``ready ms``: spawn to the first InitProducerId answered without error (not
