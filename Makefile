@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv run test unit bench clean
+.PHONY: venv compile run test unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-run: venv
+# Byte-compile the sources: with PYTHONDONTWRITEBYTECODE set, every start would
+# otherwise compile them again (~130 ms of start-up).
+compile: venv
+	$(PY) -m compileall -q protocol coordinator broker spark_client
+
+run: venv compile
 	$(VENV)/bin/eosbroker serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 test: venv
@@ -26,7 +31,7 @@ test: venv
 unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
-bench: venv
+bench: venv compile
 	$(PY) -m bench
 
 clean:

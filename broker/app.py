@@ -8,13 +8,10 @@ from pathlib import Path
 
 from broker.cluster import Cluster, Node, now_ms
 from broker.config import BrokerConfig
-from broker.groups import GroupService
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
-from broker.storage.cleaner import LogCleaner
 from broker.server import Server
 from broker.timers import every
-from broker.transactions import TransactionService
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
 
@@ -33,13 +30,33 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
         self.cluster = Cluster(config, self.data_dir)
-        self.cleaner = LogCleaner(producer_expiration_ms=config["producer.id.expiration.ms"])
+        self._cleaner = None
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
         self.servers = [Server(self, config["node.id"], host, port)]
         self._tasks: list[asyncio.Task] = []
-        self.transactions: TransactionService | None = None
-        self.groups: GroupService | None = None
+        self._transactions = None
+        self._groups = None
+
+    # The coordinators load on first use (or at start-up when their topic exists), so
+    # a broker that never sees a group or a transaction never imports them.
+    @property
+    def transactions(self):
+        if self._transactions is None:
+            from broker.transactions import TransactionService
+
+            self._transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id,
+                                                    self.producer_ids)
+        return self._transactions
+
+    @property
+    def groups(self):
+        if self._groups is None:
+            from broker.groups import GroupService
+
+            self._groups = GroupService(self.config, self.cluster, self.servers[0].node_id)
+            self._tasks.append(asyncio.create_task(self._groups.run_timers()))
+        return self._groups
 
     @property
     def port(self) -> int:
@@ -50,19 +67,15 @@ class Broker:
         for server in self.servers:
             await server.start()
         self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
-        self.transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id, self.producer_ids)
-        if self.transactions.topic_exists:
+        topics = self.cluster.topics.by_name
+        if "__transaction_state" in topics:
             self.transactions.ensure_ready()
-        self.groups = GroupService(self.config, self.cluster, self.servers[0].node_id)
-        if self.groups.topic_exists:
+        if "__consumer_offsets" in topics:
             self.groups.ensure_ready()
-        self._tasks.append(asyncio.create_task(self.groups.run_timers()))
         self._tasks.append(asyncio.create_task(every(
-            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-            self.transactions.abort_timed_out)))
+            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self._abort_timed_out)))
         self._tasks.append(asyncio.create_task(every(
-            self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-            self.transactions.expire_ids)))
+            self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
         self._tasks.append(asyncio.create_task(every(self.config["log.retention.check.interval.ms"], self._retention)))
         self._tasks.append(asyncio.create_task(every(self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(
@@ -85,13 +98,21 @@ class Broker:
                 await task
             except asyncio.CancelledError:
                 pass
-        if self.transactions is not None:
-            await self.transactions.close()
-        if self.groups is not None:
-            await self.groups.close()
+        if self._transactions is not None:
+            await self._transactions.close()
+        if self._groups is not None:
+            await self._groups.close()
         for server in self.servers:
             await server.stop()
         self.cluster.close()
+
+    async def _abort_timed_out(self) -> None:
+        if self._transactions is not None:
+            await self._transactions.abort_timed_out()
+
+    async def _expire_transactional_ids(self) -> None:
+        if self._transactions is not None:
+            await self._transactions.expire_ids()
 
     def _retention(self) -> None:
         t = now_ms()
@@ -103,8 +124,15 @@ class Broker:
                     log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
 
     async def _clean_logs(self) -> None:
-        await self.cleaner.run_once(
-            [(f"{p.topic}-{p.index}", p.log) for p in self.cluster.partitions.values()], now_ms())
+        compacted = [(f"{p.topic}-{p.index}", p.log) for p in self.cluster.partitions.values()
+                     if "compact" in p.log.config.cleanup_policy]
+        if not compacted:
+            return
+        if self._cleaner is None:
+            from broker.storage.cleaner import LogCleaner  # only brokers with compacted topics need it
+
+            self._cleaner = LogCleaner(producer_expiration_ms=self.config["producer.id.expiration.ms"])
+        await self._cleaner.run_once(compacted, now_ms())
 
     def _expire_producers(self) -> None:
         t = now_ms()

@@ -5,43 +5,68 @@ negotiated version's kio dataclass by the server), a kio response, or None when
 no response is sent (Produce with acks=0).
 """
 
+from collections.abc import Mapping
 from importlib import import_module
 
-_MODULES = (
-    "api_versions",
-    "metadata",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "find_coordinator",
-    "create_topics",
-    "delete_topics",
-    "create_partitions",
-    "delete_records",
-    "describe_configs",
-    "describe_cluster",
-    "init_producer_id",
-    "describe_producers",
-    "add_partitions_to_txn",
-    "add_offsets_to_txn",
-    "end_txn",
-    "write_txn_markers",
-    "describe_transactions",
-    "list_transactions",
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "describe_groups",
-    "list_groups",
-    "delete_groups",
-    "offset_commit",
-    "offset_fetch",
-    "offset_delete",
-    "txn_offset_commit",
-)
+# API key -> module. Modules load on first use: a broker that never sees a group or
+# a transaction never imports their coordinators, which keeps start-up short.
+_MODULES = {
+    0: "produce",
+    1: "fetch",
+    2: "list_offsets",
+    3: "metadata",
+    8: "offset_commit",
+    9: "offset_fetch",
+    10: "find_coordinator",
+    11: "join_group",
+    12: "heartbeat",
+    13: "leave_group",
+    14: "sync_group",
+    15: "describe_groups",
+    16: "list_groups",
+    18: "api_versions",
+    19: "create_topics",
+    20: "delete_topics",
+    21: "delete_records",
+    22: "init_producer_id",
+    24: "add_partitions_to_txn",
+    25: "add_offsets_to_txn",
+    26: "end_txn",
+    27: "write_txn_markers",
+    28: "txn_offset_commit",
+    32: "describe_configs",
+    37: "create_partitions",
+    42: "delete_groups",
+    47: "offset_delete",
+    60: "describe_cluster",
+    61: "describe_producers",
+    65: "describe_transactions",
+    66: "list_transactions",
+}
 
-HANDLERS = {}
-for _name in _MODULES:
-    _module = import_module(f"{__name__}.{_name}")
-    HANDLERS[_module.API_KEY] = _module.handle
+
+class _Handlers(Mapping):
+    def __init__(self, modules: dict[int, str]) -> None:
+        self._modules = modules
+        self._loaded: dict[int, object] = {}
+
+    def __getitem__(self, api_key: int):
+        handle = self._loaded.get(api_key)
+        if handle is None:
+            module = import_module(f"{__name__}.{self._modules[api_key]}")
+            if module.API_KEY != api_key:
+                raise RuntimeError(f"{module.__name__} handles API {module.API_KEY}, not {api_key}")
+            handle = self._loaded[api_key] = module.handle
+        return handle
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in self._modules
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+HANDLERS = _Handlers(_MODULES)
