@@ -1,7 +1,8 @@
 """Spark batch write through the eosbroker data source: exactly-once vs at-least-once
 (eosbroker only: the sink is what is measured, and Tansu need not run Spark).
 
-One local[2] SparkSession per bench process (created on first use, about 10-20 s, not
+It runs in a broker of its own (as txn-state-startup does), so the run's broker and its
+resource figures are untouched. One local[2] SparkSession per bench process (created on first use, about 10-20 s, not
 timed). 5 x ``--records`` rows (1,000,000 by default) of 100-byte values, keyless,
 into a fresh 3-partition topic per write, by ``df.write.format("eosbroker")`` with
 ``delivery.guarantee`` exactly-once (two-phase commit over transactions) or
@@ -21,6 +22,7 @@ import sys
 import time
 import uuid
 
+from bench.brokers import RunningBroker
 from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
 
 PARTITIONS = 3
@@ -43,17 +45,17 @@ def _spark():
     return _session
 
 
-def _write(ctx: RunContext, df, mode: str, rows: int, tasks: int) -> float:
+def _write(bootstrap: str, df, mode: str, rows: int, tasks: int) -> float:
     from spark_client import wire
 
     topic = f"spark-{mode}-{uuid.uuid4().hex[:8]}"
-    with wire.Cluster(ctx.bootstrap) as cluster:
+    with wire.Cluster(bootstrap) as cluster:
         cluster.create_topic(topic, PARTITIONS)
     start = time.perf_counter()
-    (df.write.format("eosbroker").mode("append").option("kafka.bootstrap.servers", ctx.bootstrap)
+    (df.write.format("eosbroker").mode("append").option("kafka.bootstrap.servers", bootstrap)
      .option("topic", topic).option("delivery.guarantee", mode).save())
     elapsed = time.perf_counter() - start
-    with wire.Cluster(ctx.bootstrap) as cluster:
+    with wire.Cluster(bootstrap) as cluster:
         stored = sum(cluster.list_offsets(topic, range(PARTITIONS), wire.LATEST, wire.READ_UNCOMMITTED).values())
     markers = stored - rows
     if markers < 0 or (mode == "at-least-once" and markers) or markers > tasks * PARTITIONS:
@@ -67,10 +69,11 @@ def run(ctx: RunContext) -> dict[str, float]:
     value = "concat(lpad(cast(id as string), 10, '0'), repeat('x', 90)) as value"  # 100 bytes
     df = spark.range(rows).selectExpr(value)
     tasks = df.rdd.getNumPartitions()
-    _write(ctx, spark.range(1000).selectExpr(value), "exactly-once", 1000, 1000)
     best = {"at-least-once": float("inf"), "exactly-once": float("inf")}
-    for mode in ("at-least-once", "exactly-once") * 2:
-        best[mode] = min(best[mode], _write(ctx, df, mode, rows, tasks))
+    with RunningBroker(ctx.broker.kind, ctx.broker.startup_timeout_s) as broker:
+        _write(broker.bootstrap, spark.range(1000).selectExpr(value), "exactly-once", 1000, 1000)
+        for mode in ("at-least-once", "exactly-once") * 2:
+            best[mode] = min(best[mode], _write(broker.bootstrap, df, mode, rows, tasks))
     return {
         "EOS rows/s": rows / best["exactly-once"],
         "ALO rows/s": rows / best["at-least-once"],
@@ -82,7 +85,7 @@ def run(ctx: RunContext) -> dict[str, float]:
 
 WORKLOAD = Workload(
     name="spark-write",
-    description="Spark batch write, 5 x records rows of 100 B, exactly-once vs at-least-once",
+    description="Spark batch write, 5 x records rows of 100 B, exactly-once vs at-least-once (own broker)",
     run=run,
     metrics=(
         Metric("EOS rows/s", "rows/s", "higher", ",.0f"),
