@@ -7,12 +7,12 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run test unit bench clean
+.PHONY: venv compile run java test unit bench spark-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -e '.[test,bench,spark]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -25,14 +25,22 @@ compile: venv
 run: venv compile
 	$(VENV)/bin/eosbroker serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-test: venv
+# PySpark (tests/spark, the bench's spark-write, spark-demo) needs a Java runtime.
+java:
+	@command -v java >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless)
+
+test: venv java
 	$(PY) -m pytest -q -p no:cacheprovider
 
 unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
-bench: venv compile
+bench: venv compile java
 	$(PY) -m bench
+
+# BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
+spark-demo: venv java
+	$(PY) examples/pipeline.py $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP))
 
 clean:
 	rm -rf $(VENV) build *.egg-info
