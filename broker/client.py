@@ -13,15 +13,14 @@ import struct
 from typing import Any
 
 from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiRange
+from protocol.apis import flexible_from
 from protocol.framing import FrameDecoder, encode_request_frame
 
 _INT32 = struct.Struct(">i")
 
 
 def _flexible(api_key: int, version: int) -> bool:
-    name, adv, acc, mx = KAFKA_4_0[api_key]
-    return ApiRange(api_key, name, adv, acc, mx).flexible(version)
+    return version >= flexible_from(api_key)
 
 
 class ConnectionClosed(ConnectionError):

@@ -428,3 +428,14 @@ def test_huge_array_count_fails_fast():
         decode_request(METADATA, 0, struct.pack(">i", 0x7FFFFFFF))
     with pytest.raises(DecodeError):
         decode_request(FETCH, 4, struct.pack(">iiiib", -1, 500, 1, 100, 0) + struct.pack(">i", 0x7FFFFFFF))
+
+
+def test_flexible_versions_table_matches_kio_schemas():
+    from kio.schema.index import api_key_map, schema_name_map
+
+    from protocol.apis import KAFKA_4_0, flexible_from
+    from protocol.messages import request_class
+
+    for api_key in KAFKA_4_0:
+        for version in schema_name_map[api_key_map[api_key]]:
+            assert request_class(api_key, version).__flexible__ == (version >= flexible_from(api_key)), (api_key, version)
