@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import cramjam
-import crc32c
+from protocol import crc
 
 from protocol.records import (
     COMPRESSION_GZIP,
@@ -388,7 +388,7 @@ def assemble_batch(payload: bytes, **header: int) -> bytearray:
         header["records_count"],
     )
     out[RECORD_BATCH_OVERHEAD:] = payload
-    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    struct.pack_into(">I", out, _CRC_OFFSET, crc.crc32c(memoryview(out)[_CRC_START:]))
     return out
 
 

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-import crc32c
+from protocol import crc
 
 RECORD_BATCH_OVERHEAD = 61
 LOG_OVERHEAD = 12  # base offset + length: bytes not counted by the length field
@@ -187,7 +187,7 @@ class RecordBatch:
     # checks --------------------------------------------------------------
     def compute_crc(self) -> int:
         end = self.pos + self.size
-        return crc32c.crc32c(memoryview(self.buf)[self.pos + _CRC_START : end])
+        return crc.crc32c(memoryview(self.buf)[self.pos + _CRC_START : end])
 
     def crc_valid(self) -> bool:
         return self.compute_crc() == self._h.crc

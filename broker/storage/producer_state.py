@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
+from protocol import crc
 
 from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
 from protocol.records import NO_SEQUENCE, InvalidBatch, RecordBatch
@@ -438,16 +438,16 @@ def encode_snapshot(manager: ProducerStateManager) -> bytes:
         for b in e.batches:
             parts.append(_SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp))
     body = b"".join(parts)
-    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc.crc32c(body)) + body
 
 
 def decode_snapshot(data: bytes, emulate_older_than_2_5: bool = False) -> ProducerStateManager:
     try:
-        version, crc = _SNAP_HEADER.unpack_from(data, 0)
+        version, stored_crc = _SNAP_HEADER.unpack_from(data, 0)
         if version != SNAPSHOT_VERSION:
             raise CorruptSnapshot(f"unknown snapshot version {version}")
         body = memoryview(data)[_SNAP_HEADER.size :]
-        if crc32c.crc32c(body) != crc:
+        if crc.crc32c(body) != stored_crc:
             raise CorruptSnapshot("snapshot CRC mismatch")
         (count,) = _SNAP_COUNT.unpack_from(body, 0)
         pos = _SNAP_COUNT.size

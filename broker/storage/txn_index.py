@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
+from protocol import crc
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ class AbortedTxnIndex:
         data = self.path.read_bytes()
         good = 0
         for pos in range(0, len(data) - _ENTRY.size + 1, _ENTRY.size):
-            pid, first, last, crc = _ENTRY.unpack_from(data, pos)
-            if crc32c.crc32c(data[pos : pos + _FIELDS.size]) != crc:
+            pid, first, last, stored_crc = _ENTRY.unpack_from(data, pos)
+            if crc.crc32c(data[pos : pos + _FIELDS.size]) != stored_crc:
                 break
             self._insert(AbortedTxn(last, first, pid))
             good = pos + _ENTRY.size
@@ -65,7 +65,7 @@ class AbortedTxnIndex:
             return
         self._insert(AbortedTxn(last_offset, first_offset, producer_id))
         fields = _FIELDS.pack(producer_id, first_offset, last_offset)
-        self._file.write(fields + struct.pack(">I", crc32c.crc32c(fields)))
+        self._file.write(fields + struct.pack(">I", crc.crc32c(fields)))
         self._file.flush()
 
     def overlapping(self, start: int, end: int) -> list[AbortedTxn]:
@@ -90,7 +90,7 @@ class AbortedTxnIndex:
         with open(tmp, "wb") as f:
             for e in entries:
                 fields = _FIELDS.pack(e.producer_id, e.first_offset, e.last_offset)
-                f.write(fields + struct.pack(">I", crc32c.crc32c(fields)))
+                f.write(fields + struct.pack(">I", crc.crc32c(fields)))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)

@@ -12,7 +12,7 @@ import struct
 from pathlib import Path
 
 import click
-import crc32c
+from protocol import crc
 
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from broker.storage.producer_state import CorruptSnapshot, decode_snapshot
@@ -147,8 +147,8 @@ class Dump:
 
     def aborted_txn_index(self, path: Path, data: bytes) -> None:
         for pos in range(0, len(data) - len(data) % _ABORTED_ENTRY.size, _ABORTED_ENTRY.size):
-            producer_id, first, last, crc = _ABORTED_ENTRY.unpack_from(data, pos)
-            if crc32c.crc32c(data[pos:pos + _ABORTED_ENTRY.size - 4]) != crc:
+            producer_id, first, last, stored_crc = _ABORTED_ENTRY.unpack_from(data, pos)
+            if crc.crc32c(data[pos:pos + _ABORTED_ENTRY.size - 4]) != stored_crc:
                 return self.corrupt(path, pos, "entry CRC mismatch")
             self.line(f"producerId: {producer_id} firstOffset: {first} lastOffset: {last}")
         self._whole_entries(path, data, _ABORTED_ENTRY.size)
