@@ -15,6 +15,7 @@ option is absent). JSON and protobuf formats turn a struct column into bytes.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from spark_client.partitioner import partition_for_key
 from spark_client.wire import Cluster, Producer
 
 _ROW_CHUNK = 4096
+log = logging.getLogger("eosbroker.spark")
 _StreamArrowWriter = getattr(ds, "DataSourceStreamArrowWriter", None)
 
 
@@ -164,7 +166,10 @@ class _WriterBase:
                 task.add(data, size)
             message = task.finish()
         except BaseException:
-            task.abort()
+            try:
+                task.abort()
+            except Exception as e:  # the task's own failure is the one to report
+                log.warning("could not abort %s: %s", task.txn_id, e)
             raise
         task.cluster.close()
         return message

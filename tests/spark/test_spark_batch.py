@@ -139,3 +139,26 @@ def test_commit_after_transaction_timeout_fails_with_a_clear_error(spark, broker
     assert "NOT committed" in str(failure.value)
     assert consume(broker.bootstrap, topic, 2, settle=0.5) == []
     assert set(transaction_states(broker.bootstrap, prefix).values()) == {"CompleteAbort"}
+
+
+def test_streaming_read_in_micro_batches_sees_only_committed_records(spark, broker, tmp_path):
+    topic = _name("stream-in")
+    create_topic(broker.bootstrap, topic, 2)
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic})
+    producer.init_transactions(10)
+    for round_, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce(topic, b"r%d-%d" % (round_, i), partition=i % 2)
+        (producer.commit_transaction if commit else producer.abort_transaction)(10)
+    stream = (spark.readStream.format("eosbroker").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "25").load())
+    query = (stream.selectExpr("value").writeStream.format("memory").queryName(topic.replace("-", "_"))
+             .option("checkpointLocation", str(tmp_path / "chk")).start())
+    query.processAllAvailable()
+    query.stop()
+    batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0]
+    values = sorted(r.value for r in spark.table(topic.replace("-", "_")).collect())
+    assert values == sorted(b"r%d-%d" % (r, i) for r in (0, 2) for i in range(30))
+    assert len(batches) > 1  # maxOffsetsPerTrigger split the read
