@@ -79,6 +79,10 @@ def _fenced_error(api_version: int, first_version_with_producer_fenced: int) -> 
 
 
 class TransactionCoordinator:
+    # Each __transaction_state record holds its id's whole state, so a loader may replay
+    # only the newest record per key.
+    LATEST_RECORD_PER_KEY_IS_STATE = True
+
     def __init__(self, config: TransactionConfig, producer_ids: ProducerIdAllocator) -> None:
         self.config = config
         self._producer_ids = producer_ids
