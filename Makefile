@@ -29,7 +29,7 @@ run: venv compile
 java:
 	@command -v java >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless)
 
-test: venv java
+test: venv compile java
 	$(PY) -m pytest -q -p no:cacheprovider
 
 unit: venv
