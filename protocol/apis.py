@@ -81,7 +81,7 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     60: ("DescribeCluster", 0, 0, 1),
     61: ("DescribeProducers", 0, 0, 0),
     65: ("DescribeTransactions", 0, 0, 0),
-    66: ("ListTransactions", 0, 0, 1),
+    66: ("ListTransactions", 0, 0, 2),  # v2 (id pattern filter) is from Kafka 4.1: admin clients filter with it
 }
 
 # Maxima of older releases, for the version profile. Only keys that differ from 4.0
