@@ -49,8 +49,8 @@ class Partition:
 
     @classmethod
     def open(cls, topic: str, index: int, directory: Path, config: LogConfig, now_ms: int,
-             emulate_older_than_2_5: bool = False) -> "Partition":
-        log_ = PartitionLog.open(directory, config, now_ms)
+             emulate_older_than_2_5: bool = False, clean_shutdown: bool = False) -> "Partition":
+        log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown)
         aborted = AbortedTxnIndex(directory)
         aborted.truncate_to(log_.log_end_offset)
         loaded = load_latest_snapshot(directory, emulate_older_than_2_5, log_.log_end_offset)

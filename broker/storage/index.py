@@ -98,6 +98,12 @@ class OffsetIndex:
         """(absolute offset, position) pairs, for tests and dump tools."""
         return [(self.base_offset + o, p) for o, p in zip(self._offsets, self._positions)]
 
+    def last_entry(self) -> tuple[int, int] | None:
+        """(absolute offset, position) of the newest entry, None if there is none."""
+        if not self._offsets:
+            return None
+        return self.base_offset + self._offsets[-1], self._positions[-1]
+
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         self._offsets.append(rel)

@@ -8,7 +8,9 @@ place; appending never decodes records.
 Synchronous file I/O, called from the event loop: an append is one os.write into the
 page cache (a process crash loses nothing acknowledged); fsync follows flush.messages
 and flush.ms. Opening a log recovers it: the active segment is checked batch by batch
-and a torn or corrupt tail is cut off.
+and a torn or corrupt tail is cut off. After a clean shutdown (the caller says so) the
+active segment's index files are trusted instead, as Kafka does with its
+.kafka_cleanshutdown marker: only the batches after the last index entry are read.
 """
 
 from __future__ import annotations
@@ -133,7 +135,11 @@ class PartitionLog:
 
     # opening and recovery ------------------------------------------------
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
+    def open(cls, directory: Path, config: LogConfig, now_ms: int, clean_shutdown: bool = False) -> PartitionLog:
+        """Opens the log in ``directory``, recovering the active segment unless
+        ``clean_shutdown`` (the broker closed every log last time and nothing has run
+        since): then its index files are loaded, falling back to recovery if they or
+        the batches after their last entry look wrong."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         if os.listdir(directory):  # a new partition has nothing to recover: skip the scans
@@ -152,7 +158,12 @@ class PartitionLog:
             if bases:
                 active = LogSegment(directory, bases[-1])
                 segments.append(active)
-                _recover_active(directory, active, config.index_interval_bytes)
+                why = active.load_active_indexes() if clean_shutdown else None
+                if why is not None:
+                    log.warning("partition dir %s: cannot trust the indexes of active segment %d after a "
+                                "clean shutdown (%s); recovering it", directory, active.base_offset, why)
+                if why is not None or not clean_shutdown:
+                    _recover_active(directory, active, config.index_interval_bytes)
                 if active.size:
                     first = active.batch_at(0).max_timestamp
                     active.roll_base_ms = first if first >= 0 else now_ms

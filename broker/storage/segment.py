@@ -118,6 +118,76 @@ class LogSegment:
             self.max_timestamp, self.offset_of_max_timestamp = last
         return None
 
+    def load_active_indexes(self) -> str | None:
+        """After a clean shutdown: loads the active segment's index files and reads only
+        the batch headers from the last offset index entry to the end of the file, to
+        find the next offset and the state a full scan would have derived (largest
+        timestamp and its offset, bytes since the last index entry). No CRC checks.
+
+        Returns why the files cannot be trusted (the caller then runs the recovery
+        scan), or None when the indexes are in place.
+        """
+        try:
+            offset_index = OffsetIndex.load(self.index_path, self.base_offset, self.size, INT32_MAX)
+            try:
+                time_index = TimeIndex.load(self.time_index_path, self.base_offset, INT32_MAX)
+            except BaseException:
+                offset_index.close()
+                raise
+        except FileNotFoundError as e:
+            return f"{e.filename} missing"
+        except CorruptIndex as e:
+            return str(e)
+        problem = self._read_tail(offset_index, time_index)
+        if problem is not None:
+            offset_index.close()
+            time_index.close()
+            return problem
+        self.offset_index, self.time_index = offset_index, time_index
+        return None
+
+    def _read_tail(self, offset_index: OffsetIndex, time_index: TimeIndex) -> str | None:
+        """Sets next_offset, the max timestamp state and bytes_since_last_index_entry
+        from the index files plus the batches after the last offset index entry."""
+        indexed = offset_index.last_entry()
+        start, expected = (indexed[1], indexed[0]) if indexed is not None else (0, self.base_offset)
+        # A time index entry is written together with an offset index entry and holds
+        # the largest timestamp up to that batch, so the tail scan continues from it.
+        max_ts, offset_of_max = time_index.last_entry() or (NO_TIMESTAMP, -1)
+        if offset_of_max > (indexed[0] if indexed is not None else -1):
+            return f"time index entry at offset {offset_of_max} is past the last offset index entry"
+        fd, size, position = self.fd, self.size, start
+        while position < size:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, size - position), position)
+            i, n = 0, len(chunk)
+            while n - i >= RECORD_BATCH_OVERHEAD:
+                batch = RecordBatch(chunk, i)
+                batch_base, batch_size = _HEAD.unpack_from(chunk, i)
+                batch_size += LOG_OVERHEAD
+                if batch_size < RECORD_BATCH_OVERHEAD:
+                    return f"batch length {batch_size - LOG_OVERHEAD} at position {position + i} is below the header size"
+                if position + i + batch_size > size:
+                    return f"batch of {batch_size} bytes at position {position + i} runs past the end of the file"
+                if batch.magic != MAGIC_V2:
+                    return f"magic {batch.magic} at position {position + i}"
+                if indexed is not None and position + i == start and batch_base != expected:
+                    return f"the last offset index entry ({expected}, {start}) points at a batch with offset {batch_base}"
+                last_offset = batch_base + batch.last_offset_delta
+                if batch_base < expected or last_offset < batch_base or last_offset - self.base_offset > INT32_MAX:
+                    return f"batch offsets {batch_base}..{last_offset} at position {position + i} are out of order"
+                ts = batch.max_timestamp
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, batch_base
+                expected = last_offset + 1
+                i += batch_size
+            if i == 0:
+                return f"{size - position} trailing bytes, less than a batch header"
+            position += i
+        self.next_offset = expected
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max
+        self.bytes_since_last_index_entry = size - start
+        return None
+
     def rebuild_indexes(self, index_interval_bytes: int, validate: bool, inactive: bool) -> tuple[int, str | None]:
         """Scans the log from the start, rewriting both index files.
 

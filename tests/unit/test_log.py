@@ -788,3 +788,261 @@ def test_roll_starts_a_new_segment_only_when_the_active_one_has_data(pdir: Path)
     assert (rolled, log.segment_base_offsets) == ([2], [0, 2])
     assert log.append(view(make_batch()), now_ms=0).base_offset == 2
     log.close()
+
+
+# reopening after a clean shutdown ---------------------------------------------
+
+def _segment_state(log: PartitionLog) -> tuple:
+    seg = log._active
+    return (seg.base_offset, seg.size, seg.next_offset, seg.max_timestamp, seg.offset_of_max_timestamp,
+            seg.bytes_since_last_index_entry, seg.roll_base_ms, seg.offset_index.entries(), seg.time_index.entries())
+
+
+def _observed(log: PartitionLog, timestamps: list[int]) -> tuple:
+    found = [log.find_offset_by_timestamp(t) for t in timestamps]
+    best = log.max_timestamp()
+    return (
+        log.log_end_offset,
+        log.segment_base_offsets,
+        log.read(0, 1 << 30),
+        [offset_read for o in range(log.log_end_offset) for offset_read in spans(log.read(o, 1))[:1]],
+        [None if b is None else b.base_offset for b in found],
+        None if best is None else (best[0], best[1].base_offset),
+        _segment_state(log),
+    )
+
+
+def _index_files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix in (".index", ".timeindex")}
+
+
+@pytest.mark.parametrize("index_interval_bytes", [0, 250, 10**6])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_clean_reopen_gives_the_state_and_reads_of_a_full_recovery(tmp_path: Path, index_interval_bytes: int,
+                                                                    seed: int) -> None:
+    import shutil
+
+    rng = random.Random(seed)
+    config = dict(segment_bytes=6000, index_interval_bytes=index_interval_bytes, segment_ms=10**6)
+    timestamps = [rng.choice([-1, rng.randrange(1000, 5000)]) for _ in range(90)]
+    original = tmp_path / "original"
+    log = open_log(original, now_ms=0, **config)
+    for ts in timestamps:  # timestamps go up and down, so the tail moves the max or not
+        log.append(view(make_batch(rng.randint(1, 3), ts, rng.choice([5, 60, 300]))), now_ms=100)
+    assert len(log.segment_base_offsets) > 1 and log._active.size > 1000
+    log.close()
+    clean_dir, full_dir = tmp_path / "clean", tmp_path / "full"
+    shutil.copytree(original, clean_dir)
+    shutil.copytree(original, full_dir)
+
+    clean = PartitionLog.open(clean_dir, LogConfig(**config), 200, clean_shutdown=True)
+    full = PartitionLog.open(full_dir, LogConfig(**config), 200, clean_shutdown=False)
+    probes = list(range(900, 5200, 97)) + [-1, 0, 4999, 5000]
+    assert _observed(clean, probes) == _observed(full, probes)
+    assert _index_files(clean_dir) == _index_files(full_dir)
+
+    # Later appends, an explicit roll and a segment.ms roll behave the same way.
+    for now in (300, 400, 500, 10**6 + 5000):
+        for _ in range(12):
+            batch = make_batch(rng.randint(1, 3), rng.randrange(1000, 6000), rng.choice([5, 60, 300]))
+            assert clean.append(view(batch), now_ms=now) == full.append(view(batch), now_ms=now)
+        if now == 400:
+            assert clean.roll() == full.roll()
+    assert _observed(clean, probes) == _observed(full, probes)
+    clean.close()
+    full.close()
+    assert _index_files(clean_dir) == _index_files(full_dir)
+    assert [p.name for p in sorted(clean_dir.iterdir())] == [p.name for p in sorted(full_dir.iterdir())]
+
+
+def test_clean_reopen_of_an_empty_or_unindexed_active_segment(pdir: Path) -> None:
+    log = open_log(pdir)
+    log.close()
+    log = PartitionLog.open(pdir, LogConfig(), 0, clean_shutdown=True)
+    assert (log.log_end_offset, log._active.size, log._active.max_timestamp) == (0, 0, -1)
+    fill(log, 3, timestamp=-1)  # no timestamps at all: no time index entries
+    log.close()
+    log = PartitionLog.open(pdir, LogConfig(), 0, clean_shutdown=True)
+    assert log.log_end_offset == 3
+    assert (log._active.max_timestamp, log._active.offset_of_max_timestamp) == (-1, -1)
+    assert log._active.bytes_since_last_index_entry == 3 * BATCH_SIZE
+    log.close()
+
+
+class _CountingBatch(RecordBatch):
+    made = 0
+
+    def __init__(self, buf, pos: int = 0) -> None:
+        type(self).made += 1
+        super().__init__(buf, pos)
+
+
+def test_clean_reopen_reads_only_the_batches_after_the_last_index_entry(
+        pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import broker.storage.segment as segment_module
+
+    log = open_log(pdir, index_interval_bytes=4096)
+    fill(log, 3000)
+    expected = _segment_state(log)
+    log.close()
+    monkeypatch.setattr(segment_module, "RecordBatch", _CountingBatch)
+
+    log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=4096), 0, clean_shutdown=True)
+    assert _segment_state(log) == expected
+    log.close()
+    tail_batches = 4096 // BATCH_SIZE + 2
+    assert 0 < _CountingBatch.made <= tail_batches + 1  # the tail, plus the first batch for segment.ms
+
+    _CountingBatch.made = 0
+    log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=4096), 0, clean_shutdown=False)
+    assert _segment_state(log) == expected
+    log.close()
+    assert _CountingBatch.made >= 3000
+
+
+def _damage_tail_torn(directory: Path) -> None:
+    with open(directory / f"{0:020d}.log", "ab") as f:
+        f.write(make_batch(3, value_size=100)[:100])  # a whole header, half a body
+
+
+def _damage_tail_short(directory: Path) -> None:
+    with open(directory / f"{0:020d}.log", "ab") as f:
+        f.write(b"\0" * 7)
+
+
+def _damage_tail_offsets_backwards(directory: Path) -> None:
+    with open(directory / f"{0:020d}.log", "ab") as f:
+        f.write(make_batch())  # base offset 0 again
+
+
+def _damage_tail_bad_magic(directory: Path) -> None:
+    bad = bytearray(make_batch())
+    bad[16] = 1
+    with open(directory / f"{0:020d}.log", "ab") as f:
+        f.write(bad)
+
+
+def _damage_index_missing(directory: Path) -> None:
+    (directory / f"{0:020d}.index").unlink()
+
+
+def _damage_time_index_missing(directory: Path) -> None:
+    (directory / f"{0:020d}.timeindex").unlink()
+
+
+def _damage_index_past_the_log(directory: Path) -> None:
+    with open(directory / f"{0:020d}.index", "ab") as f:
+        f.write(OFFSET_ENTRY.pack(1000, 10**6))
+
+
+def _damage_index_wrong_offset(directory: Path) -> None:
+    path = directory / f"{0:020d}.index"
+    raw = bytearray(path.read_bytes())
+    rel, position = OFFSET_ENTRY.unpack_from(raw, len(raw) - OFFSET_ENTRY.size)
+    OFFSET_ENTRY.pack_into(raw, len(raw) - OFFSET_ENTRY.size, rel + 1, position)
+    path.write_bytes(raw)
+
+
+def _damage_index_mid_batch(directory: Path) -> None:
+    path = directory / f"{0:020d}.index"
+    raw = bytearray(path.read_bytes())
+    rel, position = OFFSET_ENTRY.unpack_from(raw, len(raw) - OFFSET_ENTRY.size)
+    OFFSET_ENTRY.pack_into(raw, len(raw) - OFFSET_ENTRY.size, rel, position + 5)
+    path.write_bytes(raw)
+
+
+def _damage_time_index_ahead(directory: Path) -> None:
+    with open(directory / f"{0:020d}.timeindex", "ab") as f:
+        f.write(TIME_ENTRY.pack(10**12, 49))  # the last offset index entry is at 48
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (_damage_tail_torn, "runs past the end of the file"),
+    (_damage_tail_short, "7 trailing bytes"),
+    (_damage_tail_offsets_backwards, "out of order"),
+    (_damage_tail_bad_magic, "magic 1"),
+    (_damage_index_missing, ".index missing"),
+    (_damage_time_index_missing, ".timeindex missing"),
+    (_damage_index_past_the_log, "points past the log"),
+    (_damage_index_wrong_offset, "points at a batch with offset"),
+    (_damage_index_mid_batch, "below the header size"),
+    (_damage_time_index_ahead, "past the last offset index entry"),
+])
+def test_clean_reopen_falls_back_to_recovery_when_something_looks_wrong(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, damage, reason: str) -> None:
+    import shutil
+
+    config = LogConfig(index_interval_bytes=BATCH_SIZE * 3)
+    original = tmp_path / "original"
+    log = PartitionLog.open(original, config, 0)
+    fill(log, 50)
+    log.close()
+    damage(original)
+    clean_dir, full_dir = tmp_path / "clean", tmp_path / "full"
+    shutil.copytree(original, clean_dir)
+    shutil.copytree(original, full_dir)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        clean = PartitionLog.open(clean_dir, config, 0, clean_shutdown=True)
+    [fallback] = [r.getMessage() for r in caplog.records if "cannot trust" in r.getMessage()]
+    assert reason in fallback and str(clean_dir) in fallback
+    full = PartitionLog.open(full_dir, config, 0)
+    assert clean.log_end_offset == 50
+    assert _observed(clean, [999, 1000, 1049, 1050]) == _observed(full, [999, 1000, 1049, 1050])
+    assert _index_files(clean_dir) == _index_files(full_dir)
+    clean.close()
+    full.close()
+
+
+def test_torn_tail_without_clean_shutdown_is_truncated_even_if_the_tail_parses(
+        pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir)
+    fill(log, 3)
+    log.close()
+    path = pdir / f"{0:020d}.log"
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF  # the header still parses: only the CRC check of a full recovery sees it
+    path.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = PartitionLog.open(pdir, LogConfig(), 0, clean_shutdown=False)
+    assert "CRC mismatch" in caplog.text
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_the_clean_shutdown_marker_is_taken_at_start_so_a_later_crash_gets_full_recovery(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from broker.cluster import Cluster
+    from broker.config import BrokerConfig
+
+    def start() -> Cluster:
+        cluster = Cluster(BrokerConfig(), tmp_path)
+        cluster.open_all()
+        return cluster
+
+    cluster = start()
+    cluster.create_topic("t", 1)
+    for _ in range(5):
+        cluster.partition("t", 0).append(view(make_batch()), now_ms=0)
+    cluster.close()
+    marker = tmp_path / "meta" / "clean-shutdown"
+    assert marker.exists()
+
+    with caplog.at_level(logging.INFO):
+        cluster = start()
+    assert not marker.exists()
+    assert "after a clean shutdown (index files trusted)" in caplog.text
+    assert cluster.partition("t", 0).log.log_end_offset == 5
+    cluster.partition("t", 0).append(view(make_batch()), now_ms=0)
+    # A crash: no close(), and the last write was torn (its header parses, its CRC fails).
+    segment = tmp_path / "t-0" / f"{0:020d}.log"
+    raw = bytearray(segment.read_bytes())
+    raw[-1] ^= 0xFF
+    segment.write_bytes(raw)
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        cluster = start()
+    assert "after an unclean shutdown (active segments validated)" in caplog.text
+    assert "CRC mismatch" in caplog.text
+    assert cluster.partition("t", 0).log.log_end_offset == 5
+    cluster.close()
