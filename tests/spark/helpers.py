@@ -55,10 +55,17 @@ def consume(bootstrap: str, topic: str, partitions: int, isolation: str = "read_
     return out
 
 
-def transaction_states(bootstrap: str, prefix: str) -> dict[str, str]:
-    """transactional id -> state for every id starting with ``prefix`` (ListTransactions)."""
-    with wire.Cluster(bootstrap) as cluster:
-        r = cluster.any_connection().request(66, 1, {"state_filters": [], "producer_id_filters": [],
-                                                     "duration_filter": -1})
-    return {s.transactional_id: s.transaction_state for s in r.transaction_states
-            if s.transactional_id.startswith(prefix)}
+def transaction_states(bootstrap: str, prefix: str, timeout: float = 10.0) -> dict[str, str]:
+    """transactional id -> state for every id starting with ``prefix`` (ListTransactions),
+    once no transaction is still in PrepareCommit/PrepareAbort: EndTxn is answered
+    before its markers are written, as in Kafka, so Complete* comes a moment later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with wire.Cluster(bootstrap) as cluster:
+            r = cluster.any_connection().request(66, 1, {"state_filters": [], "producer_id_filters": [],
+                                                         "duration_filter": -1})
+        states = {s.transactional_id: s.transaction_state for s in r.transaction_states
+                  if s.transactional_id.startswith(prefix)}
+        if not any(state.startswith("Prepare") for state in states.values()) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.02)
