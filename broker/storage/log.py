@@ -158,11 +158,7 @@ class PartitionLog:
             if bases:
                 active = LogSegment(directory, bases[-1])
                 segments.append(active)
-                why = active.load_active_indexes() if clean_shutdown else None
-                if why is not None:
-                    log.warning("partition dir %s: cannot trust the indexes of active segment %d after a "
-                                "clean shutdown (%s); recovering it", directory, active.base_offset, why)
-                if why is not None or not clean_shutdown:
+                if not (clean_shutdown and _load_active_after_clean_shutdown(directory, active)):
                     _recover_active(directory, active, config.index_interval_bytes)
                 if active.size:
                     first = active.batch_at(0).max_timestamp
@@ -618,6 +614,15 @@ def _remove_leftovers(directory: Path) -> None:
         for p in directory.glob("*" + suffix):
             if _is_segment_name(p.name) and not p.with_suffix(LOG_SUFFIX).exists():
                 p.unlink()
+
+
+def _load_active_after_clean_shutdown(directory: Path, seg: LogSegment) -> bool:
+    """Whether the active segment's index files could be trusted (else it needs recovery)."""
+    why = seg.load_active_indexes()
+    if why is not None:
+        log.warning("partition dir %s: cannot trust the indexes of active segment %d after a clean shutdown "
+                    "(%s); recovering it", directory, seg.base_offset, why)
+    return why is None
 
 
 def _recover_active(directory: Path, seg: LogSegment, index_interval_bytes: int) -> None:
