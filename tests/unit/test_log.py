@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -805,7 +806,7 @@ def _observed(log: PartitionLog, timestamps: list[int]) -> tuple:
         log.log_end_offset,
         log.segment_base_offsets,
         log.read(0, 1 << 30),
-        [offset_read for o in range(log.log_end_offset) for offset_read in spans(log.read(o, 1))[:1]],
+        [spans(log.read(o, 1)) for o in range(log.log_start_offset, log.log_end_offset)],
         [None if b is None else b.base_offset for b in found],
         None if best is None else (best[0], best[1].base_offset),
         _segment_state(log),
@@ -820,8 +821,6 @@ def _index_files(directory: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_clean_reopen_gives_the_state_and_reads_of_a_full_recovery(tmp_path: Path, index_interval_bytes: int,
                                                                     seed: int) -> None:
-    import shutil
-
     rng = random.Random(seed)
     config = dict(segment_bytes=6000, index_interval_bytes=index_interval_bytes, segment_ms=10**6)
     timestamps = [rng.choice([-1, rng.randrange(1000, 5000)]) for _ in range(90)]
@@ -970,8 +969,6 @@ def _damage_time_index_ahead(directory: Path) -> None:
 ])
 def test_clean_reopen_falls_back_to_recovery_when_something_looks_wrong(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, damage, reason: str) -> None:
-    import shutil
-
     config = LogConfig(index_interval_bytes=BATCH_SIZE * 3)
     original = tmp_path / "original"
     log = PartitionLog.open(original, config, 0)
