@@ -106,20 +106,7 @@ class Cluster:
         return self.partitions.get((topic, index))
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
-        c = effective_topic_config(topic, self.config)
-        return LogConfig(
-            segment_bytes=c["segment.bytes"],
-            segment_ms=c["segment.ms"],
-            index_interval_bytes=c["index.interval.bytes"],
-            retention_ms=c["retention.ms"],
-            retention_bytes=c["retention.bytes"],
-            flush_messages=c["flush.messages"],
-            flush_ms=c["flush.ms"],
-            cleanup_policy=c["cleanup.policy"],
-            delete_retention_ms=c["delete.retention.ms"],
-            message_timestamp_type=c["message.timestamp.type"],
-            min_cleanable_dirty_ratio=c["min.cleanable.dirty.ratio"],
-        )
+        return LogConfig.from_topic_configs(effective_topic_config(topic, self.config))
 
     def max_message_bytes(self, topic: str) -> int:
         info = self.topics.by_name[topic]

@@ -105,7 +105,7 @@ class LogConfig:
             name = f.name.replace("_", ".")
             if name in configs:
                 raw = configs[name]
-                values[f.name] = str(raw).strip() if f.type == "str" else int(raw)
+                values[f.name] = {"str": lambda v: str(v).strip(), "float": float}.get(f.type, int)(raw)
         return cls(**values)
 
 
