@@ -12,6 +12,7 @@ from broker.cluster import Cluster, now_ms
 from broker.config import BrokerConfig
 from broker.coordinator_runtime import CoordinatorRuntime
 from broker.markers import MarkerSender
+from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import SendMarkers
 
@@ -125,26 +126,25 @@ class TransactionService:
 
     # -- timers ------------------------------------------------------------------------
     async def abort_timed_out(self) -> None:
-        for p in sorted(self.coordinator.owned_partitions()):
-            async with self.runtime.lock(p):
-                results = [r for r in self.coordinator.abort_timed_out_transactions(now_ms())
-                           if self.runtime_partition(r) == p]
-                for r in results:
-                    self.runtime.append(p, r.records)
-            for r in results:
-                log.info("aborting timed-out transaction %s", r.records[0].key[4:].decode(errors="replace"))
-                for effect in r.effects:
-                    self._perform(effect)
+        for p, result in await self._run_timer(self.coordinator.abort_timed_out_transactions):
+            log.info("aborting timed-out transaction %s", log_codec.decode_key(result.records[0].key))
+            for effect in result.effects:
+                self._perform(effect)
 
     async def expire_ids(self) -> None:
+        await self._run_timer(self.coordinator.expire_transactional_ids)
+
+    async def _run_timer(self, handler) -> list[tuple[int, object]]:
+        """Runs a timer handler partition by partition, each under its lock, and appends
+        its records; returns the results so the caller can act on their effects."""
+        done = []
         for p in sorted(self.coordinator.owned_partitions()):
             async with self.runtime.lock(p):
-                for r in self.coordinator.expire_transactional_ids(now_ms()):
-                    if self.runtime_partition(r) == p:
-                        self.runtime.append(p, r.records)
-
-    def runtime_partition(self, result) -> int:
-        return self.coordinator.partition_of(result.records[0])
+                results = handler(now_ms(), partition=p)
+                for r in results:
+                    self.runtime.append(p, r.records)
+            done += [(p, r) for r in results]
+        return done
 
     async def close(self) -> None:
         if self._loading is not None and not self._loading.done():

@@ -368,10 +368,11 @@ class TransactionCoordinator:
 
     # -- timers ------------------------------------------------------------------------
 
-    def abort_timed_out_transactions(self, now_ms: int) -> list[Result]:
-        """Fence and abort every Ongoing transaction older than its own timeout."""
+    def abort_timed_out_transactions(self, now_ms: int, partition: int | None = None) -> list[Result]:
+        """Fence and abort every Ongoing transaction older than its own timeout
+        (of one coordinator partition, or of all)."""
         results = []
-        for state in self._serving():
+        for state in self._serving(partition):
             for md in state.transactions.values():
                 if md.state is S.ONGOING and md.txn_start_timestamp_ms + md.txn_timeout_ms < now_ms:
                     aborting = md.prepare_fence_producer_epoch().prepare_abort_or_commit(
@@ -383,11 +384,12 @@ class TransactionCoordinator:
                     ))
         return results
 
-    def expire_transactional_ids(self, now_ms: int) -> list[Result]:
-        """Tombstone idle ids (Empty/Complete*) untouched for transactional.id.expiration.ms."""
+    def expire_transactional_ids(self, now_ms: int, partition: int | None = None) -> list[Result]:
+        """Tombstone idle ids (Empty/Complete*) untouched for transactional.id.expiration.ms
+        (of one coordinator partition, or of all)."""
         horizon = now_ms - self.config.transactional_id_expiration_ms
         results = []
-        for state in self._serving():
+        for state in self._serving(partition):
             for md in state.transactions.values():
                 if md.state.is_expiration_allowed and md.txn_last_update_timestamp_ms <= horizon:
                     md.prepare_dead()  # asserts the transition is legal
@@ -482,8 +484,9 @@ class TransactionCoordinator:
             return _fenced_error(api_version, first_fenced_version)
         return None
 
-    def _serving(self) -> list[_PartitionState]:
-        return [s for s in self._partitions.values() if not s.loading]
+    def _serving(self, partition: int | None = None) -> list[_PartitionState]:
+        states = self._partitions.values() if partition is None else [self._partitions.get(partition)]
+        return [s for s in states if s is not None and not s.loading]
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:

@@ -614,6 +614,22 @@ def test_should_abort_expired_transactions_in_ongoing_state_and_bump_epoch():
     assert h.add_partitions_to_txn(TID, PID, EPOCH, PARTITIONS, TXN_V, NOW).response.error is E.producer_fenced
 
 
+def test_timers_can_be_run_one_coordinator_partition_at_a_time():
+    other = next(f"other-{i}" for i in range(10_000)
+                 if Harness().partition_for(f"other-{i}") != Harness().partition_for(TID))
+    h = owned(meta(S.ONGOING, start=NOW), meta(S.ONGOING, tid=other, pid=PID + 1, start=NOW))
+    mine = h.partition_for(TID)
+    (result,) = h.abort_timed_out_transactions(NOW + TIMEOUT + 1, partition=mine)
+    assert only_record(result)[0] == TID
+    assert len(h.abort_timed_out_transactions(NOW + TIMEOUT + 1)) == 2
+    unowned = min(set(range(50)) - {mine, h.partition_for(other)})
+    assert h.abort_timed_out_transactions(NOW + TIMEOUT + 1, partition=unowned) == []
+    idle = owned(meta(S.COMPLETE_COMMIT, updated=NOW), meta(S.EMPTY, tid=other, pid=PID + 1, updated=NOW))
+    late = NOW + TransactionConfig().transactional_id_expiration_ms
+    (expired,) = idle.expire_transactional_ids(late, partition=idle.partition_for(other))
+    assert decode_key(expired.records[0].key) == other
+
+
 def test_should_not_abort_expired_transactions_that_have_a_pending_state_transition():
     h = owned(meta(S.ONGOING, start=NOW))
     h.append(h.end_txn(TID, PID, EPOCH, True, TXN_V, NOW))
