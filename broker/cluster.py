@@ -8,7 +8,6 @@ NOT_COORDINATOR consistently.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from broker.config import BrokerConfig
 from broker.partition import Partition
+from broker.storage.files import fsync_dir, replace_atomically
 from broker.storage.log import LogConfig
 from broker.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
 
@@ -88,7 +88,7 @@ class Cluster:
             path.unlink()
         except FileNotFoundError:
             return False
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return True
 
     def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False) -> None:
@@ -193,18 +193,4 @@ class Cluster:
         shutdown marker so the next start need not re-scan the active segments."""
         for part in self.partitions.values():
             part.close()
-        path = self.clean_shutdown_path
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)

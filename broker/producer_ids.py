@@ -10,8 +10,9 @@ The file holds one decimal integer, the end (exclusive) of the reserved block.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from broker.storage.files import replace_atomically
 
 MAX_PRODUCER_ID = 0x7FFFFFFFFFFFFFFF
 
@@ -49,13 +50,7 @@ class ProducerIdAllocator:
         if end > MAX_PRODUCER_ID:
             raise ProducerIdsExhausted(f"producer ids exhausted at {self._block_end}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(f"{end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        _fsync_directory(self.path.parent)
+        replace_atomically(self.path, f"{end}\n".encode("ascii"), sync_dir=True)
         self._block_end = end
         self.blocks_reserved += 1
 
@@ -65,15 +60,3 @@ class ProducerIdAllocator:
         pid = self._next
         self._next += 1
         return pid
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Makes the rename itself durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

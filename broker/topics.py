@@ -8,13 +8,13 @@ rewritten atomically on every change (changes are rare: create, delete, add part
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from broker.config import TOPIC_DEFAULTS, BrokerConfig
+from broker.storage.files import replace_atomically
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -120,12 +120,7 @@ class TopicRegistry:
             {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
             for t in sorted(self.by_name.values(), key=lambda t: t.name)
         ]
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(entries, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        replace_atomically(self._path, json.dumps(entries, indent=1).encode())
 
     def add(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         topic = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))

@@ -41,6 +41,7 @@ from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.storage.files import replace_atomically
 from protocol.record_codec import (
     CONTROL_TYPE_ABORT,
     Record,
@@ -154,15 +155,8 @@ def read_checkpoint(directory: Path) -> tuple[int | None, int | None]:
 
 def write_checkpoint(directory: Path, offset: int, next_deletion_ms: int | None) -> None:
     """Replaces the checkpoint file atomically (write, fsync, rename)."""
-    path = Path(directory) / CHECKPOINT_FILE
-    tmp = path.with_name(CHECKPOINT_FILE + ".tmp")
-    fd = os.open(tmp, _WRITE_FLAGS, 0o644)
-    try:
-        os.write(fd, f"{_CHECKPOINT_VERSION}\n{offset} {-1 if next_deletion_ms is None else next_deletion_ms}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    deletion = -1 if next_deletion_ms is None else next_deletion_ms
+    replace_atomically(Path(directory) / CHECKPOINT_FILE, f"{_CHECKPOINT_VERSION}\n{offset} {deletion}\n".encode())
 
 
 class LogCleaner:

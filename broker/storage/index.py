@@ -20,6 +20,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from broker.storage.files import replace_atomically
+
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
@@ -40,13 +42,7 @@ def _open_rewritten(path: Path, data: bytes) -> int:
     """Replaces the file with ``data`` atomically (a crash must not leave a valid-looking
     prefix of entries) and opens it for appending."""
     if data:
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_atomically(path, data, fsync=False)
         return os.open(path, _OPEN_FLAGS, 0o644)
     return os.open(path, _OPEN_FLAGS | os.O_TRUNC, 0o644)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from broker.storage.files import fsync_dir, replace_atomically
 from protocol.records import LOG_OVERHEAD, RecordBatch
 
 from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
@@ -282,7 +283,7 @@ class PartitionLog:
         for seg in self._segments:
             seg.flush()
         if self._dir_unflushed:
-            _fsync_dir(self._directory)
+            fsync_dir(self._directory)
             self._dir_unflushed = False
         self._flushed_offset = self._active.next_offset
         if now_ms is not None:
@@ -486,16 +487,8 @@ class PartitionLog:
 
     def _set_log_start_offset(self, offset: int) -> None:
         self._log_start_offset = offset
-        path = self._directory / LOG_START_OFFSET_FILE
-        tmp = path.with_name(LOG_START_OFFSET_FILE + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, f"{_LOG_START_OFFSET_VERSION}\n{offset}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(self._directory)
+        replace_atomically(self._directory / LOG_START_OFFSET_FILE,
+                           f"{_LOG_START_OFFSET_VERSION}\n{offset}\n".encode(), sync_dir=True)
 
     # compaction: what the cleaner (broker.storage.cleaner) reads and its atomic swap ----
     def inactive_segments(self) -> list[LogSegment]:
@@ -530,14 +523,14 @@ class PartitionLog:
                 segment_path(directory, base, suffix + CLEANED_SUFFIX),
                 segment_path(directory, base, suffix + SWAP_SUFFIX),
             )
-        _fsync_dir(directory)
+        fsync_dir(directory)
         for seg in old:
             seg.close()
         for seg in old[1:]:
             seg.delete()
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
             os.replace(segment_path(directory, base, suffix + SWAP_SUFFIX), segment_path(directory, base, suffix))
-        _fsync_dir(directory)
+        fsync_dir(directory)
         new = LogSegment(directory, base)
         why = new.load_indexes(next_base, self._index_interval)
         if why is not None:
@@ -587,7 +580,7 @@ def _finish_interrupted_cleaning(directory: Path) -> None:
                 path.unlink()
                 changed = True
     if changed:
-        _fsync_dir(directory)
+        fsync_dir(directory)
 
 
 def _last_offset_in(path: Path) -> int:
@@ -646,11 +639,3 @@ def _read_log_start_offset(directory: Path) -> int | None:
     if len(lines) != 2 or lines[0] != str(_LOG_START_OFFSET_VERSION):
         raise ValueError(f"{path}: unreadable log start offset file {text!r}")
     return int(lines[1])
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

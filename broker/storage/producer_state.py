@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.storage.files import replace_atomically
 from protocol import crc
 
 from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
@@ -478,12 +478,7 @@ def write_snapshot(manager: ProducerStateManager, directory: Path, offset: int) 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = snapshot_path(directory, offset)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(encode_snapshot(manager))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_atomically(path, encode_snapshot(manager))
     for _, old in list_snapshots(directory)[:-SNAPSHOTS_TO_KEEP]:
         old.unlink(missing_ok=True)
     return path

@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.storage.files import replace_atomically
 from protocol import crc
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,11 @@ class AbortedTxn:
     last_offset: int
     first_offset: int
     producer_id: int
+
+
+def _encode(producer_id: int, first_offset: int, last_offset: int) -> bytes:
+    fields = _FIELDS.pack(producer_id, first_offset, last_offset)
+    return fields + struct.pack(">I", crc.crc32c(fields))
 
 
 class AbortedTxnIndex:
@@ -64,8 +70,7 @@ class AbortedTxnIndex:
         if (producer_id, last_offset) in self._known:
             return
         self._insert(AbortedTxn(last_offset, first_offset, producer_id))
-        fields = _FIELDS.pack(producer_id, first_offset, last_offset)
-        self._file.write(fields + struct.pack(">I", crc.crc32c(fields)))
+        self._file.write(_encode(producer_id, first_offset, last_offset))
         self._file.flush()
 
     def overlapping(self, start: int, end: int) -> list[AbortedTxn]:
@@ -86,14 +91,7 @@ class AbortedTxnIndex:
 
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
         self._file.close()
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            for e in entries:
-                fields = _FIELDS.pack(e.producer_id, e.first_offset, e.last_offset)
-                f.write(fields + struct.pack(">I", crc.crc32c(fields)))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        replace_atomically(self.path, b"".join(_encode(e.producer_id, e.first_offset, e.last_offset) for e in entries))
         self._entries = entries
         self._known = {(e.producer_id, e.last_offset) for e in entries}
         self._file = open(self.path, "ab")

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-import broker.producer_ids as producer_ids
-from broker.producer_ids import ProducerIdAllocator, ProducerIdsExhausted
+import broker.storage.files as files
+from broker.producer_ids import MAX_PRODUCER_ID, ProducerIdAllocator, ProducerIdsExhausted
 
 
 def test_ids_are_sequential_from_zero(tmp_path):
@@ -29,7 +29,7 @@ def test_block_end_is_persisted_before_ids_are_handed_out(tmp_path):
 def test_one_file_write_per_block(tmp_path, monkeypatch):
     replaced = []
     real_replace = os.replace
-    monkeypatch.setattr(producer_ids.os, "replace", lambda a, b: (replaced.append(b), real_replace(a, b)))
+    monkeypatch.setattr(files.os, "replace", lambda a, b: (replaced.append(b), real_replace(a, b)))
     alloc = ProducerIdAllocator(tmp_path / "producer_ids", block_size=100)
     for _ in range(250):
         alloc.next_producer_id()
@@ -87,7 +87,7 @@ def test_invalid_block_size(tmp_path):
 
 def test_exhausted(tmp_path):
     path = tmp_path / "producer_ids"
-    path.write_text(f"{producer_ids.MAX_PRODUCER_ID - 2}\n")
+    path.write_text(f"{MAX_PRODUCER_ID - 2}\n")
     alloc = ProducerIdAllocator(path, block_size=10)
     with pytest.raises(ProducerIdsExhausted):
         alloc.next_producer_id()

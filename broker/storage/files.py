@@ -1,0 +1,35 @@
+"""Durable small-file writes shared by the storage and metadata code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(directory: Path) -> None:
+    """Makes renames and creations in ``directory`` durable (POSIX); a no-op where a
+    directory cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_atomically(path: Path, data: bytes, *, fsync: bool = True, sync_dir: bool = False) -> None:
+    """Replaces ``path`` with ``data`` through ``<name>.tmp`` and a rename, so a crash
+    leaves either the old file or the new one, never a prefix of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync_dir:
+        fsync_dir(path.parent)
