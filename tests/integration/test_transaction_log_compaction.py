@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client import KafkaConnection
+from broker.errors import code
 from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"
@@ -25,8 +26,13 @@ async def _describe(port: int, ids: list[str]) -> dict:
     async with await KafkaConnection.connect(HOST, port) as conn:
         out = {}
         for tid in ids:
-            r = await conn.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
-                                           "producer_id": -1, "producer_epoch": -1})
+            # the coordinator loads in the background after a restart: retry while it does
+            for _ in range(200):
+                r = await conn.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                               "producer_id": -1, "producer_epoch": -1})
+                if r.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
+                    break
+                await asyncio.sleep(0.05)
             assert r.error_code == 0, r
             out[tid] = (r.producer_id, r.producer_epoch)
         return out
