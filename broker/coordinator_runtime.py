@@ -42,10 +42,30 @@ class CoordinatorRuntime:
         self.node_id = node_id
         self._perform = perform
         self._locks: dict[int, asyncio.Lock] = {}
+        self._loading: asyncio.Task | None = None
+        self._fresh_topic = False
 
     # -- loading -----------------------------------------------------------------------
-    def ensure_topic(self) -> None:
+    def start(self) -> None:
+        """Creates the topic on first use (as Kafka does) and starts loading the partitions
+        this node leads in the background; requests meanwhile get
+        COORDINATOR_LOAD_IN_PROGRESS. Later calls do nothing."""
+        if self._loading is not None:
+            return
+        self._fresh_topic = self.topic not in self.cluster.topics.by_name
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
+        self._loading = asyncio.get_running_loop().create_task(self.load(self.begin_load()))
+
+    async def started(self) -> None:
+        """``start``, then, for a topic created just now, waits for its (empty) load: the
+        first request is served rather than told to come back."""
+        self.start()
+        if self._fresh_topic and not self._loading.done():
+            await asyncio.shield(self._loading)
+
+    def stop_loading(self) -> None:
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
 
     def begin_load(self, coordinator_epoch: int = 0) -> list[int]:
         """Takes ownership of the partitions this node leads, all marked loading: requests

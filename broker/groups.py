@@ -69,39 +69,17 @@ class GroupService:
             _Loader(self), cluster, node_id, self._perform,
         )
         self._wake = asyncio.Event()
-        self._loading: asyncio.Task | None = None
-        self._fresh_topic = False
         self._parked: set[asyncio.Future] = set()
 
-    @property
-    def topic_exists(self) -> bool:
-        return TOPIC in self.cluster.topics.by_name
-
     def ensure_ready(self) -> None:
-        """Starts the coordinator the first time it is needed.
-
-        As on Kafka, __consumer_offsets is created on first use. An existing topic is
-        loaded in the background at start-up (requests meanwhile get
-        COORDINATOR_LOAD_IN_PROGRESS); a topic created just now has nothing to replay.
-        """
-        if self._loading is not None:
-            return
-        self._fresh_topic = not self.topic_exists
-        self.runtime.ensure_topic()
-        owned = self.runtime.begin_load()
-        self._loading = asyncio.get_running_loop().create_task(self.runtime.load(owned))
+        self.runtime.start()
 
     async def ready(self) -> None:
-        """``ensure_ready``, then waits for the load if it has nothing to read: a new
-        group's first request is served, not told to come back."""
-        self.ensure_ready()
-        if self._fresh_topic and not self._loading.done():
-            await asyncio.shield(self._loading)
+        await self.runtime.started()
 
     async def close(self) -> None:
         """Stops loading and gives up parked requests (their connections are closing)."""
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
+        self.runtime.stop_loading()
         for answer in list(self._parked):
             answer.cancel()
 

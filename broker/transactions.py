@@ -45,7 +45,6 @@ class TransactionService:
         )
         self.markers = MarkerSender(cluster, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
-        self._loading: asyncio.Task | None = None
         self._completions: dict[str, asyncio.Event] = {}
         self.runtime = CoordinatorRuntime(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
@@ -54,21 +53,9 @@ class TransactionService:
         )
 
     def ensure_ready(self) -> None:
-        """Starts the coordinator the first time it is needed.
-
-        Like Kafka, __transaction_state is created on first use, so a broker that never
-        sees a transaction never pays for its 50 partitions. An existing topic is loaded
-        in the background at start-up; requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
-        """
-        if self._loading is not None:
-            return
-        self.runtime.ensure_topic()
-        owned = self.runtime.begin_load()
-        self._loading = asyncio.get_running_loop().create_task(self.runtime.load(owned))
-
-    @property
-    def topic_exists(self) -> bool:
-        return TOPIC in self.runtime.cluster.topics.by_name
+        """Creates and loads __transaction_state on first use: a broker that never sees a
+        transaction never pays for its 50 partitions."""
+        self.runtime.start()
 
     def _perform(self, effect) -> None:
         if isinstance(effect, SendMarkers):
@@ -92,7 +79,7 @@ class TransactionService:
         again: the client would retry anyway, and librdkafka and the Java client back
         off 20 ms or more before they do, which is most of a commit's latency.
         """
-        self.ensure_ready()
+        self.runtime.start()
         partition = self.coordinator.partition_for(transactional_id or "")
         response = await self.runtime.run(partition, handler)
         if getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
@@ -147,7 +134,6 @@ class TransactionService:
         return done
 
     async def close(self) -> None:
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
+        self.runtime.stop_loading()
         await self.markers.close()
 
