@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test unit bench spark-demo clean
+.PHONY: venv compile run java test test-reference unit bench spark-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,18 @@ compile: venv
 run: venv compile
 	$(VENV)/bin/eosbroker serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-# PySpark (tests/spark, the bench's spark-write, spark-demo) needs a Java runtime.
+# PySpark (tests/spark, the bench's spark-write, spark-demo) needs a Java runtime; the
+# reference tests (Apache Kafka, the Java client) need a JDK and Maven as well.
 java:
-	@command -v java >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless)
+	@command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jdk-headless maven)
 
+# The reference tests beyond a fixed subset (marker reference_extended) run in test-reference.
 test: venv compile java
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended"
+
+test-reference: venv compile java
+	$(PY) -m pytest -q -p no:cacheprovider -m reference tests/reference
 
 unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit

@@ -1,0 +1,31 @@
+"""Fixtures for the tests that compare eosbroker with Apache Kafka.
+
+Every test here carries the `reference` marker (added below), so `-m reference` selects
+them and `-m "not reference"` leaves them out. Kafka starts once per session.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reference.kafka_broker import KafkaBroker
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/reference/" in item.nodeid.replace("\\", "/"):
+            item.add_marker(pytest.mark.reference)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """One Apache Kafka broker (KRaft, single node) for the whole session."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def brokers(shared_broker, kafka_broker):
+    """Both brokers by name: the same scenario runs against each."""
+    return {"eosbroker": shared_broker, "kafka": kafka_broker}

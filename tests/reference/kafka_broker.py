@@ -1,0 +1,191 @@
+"""Apache Kafka as a reference broker: resolved by Maven, one KRaft node on 127.0.0.1.
+
+`KafkaBroker(workdir).start()` formats a log directory and starts a combined
+broker+controller with the single-node settings eosbroker uses (replication factor 1
+everywhere, transaction log min ISR 1, eosbroker's group.initial.rebalance.delay.ms),
+waits until it answers ApiVersions and returns; `stop()` ends it by its pid.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from tests.reference import maven
+
+KAFKA_VERSION = "4.4.0"
+HERE = Path(__file__).parent
+POM = HERE / "kafka" / "pom.xml"
+HOST = "127.0.0.1"
+HEAP = os.environ.get("EOSBROKER_REFERENCE_HEAP", "-Xmx512m")
+
+# What makes one node work, plus the settings where eosbroker's defaults are chosen
+# for a local emulator (README "Settings").
+SINGLE_NODE = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "100",
+    "auto.create.topics.enable": "true",
+    "log.flush.interval.messages": "9223372036854775807",
+}
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def kafka_classpath() -> str:
+    return maven.classpath(POM, f"kafka-{KAFKA_VERSION}")
+
+
+def api_versions_answer(port: int, timeout: float = 2.0) -> bool:
+    """True when the broker answers an ApiVersions v0 request without error."""
+    client = b"eosbroker-reference"
+    body = struct.pack(">hhih", 18, 0, 7, len(client)) + client
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = _read_exact(s, 4)
+            frame = _read_exact(s, struct.unpack(">i", head)[0])
+    except OSError:
+        return False
+    correlation, error = struct.unpack(">ih", frame[:6])
+    return correlation == 7 and error == 0
+
+
+def _read_exact(s: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
+
+
+class KafkaBroker:
+    def __init__(self, workdir: Path, overrides: dict[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.port = 0
+        self.controller_port = 0
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.workdir / "server.log"
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def _java(self, classpath: str, *args: str) -> list[str]:
+        return [
+            maven.require("java"), HEAP, "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            "-cp", classpath, *args,
+        ]
+
+    def _write_config(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port, self.controller_port = free_port(), free_port()
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.workdir / "data"),
+            **SINGLE_NODE,
+            **self.overrides,
+        }
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
+        return config
+
+    def start(self, timeout: float = 180.0) -> "KafkaBroker":
+        classpath = kafka_classpath()
+        config = self._write_config()
+        fmt = subprocess.run(
+            self._java(classpath, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config),
+                       "--ignore-formatted"),
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if fmt.returncode != 0:
+            raise RuntimeError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+        self._stdout = open(self.workdir / "stdout.log", "ab")
+        self.proc = subprocess.Popen(
+            self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while not api_versions_answer(self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kafka exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"kafka did not answer within {timeout}s:\n{self.log_tail()}")
+            time.sleep(0.2)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+        self._stdout.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        tail = self.log_text().splitlines()[-lines:]
+        try:
+            tail += (self.workdir / "stdout.log").read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            pass
+        return "\n".join(tail)
