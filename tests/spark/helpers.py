@@ -7,13 +7,15 @@ import os
 import sys
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from spark_client import wire
 
 # Spark starts its Python workers with this interpreter (the venv's).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Spark binds to this machine's loopback only, not the first non-loopback interface.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def spark_session(master: str):
@@ -39,18 +41,31 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 def consume(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
             settle: float = 1.0) -> list:
-    """Every message of ``topic`` a confluent-kafka consumer sees under ``isolation``."""
+    """Every message of ``topic`` a confluent-kafka consumer sees under ``isolation``.
+
+    Done once every partition has reported its end (for read_committed, the LSO) and
+    nothing new arrived for ``settle`` seconds: a quiet window alone ends too early on a
+    loaded machine, before the first fetch has been answered."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{isolation}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
+    at_end: set[int] = set()
     quiet_since = time.monotonic()
     deadline = time.monotonic() + 60
-    while time.monotonic() - quiet_since < settle and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if len(at_end) == partitions and time.monotonic() - quiet_since >= settle:
+            break
         msg = consumer.poll(0.2)
-        if msg is not None and msg.error() is None:
+        if msg is None:
+            continue
+        if msg.error() is None:
             out.append(msg)
+            at_end.discard(msg.partition())
             quiet_since = time.monotonic()
+        elif msg.error().code() == KafkaError._PARTITION_EOF:
+            at_end.add(msg.partition())
     consumer.close()
     return out
 
