@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-reference unit bench spark-demo clean
+.PHONY: venv compile run java test test-reference unit bench torture spark-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ unit: venv
 
 bench: venv compile java
 	$(PY) -m bench
+
+# Crash torture: CYCLES kill -9 / restart cycles under exactly-once load, then the
+# anomaly checker (SEED=n repeats a run's kill points and client choices).
+CYCLES ?= 200
+torture: venv compile
+	$(PY) -m torture --cycles $(CYCLES) $(if $(SEED),--seed $(SEED))
 
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java

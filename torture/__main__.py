@@ -1,0 +1,5 @@
+import sys
+
+from torture.run import main
+
+sys.exit(main())

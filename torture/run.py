@@ -1,0 +1,180 @@
+"""The torture run: load, kill -9 at seeded random points, restart, then check everything.
+
+    python -m torture --cycles 200 [--seed N] [--workdir DIR]
+
+Prints one summary line and exits 1 on any anomaly, on a broker that failed to
+restart, or on a Traceback in the broker's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker_process import BrokerProcess
+from torture import readback
+from torture.checker import ReadBack, check
+from torture.clients import TXN_TIMEOUT_MS, CtpWorker, IdempotentWriter, TransactionalWriter
+from torture.history import HistoryLog, read_histories
+
+log = logging.getLogger("torture")
+
+TXN_TOPICS = {"torture-tx-a": 3, "torture-tx-b": 3}
+IDEM_TOPIC, IDEM_PARTITIONS = "torture-idem", 2
+CTP_TOPIC, CTP_PARTITIONS = "torture-ctp-out", 2
+CTP_GROUP = "torture-ctp"
+BROKER_SETTINGS = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+def _create_topics(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic(t, n, 1) for t, n in {**TXN_TOPICS, IDEM_TOPIC: IDEM_PARTITIONS, CTP_TOPIC: CTP_PARTITIONS}.items()]
+    for f in admin.create_topics(topics).values():
+        f.result(20)
+
+
+def _all_partitions() -> list[tuple[str, int]]:
+    out = [(t, p) for t, n in TXN_TOPICS.items() for p in range(n)]
+    out += [(IDEM_TOPIC, p) for p in range(IDEM_PARTITIONS)]
+    out += [(CTP_TOPIC, p) for p in range(CTP_PARTITIONS)]
+    return out
+
+
+class Run:
+    def __init__(self, workdir: Path, cycles: int, seed: int, producers: int) -> None:
+        self.workdir = workdir
+        self.cycles = cycles
+        self.seed = seed
+        self.producers = producers
+        self.rng = random.Random(seed)
+        self.broker = BrokerProcess(workdir / "data", BROKER_SETTINGS)
+        self.stop = threading.Event()
+        self.clients = []
+        self.restart_failures = 0
+        self.kills = 0
+
+    def start_clients(self) -> None:
+        txn_partitions = [(t, p) for t, n in TXN_TOPICS.items() for p in range(n)]
+        bootstrap = self.broker.bootstrap
+        for k in range(self.producers):
+            name = f"t{k}"
+            self.clients.append(TransactionalWriter(name, bootstrap, self._history(name), self.rng.random(), self.stop,
+                                                    txn_partitions))
+        self.clients.append(IdempotentWriter("i0", bootstrap, self._history("i0"), self.rng.random(), self.stop,
+                                             IDEM_TOPIC, IDEM_PARTITIONS))
+        self.clients.append(CtpWorker("c0", bootstrap, self._history("c0"), self.rng.random(), self.stop,
+                                      IDEM_TOPIC, CTP_TOPIC, CTP_PARTITIONS, CTP_GROUP))
+        for c in self.clients:
+            c.start()
+
+    def _history(self, name: str) -> HistoryLog:
+        return HistoryLog(self.workdir / f"history-{name}.jsonl")
+
+    def _progress(self) -> int:
+        return sum(c.progress for c in self.clients if not isinstance(c, IdempotentWriter))
+
+    def wait_for_progress(self, outcomes: int = 3, timeout_s: float = 60.0) -> None:
+        """Until the transactional clients have logged a few more outcomes: every kill
+        then lands on a broker that is serving load, not on one still recovering."""
+        target = self._progress() + outcomes
+        deadline = time.monotonic() + timeout_s
+        while self._progress() < target and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def restart(self) -> None:
+        for attempt in range(3):
+            try:
+                self.broker.start()
+                return
+            except RuntimeError as e:
+                self.restart_failures += 1
+                log.error("restart failed (attempt %d): %s", attempt + 1, e)
+                time.sleep(1)
+        raise RuntimeError("the broker does not restart")
+
+    def cycle(self) -> None:
+        self.wait_for_progress()
+        time.sleep(self.rng.uniform(0.0, 1.5))
+        self.broker.kill()
+        self.kills += 1
+        time.sleep(self.rng.uniform(0.0, 0.3))
+        self.restart()
+
+    def execute(self) -> int:
+        self.broker.start()
+        _create_topics(self.broker.bootstrap)
+        self.start_clients()
+        try:
+            for n in range(self.cycles):
+                self.cycle()
+                if (n + 1) % 10 == 0:
+                    log.info("cycle %d/%d", n + 1, self.cycles)
+            self.wait_for_progress(outcomes=10)
+        finally:
+            self.stop.set()
+            for c in self.clients:
+                c.join(120)
+        hung = [c.client_name for c in self.clients if c.is_alive()]
+        frames = sys._current_frames()
+        for c in self.clients:
+            if c.is_alive():
+                print(f"client {c.client_name} did not stop:\n" + "".join(traceback.format_stack(frames[c.ident])),
+                      file=sys.stderr)
+        failed = [f"{c.client_name}: {c.failure!r}" for c in self.clients if c.failure is not None]
+        partitions = _all_partitions()
+        ends = readback.wait_stable(self.broker.bootstrap, partitions, timeout_s=3 * TXN_TIMEOUT_MS / 1000)
+        read = ReadBack(
+            committed=readback.read_all(self.broker.bootstrap, partitions, "read_committed"),
+            uncommitted=readback.read_all(self.broker.bootstrap, partitions, "read_uncommitted"),
+            ends=ends,
+            ctp_source_topic=IDEM_TOPIC,
+            ctp_committed=readback.group_offsets(self.broker.bootstrap, CTP_GROUP, IDEM_TOPIC, IDEM_PARTITIONS),
+        )
+        self.broker.stop()
+        report = check(read_histories(sorted(self.workdir.glob("history-*.jsonl"))), read)
+        tracebacks = self.broker.log_text().count("Traceback")
+        for line in report.details:
+            print(line, file=sys.stderr)
+        for line in hung + failed:
+            print(f"client problem: {line}", file=sys.stderr)
+        fatal = sum(c.fatal_errors for c in self.clients)
+        print(report.summary(f"torture: seed={self.seed} cycles={self.kills}")
+              + f" restart_failures={self.restart_failures} broker_tracebacks={tracebacks}"
+              + f" client_fatal_errors={fatal}", flush=True)
+        return 0 if report.ok and not (self.restart_failures or tracebacks or hung or failed) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torture", description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=200, help="kill -9 / restart cycles")
+    parser.add_argument("--seed", type=int, default=None, help="seed for kill points and client choices")
+    parser.add_argument("--producers", type=int, default=3, help="transactional producers")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep data, histories and logs here")
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="eosbroker-torture-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    code = 1
+    try:
+        code = Run(workdir, args.cycles, seed, args.producers).execute()
+        return code
+    finally:
+        if args.workdir is None and code == 0:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif code != 0:
+            print(f"torture: data, histories and broker log kept in {workdir}", file=sys.stderr)
