@@ -1,4 +1,3 @@
-import itertools
 import os
 import uuid
 
@@ -7,32 +6,22 @@ import pytest
 # Brokers started by the tests refuse response fields no message version has.
 os.environ["EOSBROKER_CHECK_FIELDS"] = "1"
 
-from tests.broker_process import BrokerProcess
 
-
+# The eosbroker fixtures come from the package's pytest plugin (broker/testing/plugin.py).
 @pytest.fixture(scope="session")
-def shared_broker(tmp_path_factory):
+def shared_broker(eosbroker):
     """One broker for the tests that only need topics of their own."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("shared") / "data").start()
-    yield broker
-    broker.stop()
+    return eosbroker
 
 
 @pytest.fixture
-def broker_factory(tmp_path):
+def broker_factory(eosbroker_cluster):
     """Brokers a test owns: to restart, kill -9 or configure them."""
-    started = []
-    counter = itertools.count()
 
     def make(overrides=None, data_dir=None):
-        b = BrokerProcess(data_dir or tmp_path / f"data{next(counter)}", overrides)
-        started.append(b)
-        return b.start()
+        return eosbroker_cluster(overrides, data_dir=data_dir)
 
-    yield make
-    for b in started:
-        if b.alive:
-            b.kill()
+    return make
 
 
 @pytest.fixture

@@ -1,0 +1,18 @@
+"""Testing with eosbroker: brokers a test starts and owns, and the pytest plugin
+(``broker.testing.plugin``, registered as the ``eosbroker`` pytest11 entry point)."""
+
+from broker.testing.helpers import (
+    ConsumedRecord,
+    assert_topic_holds,
+    create_topic,
+    read_committed,
+    topic_difference,
+    wait_until,
+)
+from broker.testing.in_process import InProcessBroker
+from broker.testing.process import BrokerProcess
+
+__all__ = [
+    "BrokerProcess", "ConsumedRecord", "InProcessBroker", "assert_topic_holds", "create_topic",
+    "read_committed", "topic_difference", "wait_until",
+]

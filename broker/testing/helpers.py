@@ -1,0 +1,156 @@
+"""What a test does with a broker besides starting it: make topics, read them the way a
+read_committed consumer does, and check that a topic holds exactly the expected records.
+
+These go over the wire through the project's own blocking client, so they work the
+same against a subprocess broker, an in-process one, or any Kafka-compatible cluster.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
+               message: str = "condition") -> Any:
+    """Polls ``predicate`` until it returns something true; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(interval)
+
+
+def create_topic(bootstrap_servers: str, name: str | None = None, partitions: int = 1,
+                 config: dict[str, object] | None = None) -> str:
+    """Creates a topic (a fresh unique name when ``name`` is None) and returns its name."""
+    from spark_client.wire import Cluster
+
+    name = name or f"t-{uuid.uuid4().hex[:12]}"
+    with Cluster(bootstrap_servers, client_id="eosbroker-pytest") as cluster:
+        cluster.create_topic(name, partitions, {k: str(v) for k, v in (config or {}).items()})
+    return name
+
+
+def read_committed(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[ConsumedRecord]:
+    """Every record of ``topic`` a read_committed consumer sees now: from the log start
+    to the last stable offset of each partition, partition by partition."""
+    from spark_client.reading import read_partition
+    from spark_client.wire import EARLIEST, LATEST, READ_COMMITTED, Cluster
+
+    out: list[ConsumedRecord] = []
+    with Cluster(bootstrap_servers, client_id="eosbroker-pytest", timeout=timeout) as cluster:
+        partitions = range(cluster.partition_count(topic))
+        starts = cluster.list_offsets(topic, partitions, EARLIEST, READ_COMMITTED)
+        ends = cluster.list_offsets(topic, partitions, LATEST, READ_COMMITTED)
+        for p in partitions:
+            for r in read_partition(cluster, topic, p, starts[p], ends[p], READ_COMMITTED, timeout_s=timeout):
+                out.append(ConsumedRecord(topic, p, r.offset, r.key, r.value, tuple(r.headers), r.timestamp))
+    return out
+
+
+def _as_bytes(x: object) -> bytes | None:
+    if x is None or isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"records are bytes, str or None, not {type(x).__name__}")
+
+
+def _expected_counter(expected: Iterable[object]) -> tuple[Counter, bool]:
+    """Expected records as a multiset; True when they are (key, value) pairs."""
+    items = list(expected)
+    keyed = {isinstance(x, tuple) for x in items}
+    if len(keyed) > 1:
+        raise TypeError("expected records mix (key, value) pairs and bare values")
+    with_keys = keyed == {True}
+    if with_keys:
+        return Counter((_as_bytes(k), _as_bytes(v)) for k, v in items), True
+    return Counter(_as_bytes(v) for v in items), False
+
+
+def topic_difference(records: Iterable[ConsumedRecord], expected: Iterable[object]) -> tuple[Counter, Counter]:
+    """(missing, unexpected): what ``expected`` has that the records lack, and the reverse
+    (a duplicate shows up as unexpected)."""
+    want, with_keys = _expected_counter(expected)
+    have = Counter((r.key, r.value) if with_keys else r.value for r in records)
+    return want - have, have - want
+
+
+def assert_topic_holds(bootstrap_servers: str, topic: str, expected: Iterable[object],
+                       within: float = 0.0) -> list[ConsumedRecord]:
+    """Asserts that a read_committed read of ``topic`` gives exactly ``expected`` as a
+    multiset (order across partitions is not compared): nothing lost, nothing twice.
+
+    ``expected`` holds values, or (key, value) pairs to compare keys too; str is taken
+    as UTF-8. With ``within`` > 0 the read is repeated until it matches or that many
+    seconds have passed (for pipelines still running).
+    """
+    expected = list(expected)
+    deadline = time.monotonic() + within
+    while True:
+        records = read_committed(bootstrap_servers, topic)
+        missing, unexpected = topic_difference(records, expected)
+        if not missing and not unexpected:
+            return records
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    lines = [f"topic {topic!r} does not hold exactly the expected records "
+             f"({len(records)} read, {len(expected)} expected)"]
+    if missing:
+        lines.append(f"missing: {_show(missing)}")
+    if unexpected:
+        lines.append(f"unexpected (or duplicated): {_show(unexpected)}")
+    raise AssertionError("\n".join(lines))
+
+
+def _show(counter: Counter, limit: int = 10) -> str:
+    shown = [f"{item!r} x{n}" if n > 1 else repr(item) for item, n in list(counter.items())[:limit]]
+    more = len(counter) - limit
+    return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+
+
+class BrokerHelpers:
+    """The helpers as methods of a broker handle (which has ``port``)."""
+
+    port: int
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return self.bootstrap_servers
+
+    def create_topic(self, name: str | None = None, partitions: int = 1,
+                     config: dict[str, object] | None = None) -> str:
+        return create_topic(self.bootstrap_servers, name, partitions, config)
+
+    def read_committed(self, topic: str, timeout: float = 30.0) -> list[ConsumedRecord]:
+        return read_committed(self.bootstrap_servers, topic, timeout)
+
+    def assert_topic_holds(self, topic: str, expected: Iterable[object], within: float = 0.0) -> list[ConsumedRecord]:
+        return assert_topic_holds(self.bootstrap_servers, topic, expected, within)

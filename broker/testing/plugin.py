@@ -1,0 +1,85 @@
+"""pytest plugin: a real eosbroker for every test session, and brokers a test owns.
+
+Fixtures
+- ``eosbroker``: one broker per session (per worker under pytest-xdist) on a free port
+  with a temporary data directory. ``eosbroker.bootstrap_servers`` is its address;
+  ``create_topic``, ``read_committed`` and ``assert_topic_holds`` are at hand on it.
+- ``eosbroker_cluster``: a factory for brokers a single test owns (own settings, own
+  data directory, restart or kill -9 at will); they are gone when the test ends.
+
+Brokers run as subprocesses; ``--eosbroker-in-process`` (or the ini setting
+``eosbroker_in_process = true``) runs them on a thread of the test process instead.
+Settings for the session broker: ini ``eosbroker_settings`` (one key=value a line).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from broker.testing.in_process import InProcessBroker
+from broker.testing.process import BrokerProcess
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("eosbroker")
+    group.addoption("--eosbroker-in-process", action="store_true", default=None,
+                    help="run eosbroker fixtures on a thread of the test process instead of a subprocess")
+    parser.addini("eosbroker_in_process", type="bool", default=False,
+                  help="run eosbroker fixtures in-process (default: subprocess)")
+    parser.addini("eosbroker_settings", type="linelist", default=[],
+                  help="broker settings (Kafka names) for the session's eosbroker, one key=value a line")
+
+
+def _in_process_default(config: pytest.Config) -> bool:
+    flag = config.getoption("--eosbroker-in-process")
+    return bool(flag) if flag is not None else bool(config.getini("eosbroker_in_process"))
+
+
+def _ini_settings(config: pytest.Config) -> dict[str, str]:
+    settings = {}
+    for line in config.getini("eosbroker_settings"):
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise pytest.UsageError(f"eosbroker_settings: expected key=value, got {line!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def new_broker(data_dir: Path, settings: dict[str, object] | None = None, *, in_process: bool = False):
+    """A broker handle, not yet started."""
+    cls = InProcessBroker if in_process else BrokerProcess
+    return cls(data_dir, settings)
+
+
+@pytest.fixture(scope="session")
+def eosbroker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config):
+    """A broker for the whole session: use it for tests that only need topics of their own."""
+    broker = new_broker(tmp_path_factory.mktemp("eosbroker") / "data", _ini_settings(pytestconfig),
+                        in_process=_in_process_default(pytestconfig)).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config):
+    """``eosbroker_cluster(settings={...}, in_process=False, data_dir=None)`` starts a
+    broker the test owns and returns its handle (``stop``, ``restart``, ``kill``)."""
+    started = []
+    counter = itertools.count()
+    default_in_process = _in_process_default(pytestconfig)
+
+    def make(settings: dict[str, object] | None = None, *, in_process: bool | None = None,
+             data_dir: Path | None = None):
+        broker = new_broker(data_dir or tmp_path / f"eosbroker{next(counter)}",
+                            settings, in_process=default_in_process if in_process is None else in_process)
+        started.append(broker)
+        return broker.start()
+
+    yield make
+    for broker in started:
+        if broker.alive:
+            # a subprocess is killed (its data is thrown away anyway); a thread must stop
+            broker.stop() if isinstance(broker, InProcessBroker) else broker.kill()

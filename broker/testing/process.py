@@ -1,0 +1,91 @@
+"""A real eosbroker process: start, stop, kill -9, restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from broker.testing.helpers import HOST, BrokerHelpers
+
+
+class BrokerProcess(BrokerHelpers):
+    """``python -m broker.cli serve`` on a free port; its stderr goes to ``log_path``."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0,
+                 extra_args: list[str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.overrides = dict(overrides or {})
+        self.port = port
+        self.extra_args = list(extra_args or [])
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
+        self._stderr = None
+
+    def start(self, timeout: float = 20.0) -> "BrokerProcess":
+        args = [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
+                "--data-dir", str(self.data_dir), *self.extra_args]
+        for k, v in self.overrides.items():
+            args += ["--override", f"{k}={v}"]
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self._stderr = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if not line or "listening on" not in line[0]:
+            self.kill()
+            raise RuntimeError(f"broker did not start; log:\n{self.log_tail()}")
+        # keep the (fixed) port for restarts, so clients reconnect to the same address
+        self.port = int(line[0].rsplit(":", 1)[1])
+        return self
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM: a clean shutdown (snapshots written, files closed)."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self._finish()
+        return rc
+
+    def kill(self) -> None:
+        """kill -9: no shutdown code runs."""
+        if self.proc is None:
+            return
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._finish()
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def _finish(self) -> None:
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+        if self._stderr:
+            self._stderr.close()
+            self._stderr = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
