@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -12,13 +13,14 @@ from pathlib import Path
 
 import click
 
-from broker.config import SETTINGS, BrokerConfig, ConfigError
+from broker.config import SETTINGS, BrokerConfig, ConfigError, environment_overrides
 
 
 class _LazyGroup(click.Group):
     """Imports a tool's module only when its command runs: `serve` starts faster."""
 
-    lazy = {"transactions": "broker.tools.transactions:transactions", "dump-log": "broker.tools.dump_log:dump_log"}
+    lazy = {"transactions": "broker.tools.transactions:transactions", "dump-log": "broker.tools.dump_log:dump_log",
+            "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck"}
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -42,16 +44,20 @@ def main(log_level: str) -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=9092, show_default=True, type=int)
-@click.option("--data-dir", default="./data", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="EOSBROKER_HOST")
+@click.option("--port", default=9092, show_default=True, type=int, envvar="EOSBROKER_PORT")
+@click.option("--data-dir", default="./data", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              envvar="EOSBROKER_DATA_DIR")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="a server.properties file (Kafka setting names)")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="set one setting; repeatable")
 def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overrides: tuple[str, ...]) -> None:
-    """Start the broker and serve until SIGINT or SIGTERM."""
+    """Start the broker and serve until SIGINT or SIGTERM.
+
+    Settings also come from environment variables named after them (EOSBROKER_LOG_RETENTION_MS
+    or KAFKA_LOG_RETENTION_MS for log.retention.ms), between the --config file and --override."""
     try:
-        config = BrokerConfig.load(config_file, list(overrides))
+        config = BrokerConfig.load(config_file, [*environment_overrides(os.environ), *overrides])
     except (ConfigError, OSError) as e:
         raise click.UsageError(str(e)) from None
     try:

@@ -165,3 +165,25 @@ def parse_properties(text: str) -> dict[str, str]:
         else:
             out[line] = ""
     return out
+
+
+# Settings from environment variables, for containers: a Kafka setting name in capitals
+# with dots as underscores, after EOSBROKER_ (or KAFKA_, as Kafka's own images take it):
+# EOSBROKER_LOG_RETENTION_MS=60000 sets log.retention.ms. Variables that name no
+# setting are left alone (images carry unrelated KAFKA_* variables).
+ENV_PREFIXES = ("KAFKA_", "EOSBROKER_")  # the later prefix wins when both name a setting
+
+
+def env_name(setting: str, prefix: str = "EOSBROKER_") -> str:
+    return prefix + setting.upper().replace(".", "_")
+
+
+def environment_overrides(environ: dict[str, str]) -> list[str]:
+    """``key=value`` items for every setting named by a variable in ``environ``."""
+    out = []
+    for prefix in ENV_PREFIXES:
+        for name in SETTINGS:
+            value = environ.get(env_name(name, prefix))
+            if value is not None:
+                out.append(f"{name}={value}")
+    return out

@@ -4,11 +4,18 @@ Reads the files directly (no broker needed): segments (.log), offset indexes (.i
 time indexes (.timeindex), the aborted-transaction index and producer state
 snapshots (.snapshot). Corrupt or truncated data is reported with the position where
 it starts; the exit code is then 1.
+
+``--transactional-id ID --data-dir DIR`` finds the ``__transaction_state`` partition
+that holds the id (Kafka's placement: Java's String.hashCode modulo the partition count)
+and prints that id's records only: its history as the coordinator wrote it.
+Large files report their progress on stderr (always with ``--progress``).
 """
 
 from __future__ import annotations
 
+import json
 import struct
+import sys
 from pathlib import Path
 
 import click
@@ -17,6 +24,7 @@ from protocol import crc
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from broker.storage.producer_state import CorruptSnapshot, decode_snapshot
 from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
+from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value
 from coordinator.transaction.state import TransactionState
 from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
@@ -35,15 +43,23 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # aborted-transactions.index entry: producer id, first offset, last offset, CRC-32C of the three.
 _ABORTED_ENTRY = struct.Struct(">qqqI")
 _MAGIC_AT = 16
+TRANSACTION_STATE = "__transaction_state"
+# Files this large report progress on a terminal without being asked.
+_PROGRESS_FROM_BYTES = 64 << 20
+_PROGRESS_STEPS = 10
 
 
 class Dump:
     """Output of one run; remembers whether any file was corrupt."""
 
-    def __init__(self, print_records: bool, decode_transaction_state: bool) -> None:
-        self.print_records = print_records or decode_transaction_state
-        self.decode_transaction_state = decode_transaction_state
+    def __init__(self, print_records: bool, decode_transaction_state: bool,
+                 transactional_id: str | None = None, progress: bool | None = None) -> None:
+        self.print_records = print_records or decode_transaction_state or transactional_id is not None
+        self.decode_transaction_state = decode_transaction_state or transactional_id is not None
+        self.transactional_id = transactional_id  # only this id's records, no batch lines
+        self.progress = progress  # None: on a terminal, for large files
         self.failed = False
+        self.matched = 0
 
     def line(self, text: str) -> None:
         click.echo(text)
@@ -80,8 +96,10 @@ class Dump:
 
     def segment(self, path: Path, data: bytes) -> None:
         self.line(f"Log starting offset: {_base_offset(path)}")
+        progress = Progress(path, len(data), self.progress)
         pos = 0
         while pos < len(data):
+            progress.at(pos)
             size = peek_batch_size(data, pos)
             if size is None:
                 return self.corrupt(path, pos, f"{len(data) - pos} trailing bytes, too few for a batch")
@@ -92,7 +110,8 @@ class Dump:
             if data[pos + _MAGIC_AT] != MAGIC_V2:
                 return self.corrupt(path, pos, f"unsupported magic {data[pos + _MAGIC_AT]}")
             batch = RecordBatch(data, pos)
-            self.line(_batch_line(batch))
+            if self.transactional_id is None:
+                self.line(_batch_line(batch))
             if not batch.crc_valid():
                 self.corrupt(path, pos, f"CRC mismatch: stored {batch.header.crc}, computed {batch.compute_crc()}")
             elif self.print_records:
@@ -101,6 +120,7 @@ class Dump:
                 except InvalidBatch as e:
                     self.corrupt(path, pos, f"records of batch {batch.base_offset} cannot be read: {e}")
             pos += size
+        progress.done()
 
     def records(self, batch: RecordBatch) -> None:
         time_type = "LogAppendTime" if batch.timestamp_type == LOG_APPEND_TIME else "CreateTime"
@@ -115,6 +135,10 @@ class Dump:
             sequence = (-1 if batch.base_sequence < 0
                         else increment_sequence(batch.base_sequence, r.offset - batch.base_offset))
             head = f"| offset: {r.offset} {time_type}: {r.timestamp} {_sizes(r)} sequence: {sequence}"
+            if self.transactional_id is not None:
+                if _transactional_id(r.key) != self.transactional_id:
+                    continue
+                self.matched += 1
             if self.decode_transaction_state:
                 self.line(f"{head} {_transaction_state(r.key, r.value)}")
             else:
@@ -174,6 +198,59 @@ class Dump:
                       f"lastTimestamp: {e.last_timestamp} {batch}")
 
 
+class Progress:
+    """``PATH: read N of M bytes (P%)`` on stderr at every tenth of a file."""
+
+    def __init__(self, path: Path, total: int, enabled: bool | None) -> None:
+        if enabled is None:
+            enabled = total >= _PROGRESS_FROM_BYTES and sys.stderr.isatty()
+        self.path, self.total, self.enabled = path, total, enabled and total > 0
+        self._next = 1
+
+    def at(self, position: int) -> None:
+        if self.enabled and position * _PROGRESS_STEPS >= self._next * self.total:
+            self._next = position * _PROGRESS_STEPS // self.total + 1
+            self._show(position)
+
+    def done(self) -> None:
+        if self.enabled:
+            self._show(self.total)
+
+    def _show(self, position: int) -> None:
+        click.echo(f"{self.path}: read {position} of {self.total} bytes ({position * 100 // self.total}%)", err=True)
+
+
+def transaction_state_partition(data_dir: Path, transactional_id: str) -> tuple[int, int]:
+    """(partition, partition count) of ``__transaction_state`` holding ``transactional_id``
+    in a broker's data directory; the count comes from the topic registry, else from
+    the partition directories present."""
+    count = None
+    registry = data_dir / "meta" / "topics.json"
+    try:
+        for entry in json.loads(registry.read_text()):
+            if entry.get("name") == TRANSACTION_STATE:
+                count = int(entry["partitions"])
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise click.ClickException(f"cannot read the topic registry {registry}: {e}") from None
+    if count is None:
+        indexes = [int(p.name.rsplit("-", 1)[1]) for p in data_dir.glob(f"{TRANSACTION_STATE}-*")
+                   if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()]
+        if not indexes:
+            raise click.ClickException(f"{data_dir} holds no {TRANSACTION_STATE} partitions "
+                                       "(not a data directory, or no transaction was ever started)")
+        count = max(indexes) + 1
+    return partition_for(transactional_id, count), count
+
+
+def _transactional_id(key: bytes | None) -> str | None:
+    try:
+        return decode_key(key or b"")
+    except (ValueError, struct.error):
+        return None
+
+
 def _base_offset(path: Path) -> int:
     stem = path.name.split(".", 1)[0]
     return int(stem) if stem.isdigit() else 0
@@ -225,14 +302,42 @@ def _transaction_state(key: bytes | None, value: bytes | None) -> str:
 
 
 @click.command("dump-log")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--print-records", is_flag=True, help="also print every record (key, value, headers, markers)")
 @click.option("--decode-transaction-state", is_flag=True,
               help="decode records as __transaction_state keys and values (implies --print-records)")
-def dump_log(paths: tuple[Path, ...], print_records: bool, decode_transaction_state: bool) -> None:
+@click.option("--transactional-id", help="print this transactional id's records from the __transaction_state "
+                                         "partition of --data-dir that holds it (no PATHS then)")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("./data"),
+              show_default=True, help="the broker's data directory, for --transactional-id")
+@click.option("--progress/--no-progress", default=None,
+              help="report progress on stderr (default: for files of 64 MiB and more, on a terminal)")
+def dump_log(paths: tuple[Path, ...], print_records: bool, decode_transaction_state: bool,
+             transactional_id: str | None, data_dir: Path, progress: bool | None) -> None:
     """Print the batches, records, index entries or producer snapshot in partition files."""
-    dump = Dump(print_records, decode_transaction_state)
+    if transactional_id is not None:
+        if paths:
+            raise click.UsageError("give either PATHS or --transactional-id, not both")
+        paths = _transaction_log_segments(data_dir, transactional_id)
+    elif not paths:
+        raise click.UsageError("give the files to dump, or --transactional-id ID --data-dir DIR")
+    dump = Dump(print_records, decode_transaction_state, transactional_id, progress)
     for path in paths:
         dump.file(path)
+    if transactional_id is not None and not dump.matched:
+        click.echo(f"No records of transactional id {transactional_id!r} (never used, or expired and compacted away)")
     if dump.failed:
         raise SystemExit(1)
+
+
+def _transaction_log_segments(data_dir: Path, transactional_id: str) -> tuple[Path, ...]:
+    if not data_dir.is_dir():
+        raise click.ClickException(f"no data directory {data_dir}")
+    partition, count = transaction_state_partition(data_dir, transactional_id)
+    directory = data_dir / f"{TRANSACTION_STATE}-{partition}"
+    click.echo(f"Transactional id {transactional_id!r} is in {TRANSACTION_STATE}-{partition} "
+               f"(partition {partition} of {count}): {directory}")
+    segments = sorted(directory.glob("*.log"), key=_base_offset)
+    if not segments:
+        raise click.ClickException(f"{directory} holds no log segments")
+    return tuple(segments)

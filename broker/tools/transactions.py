@@ -148,8 +148,11 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 class Admin:
     """Connections to a cluster and the few admin requests the commands need."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, spoken: dict[int, tuple[int, int]] | None = None,
+                 client_id: str = "eosbroker-transactions") -> None:
         self.servers = parse_bootstrap(bootstrap)
+        self.spoken = _SPOKEN if spoken is None else spoken
+        self.client_id = client_id
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self._versions: dict[int, tuple[int, int]] = {}
         self.nodes: dict[int, Node] = {}
@@ -184,13 +187,13 @@ class Admin:
         conn = self._connections.get((host, port))
         if conn is None:
             conn = await asyncio.wait_for(
-                _Connection.connect(host, port, client_id="eosbroker-transactions"), CONNECT_TIMEOUT_S)
+                _Connection.connect(host, port, client_id=self.client_id), CONNECT_TIMEOUT_S)
             self._connections[(host, port)] = conn
         return conn
 
     def version(self, api_key: int) -> int:
         """The highest version of ``api_key`` both this tool and the broker speak."""
-        low, high = _SPOKEN[api_key]
+        low, high = self.spoken[api_key]
         high = min(high, max(schema_name_map[api_key_map[api_key]]))
         broker = self._versions.get(api_key)
         if broker is not None and max(low, broker[0]) <= min(high, broker[1]):
@@ -357,9 +360,10 @@ def _now_ms() -> int:
 # -- commands ------------------------------------------------------------------------
 
 
-def _run(bootstrap: str, command) -> None:
+def run_admin(bootstrap: str, command, **admin_args) -> None:
+    """Runs ``await command(admin)``; a ToolError ends the program with its message and exit code 1."""
     async def main():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, **admin_args) as admin:
             await command(admin)
 
     try:
@@ -388,7 +392,7 @@ def list_command(bootstrap: str) -> None:
                 for t in sorted(listings, key=lambda t: t.transactional_id)]
         click.echo(format_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows))
 
-    _run(bootstrap, command)
+    run_admin(bootstrap, command)
 
 
 @transactions.command("describe")
@@ -409,7 +413,7 @@ def describe_command(bootstrap: str, transactional_id: str) -> None:
                                  "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
                                  "TransactionDurationMs", "TopicPartitions"], [row]))
 
-    _run(bootstrap, command)
+    run_admin(bootstrap, command)
 
 
 @transactions.command("describe-producers")
@@ -428,7 +432,7 @@ def describe_producers_command(bootstrap: str, topic: str, partition: int) -> No
         click.echo(format_table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
                                  "LastTimestamp", "CurrentTransactionStartOffset"], rows))
 
-    _run(bootstrap, command)
+    run_admin(bootstrap, command)
 
 
 @transactions.command("find-hanging")
@@ -470,7 +474,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
         click.echo(format_table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
                                  "StartOffset", "LastTimestamp", "Duration(min)"], rows))
 
-    _run(bootstrap, command)
+    run_admin(bootstrap, command)
 
 
 @transactions.command("abort")
@@ -498,7 +502,7 @@ def abort_command(bootstrap: str, topic: str, partition: int, start_offset: int)
         click.echo(f"Aborted the transaction of producer {p.producer_id} (epoch {p.producer_epoch}) "
                    f"on {topic}-{partition} that started at offset {start_offset}")
 
-    _run(bootstrap, command)
+    run_admin(bootstrap, command)
 
 
 async def _leader(admin: Admin, topic: str, partition: int) -> int:
