@@ -6,7 +6,8 @@ import asyncio
 import logging
 from pathlib import Path
 
-from broker.cluster import Cluster, Node, now_ms
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.cluster import Cluster, Node
 from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
@@ -24,12 +25,14 @@ _COORDINATOR_TOPICS = {
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
-        self.cluster = Cluster(config, self.data_dir)
+        self.cluster = Cluster(config, self.data_dir, clock)
         self._cleaner = None
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
@@ -73,16 +76,16 @@ class Broker:
         if "__consumer_offsets" in topics:
             self.groups.ensure_ready()
         self._tasks.append(asyncio.create_task(every(
-            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self._abort_timed_out)))
+            self.clock, self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self._abort_timed_out)))
         self._tasks.append(asyncio.create_task(every(
-            self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
-        self._tasks.append(asyncio.create_task(every(self.config["log.retention.check.interval.ms"], self._retention)))
-        self._tasks.append(asyncio.create_task(every(self.config["log.cleaner.backoff.ms"], self._clean_logs)))
+            self.clock, self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
+        self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
+        self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(
-            every(self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)))
+            every(self.clock, self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)))
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
-            self._tasks.append(asyncio.create_task(every(min(idle_ms / 4, 10_000), lambda: self._close_idle(idle_ms))))
+            self._tasks.append(asyncio.create_task(every(self.clock, min(idle_ms / 4, 10_000), lambda: self._close_idle(idle_ms))))
 
     def coordinator_node(self, key: str, key_type: int):
         """The node leading the coordinator partition of a group (0) or transactional id (1)."""
@@ -115,7 +118,7 @@ class Broker:
             await self._transactions.expire_ids()
 
     def _retention(self) -> None:
-        t = now_ms()
+        t = self.clock.now_ms()
         for part in list(self.cluster.partitions.values()):
             if "delete" in part.log.config.cleanup_policy:
                 deleted = part.log.enforce_retention(t)
@@ -132,10 +135,10 @@ class Broker:
             from broker.storage.cleaner import LogCleaner  # only brokers with compacted topics need it
 
             self._cleaner = LogCleaner(producer_expiration_ms=self.config["producer.id.expiration.ms"])
-        await self._cleaner.run_once(compacted, now_ms())
+        await self._cleaner.run_once(compacted, self.clock.now_ms())
 
     def _expire_producers(self) -> None:
-        t = now_ms()
+        t = self.clock.now_ms()
         expiration = self.config["producer.id.expiration.ms"]
         for part in list(self.cluster.partitions.values()):
             expired = part.producer_state.remove_expired(t, expiration)

@@ -8,11 +8,11 @@ import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import click
 
+from broker.clock import SYSTEM_CLOCK
 from broker.config import SETTINGS, BrokerConfig, ConfigError, environment_overrides
 
 
@@ -71,7 +71,7 @@ def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overri
 async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int) -> None:
     from broker.app import Broker
 
-    started = time.monotonic()
+    started = SYSTEM_CLOCK.monotonic()
     broker = Broker(config, data_dir, host, port)
     await broker.start()
     stop = asyncio.Event()
@@ -81,7 +81,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int) -> 
     print(f"eosbroker listening on {host}:{broker.port}", flush=True)
     logging.getLogger("broker").info(
         "started in %.0f ms, data in %s, profile emulate.kafka.version=%s",
-        (time.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],
+        (SYSTEM_CLOCK.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],
     )
     await stop.wait()
     logging.getLogger("broker").info("shutting down")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
 from broker.partition import Partition
 from broker.storage.files import fsync_dir, replace_atomically
@@ -33,13 +33,10 @@ class Node:
     port: int
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Cluster:
-    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.data_dir = data_dir
         self.cluster_id: str = config["cluster.id"]
         self.nodes: list[Node] = []
@@ -70,17 +67,17 @@ class Cluster:
         After a clean shutdown the active segments' index files are trusted; otherwise
         each active segment is validated batch by batch.
         """
-        started = now_ms()
+        started = self.clock.now_ms()
         clean = self._take_clean_shutdown_marker()
         for topic in list(self.topics.by_name.values()):
             self._open_partitions(topic, 0, clean)
         if self.partitions:
             if clean:
                 log.info("opened %d partitions in %d ms after a clean shutdown (index files trusted)",
-                         len(self.partitions), now_ms() - started)
+                         len(self.partitions), self.clock.now_ms() - started)
             else:
                 log.info("recovered %d partitions in %d ms after an unclean shutdown (active segments validated)",
-                         len(self.partitions), now_ms() - started)
+                         len(self.partitions), self.clock.now_ms() - started)
 
     def _take_clean_shutdown_marker(self) -> bool:
         path = self.clean_shutdown_path
@@ -93,7 +90,7 @@ class Cluster:
 
     def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False) -> None:
         cfg = self.log_config(topic)
-        t = now_ms()
+        t = self.clock.now_ms()
         for i in range(first, topic.partitions):
             self.partitions[(topic.name, i)] = Partition.open(
                 topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5, clean_shutdown

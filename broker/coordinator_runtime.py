@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.cluster import Cluster, now_ms
+from broker.cluster import Cluster
 from coordinator.records import CoordinatorRecord, Result
 from protocol.record_codec import CONTROL_TYPE_COMMIT, build_batch, decode_records, read_control_record
 from protocol.records import InvalidBatch, RecordBatch
@@ -76,7 +76,7 @@ class CoordinatorRuntime:
         return owned
 
     async def load(self, owned: list[int]) -> None:
-        started = now_ms()
+        started = self.cluster.clock.now_ms()
         records = 0
         for p in owned:
             async with self.lock(p):
@@ -90,7 +90,7 @@ class CoordinatorRuntime:
             for result in results:
                 self._perform_all(result.effects)
             await asyncio.sleep(0)  # let requests in between partitions
-        log.info("%s loaded %d records from %s in %d ms", self.name, records, self.topic, now_ms() - started)
+        log.info("%s loaded %d records from %s in %d ms", self.name, records, self.topic, self.cluster.clock.now_ms() - started)
 
     def _replay_latest_per_key(self, batches) -> int:
         """For machines whose every record is a key's whole state: replay only the newest
@@ -146,7 +146,7 @@ class CoordinatorRuntime:
     def append(self, partition: int, records: tuple[CoordinatorRecord, ...]) -> None:
         """Appends records, one batch per run of records of the same producer (or none),
         then replays the same objects in order."""
-        t = now_ms()
+        t = self.cluster.clock.now_ms()
         for producer, run in itertools.groupby(records, _producer_of):
             run = list(run)
             batch = RecordBatch(_build(run, producer, t), 0)

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.cluster import Cluster, now_ms
+from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinator_runtime import CoordinatorRuntime
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
@@ -41,7 +41,7 @@ class _Loader:
         self._coordinator.load_partition(partition)
 
     def finish_loading(self, partition: int) -> list[Result]:
-        self._coordinator.finish_loading(partition, now_ms())
+        self._coordinator.finish_loading(partition, self._service.clock.now_ms())
         self._service.wake()  # loaded members now have session deadlines
         return []
 
@@ -55,6 +55,7 @@ class _Loader:
 class GroupService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int) -> None:
         self.cluster = cluster
+        self.clock = cluster.clock
         self.coordinator = GroupCoordinator(GroupConfig(
             offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
             group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
@@ -142,19 +143,19 @@ class GroupService:
         while True:
             deadline = self.coordinator.next_deadline()
             self._wake.clear()
-            if deadline is None or deadline > now_ms():
-                timeout = _MAX_SLEEP_S if deadline is None else min((deadline - now_ms()) / 1000, _MAX_SLEEP_S)
+            if deadline is None or deadline > self.clock.now_ms():
+                timeout = _MAX_SLEEP_S if deadline is None else min((deadline - self.clock.now_ms()) / 1000, _MAX_SLEEP_S)
                 try:
-                    await asyncio.wait_for(self._wake.wait(), max(timeout, 0))
+                    await self.clock.wait_for(self._wake.wait(), max(timeout, 0))
                 except asyncio.TimeoutError:
                     pass
                 continue
             try:
-                await self.poll(now_ms())
+                await self.poll(self.clock.now_ms())
             except Exception:
                 log.exception("group coordinator timers failed")
-                await asyncio.sleep(1)
-            await asyncio.sleep(0.001)  # a timer that failed to move cannot spin the loop
+                await self.clock.sleep(1)
+            await self.clock.sleep(0.001)  # a timer that failed to move cannot spin the loop
 
     async def poll(self, now: int) -> None:
         for p in sorted(self.coordinator.owned_partitions()):

@@ -54,7 +54,7 @@ class MarkerSender:
                     continue
                 pending -= acked
             if pending:
-                await asyncio.sleep(_RETRY_BACKOFF_S)
+                await self.cluster.clock.sleep(_RETRY_BACKOFF_S)
         await self._on_done(markers)
 
     async def _write(self, node_id: int, markers: SendMarkers, partitions: list[tuple[str, int]]) -> set:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from broker.clock import Clock
 from broker.cluster import Cluster
 from broker.handlers import HANDLERS
 from protocol import messages
@@ -65,6 +65,10 @@ class RequestContext:
     def cluster(self) -> Cluster:
         return self.broker.cluster
 
+    @property
+    def clock(self) -> Clock:
+        return self.broker.clock
+
     def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION"):
         """(partition, None) when this node leads it, else (None, the Kafka error name)."""
         part = self.broker.cluster.partition(topic, index) if topic is not None else None
@@ -109,7 +113,7 @@ class Server:
             await self._server.wait_closed()
 
     def close_idle(self, max_idle_s: float) -> None:
-        cutoff = time.monotonic() - max_idle_s
+        cutoff = self.broker.clock.monotonic() - max_idle_s
         for conn in list(self.connections.values()):
             if conn.last_active < cutoff:
                 log.info("closing connection %s from %s: idle longer than connections.max.idle.ms", conn.id, conn.peer)
@@ -118,7 +122,7 @@ class Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        conn = Connection(next(self._ids), peer, self.node_id, time.monotonic(), writer)
+        conn = Connection(next(self._ids), peer, self.node_id, self.broker.clock.monotonic(), writer)
         self.connections[conn.id] = conn
         config = self.broker.config
         decoder = FrameDecoder(config["socket.request.max.bytes"])
@@ -129,7 +133,7 @@ class Server:
                 data = await reader.read(1 << 18)
                 if not data:
                     break
-                conn.last_active = time.monotonic()
+                conn.last_active = self.broker.clock.monotonic()
                 decoder.feed(data)
                 while (frame := decoder.next_frame()) is not None:
                     await queue.put(frame)
@@ -147,7 +151,7 @@ class Server:
                 except asyncio.QueueFull:
                     processor.cancel()
             try:
-                await asyncio.wait_for(processor, _DRAIN_GRACE_S)
+                await self.broker.clock.wait_for(processor, _DRAIN_GRACE_S)
             except (asyncio.CancelledError, asyncio.TimeoutError):
                 pass
             except Exception:  # the processor logs its own failures
@@ -173,7 +177,7 @@ class Server:
                 return
             if out is not None:
                 writer.write(out)
-                conn.last_active = time.monotonic()
+                conn.last_active = self.broker.clock.monotonic()
                 if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                     try:
                         await writer.drain()

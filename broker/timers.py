@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
+
+from broker.clock import Clock
 
 log = logging.getLogger(__name__)
 
 
-async def every(interval_ms: float, duty) -> None:
+async def every(clock: Clock, interval_ms: float, duty) -> None:
     while True:
-        await asyncio.sleep(interval_ms / 1000)
+        await clock.sleep(interval_ms / 1000)
         try:
             result = duty()
             if inspect.isawaitable(result):

@@ -8,7 +8,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from broker.cluster import Cluster, now_ms
+from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinator_runtime import CoordinatorRuntime
 from broker.markers import MarkerSender
@@ -34,6 +34,7 @@ _PRODUCE_VERIFY_ERRORS = {
 class TransactionService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids) -> None:
         self.config = config
+        self.clock = cluster.clock
         self.coordinator = TransactionCoordinator(
             TransactionConfig(
                 transaction_max_timeout_ms=config["transaction.max.timeout.ms"],
@@ -66,7 +67,7 @@ class TransactionService:
     async def _markers_written(self, m: SendMarkers) -> None:
         partition = self.coordinator.partition_for(m.transactional_id)
         await self.runtime.run(partition, lambda: self.coordinator.markers_written(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms(), m.coordinator_epoch))
+            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.clock.now_ms(), m.coordinator_epoch))
         completed = self._completions.pop(m.transactional_id, None)
         if completed is not None:
             completed.set()
@@ -87,7 +88,7 @@ class TransactionService:
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
         if self._markers_pending(transactional_id):
             try:
-                await asyncio.wait_for(completed.wait(), MARKER_WAIT_S)
+                await self.clock.wait_for(completed.wait(), MARKER_WAIT_S)
             except asyncio.TimeoutError:
                 return response
         return await self.runtime.run(partition, handler)
@@ -127,7 +128,7 @@ class TransactionService:
         done = []
         for p in sorted(self.coordinator.owned_partitions()):
             async with self.runtime.lock(p):
-                results = handler(now_ms(), partition=p)
+                results = handler(self.clock.now_ms(), partition=p)
                 for r in results:
                     self.runtime.append(p, r.records)
             done += [(p, r) for r in results]

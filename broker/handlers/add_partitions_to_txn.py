@@ -5,7 +5,6 @@ Partitions of unknown topics fail with UNKNOWN_TOPIC_OR_PARTITION and the others
 then not attempted (OPERATION_NOT_ATTEMPTED), as Kafka does.
 """
 
-from broker.cluster import now_ms
 from broker.errors import code
 
 API_KEY = 24
@@ -29,7 +28,7 @@ async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verif
         return txns.coordinator.verify_partitions_in_txn(transactional_id, producer_id, producer_epoch,
                                                          partitions).response.errors
     response = await txns.run(transactional_id, lambda: txns.coordinator.add_partitions_to_txn(
-        transactional_id, producer_id, producer_epoch, partitions, ctx.version, now_ms()))
+        transactional_id, producer_id, producer_epoch, partitions, ctx.version, ctx.clock.now_ms()))
     return {tp: response.error for tp in partitions}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.cluster import now_ms
 from broker.errors import code
 from broker.storage.log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
@@ -96,19 +95,21 @@ async def handle(ctx, request):
     plan = _Plan(ctx, request)
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes = request.max_bytes
-    deadline = now_ms() + max(0, ms(request.max_wait))
+    deadline = ctx.clock.now_ms() + max(0, ms(request.max_wait))
     while True:
         responses, total = _read(plan, max_bytes, committed)
-        remaining = deadline - now_ms()
+        remaining = deadline - ctx.clock.now_ms()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= request.min_bytes or errors or remaining <= 0:
             return {"error_code": 0, "session_id": 0, "responses": responses}
         waiters = [part.waiter() for part in plan.partitions()]
         if not waiters:
-            await asyncio.sleep(remaining / 1000)
+            await ctx.clock.sleep(remaining / 1000)
             continue
         try:
-            await asyncio.wait(waiters, timeout=remaining / 1000, return_when=asyncio.FIRST_COMPLETED)
+            await ctx.clock.wait_for(asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED), remaining / 1000)
+        except asyncio.TimeoutError:
+            pass
         finally:
             for part, fut in zip(plan.partitions(), waiters):
                 if not fut.done():

@@ -1,7 +1,6 @@
 """Heartbeat (12): v0-v4. Keeps a member's session alive; REBALANCE_IN_PROGRESS tells it
 to rejoin."""
 
-from broker.cluster import now_ms
 
 API_KEY = 12
 
@@ -10,5 +9,5 @@ async def handle(ctx, request):
     groups = ctx.broker.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
-        group_instance_id=getattr(request, "group_instance_id", None), now_ms=now_ms()))
+        group_instance_id=getattr(request, "group_instance_id", None), now_ms=ctx.clock.now_ms()))
     return {"error_code": response.error_code}

@@ -6,7 +6,6 @@ id, since nothing else knows that producer). Transactional ids go to the coordin
 which persists the new epoch before this answer leaves.
 """
 
-from broker.cluster import now_ms
 from protocol.messages import ms
 
 API_KEY = 22
@@ -22,7 +21,7 @@ async def handle(ctx, request):
         getattr(request, "producer_id", -1),
         getattr(request, "producer_epoch", -1),
         ctx.version,
-        now_ms(),
+        ctx.clock.now_ms(),
     ))
     return {"error_code": response.error, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch}

@@ -4,7 +4,6 @@ rest of the group (or the initial rebalance delay), parked in the group service.
 
 import dataclasses
 
-from broker.cluster import now_ms
 from coordinator.group import JoinProtocol
 from protocol.messages import ms
 
@@ -23,5 +22,5 @@ async def handle(ctx, request):
         protocols=[JoinProtocol(p.name, p.metadata) for p in request.protocols],
         session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
         client_id=ctx.header.client_id or "", client_host=client_host, api_version=ctx.version,
-        reply_to=answer, now_ms=now_ms()))
+        reply_to=answer, now_ms=ctx.clock.now_ms()))
     return dataclasses.asdict(response.for_version(ctx.version))

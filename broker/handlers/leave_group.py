@@ -2,7 +2,6 @@
 
 import dataclasses
 
-from broker.cluster import now_ms
 from coordinator.group import MemberIdentity
 
 API_KEY = 13
@@ -17,5 +16,5 @@ async def handle(ctx, request):
                    for m in request.members]
     groups = ctx.broker.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.leave_group(
-        group_id=request.group_id, members=members, api_version=ctx.version, now_ms=now_ms()))
+        group_id=request.group_id, members=members, api_version=ctx.version, now_ms=ctx.clock.now_ms()))
     return dataclasses.asdict(response)

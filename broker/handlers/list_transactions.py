@@ -1,7 +1,6 @@
 """ListTransactions (66): the transactions of the coordinator partitions this broker
 serves, filtered by state, producer id, duration (v1) and id pattern (v2)."""
 
-from broker.cluster import now_ms
 
 API_KEY = 66
 
@@ -12,7 +11,7 @@ async def handle(ctx, request):
         producer_id_filters=request.producer_id_filters,
         duration_filter_ms=getattr(request, "duration_filter", -1),
         transactional_id_pattern=getattr(request, "transactional_id_pattern", None),
-        now_ms=now_ms(),
+        now_ms=ctx.clock.now_ms(),
     )
     return {
         "error_code": response.error,

@@ -2,7 +2,6 @@
 member and generation against the group; partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
-from broker.cluster import now_ms
 from broker.errors import code
 from broker.groups import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group import OffsetToCommit
@@ -28,6 +27,6 @@ async def handle(ctx, request):
         response = await groups.run(request.group_id, lambda: groups.coordinator.offset_commit(
             group_id=request.group_id, generation_id=request.generation_id_or_member_epoch,
             member_id=request.member_id, group_instance_id=getattr(request, "group_instance_id", None),
-            offsets=offsets, api_version=ctx.version, now_ms=now_ms(), retention_time_ms=retention_ms))
+            offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(), retention_time_ms=retention_ms))
         errors.update(partition_errors(response))
     return {"topics": errors_by_topic(partitions, errors)}

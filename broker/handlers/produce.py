@@ -8,7 +8,6 @@ version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
 
 from __future__ import annotations
 
-from broker.cluster import now_ms
 from broker.errors import code
 from broker.partition import ProduceRejected
 from protocol import messages
@@ -67,7 +66,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
 
 
 async def handle(ctx, request):
-    now = now_ms()
+    now = ctx.clock.now_ms()
     acks = request.acks
     responses = []
     for topic in request.topic_data:

@@ -3,7 +3,6 @@ once the group's GroupMetadata record (with every assignment) is in the log."""
 
 import dataclasses
 
-from broker.cluster import now_ms
 from coordinator.group import SyncAssignment
 
 API_KEY = 14
@@ -16,5 +15,5 @@ async def handle(ctx, request):
         group_instance_id=getattr(request, "group_instance_id", None),
         protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
         assignments=[SyncAssignment(a.member_id, a.assignment) for a in request.assignments],
-        reply_to=answer, now_ms=now_ms()))
+        reply_to=answer, now_ms=ctx.clock.now_ms()))
     return dataclasses.asdict(response)

@@ -10,7 +10,6 @@ Kafka's log append refuses it.
 
 import dataclasses
 
-from broker.cluster import now_ms
 from broker.errors import code
 from broker.groups import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group import OffsetToCommit
@@ -52,7 +51,7 @@ async def handle(ctx, request):
                 generation_id=request.generation_id if member else -1,
                 member_id=request.member_id if member else "",
                 group_instance_id=request.group_instance_id if member else None,
-                offsets=offsets, api_version=ctx.version, now_ms=now_ms())
+                offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms())
             current = groups.producer_epoch(partition, request.producer_id)
             if result.records and current is not None and request.producer_epoch < current:
                 return Result(response=_fenced(result.response))

@@ -6,7 +6,6 @@ A marker on a __consumer_offsets partition also decides the producer's pending
 transactional offsets there; the group service writes it under that partition's lock
 so that no offset commit comes between the marker and its effect."""
 
-from broker.cluster import now_ms
 from broker.errors import code
 from broker.groups import TOPIC as GROUPS_TOPIC
 from broker.partition import ProduceRejected
@@ -36,7 +35,7 @@ async def _write_one(ctx, marker, topic: str, index: int, now: int):
 
 
 async def handle(ctx, request):
-    now = now_ms()
+    now = ctx.clock.now_ms()
     markers = []
     for marker in request.markers:
         topics = [{"name": t.name, "partitions": [

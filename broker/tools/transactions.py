@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Iterable
@@ -30,6 +29,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i64
 
 from broker.client import KafkaConnection
+from broker.clock import SYSTEM_CLOCK
 from protocol.messages import ms
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
@@ -353,10 +353,6 @@ def hanging(candidates: list[OpenTransaction], transactional_ids: dict[int, str]
     return found
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 # -- commands ------------------------------------------------------------------------
 
 
@@ -407,7 +403,7 @@ def describe_command(bootstrap: str, transactional_id: str) -> None:
         started = d.start_time_ms >= 0
         row = [str(d.coordinator), d.transactional_id, str(d.producer_id), str(d.producer_epoch), d.state,
                str(d.timeout_ms), str(d.start_time_ms) if started else "None",
-               str(_now_ms() - d.start_time_ms) if started else "None",
+               str(SYSTEM_CLOCK.now_ms() - d.start_time_ms) if started else "None",
                ",".join(f"{t}-{p}" for t, p in d.partitions)]
         click.echo(format_table(["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
                                  "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
@@ -454,7 +450,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
                    if (partition is None or tp[1] == partition) and (broker_id is None or leader == broker_id)}
         if topic is not None and partition is not None and not leaders:
             raise ToolError(f"partition {topic}-{partition} does not exist")
-        candidates = open_transactions(await admin.describe_producers(leaders), _now_ms(),
+        candidates = open_transactions(await admin.describe_producers(leaders), SYSTEM_CLOCK.now_ms(),
                                        max_timeout_minutes * 60_000)
         found: list[OpenTransaction] = []
         if candidates:
@@ -466,7 +462,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
                 if d is not ErrorCode.transactional_id_not_found and not isinstance(d, Description):
                     raise ToolError(f"cannot describe transactional-id `{transactional_id}`: {error_name(d)}")
             found = hanging(candidates, transactional_ids, descriptions)
-        now = _now_ms()
+        now = SYSTEM_CLOCK.now_ms()
         rows = [[t.topic, str(t.partition), str(t.producer.producer_id), str(t.producer.producer_epoch),
                  str(t.producer.coordinator_epoch), str(t.producer.current_txn_start_offset),
                  str(t.producer.last_timestamp), str((now - t.producer.last_timestamp) // 60_000)]

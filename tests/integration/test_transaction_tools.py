@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.cli import main
 from broker.client import KafkaConnection
+from broker.clock import SYSTEM_CLOCK
 from broker.errors import code
 from broker.handlers import describe_transactions, list_transactions
 from broker.tools.transactions import ActiveProducer, Description, hanging, open_transactions
@@ -244,7 +245,8 @@ class _ProducerIds:
 
 
 def _context(coordinator: TransactionCoordinator):
-    return SimpleNamespace(broker=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)))
+    return SimpleNamespace(broker=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)),
+                           clock=SYSTEM_CLOCK)
 
 
 async def test_describe_transactions_errors_per_id():
