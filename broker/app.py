@@ -15,12 +15,13 @@ from broker.server import Server
 from broker.timers import every
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
+from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
 _COORDINATOR_TOPICS = {
-    0: ("__consumer_offsets", "offsets.topic.num.partitions"),
-    1: ("__transaction_state", "transaction.state.log.num.partitions"),
+    GROUP_KEY_TYPE: (CONSUMER_OFFSETS, "offsets.topic.num.partitions"),
+    TRANSACTION_KEY_TYPE: (TRANSACTION_STATE, "transaction.state.log.num.partitions"),
 }
 
 
@@ -71,9 +72,9 @@ class Broker:
             await server.start()
         self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
         topics = self.cluster.topics.by_name
-        if "__transaction_state" in topics:
+        if TRANSACTION_STATE in topics:
             self.transactions.ensure_ready()
-        if "__consumer_offsets" in topics:
+        if CONSUMER_OFFSETS in topics:
             self.groups.ensure_ready()
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self._abort_timed_out)))

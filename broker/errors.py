@@ -1,4 +1,5 @@
-"""Kafka error codes by the names Kafka uses (CORRUPT_MESSAGE, NOT_COORDINATOR, ...)."""
+"""Kafka error codes by the names Kafka uses (CORRUPT_MESSAGE, NOT_COORDINATOR, ...),
+and the violation that ends a connection instead of an answer."""
 
 from kio.schema.errors import ErrorCode
 
@@ -7,3 +8,7 @@ NONE = ErrorCode.none
 
 def code(name: str) -> ErrorCode:
     return ErrorCode[name.lower()]
+
+
+class ProtocolViolation(Exception):
+    """The request cannot be answered; the connection is closed with a log line."""

@@ -22,10 +22,11 @@ from broker.config import BrokerConfig
 from broker.coordinator_runtime import CoordinatorRuntime
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.records import CoordinatorRecord, Result
+from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
 
-TOPIC = "__consumer_offsets"
+TOPIC = CONSUMER_OFFSETS
 # Never sleep longer than this between polls: a safety net, not a schedule.
 _MAX_SLEEP_S = 30.0
 
@@ -166,25 +167,3 @@ class GroupService:
             for result in results:
                 for effect in result.effects:
                     self._perform(effect)
-
-
-# -- helpers the offset handlers share ---------------------------------------------------
-
-
-def unknown_partitions(cluster: Cluster, partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
-    """Partitions of topics that do not exist (or past their partition count): Kafka
-    answers UNKNOWN_TOPIC_OR_PARTITION for them without asking the coordinator."""
-    return {tp for tp in partitions if cluster.partition(*tp) is None}
-
-
-def errors_by_topic(partitions: list[tuple[str, int]], errors: dict[tuple[str, int], Any]) -> list[dict]:
-    """``topics`` of an OffsetCommit-like response, in request order."""
-    topics: dict[str, list[dict]] = {}
-    for topic, partition in partitions:
-        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": errors[(topic, partition)]})
-    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
-
-
-def partition_errors(response) -> dict[tuple[str, int], Any]:
-    """The per-partition errors of a coordinator OffsetCommit/TxnOffsetCommit answer."""
-    return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.clock import Clock
 from broker.cluster import Cluster
+from broker.errors import ProtocolViolation
 from broker.handlers import HANDLERS
 from protocol import messages
 from protocol.apis import ApiTable, api_name
@@ -35,10 +36,6 @@ log = logging.getLogger(__name__)
 API_VERSIONS = 18
 _WRITE_HIGH_WATER = 1 << 20
 _DRAIN_GRACE_S = 5.0
-
-
-class ProtocolViolation(Exception):
-    """The request cannot be answered; the connection is closed with a log line."""
 
 
 @dataclass(slots=True)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from broker.config import TOPIC_DEFAULTS, BrokerConfig
 from broker.storage.files import replace_atomically
+from protocol.names import INTERNAL_TOPICS
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 TOPIC_CONFIG_TYPES: dict[str, type] = {
     "cleanup.policy": str,

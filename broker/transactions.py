@@ -15,10 +15,11 @@ from broker.markers import MarkerSender
 from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import SendMarkers
+from protocol.names import TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
-TOPIC = "__transaction_state"
+TOPIC = TRANSACTION_STATE
 # What a producer gets when verification fails (TRANSACTION_ABORTABLE is newer than
 # the clients we serve); coordinator trouble is retriable for a producer.
 MARKER_WAIT_S = 1.0

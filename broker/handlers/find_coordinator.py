@@ -4,16 +4,16 @@ v0-v3 ask for one key, v4+ for a batch of keys (coordinator_keys).
 """
 
 from broker.errors import code
+from protocol.names import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE
 
 API_KEY = 10
-GROUP, TRANSACTION = 0, 1
 
 
 def _answer(ctx, key: str, key_type: int) -> dict:
-    if key_type not in (GROUP, TRANSACTION):
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    if key_type == TRANSACTION:
+    if key_type == TRANSACTION_KEY_TYPE:
         ctx.broker.transactions.ensure_ready()
     node = ctx.broker.coordinator_node(key, key_type)
     if node is None:
@@ -24,7 +24,7 @@ def _answer(ctx, key: str, key_type: int) -> dict:
 
 
 async def handle(ctx, request):
-    key_type = getattr(request, "key_type", GROUP)
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if ctx.version >= 4:
         return {"coordinators": [{"key": k} | _answer(ctx, k, key_type) for k in request.coordinator_keys]}
     return _answer(ctx, request.key, key_type)

@@ -3,7 +3,7 @@ member and generation against the group; partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
 from broker.errors import code
-from broker.groups import errors_by_topic, partition_errors, unknown_partitions
+from broker.handlers.partition_errors import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group import OffsetToCommit
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from protocol.messages import ms

@@ -8,10 +8,11 @@ version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
 
 from __future__ import annotations
 
-from broker.errors import code
+from broker.errors import ProtocolViolation, code
 from broker.partition import ProduceRejected
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
+from protocol.names import INTERNAL_TOPICS
 from protocol.records import InvalidBatch, validate_produce_records
 
 API_KEY = 0
@@ -37,7 +38,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     partition, error = ctx.led_partition(topic, data.index)
     if error is not None:
         return _error(data.index, error)
-    if topic in ("__consumer_offsets", "__transaction_state"):
+    if topic in INTERNAL_TOPICS:
         return _error(data.index, "INVALID_TOPIC_EXCEPTION", partition.log_start_offset,
                       f"Cannot append to internal topic {topic}")
     try:
@@ -80,8 +81,6 @@ async def handle(ctx, request):
     if acks == 0:
         failed = [(t["name"], p) for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:
-            from broker.server import ProtocolViolation
-
             name, p = failed[0]
             raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
         return None

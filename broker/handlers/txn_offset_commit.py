@@ -11,7 +11,7 @@ Kafka's log append refuses it.
 import dataclasses
 
 from broker.errors import code
-from broker.groups import errors_by_topic, partition_errors, unknown_partitions
+from broker.handlers.partition_errors import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group import OffsetToCommit
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from coordinator.records import Result

@@ -7,8 +7,8 @@ transactional offsets there; the group service writes it under that partition's 
 so that no offset commit comes between the marker and its effect."""
 
 from broker.errors import code
-from broker.groups import TOPIC as GROUPS_TOPIC
 from broker.partition import ProduceRejected
+from protocol.names import CONSUMER_OFFSETS
 
 API_KEY = 27
 
@@ -28,7 +28,7 @@ def _write(ctx, marker, topic: str, index: int, now: int):
 
 
 async def _write_one(ctx, marker, topic: str, index: int, now: int):
-    if topic != GROUPS_TOPIC:
+    if topic != CONSUMER_OFFSETS:
         return _write(ctx, marker, topic, index, now)
     return await ctx.broker.groups.write_marker(index, marker.producer_id, marker.transaction_result,
                                                 lambda: _write(ctx, marker, topic, index, now))

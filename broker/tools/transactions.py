@@ -31,10 +31,10 @@ from kio.static.primitive import i64
 from broker.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
 from protocol.messages import ms
+from protocol.names import TRANSACTION_KEY_TYPE
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
-TRANSACTION_KEY_TYPE = 1
 # The version ranges this tool can speak (it reads only fields these versions share).
 _SPOKEN = {
     METADATA: (1, 12),

@@ -52,13 +52,13 @@ from coordinator.group.messages import (
     SyncAssignment,
     SyncGroupResponse,
     TopicErrors,
-    TopicPartition,
     TransactionalOffsetRecord,
     TxnOffsetCommitResponse,
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord, Result
+from protocol.names import TopicPartition
 
 E = ErrorCode
 S = GroupState

@@ -15,7 +15,6 @@ from kio.schema.errors import ErrorCode
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from coordinator.records import CoordinatorRecord
 
-TopicPartition = tuple[str, int]
 NO_GENERATION = -1
 NO_OFFSET = -1
 

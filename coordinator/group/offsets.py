@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.group.messages import TopicPartition
+from protocol.names import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,14 +37,12 @@ from coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     ProducerFenced,
-    TopicPartition,
     TransactionMetadata,
     is_epoch_exhausted,
 )
 from coordinator.transaction.state import TransactionState
+from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 E = ErrorCode
 S = TransactionState
@@ -275,7 +273,7 @@ class TransactionCoordinator:
         offsets_partition = partition_for(group_id, self.config.offsets_topic_num_partitions)
         return self.add_partitions_to_txn(
             transactional_id, producer_id, producer_epoch,
-            [(CONSUMER_OFFSETS_TOPIC, offsets_partition)], api_version, now_ms,
+            [(CONSUMER_OFFSETS, offsets_partition)], api_version, now_ms,
         )
 
     def verify_partitions_in_txn(

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from coordinator.records import CoordinatorRecord
-
-TopicPartition = tuple[str, int]
+from protocol.names import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

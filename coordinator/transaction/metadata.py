@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from coordinator.transaction.state import TransactionState
+from protocol.names import TopicPartition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE
-
-TopicPartition = tuple[str, int]
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
