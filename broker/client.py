@@ -1,26 +1,17 @@
-"""A small asyncio Kafka wire client built on protocol/.
+"""The asyncio driver of the sans-IO client core (protocol/client.py).
 
-Used where the broker talks to itself over TCP (WriteTxnMarkers to partition
-leaders), by the Spark sink's transactional client, and by tests that need exact
-control over requests (resend a batch, send an old epoch, send garbage).
+Used where the broker talks over the wire itself (WriteTxnMarkers to partition
+leaders), by the command-line tools, and by tests that need exact control over
+requests (resend a batch, send an old epoch, send garbage).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import struct
 from typing import Any
 
-from protocol import messages
-from protocol.apis import flexible_from
-from protocol.framing import FrameDecoder, encode_request_frame
-
-_INT32 = struct.Struct(">i")
-
-
-def _flexible(api_key: int, version: int) -> bool:
-    return version >= flexible_from(api_key)
+from protocol.client import ClientConnection, Response
+from protocol.framing import FrameError
 
 
 class ConnectionClosed(ConnectionError):
@@ -31,9 +22,8 @@ class KafkaConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
         self._reader = reader
         self._writer = writer
-        self.client_id = client_id
-        self._correlation = itertools.count(1)
-        self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
+        self._core = ClientConnection(client_id)
+        self._futures: dict[int, asyncio.Future] = {}
         self._read_task = asyncio.create_task(self._read_loop())
 
     @classmethod
@@ -41,26 +31,29 @@ class KafkaConnection:
         reader, writer = await asyncio.open_connection(host, port)
         return cls(reader, writer, client_id)
 
+    @property
+    def client_id(self) -> str | None:
+        return self._core.client_id
+
+    @property
+    def is_closed(self) -> bool:
+        return self._read_task.done()
+
     async def request(self, api_key: int, version: int, body: dict[str, Any] | Any, timeout: float = 30.0) -> Any:
         """Sends one request and returns the decoded kio response."""
-        fut = self.send(api_key, version, body)
-        return await asyncio.wait_for(fut, timeout)
+        return await asyncio.wait_for(self.send(api_key, version, body), timeout)
 
     def send(self, api_key: int, version: int, body: dict[str, Any] | Any, expect_response: bool = True) -> asyncio.Future:
         """Queues a request without waiting (pipelining); the future resolves to the response."""
-        message = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
-        correlation_id = next(self._correlation)
-        fut = asyncio.get_running_loop().create_future()
-        if expect_response:
-            self._pending[correlation_id] = (api_key, version, fut)
-        else:
-            fut.set_result(None)
         if self._read_task.done():
             raise ConnectionClosed("connection is closed")
-        frame = encode_request_frame(
-            api_key, version, correlation_id, self.client_id, _flexible(api_key, version), messages.encode(message)
-        )
-        self._writer.write(frame)
+        correlation_id, data = self._core.send(api_key, version, body, expect_response)
+        fut = asyncio.get_running_loop().create_future()
+        if expect_response:
+            self._futures[correlation_id] = fut
+        else:
+            fut.set_result(None)
+        self._writer.write(data)
         return fut
 
     def send_raw(self, data: bytes) -> None:
@@ -75,35 +68,34 @@ class KafkaConnection:
         return True
 
     async def _read_loop(self) -> None:
-        decoder = FrameDecoder(1 << 30)
         try:
             while True:
                 data = await self._reader.read(1 << 18)
                 if not data:
                     break
-                decoder.feed(data)
-                while (frame := decoder.next_frame()) is not None:
-                    self._dispatch(frame)
-        except (ConnectionError, OSError):
+                for response in self._core.receive_data(data):
+                    self._resolve(response)
+        except (ConnectionError, OSError, FrameError):
             pass
         finally:
-            for _, _, fut in self._pending.values():
+            self._core.abandon()
+            for fut in self._futures.values():
                 if not fut.done():
                     fut.set_exception(ConnectionClosed("connection closed by the broker"))
-            self._pending.clear()
+            self._futures.clear()
 
-    def _dispatch(self, frame: bytes) -> None:
-        correlation_id = _INT32.unpack_from(frame, 0)[0]
-        entry = self._pending.pop(correlation_id, None)
-        if entry is None:
+    def _resolve(self, response: Response) -> None:
+        fut = self._futures.pop(response.correlation_id, None)
+        if fut is None or fut.done():
             return
-        api_key, version, fut = entry
-        # ApiVersions responses always use header v0.
-        offset = 5 if _flexible(api_key, version) and api_key != 18 else 4
-        try:
-            fut.set_result(messages.decode_response(api_key, version, frame, offset))
-        except Exception as e:  # a response we cannot decode fails only its own request
-            fut.set_exception(e)
+        if response.error is not None:
+            fut.set_exception(response.error)
+        else:
+            fut.set_result(response.value)
+
+    def abort(self) -> None:
+        """Drops the connection at once (pending requests fail with ConnectionClosed)."""
+        self._writer.close()
 
     async def close(self) -> None:
         self._writer.close()

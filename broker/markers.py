@@ -82,7 +82,7 @@ class MarkerSender:
 
     async def _connection(self, node_id: int) -> KafkaConnection:
         conn = self._connections.get(node_id)
-        if conn is None or conn._read_task.done():
+        if conn is None or conn.is_closed:
             node = self.cluster.node(node_id)
             if node is None:
                 raise ConnectionError(f"no node {node_id}")
@@ -93,7 +93,7 @@ class MarkerSender:
     def _drop(self, node_id: int) -> None:
         conn = self._connections.pop(node_id, None)
         if conn is not None:
-            conn._writer.close()
+            conn.abort()
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -1,4 +1,4 @@
-"""A small blocking Kafka client for the Spark data source, built on protocol/.
+"""The blocking driver of the sans-IO client core (protocol/client.py), for the Spark data source.
 
 Spark runs the data source in plain Python worker processes, so this client is
 synchronous: one socket per broker, requests pipelined on it (responses come back in
@@ -16,9 +16,7 @@ caller (a Spark task, which Spark retries as a new attempt) decides.
 from __future__ import annotations
 
 import collections
-import itertools
 import socket
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -27,12 +25,18 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiRange
-from protocol.framing import FrameDecoder, encode_request_frame
+from protocol.client import (
+    FIND_COORDINATOR,
+    METADATA,
+    ClientConnection,
+    Response,
+    find_coordinator_request,
+    metadata_request,
+    parse_find_coordinator,
+    parse_metadata,
+)
 from protocol.record_codec import build_batch
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, increment_sequence
-
-_INT32 = struct.Struct(">i")
 
 # The versions this client speaks; Kafka 4.0 and eosbroker accept all of them.
 PRODUCE_V = 9
@@ -68,50 +72,34 @@ class KafkaError(Exception):
         super().__init__(f"{self.error.name.upper()} ({int(self.error)}): {context}")
 
 
-def _flexible(api_key: int, version: int) -> bool:
-    name, adv, acc, mx = KAFKA_4_0[api_key]
-    return ApiRange(api_key, name, adv, acc, mx).flexible(version)
-
-
 class Connection:
     """One blocking socket to one broker; requests can be pipelined."""
 
     def __init__(self, host: str, port: int, client_id: str = "eosbroker-spark", timeout: float = 30.0) -> None:
         self.address = (host, port)
-        self.client_id = client_id
         self._sock = socket.create_connection((host, port), timeout=timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._decoder = FrameDecoder(1 << 30)
-        self._correlation = itertools.count(1)
-        self._pending: collections.OrderedDict[int, tuple[int, int]] = collections.OrderedDict()
-        self._ready: dict[int, Any] = {}
+        self._core = ClientConnection(client_id)
+        self._ready: dict[int, Response] = {}
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         """Writes one request and returns its correlation id, without waiting."""
-        message = messages.build_request(api_key, version, body)
-        correlation_id = next(self._correlation)
-        frame = encode_request_frame(
-            api_key, version, correlation_id, self.client_id, _flexible(api_key, version), messages.encode(message)
-        )
-        self._sock.sendall(frame)
-        self._pending[correlation_id] = (api_key, version)
+        correlation_id, data = self._core.send(api_key, version, body)
+        self._sock.sendall(data)
         return correlation_id
 
     def wait(self, correlation_id: int) -> Any:
         """The response to ``correlation_id``; earlier responses are kept for their callers."""
         while correlation_id not in self._ready:
-            frame = self._decoder.next_frame()
-            if frame is None:
-                data = self._sock.recv(1 << 20)
-                if not data:
-                    raise ConnectionError(f"broker {self.address} closed the connection")
-                self._decoder.feed(data)
-                continue
-            cid = _INT32.unpack_from(frame, 0)[0]
-            api_key, version = self._pending.pop(cid)
-            offset = 5 if _flexible(api_key, version) else 4
-            self._ready[cid] = messages.decode_response(api_key, version, frame, offset)
-        return self._ready.pop(correlation_id)
+            data = self._sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError(f"broker {self.address} closed the connection")
+            for response in self._core.receive_data(data):
+                self._ready[response.correlation_id] = response
+        response = self._ready.pop(correlation_id)
+        if response.error is not None:
+            raise response.error
+        return response.value
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         return self.wait(self.send(api_key, version, body))
@@ -199,17 +187,15 @@ class Cluster:
     # -- metadata -------------------------------------------------------------------
 
     def refresh_metadata(self, topics: Iterable[str]) -> None:
-        topics = list(topics)
-        r = self.any_connection().request(3, METADATA_V, {
-            "topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False})
-        for b in r.brokers:
-            self._nodes[b.node_id] = (b.host, b.port)
-        for t in r.topics:
-            if t.error_code != ErrorCode.none:
-                raise KafkaError(t.error_code, f"metadata for topic {t.name!r}")
-            self._partition_counts[t.name] = len(t.partitions)
-            for p in t.partitions:
-                self._leaders[(t.name, p.partition_index)] = p.leader_id
+        metadata = parse_metadata(self.any_connection().request(METADATA, METADATA_V, metadata_request(topics)))
+        for node in metadata.nodes.values():
+            self._nodes[node.node_id] = node.address
+        for t in metadata.topics.values():
+            if t.error != ErrorCode.none:
+                raise KafkaError(t.error, f"metadata for topic {t.name!r}")
+            self._partition_counts[t.name] = len(t.leaders)
+            for p, leader in t.leaders.items():
+                self._leaders[(t.name, p)] = leader
 
     def partition_count(self, topic: str) -> int:
         if topic not in self._partition_counts:
@@ -262,15 +248,16 @@ class Cluster:
         deadline = deadline or time.monotonic() + self.timeout
         backoff = Backoff()
         while wanted:
-            r = self.any_connection().request(10, FIND_COORDINATOR_V, {"key_type": 1, "coordinator_keys": wanted})
+            r = self.any_connection().request(FIND_COORDINATOR, FIND_COORDINATOR_V,
+                                              find_coordinator_request(FIND_COORDINATOR_V, wanted))
             retry = []
-            for c in r.coordinators:
-                if c.error_code == ErrorCode.none:
-                    self._coordinators[c.key] = (c.host, c.port)
-                elif c.error_code in COORDINATOR_RETRIABLE:
+            for c in parse_find_coordinator(FIND_COORDINATOR_V, wanted, r):
+                if c.error == ErrorCode.none:
+                    self._coordinators[c.key] = c.node.address
+                elif c.error in COORDINATOR_RETRIABLE:
                     retry.append(c.key)
                 else:
-                    raise KafkaError(c.error_code, f"FindCoordinator for transactional id {c.key!r}")
+                    raise KafkaError(c.error, f"FindCoordinator for transactional id {c.key!r}")
             wanted = retry
             if wanted:
                 backoff.sleep(deadline, f"FindCoordinator for {wanted}")

@@ -16,25 +16,30 @@ straight to the partition leader, as an administrator would.
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections import defaultdict
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import click
-from kio.schema.describe_transactions.v0 import response as describe_transactions_v0
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
-from kio.serial import entity_reader
-from kio.static.primitive import i64
 
 from broker.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
 from protocol.messages import ms
-from protocol.names import TRANSACTION_KEY_TYPE
+from protocol.client import (
+    API_VERSIONS,
+    DESCRIBE_TRANSACTIONS,
+    FIND_COORDINATOR,
+    METADATA,
+    NodeAddress,
+    find_coordinator_request,
+    metadata_request,
+    parse_find_coordinator,
+    parse_metadata,
+)
 
-API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
-WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
+WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 27, 61, 66
 # The version ranges this tool can speak (it reads only fields these versions share).
 _SPOKEN = {
     METADATA: (1, 12),
@@ -57,13 +62,6 @@ def error_name(error: ErrorCode | int) -> str:
 
 
 # -- values --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,35 +104,6 @@ class OpenTransaction:
 # -- the wire ------------------------------------------------------------------------
 
 
-# kio reads TransactionStartTimeMs as a datetime and refuses the -1 Kafka sends when no
-# transaction is in progress (and with every per-id error), so this tool reads that one
-# field as the plain int64 it is on the wire.
-# (Built with make_dataclass: kio needs real type objects, not postponed annotations.)
-_DescribedState = make_dataclass(
-    "_DescribedState", [("transaction_start_time", i64, field(metadata={"kafka_type": "int64"}))],
-    bases=(describe_transactions_v0.TransactionState,), frozen=True, slots=True, kw_only=True)
-_DescribeTransactionsResponse = make_dataclass(
-    "_DescribeTransactionsResponse", [("transaction_states", tuple[_DescribedState, ...])],
-    bases=(describe_transactions_v0.DescribeTransactionsResponse,), frozen=True, slots=True, kw_only=True)
-_read_describe_transactions = entity_reader(_DescribeTransactionsResponse)
-_RESPONSE_HEADER_V1 = 5  # correlation id, empty tagged fields
-
-
-class _Connection(KafkaConnection):
-    def _dispatch(self, frame: bytes) -> None:
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        entry = self._pending.get(correlation_id)
-        if entry is None or entry[0] != DESCRIBE_TRANSACTIONS:
-            return super()._dispatch(frame)
-        del self._pending[correlation_id]
-        fut = entry[2]
-        try:
-            fut.set_result(_read_describe_transactions(frame, _RESPONSE_HEADER_V1)[0])
-        except Exception as e:  # an undecodable answer fails only its own request
-            fut.set_exception(e)
-
-
-
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     servers = []
     for entry in bootstrap.split(","):
@@ -155,7 +124,7 @@ class Admin:
         self.client_id = client_id
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self._versions: dict[int, tuple[int, int]] = {}
-        self.nodes: dict[int, Node] = {}
+        self.nodes: dict[int, NodeAddress] = {}
 
     async def __aenter__(self) -> Admin:
         problems = []
@@ -187,7 +156,7 @@ class Admin:
         conn = self._connections.get((host, port))
         if conn is None:
             conn = await asyncio.wait_for(
-                _Connection.connect(host, port, client_id=self.client_id), CONNECT_TIMEOUT_S)
+                KafkaConnection.connect(host, port, client_id=self.client_id), CONNECT_TIMEOUT_S)
             self._connections[(host, port)] = conn
         return conn
 
@@ -227,33 +196,28 @@ class Admin:
     async def leaders(self, topics: list[str] | None) -> dict[tuple[str, int], int]:
         """Leader of every partition of ``topics`` (None: every non-internal topic).
         Also records the cluster's nodes."""
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": False}
-        _, response = await self.request(None, METADATA, body)
-        self.nodes = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}
+        _, response = await self.request(None, METADATA, metadata_request(topics))
+        metadata = parse_metadata(response)
+        self.nodes = metadata.nodes
         leaders = {}
-        for t in response.topics:
-            if t.error_code != ErrorCode.none:
-                raise ToolError(f"cannot describe topic {t.name}: {error_name(t.error_code)}")
+        for t in metadata.topics.values():
+            if t.error != ErrorCode.none:
+                raise ToolError(f"cannot describe topic {t.name}: {error_name(t.error)}")
             if topics is None and (t.is_internal or t.name.startswith("__")):
                 continue
-            for p in t.partitions:
-                leaders[(t.name, p.partition_index)] = p.leader_id
+            for p, leader in t.leaders.items():
+                leaders[(t.name, p)] = leader
         return leaders
 
     async def coordinator(self, transactional_id: str) -> int:
-        version = self.version(FIND_COORDINATOR)
-        if version >= 4:
-            body = {"key_type": TRANSACTION_KEY_TYPE, "coordinator_keys": [transactional_id]}
-        else:
-            body = {"key": transactional_id, "key_type": TRANSACTION_KEY_TYPE}
-        _, response = await self.request(None, FIND_COORDINATOR, body)
-        answer = response.coordinators[0] if version >= 4 else response
-        if answer.error_code != ErrorCode.none:
+        version, response = await self.request(
+            None, FIND_COORDINATOR, find_coordinator_request(self.version(FIND_COORDINATOR), [transactional_id]))
+        answer = parse_find_coordinator(version, [transactional_id], response)[0]
+        if answer.error != ErrorCode.none:
             raise ToolError(f"cannot find the coordinator of transactional-id `{transactional_id}`: "
-                            f"{error_name(answer.error_code)}")
-        self.nodes.setdefault(answer.node_id, Node(answer.node_id, answer.host, answer.port))
-        return answer.node_id
+                            f"{error_name(answer.error)}")
+        self.nodes.setdefault(answer.node.node_id, answer.node)
+        return answer.node.node_id
 
     async def list_transactions(self, producer_ids: Iterable[int] = ()) -> list[Listing]:
         """Every coordinator's transactions (ListTransactions goes to each broker)."""
