@@ -46,7 +46,7 @@ def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
 def seed(bootstrap: str, topic: str) -> list[dict]:
     """Committed events, and an aborted transaction of bogus ones in between."""
     events = [{"id": i, "user": f"u{i % 50}", "amount": i % 100} for i in range(EVENTS)]
-    with wire.Cluster(bootstrap) as cluster:
+    with wire.Client(bootstrap) as cluster:
         cluster.create_topic(topic, PARTITIONS)
         for n, chunk in enumerate((events[: EVENTS // 2], [{"id": -1, "user": "bogus", "amount": 99}] * 100,
                                    events[EVENTS // 2:])):
@@ -79,7 +79,7 @@ def run_job(bootstrap: str, source: str, sink: str) -> None:
 def verify(bootstrap: str, topic: str, events: list[dict]) -> int:
     expected = sorted(e["id"] for e in events if e["amount"] >= 10)
     seen = []
-    with wire.Cluster(bootstrap) as cluster:
+    with wire.Client(bootstrap) as cluster:
         end = cluster.list_offsets(topic, range(PARTITIONS), wire.LATEST, wire.READ_COMMITTED)
         for p in range(PARTITIONS):
             seen += [json.loads(r.value)["id"] for r in read_partition(cluster, topic, p, 0, end[p])]
@@ -101,7 +101,7 @@ def main() -> None:
         run_id = uuid.uuid4().hex[:6]
         source, sink = f"demo-input-{run_id}", f"demo-output-{run_id}"
         events = seed(bootstrap, source)
-        with wire.Cluster(bootstrap) as cluster:
+        with wire.Client(bootstrap) as cluster:
             cluster.create_topic(sink, PARTITIONS)
         print(f"seeded {source} on {bootstrap}: {len(events)} committed events, 100 aborted", flush=True)
         started = time.perf_counter()

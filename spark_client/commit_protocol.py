@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision, TxnRef
 from spark_client.options import SinkOptions
-from spark_client.wire import Cluster, describe_transactions, end_txns, fence
+from spark_client.wire import Client, describe_transactions, end_txns, fence
 
 try:
     from pyspark.sql.datasource import WriterCommitMessage
@@ -94,7 +94,7 @@ class Committer:
     def __init__(self, opts: SinkOptions, scope: str) -> None:
         self.opts = opts
         self.scope = scope
-        self.cluster = Cluster(opts.bootstrap, client_id="eosbroker-spark-driver")
+        self.cluster = Client(opts.bootstrap, client_id="eosbroker-spark-driver")
         self.control = ControlLog(self.cluster, opts.bootstrap, opts.control_topic, control_key(opts, scope))
         self.deadline = time.monotonic() + opts.commit_timeout_ms / 1000
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from spark_client.reading import read_partition
-from spark_client.wire import READ_COMMITTED, Cluster, Producer, TxnHandle
+from spark_client.wire import READ_COMMITTED, Client, Producer, TxnHandle
 
 COMMITTING = "COMMITTING"
 COMMITTED = "COMMITTED"
@@ -59,7 +59,7 @@ _read_positions: dict[tuple[str, str, str], tuple[int, Decision | None]] = {}
 class ControlLog:
     PARTITION = 0
 
-    def __init__(self, cluster: Cluster, bootstrap: str, topic: str, key: str) -> None:
+    def __init__(self, cluster: Client, bootstrap: str, topic: str, key: str) -> None:
         self.cluster = cluster
         self.topic = topic
         self.key = key

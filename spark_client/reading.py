@@ -18,10 +18,10 @@ from kio.schema.errors import ErrorCode
 
 from protocol.record_codec import CONTROL_TYPE_ABORT, Record, decode_records, read_control_record
 from protocol.records import iter_batches
-from spark_client.wire import FETCH_V, READ_COMMITTED, Cluster, KafkaError
+from spark_client.wire import FETCH_V, READ_COMMITTED, Client, KafkaError
 
 
-def read_partition(cluster: Cluster, topic: str, partition: int, start: int, end: int,
+def read_partition(cluster: Client, topic: str, partition: int, start: int, end: int,
                    isolation: int = READ_COMMITTED, max_bytes: int = 4 << 20,
                    timeout_s: float = 60.0) -> Iterator[Record]:
     """Records of ``topic``-``partition`` with start <= offset < end, as the isolation level shows them.

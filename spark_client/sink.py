@@ -29,7 +29,7 @@ from spark_client import formats
 from spark_client.commit_protocol import Committer, TaskCommit, transactional_id
 from spark_client.options import SinkOptions
 from spark_client.partitioner import partition_for_key
-from spark_client.wire import Cluster, Producer
+from spark_client.wire import Client, Producer
 
 _ROW_CHUNK = 4096
 log = logging.getLogger("eosbroker.spark")
@@ -64,7 +64,7 @@ class _TaskWriter:
                                             opts.protobuf_message_name)
         self.encode_key = formats.encoder(opts.key_format, opts.protobuf_descriptor_file,
                                           opts.protobuf_message_name)
-        self.cluster = Cluster(opts.bootstrap, client_id=f"eosbroker-spark-task-{self.partition}")
+        self.cluster = Client(opts.bootstrap, client_id=f"eosbroker-spark-task-{self.partition}")
         self.txn_id = transactional_id(opts.transactional_id_prefix, scope, batch_id, self.partition,
                                        self.attempt, run_id) if opts.exactly_once else None
         self.producer = Producer(self.cluster, transactional_id=self.txn_id,

@@ -21,7 +21,7 @@ from spark_client.options import EARLIEST, LATEST, SourceOptions
 from spark_client.reading import read_partition
 from spark_client.wire import EARLIEST as LIST_EARLIEST
 from spark_client.wire import LATEST as LIST_LATEST
-from spark_client.wire import READ_COMMITTED, READ_UNCOMMITTED, Cluster
+from spark_client.wire import READ_COMMITTED, READ_UNCOMMITTED, Client
 
 try:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -71,14 +71,14 @@ def _isolation(opts: SourceOptions) -> int:
     return READ_COMMITTED if opts.read_committed else READ_UNCOMMITTED
 
 
-def _bounds(cluster: Cluster, opts: SourceOptions, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+def _bounds(cluster: Client, opts: SourceOptions, topic: str) -> tuple[dict[int, int], dict[int, int]]:
     """(log start offsets, latest readable offsets) of every partition of ``topic``."""
     partitions = range(cluster.partition_count(topic))
     return (cluster.list_offsets(topic, partitions, LIST_EARLIEST, _isolation(opts)),
             cluster.list_offsets(topic, partitions, LIST_LATEST, _isolation(opts)))
 
 
-def resolve(cluster: Cluster, opts: SourceOptions, spec, default_latest: bool) -> Offsets:
+def resolve(cluster: Client, opts: SourceOptions, spec, default_latest: bool) -> Offsets:
     """An offsets spec ("earliest", "latest" or per-partition JSON) as concrete offsets."""
     out: Offsets = {}
     for topic in opts.topics:
@@ -111,7 +111,7 @@ def _to_arrow(rows: list[tuple]) -> pa.RecordBatch:
 
 def read_range(opts: SourceOptions, r: TopicRange) -> Iterator[pa.RecordBatch]:
     utc = datetime.timezone.utc
-    with Cluster(opts.bootstrap, client_id="eosbroker-spark-reader") as cluster:
+    with Client(opts.bootstrap, client_id="eosbroker-spark-reader") as cluster:
         rows: list[tuple] = []
         for record in read_partition(cluster, r.topic, r.partition, r.start, r.end, _isolation(opts),
                                      opts.fetch_max_bytes):
@@ -132,7 +132,7 @@ class EosBrokerReader(ds.DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[TopicRange]:
-        with Cluster(self.opts.bootstrap) as cluster:
+        with Client(self.opts.bootstrap) as cluster:
             start = resolve(cluster, self.opts, self.opts.starting_offsets, default_latest=False)
             end = resolve(cluster, self.opts, self.opts.ending_offsets, default_latest=True)
         found = ranges(start, end)
@@ -166,7 +166,7 @@ class EosBrokerStreamReader(ds.DataSourceStreamReader):
         self.opts = opts
 
     def initialOffset(self) -> Offsets:
-        with Cluster(self.opts.bootstrap) as cluster:
+        with Client(self.opts.bootstrap) as cluster:
             return resolve(cluster, self.opts, self.opts.starting_offsets, default_latest=True)
 
     def getDefaultReadLimit(self):
@@ -175,7 +175,7 @@ class EosBrokerStreamReader(ds.DataSourceStreamReader):
         return ReadAllAvailable() if ReadAllAvailable is not None else None
 
     def latestOffset(self, start: Offsets | None = None, limit=None) -> Offsets:
-        with Cluster(self.opts.bootstrap) as cluster:
+        with Client(self.opts.bootstrap) as cluster:
             latest = resolve(cluster, self.opts, LATEST, default_latest=True)
         if start is not None:
             # A partition new since ``start`` is read from its beginning.

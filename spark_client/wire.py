@@ -138,8 +138,9 @@ def _parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
-class Cluster:
-    """Connections by node id, partition leaders and transaction coordinators."""
+class Client:
+    """A client's view of a cluster: connections by node id, partition leaders and
+    transaction coordinators."""
 
     def __init__(self, bootstrap: str, client_id: str = "eosbroker-spark", timeout: float = 30.0) -> None:
         self.bootstrap = _parse_bootstrap(bootstrap)
@@ -178,7 +179,7 @@ class Cluster:
             conn.close()
         self._by_address.clear()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> "Client":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -304,7 +305,7 @@ class Backoff:
 # -- transactions -------------------------------------------------------------------
 
 
-def init_producer_id(cluster: Cluster, transactional_id: str, transaction_timeout_ms: int,
+def init_producer_id(cluster: Client, transactional_id: str, transaction_timeout_ms: int,
                      deadline: float) -> TxnHandle:
     """InitProducerId: a fresh producer id/epoch; aborts and fences whatever the id had open."""
     r = cluster.coordinator_request(transactional_id, 22, INIT_PRODUCER_ID_V, {
@@ -315,7 +316,7 @@ def init_producer_id(cluster: Cluster, transactional_id: str, transaction_timeou
     return TxnHandle(transactional_id, r.producer_id, r.producer_epoch)
 
 
-def add_partitions(cluster: Cluster, txn: TxnHandle, partitions: Iterable[tuple[str, int]], deadline: float) -> None:
+def add_partitions(cluster: Client, txn: TxnHandle, partitions: Iterable[tuple[str, int]], deadline: float) -> None:
     by_topic: dict[str, list[int]] = collections.defaultdict(list)
     for topic, p in partitions:
         by_topic[topic].append(p)
@@ -337,7 +338,7 @@ def add_partitions(cluster: Cluster, txn: TxnHandle, partitions: Iterable[tuple[
             raise KafkaError(error, f"AddPartitionsToTxn {topic}-{p} for {txn.transactional_id!r}")
 
 
-def end_txn(cluster: Cluster, txn: TxnHandle, commit: bool, deadline: float) -> ErrorCode:
+def end_txn(cluster: Client, txn: TxnHandle, commit: bool, deadline: float) -> ErrorCode:
     """EndTxn by (transactional id, producer id, epoch); returns the final error code.
 
     NONE also when the same outcome was already reached (a retried or recovered commit).
@@ -348,7 +349,7 @@ def end_txn(cluster: Cluster, txn: TxnHandle, commit: bool, deadline: float) -> 
     return ErrorCode(r.error_code)
 
 
-def describe_transactions(cluster: Cluster, transactional_ids: Iterable[str],
+def describe_transactions(cluster: Client, transactional_ids: Iterable[str],
                           deadline: float) -> dict[str, TxnDescription]:
     ids = list(dict.fromkeys(transactional_ids))
     cluster.find_coordinators(ids, deadline)
@@ -387,7 +388,7 @@ class Producer:
     returned ``TxnHandle`` can be committed by anyone.
     """
 
-    def __init__(self, cluster: Cluster, *, transactional_id: str | None = None,
+    def __init__(self, cluster: Client, *, transactional_id: str | None = None,
                  transaction_timeout_ms: int = 60000, batch_bytes: int = 512 * 1024, max_in_flight: int = 5,
                  request_timeout_ms: int = 30000) -> None:
         self.cluster = cluster
@@ -483,12 +484,12 @@ class Producer:
             self.records_sent += count
 
 
-def fence(cluster: Cluster, transactional_id: str, deadline: float) -> TxnHandle:
+def fence(cluster: Client, transactional_id: str, deadline: float) -> TxnHandle:
     """Aborts whatever ``transactional_id`` has open and fences its producer (a new epoch)."""
     return init_producer_id(cluster, transactional_id, 60000, deadline)
 
 
-def end_txns(cluster: Cluster, txns: Iterable[TxnHandle], commit: bool, deadline: float) -> dict[str, ErrorCode]:
+def end_txns(cluster: Client, txns: Iterable[TxnHandle], commit: bool, deadline: float) -> dict[str, ErrorCode]:
     """EndTxn for many transactions at once: pipelined per coordinator, retriable answers retried.
 
     Returns the final error code by transactional id.

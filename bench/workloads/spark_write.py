@@ -49,13 +49,13 @@ def _write(bootstrap: str, df, mode: str, rows: int, tasks: int) -> float:
     from spark_client import wire
 
     topic = f"spark-{mode}-{uuid.uuid4().hex[:8]}"
-    with wire.Cluster(bootstrap) as cluster:
+    with wire.Client(bootstrap) as cluster:
         cluster.create_topic(topic, PARTITIONS)
     start = time.perf_counter()
     (df.write.format("eosbroker").mode("append").option("kafka.bootstrap.servers", bootstrap)
      .option("topic", topic).option("delivery.guarantee", mode).save())
     elapsed = time.perf_counter() - start
-    with wire.Cluster(bootstrap) as cluster:
+    with wire.Client(bootstrap) as cluster:
         stored = sum(cluster.list_offsets(topic, range(PARTITIONS), wire.LATEST, wire.READ_UNCOMMITTED).values())
     markers = stored - rows
     if markers < 0 or (mode == "at-least-once" and markers) or markers > tasks * PARTITIONS:

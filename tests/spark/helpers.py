@@ -35,7 +35,7 @@ def spark_session(master: str):
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    with wire.Cluster(bootstrap) as cluster:
+    with wire.Client(bootstrap) as cluster:
         cluster.create_topic(topic, partitions)
 
 
@@ -76,7 +76,7 @@ def transaction_states(bootstrap: str, prefix: str, timeout: float = 10.0) -> di
     before its markers are written, as in Kafka, so Complete* comes a moment later."""
     deadline = time.monotonic() + timeout
     while True:
-        with wire.Cluster(bootstrap) as cluster:
+        with wire.Client(bootstrap) as cluster:
             r = cluster.any_connection().request(66, 1, {"state_filters": [], "producer_id_filters": [],
                                                          "duration_filter": -1})
         states = {s.transactional_id: s.transaction_state for s in r.transaction_states

@@ -31,7 +31,7 @@ def _task(opts: SinkOptions, scope: str, batch: int, run: str, values: list[byte
           started_ms: int | None = None) -> TaskCommit:
     """What a Spark task does: write ``values`` in an open transaction, return its commit message."""
     txn_id = transactional_id(opts.transactional_id_prefix, scope, batch, partition, 0, run)
-    with wire.Cluster(opts.bootstrap) as cluster:
+    with wire.Client(opts.bootstrap) as cluster:
         producer = wire.Producer(cluster, transactional_id=txn_id, transaction_timeout_ms=opts.transaction_timeout_ms)
         for v in values:
             producer.send(opts.topic, partition, None, v)
@@ -141,7 +141,7 @@ def test_a_transaction_the_broker_aborted_after_the_decision_is_a_loud_error(set
 
 def test_control_log_reads_only_the_latest_decision_per_key(setup):
     bootstrap, _topic, prefix = setup
-    with wire.Cluster(bootstrap) as cluster:
+    with wire.Client(bootstrap) as cluster:
         a = ControlLog(cluster, bootstrap, f"control-{prefix}", "a")
         b = ControlLog(cluster, bootstrap, f"control-{prefix}", "b")
         a.ensure_topic()
