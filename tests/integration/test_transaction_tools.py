@@ -129,8 +129,13 @@ def test_list_and_describe(shared_broker, topic_name):
 async def test_list_transactions_filters_over_the_wire(shared_broker, topic_name):
     run_transaction(shared_broker.bootstrap, topic_name, topic_name, commit=True)
     async with await KafkaConnection.connect(HOST, shared_broker.port) as conn:
-        r = await conn.request(66, 1, {"state_filters": ["CompleteCommit", "Bogus"], "producer_id_filters": [],
-                                       "duration_filter": -1})
+        # EndTxn answers once PrepareCommit is logged; CompleteCommit follows the markers.
+        for _ in range(200):
+            r = await conn.request(66, 1, {"state_filters": ["CompleteCommit", "Bogus"], "producer_id_filters": [],
+                                           "duration_filter": -1})
+            if topic_name in {t.transactional_id for t in r.transaction_states}:
+                break
+            await asyncio.sleep(0.05)
         assert r.error_code == code("NONE") and r.unknown_state_filters == ("Bogus",)
         assert topic_name in {t.transactional_id for t in r.transaction_states}
         assert {t.transaction_state for t in r.transaction_states} == {"CompleteCommit"}
