@@ -110,13 +110,13 @@ class Broker:
             await server.stop()
         self.cluster.close()
 
-    async def _abort_timed_out(self) -> None:
+    def _abort_timed_out(self) -> None:
         if self._transactions is not None:
-            await self._transactions.abort_timed_out()
+            self._transactions.abort_timed_out()
 
-    async def _expire_transactional_ids(self) -> None:
+    def _expire_transactional_ids(self) -> None:
         if self._transactions is not None:
-            await self._transactions.expire_ids()
+            self._transactions.expire_ids()
 
     def _retention(self) -> None:
         t = self.clock.now_ms()

@@ -7,7 +7,7 @@ later request, or of a timer, resolves it. Only the parked request's own connect
 waits (the server answers a connection's requests in order, as Kafka does).
 
 The timer loop sleeps until the coordinator's next deadline, or until a handler wakes
-it because deadlines may have moved, then polls each owned partition under its lock.
+it because deadlines may have moved, then runs the coordinator's poll on each owned partition through the runtime.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
-from broker.coordinator_runtime import CoordinatorRuntime
+from broker.coordinator_topic import CoordinatorTopic
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.records import Result
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
@@ -29,28 +29,6 @@ log = logging.getLogger(__name__)
 TOPIC = CONSUMER_OFFSETS
 # Never sleep longer than this between polls: a safety net, not a schedule.
 _MAX_SLEEP_S = 30.0
-
-
-class _Loader:
-    """The coordinator as the runtime's loading protocol expects it."""
-
-    def __init__(self, service: GroupService) -> None:
-        self._service = service
-        self._coordinator = service.coordinator
-
-    def load_partition(self, partition: int, coordinator_epoch: int) -> None:
-        self._coordinator.load_partition(partition)
-
-    def finish_loading(self, partition: int) -> list[Result]:
-        self._coordinator.finish_loading(partition, self._service.clock.now_ms())
-        self._service.wake()  # loaded members now have session deadlines
-        return []
-
-    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int, **batch: Any) -> None:
-        self._coordinator.replay(record, offset, timestamp_ms, **batch)
-
-    def replay_marker(self, producer_id: int, commit: bool, *, partition: int) -> None:
-        self._coordinator.replay_marker(producer_id, commit, partition=partition)
 
 
 class GroupService:
@@ -65,23 +43,25 @@ class GroupService:
             group_max_size=config["group.max.size"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
         ))
-        self.runtime = CoordinatorRuntime(
+        self.topic = CoordinatorTopic(
             "group coordinator", TOPIC, config["offsets.topic.num.partitions"],
             {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])},
-            _Loader(self), cluster, node_id, self._perform,
+            self.coordinator, cluster, node_id, self._perform,
+            on_loaded=self.wake,  # loaded members now have session deadlines
         )
+        self.runtime = self.topic.runtime
         self._wake = asyncio.Event()
         self._parked: set[asyncio.Future] = set()
 
     def ensure_ready(self) -> None:
-        self.runtime.start()
+        self.topic.start()
 
     async def ready(self) -> None:
-        await self.runtime.started()
+        await self.topic.started()
 
     async def close(self) -> None:
         """Stops loading and gives up parked requests (their connections are closing)."""
-        self.runtime.stop_loading()
+        self.topic.stop_loading()
         for answer in list(self._parked):
             answer.cancel()
 
@@ -91,9 +71,9 @@ class GroupService:
     # -- the request path ----------------------------------------------------------------
 
     async def run(self, group_id: str, handler: Callable[[], Result]) -> Any:
-        """Runs a coordinator handler under the lock of the group's partition."""
+        """Runs a coordinator handler through the runtime on the group's partition."""
         await self.ready()
-        response = await self.runtime.run(self.partition_for(group_id), handler)
+        response = self.runtime.run(self.partition_for(group_id), handler, self.clock.now_ms())
         self.wake()
         return response
 
@@ -116,16 +96,12 @@ class GroupService:
         entry = None if part is None else part.producer_state.entry(producer_id)
         return None if entry is None else entry.producer_epoch
 
-    async def write_marker(self, partition: int, producer_id: int, commit: bool, write: Callable[[], int]) -> int:
-        """Writes a transaction marker on a __consumer_offsets partition with ``write``
-        (which returns the error code) and, if it was written, completes the producer's
-        pending offsets there, all under the partition's lock: no offset commit of the
-        same partition can come between the marker and its effect."""
-        async with self.runtime.lock(partition):
-            error = write()
-            if error == 0:
-                self.coordinator.replay_marker(producer_id, commit, partition=partition)
-        return error
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now_ms: int) -> None:
+        """A COMMIT/ABORT marker on a __consumer_offsets partition: the runtime appends it
+        and completes the producer's pending offsets there in the same step, so no offset
+        commit comes between the two. Raises ProduceRejected when the marker is fenced."""
+        self.runtime.write_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
 
     def _perform(self, effect) -> None:
         if not isinstance(effect, Reply):
@@ -152,18 +128,11 @@ class GroupService:
                     pass
                 continue
             try:
-                await self.poll(self.clock.now_ms())
+                self.poll(self.clock.now_ms())
             except Exception:
                 log.exception("group coordinator timers failed")
                 await self.clock.sleep(1)
             await self.clock.sleep(0.001)  # a timer that failed to move cannot spin the loop
 
-    async def poll(self, now: int) -> None:
-        for p in sorted(self.coordinator.owned_partitions()):
-            async with self.runtime.lock(p):
-                results = self.coordinator.poll(now, partition=p)
-                for result in results:
-                    self.runtime.append(p, result.records)
-            for result in results:
-                for effect in result.effects:
-                    self._perform(effect)
+    def poll(self, now: int) -> None:
+        self.runtime.run_timers(lambda p: self.coordinator.poll(now, partition=p), now)

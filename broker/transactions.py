@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
-from broker.coordinator_runtime import CoordinatorRuntime
+from broker.coordinator_topic import CoordinatorTopic
 from broker.markers import MarkerSender
 from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
@@ -48,16 +48,17 @@ class TransactionService:
         self.markers = MarkerSender(cluster, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
-        self.runtime = CoordinatorRuntime(
+        self.topic = CoordinatorTopic(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
             {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
             self.coordinator, cluster, node_id, self._perform,
         )
+        self.runtime = self.topic.runtime
 
     def ensure_ready(self) -> None:
         """Creates and loads __transaction_state on first use: a broker that never sees a
         transaction never pays for its 50 partitions."""
-        self.runtime.start()
+        self.topic.start()
 
     def _perform(self, effect) -> None:
         if isinstance(effect, SendMarkers):
@@ -66,24 +67,26 @@ class TransactionService:
             raise TypeError(f"unknown transaction coordinator effect {effect!r}")
 
     async def _markers_written(self, m: SendMarkers) -> None:
+        """The marker sender's completion: an event for the runtime like any request."""
         partition = self.coordinator.partition_for(m.transactional_id)
-        await self.runtime.run(partition, lambda: self.coordinator.markers_written(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.clock.now_ms(), m.coordinator_epoch))
+        self.runtime.run(partition, lambda: self.coordinator.markers_written(
+            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.clock.now_ms(),
+            m.coordinator_epoch), self.clock.now_ms())
         completed = self._completions.pop(m.transactional_id, None)
         if completed is not None:
             completed.set()
 
     async def run(self, transactional_id: str | None, handler):
-        """Runs a coordinator handler under the lock of the id's partition.
+        """Runs a coordinator handler through the runtime on the id's partition.
 
         An answer of CONCURRENT_TRANSACTIONS while the id's markers are being written
         is held until they are (at most MARKER_WAIT_S) and the request is then run
         again: the client would retry anyway, and librdkafka and the Java client back
         off 20 ms or more before they do, which is most of a commit's latency.
         """
-        self.runtime.start()
+        self.topic.start()
         partition = self.coordinator.partition_for(transactional_id or "")
-        response = await self.runtime.run(partition, handler)
+        response = self.runtime.run(partition, handler, self.clock.now_ms())
         if getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
             return response
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
@@ -92,7 +95,7 @@ class TransactionService:
                 await self.clock.wait_for(completed.wait(), MARKER_WAIT_S)
             except asyncio.TimeoutError:
                 return response
-        return await self.runtime.run(partition, handler)
+        return self.runtime.run(partition, handler, self.clock.now_ms())
 
     def _markers_pending(self, transactional_id: str) -> bool:
         md = self.coordinator.transaction_metadata(transactional_id)
@@ -113,29 +116,18 @@ class TransactionService:
             return None
         return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
 
-    # -- timers ------------------------------------------------------------------------
-    async def abort_timed_out(self) -> None:
-        for p, result in await self._run_timer(self.coordinator.abort_timed_out_transactions):
+    # -- timers: events for the runtime ------------------------------------------------
+
+    def abort_timed_out(self) -> None:
+        now = self.clock.now_ms()
+        for _, result in self.runtime.run_timers(
+                lambda p: self.coordinator.abort_timed_out_transactions(now, partition=p), now):
             log.info("aborting timed-out transaction %s", log_codec.decode_key(result.records[0].key))
-            for effect in result.effects:
-                self._perform(effect)
 
-    async def expire_ids(self) -> None:
-        await self._run_timer(self.coordinator.expire_transactional_ids)
-
-    async def _run_timer(self, handler) -> list[tuple[int, object]]:
-        """Runs a timer handler partition by partition, each under its lock, and appends
-        its records; returns the results so the caller can act on their effects."""
-        done = []
-        for p in sorted(self.coordinator.owned_partitions()):
-            async with self.runtime.lock(p):
-                results = handler(self.clock.now_ms(), partition=p)
-                for r in results:
-                    self.runtime.append(p, r.records)
-            done += [(p, r) for r in results]
-        return done
+    def expire_ids(self) -> None:
+        now = self.clock.now_ms()
+        self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
 
     async def close(self) -> None:
-        self.runtime.stop_loading()
+        self.topic.stop_loading()
         await self.markers.close()
-

@@ -3,8 +3,8 @@ each listed partition and ends the producer's transaction there (LSO moves, abor
 index grows). Fenced markers (older producer or coordinator epoch) are refused.
 
 A marker on a __consumer_offsets partition also decides the producer's pending
-transactional offsets there; the group service writes it under that partition's lock
-so that no offset commit comes between the marker and its effect."""
+transactional offsets there: it goes through the group coordinator's runtime, which
+appends it and completes those offsets in one step."""
 
 from broker.errors import code
 from broker.partition import ProduceRejected
@@ -14,24 +14,18 @@ API_KEY = 27
 
 
 def _write(ctx, marker, topic: str, index: int, now: int):
-    part = ctx.cluster.partition(topic, index)
-    if part is None:
-        return code("UNKNOWN_TOPIC_OR_PARTITION")
-    if ctx.cluster.leader_of(topic, index) != ctx.connection.node_id:
-        return code("NOT_LEADER_OR_FOLLOWER")
+    part, error = ctx.led_partition(topic, index)
+    if error is not None:
+        return code(error)
+    args = (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch, now)
     try:
-        part.write_marker(marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                          marker.coordinator_epoch, now)
+        if topic == CONSUMER_OFFSETS:  # an event of the group coordinator's runtime
+            ctx.broker.groups.write_marker(index, *args)
+        else:
+            part.write_marker(*args)
     except ProduceRejected as e:
         return code(e.error_name)
     return 0
-
-
-async def _write_one(ctx, marker, topic: str, index: int, now: int):
-    if topic != CONSUMER_OFFSETS:
-        return _write(ctx, marker, topic, index, now)
-    return await ctx.broker.groups.write_marker(index, marker.producer_id, marker.transaction_result,
-                                                lambda: _write(ctx, marker, topic, index, now))
 
 
 async def handle(ctx, request):
@@ -39,7 +33,7 @@ async def handle(ctx, request):
     markers = []
     for marker in request.markers:
         topics = [{"name": t.name, "partitions": [
-            {"partition_index": i, "error_code": await _write_one(ctx, marker, t.name, i, now)}
+            {"partition_index": i, "error_code": _write(ctx, marker, t.name, i, now)}
             for i in t.partition_indexes]} for t in marker.topics]
         markers.append({"producer_id": marker.producer_id, "topics": topics})
     return {"markers": markers}

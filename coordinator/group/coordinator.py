@@ -81,6 +81,7 @@ class GroupConfig:
 
 @dataclass(slots=True)
 class _Partition:
+    coordinator_epoch: int = 0
     loading: bool = True
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     offsets: OffsetStore = field(default_factory=OffsetStore)
@@ -110,25 +111,31 @@ class GroupCoordinator:
     def loading_partitions(self) -> frozenset[int]:
         return frozenset(p for p, s in self._partitions.items() if s.loading)
 
-    def load_partition(self, partition: int) -> None:
+    def load_partition(self, partition: int, coordinator_epoch: int = 0) -> None:
         """Become coordinator for ``partition``: forget what was held; replay comes next."""
-        self._partitions[partition] = _Partition()
+        self._partitions[partition] = _Partition(coordinator_epoch)
 
-    def finish_loading(self, partition: int, now_ms: int) -> None:
+    def coordinator_epoch(self, partition: int) -> int | None:
+        state = self._partitions.get(partition)
+        return None if state is None else state.coordinator_epoch
+
+    def finish_loading(self, partition: int, now_ms: int) -> list[Result]:
         """Serve the partition. Loaded members get a full session to send a heartbeat."""
         state = self._partitions[partition]
         state.loading = False
         for group in state.groups.values():
             for member in group.members.values():
                 member.session_deadline_ms = now_ms + member.session_timeout_ms
+        return []
 
-    def unload_partition(self, partition: int) -> Result:
+    def unload_partition(self, partition: int) -> list[Result]:
+        """Forget the partition; parked JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
         state = self._partitions.pop(partition, None)
         out = Outcome()
         if state is not None:
             for group in state.groups.values():
                 self._rebalancer.unload(group, out)
-        return out.result()
+        return [out.result()]
 
     def group(self, group_id: str) -> ClassicGroup | None:
         state = self._partitions.get(self.partition_for(group_id))
@@ -144,13 +151,14 @@ class GroupCoordinator:
 
     # -- replay --------------------------------------------------------------------------
 
+    # Group metadata records are replayed in order into live groups: load replays all.
+    replays_latest_record_per_key = False
+
     def replay(
-        self, record: CoordinatorRecord, offset: int, timestamp_ms: int,
-        producer_id: int = NO_PRODUCER_ID, transactional: bool = False,
+        self, record: CoordinatorRecord, offset: int, timestamp_ms: int, producer_id: int = NO_PRODUCER_ID,
     ) -> None:
-        """Applies one record; ``producer_id``/``transactional`` describe its batch."""
-        if isinstance(record, TransactionalOffsetRecord) and producer_id == NO_PRODUCER_ID:
-            producer_id, transactional = record.producer_id, True
+        """Applies one record; ``producer_id``: of its transactional batch (an offset
+        commit that stays pending until that producer's marker)."""
         try:
             key = log_codec.decode_key(record.key)
         except log_codec.UnknownKeyVersion:
@@ -159,11 +167,12 @@ class GroupCoordinator:
         if state is None:
             return  # the partition is not ours (any more)
         if isinstance(key, log_codec.OffsetCommitKey):
-            self._replay_offset(state, key, record.value, offset, producer_id if transactional else None)
+            self._replay_offset(state, key, record.value, offset,
+                                None if producer_id == NO_PRODUCER_ID else producer_id)
         else:
             self._replay_group(state, key.group, record.value, timestamp_ms)
 
-    def replay_marker(self, producer_id: int, commit: bool, *, partition: int) -> None:
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of ``producer_id`` reached ``partition``."""
         state = self._partitions.get(partition)
         if state is not None:

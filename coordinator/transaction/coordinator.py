@@ -79,7 +79,7 @@ def _fenced_error(api_version: int, first_version_with_producer_fenced: int) -> 
 class TransactionCoordinator:
     # Each __transaction_state record holds its id's whole state, so a loader may replay
     # only the newest record per key.
-    LATEST_RECORD_PER_KEY_IS_STATE = True
+    replays_latest_record_per_key = True
 
     def __init__(self, config: TransactionConfig, producer_ids: ProducerIdAllocator) -> None:
         self.config = config
@@ -122,7 +122,7 @@ class TransactionCoordinator:
         """Become coordinator for ``partition``: forget anything held, replay comes next."""
         self._partitions[partition] = _PartitionState(coordinator_epoch)
 
-    def finish_loading(self, partition: int) -> list[Result]:
+    def finish_loading(self, partition: int, now_ms: int = 0) -> list[Result]:
         """Serve the partition; roll forward transactions found half-completed."""
         state = self._partitions[partition]
         state.loading = False
@@ -133,10 +133,21 @@ class TransactionCoordinator:
             if md.state.is_prepare
         ]
 
-    def unload_partition(self, partition: int) -> None:
+    def unload_partition(self, partition: int) -> list[Result]:
+        """Forget the partition; markers already being sent still finish (their
+        completion is then ignored: the partition's new coordinator rolls forward)."""
         self._partitions.pop(partition, None)
+        return []
 
-    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int) -> None:
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """__transaction_state holds no transactions of its own: never called."""
+
+    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int,
+               producer_id: int = NO_PRODUCER_ID) -> None:
+        """Applies one record. ``last_producer_epoch`` is the one field Kafka keeps in
+        memory only: the records the runtime appends carry it (a TransactionLogRecord),
+        records read back from disk do not, so a KIP-360 retry that spans a coordinator
+        move is fenced, as on Kafka."""
         try:
             transactional_id = log_codec.decode_key(record.key)
         except log_codec.UnknownKeyVersion:

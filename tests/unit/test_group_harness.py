@@ -1,12 +1,12 @@
-"""A tiny in-test runtime for GroupCoordinator: appends each Result's records to an
-in-memory log (increasing offsets), replays them, collects Reply effects, and moves a
-fake clock through the coordinator's deadlines. ``restart`` rebuilds a coordinator
-from the log as a broker would at start-up."""
+"""GroupCoordinator driven by the real coordinator runtime over an in-memory log: each
+handler's Result goes through ``CoordinatorRuntime.apply`` (append, replay, effects),
+timers through ``run_timers`` as a fake clock passes the coordinator's deadlines, and
+markers through ``write_marker``. ``restart`` loads a new coordinator from a copy of
+the log, as a broker does at start-up."""
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any
 
 from coordinator.group import (
@@ -15,83 +15,82 @@ from coordinator.group import (
     JoinProtocol,
     Reply,
     SyncAssignment,
-    TransactionalOffsetRecord,
 )
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.records import CoordinatorRecord
+from coordinator.runtime import CoordinatorRuntime, InMemoryLog
+from protocol.record_codec import decode_records
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100)
 RANGE = (JoinProtocol("range", b"range-sub"),)
 
 
-@dataclass(frozen=True)
-class Entry:
-    record: CoordinatorRecord | None  # None: a transaction marker
-    producer_id: int = -1
-    transactional: bool = False
-    commit: bool = False
+class RecordingLog(InMemoryLog):
+    """An in-memory log that also lists the records appended to it, in order."""
+
+    def __init__(self, partitions: dict | None = None) -> None:
+        super().__init__()
+        self.partitions = {p: list(batches) for p, batches in (partitions or {}).items()}
+        self.appended: list[CoordinatorRecord] = []
+
+    def append(self, partition, batch, now_ms):
+        base_offset = super().append(partition, batch, now_ms)
+        if not batch.is_control:
+            self.appended += [CoordinatorRecord(r.key, r.value) for r in decode_records(batch)]
+        return base_offset
 
 
 class Runtime:
-    def __init__(self, config: GroupConfig = CONFIG, now_ms: int = 1_000, log: list[Entry] | None = None) -> None:
+    def __init__(self, config: GroupConfig = CONFIG, now_ms: int = 1_000, log: RecordingLog | None = None) -> None:
         self.config = config
         self.now = now_ms
         self._ids = itertools.count(1)
         self.coordinator = GroupCoordinator(config, new_member_uuid=lambda: f"u{next(self._ids)}")
-        self.log: list[Entry] = []
+        self.log = log or RecordingLog()
         self.replies: dict[Any, Any] = {}
-        self.appended: list[CoordinatorRecord] = []
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform)
         for p in range(config.offsets_topic_num_partitions):
-            self.coordinator.load_partition(p)
-        for entry in log or []:
-            self._append(entry)
+            self.runtime.begin_load(p, 0)
         for p in range(config.offsets_topic_num_partitions):
-            self.coordinator.finish_loading(p, now_ms)
+            self.runtime.load(p, now_ms)
 
-    def _append(self, entry: Entry) -> None:
-        offset = len(self.log)
-        self.log.append(entry)
-        if entry.record is None:
-            self.coordinator.replay_marker(entry.producer_id, entry.commit, partition=0)
-        else:
-            self.coordinator.replay(entry.record, offset, self.now, entry.producer_id, entry.transactional)
+    @property
+    def appended(self) -> list[CoordinatorRecord]:
+        return self.log.appended
 
-    def apply(self, result: Result) -> Any:
-        for record in result.records:
-            self.appended.append(record)
-            if isinstance(record, TransactionalOffsetRecord):
-                # What a broker reads back from disk: plain bytes plus the batch header.
-                plain = CoordinatorRecord(record.key, record.value)
-                self._append(Entry(plain, record.producer_id, True))
-            else:
-                self._append(Entry(record))
-        for effect in result.effects:
-            assert isinstance(effect, Reply)
-            assert effect.reply_to not in self.replies, f"answered twice: {effect.reply_to}"
-            self.replies[effect.reply_to] = effect.response
-        return result.response
+    def _perform(self, effect: Any) -> None:
+        assert isinstance(effect, Reply)
+        assert effect.reply_to not in self.replies, f"answered twice: {effect.reply_to}"
+        self.replies[effect.reply_to] = effect.response
 
     def call(self, handler: str, **kwargs: Any) -> Any:
         if handler in ("join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "txn_offset_commit"):
             kwargs.setdefault("now_ms", self.now)
-        result = getattr(self.coordinator, handler)(**kwargs)
-        response = self.apply(result)
+        group_id = kwargs["group_id"] if "group_id" in kwargs else (list(kwargs["group_ids"]) or [""])[0]
+        partition = self.coordinator.partition_for(group_id)
+        response = self.runtime.run(partition, lambda: getattr(self.coordinator, handler)(**kwargs), self.now)
         if response is not None and "reply_to" in kwargs:
             self.replies[kwargs["reply_to"]] = response
         return response
 
-    def marker(self, producer_id: int, commit: bool) -> None:
-        self._append(Entry(None, producer_id, commit=commit))
+    def marker(self, producer_id: int, commit: bool, partition: int = 0) -> None:
+        self.runtime.write_marker(partition, producer_id, 0, commit, 0, self.now)
+
+    def unload(self, partition: int) -> None:
+        self.runtime.unload(partition)
+
+    def load(self, partition: int, coordinator_epoch: int = 0) -> None:
+        self.runtime.begin_load(partition, coordinator_epoch)
+        self.runtime.load(partition, self.now)
 
     def advance(self, ms: int) -> None:
         target = self.now + ms
         while (deadline := self.coordinator.next_deadline()) is not None and deadline <= target:
             self.now = max(self.now, deadline)
-            for result in self.coordinator.poll(self.now):
-                self.apply(result)
+            self.runtime.run_timers(lambda p: self.coordinator.poll(self.now, partition=p), self.now)
         self.now = target
 
     def restart(self, config: GroupConfig | None = None) -> Runtime:
-        return Runtime(config or self.config, self.now, list(self.log))
+        return Runtime(config or self.config, self.now, RecordingLog(self.log.partitions))
 
     # -- request helpers -------------------------------------------------------------------
 

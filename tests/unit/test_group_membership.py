@@ -383,9 +383,9 @@ def test_coordinator_placement_errors():
     rt = Runtime(GroupConfig(offsets_topic_num_partitions=3))
     coordinator = rt.coordinator
     p = coordinator.partition_for("g")
-    coordinator.unload_partition(p)
+    rt.unload(p)
     assert rt.join("x").error_code is E.not_coordinator
-    coordinator.load_partition(p)
+    rt.runtime.begin_load(p, 1)
     assert rt.join("x").error_code is E.coordinator_load_in_progress
     assert rt.heartbeat("m", 1) is E.coordinator_load_in_progress
     assert rt.sync("x", "m", 1).error_code is E.coordinator_load_in_progress
@@ -393,7 +393,7 @@ def test_coordinator_placement_errors():
         is E.coordinator_load_in_progress
     assert coordinator.describe_groups(["g"]).groups[0].error_code is E.coordinator_load_in_progress
     assert coordinator.list_groups().error_code is E.coordinator_load_in_progress
-    coordinator.finish_loading(p, rt.now)
+    rt.runtime.load(p, rt.now)
     assert rt.join("x").error_code is E.member_id_required
 
 
@@ -401,8 +401,8 @@ def test_unloading_answers_parked_requests_with_not_coordinator():
     rt = Runtime()
     a = rt.join("a0").member_id
     rt.join("a1", member_id=a)
-    result = rt.coordinator.unload_partition(0)
-    assert [(r.reply_to, r.response.error_code) for r in result.effects] == [("a1", E.not_coordinator)]
+    rt.unload(0)
+    assert rt.replies["a1"].error_code is E.not_coordinator
     assert rt.coordinator.next_deadline() is None
 
 
@@ -546,15 +546,15 @@ def test_unloading_answers_parked_syncs_too():
     rt.join("b1", member_id=b)
     rt.advance(200)
     rt.sync("bs", b, 1)
-    result = rt.coordinator.unload_partition(0)
-    assert [(r.reply_to, r.response.error_code) for r in result.effects] == [("bs", E.not_coordinator)]
+    rt.unload(0)
+    assert "as" not in rt.replies and rt.replies["bs"].error_code is E.not_coordinator
 
 
 def test_more_placement_errors():
     rt = Runtime(GroupConfig(offsets_topic_num_partitions=3))
     coordinator = rt.coordinator
     assert rt.call("leave_group", group_id="", members=[], api_version=3).error_code is E.invalid_group_id
-    coordinator.unload_partition(coordinator.partition_for("g"))
+    rt.unload(coordinator.partition_for("g"))
     deleted = rt.call("delete_groups", group_ids=["g"])
     assert deleted.results[0].error_code is E.not_coordinator
     assert rt.call("offset_delete", group_id="g", topics=[]).error_code is E.not_coordinator

@@ -103,9 +103,9 @@ def test_commit_errors_for_every_partition():
     rt = Runtime(GroupConfig(offsets_topic_num_partitions=2))
     offsets = [OffsetToCommit("t", 0, 1), OffsetToCommit("u", 2, 1)]
     assert commit(rt, offsets, group="") == [("t", 0, E.invalid_group_id), ("u", 2, E.invalid_group_id)]
-    rt.coordinator.load_partition(rt.coordinator.partition_for("g"))
+    rt.runtime.begin_load(rt.coordinator.partition_for("g"), 1)
     assert {e for _t, _p, e in commit(rt, offsets)} == {E.coordinator_load_in_progress}
-    rt.coordinator.unload_partition(rt.coordinator.partition_for("g"))
+    rt.unload(rt.coordinator.partition_for("g"))
     assert {e for _t, _p, e in commit(rt, offsets)} == {E.not_coordinator}
     assert fetch(rt)[0] is E.not_coordinator
     assert rt.appended == []

@@ -2,7 +2,7 @@
 
 from kio.schema.errors import ErrorCode as E
 
-from coordinator.group import OffsetFetchGroup, OffsetToCommit, TransactionalOffsetRecord
+from coordinator.group import OffsetFetchGroup, OffsetToCommit
 from coordinator.group import log_codec
 from tests.unit.test_group_harness import Runtime
 
@@ -28,9 +28,9 @@ def fetched(rt, tp=("t", 0), require_stable=True, group="g"):
 def test_pending_until_commit_marker():
     rt = Runtime()
     assert txn_commit(rt, [OffsetToCommit("t", 0, 10, 1, "m")]) == [("t", 0, E.none)]
+    batch = rt.log.batches(0)[-1]  # a transactional batch of the producer
+    assert batch.is_transactional and (batch.producer_id, batch.producer_epoch) == (PID, EPOCH)
     record = rt.appended[-1]
-    assert isinstance(record, TransactionalOffsetRecord)
-    assert (record.producer_id, record.producer_epoch) == (PID, EPOCH)
     assert record.key == log_codec.encode_offset_commit_key("g", "t", 0)
     assert fetched(rt) == (-1, E.unstable_offset_commit)
     assert fetched(rt, require_stable=False) == (-1, E.none)  # not visible yet
@@ -132,9 +132,9 @@ def test_txn_commit_errors():
     rt = Runtime()
     assert txn_commit(rt, [OffsetToCommit("t", 0, 1)], 1, "m") == [("t", 0, E.illegal_generation)]
     assert txn_commit(rt, [OffsetToCommit("t", 0, 1)], group="") == [("t", 0, E.invalid_group_id)]
-    rt.coordinator.unload_partition(0)
+    rt.unload(0)
     assert txn_commit(rt, [OffsetToCommit("t", 0, 1)]) == [("t", 0, E.not_coordinator)]
-    rt.coordinator.load_partition(0)
+    rt.runtime.begin_load(0, 1)
     assert txn_commit(rt, [OffsetToCommit("t", 0, 1)]) == [("t", 0, E.coordinator_load_in_progress)]
     assert rt.appended == []
 
@@ -154,8 +154,8 @@ def test_replay_rebuilds_pending_offsets_and_their_markers():
     assert fetched(restarted, ("t", 2)) == (3, E.none)
 
 
-def test_replay_without_the_transactional_flag_is_a_plain_commit():
+def test_replay_outside_a_transactional_batch_is_a_plain_commit():
     rt = Runtime()
     record = log_codec.offset_commit_record("g", "t", 0, log_codec.OffsetCommitValue(7, "", 0))
-    rt.coordinator.replay(record, 0, 0, producer_id=PID, transactional=False)
+    rt.coordinator.replay(record, 0, 0)
     assert fetched(rt) == (7, E.none)

@@ -1,8 +1,8 @@
 """TransactionCoordinator, transaction version 1.
 
 Cases follow Kafka's TransactionCoordinatorTest and TransactionStateManagerTest (names in
-snake_case). The harness drives the coordinator the way the runtime does: a handler's
-records are "appended" by replaying them with increasing offsets; dropping a Result
+snake_case). The harness drives the coordinator through the real runtime over an
+in-memory log: ``h.append(result)`` commits a handler's result; dropping a Result
 instead is an append that failed.
 """
 
@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord, Result
+from coordinator.runtime import CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import (
     SendMarkers,
     TransactionConfig,
@@ -52,32 +53,43 @@ class Counter:
 
 
 class Harness:
+    """The coordinator under the real runtime, over an in-memory log: ``append`` commits
+    a handler's Result (append, replay, effects), ``seed`` commits a record of a given
+    state, ``reload`` unloads a partition and loads it back from the log."""
+
     def __init__(self, config=TransactionConfig(), first_pid=100, coordinator_epoch=7):
         self.pids = Counter(first_pid)
         self.coordinator = TransactionCoordinator(config, self.pids)
         self.coordinator_epoch = coordinator_epoch
-        self.offset = 0
+        self.log = InMemoryLog()
+        self.effects = []
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self.effects.append)
 
     def own(self, *transactional_ids, epoch=None):
         for tid in transactional_ids or (TID,):
             p = self.coordinator.partition_for(tid)
             if p not in self.coordinator.owned_partitions():
-                self.coordinator.load_partition(p, epoch or self.coordinator_epoch)
-                self.coordinator.finish_loading(p)
+                self.runtime.begin_load(p, epoch or self.coordinator_epoch)
+                self.runtime.load(p, NOW)
         return self
 
+    def reload(self, partition, coordinator_epoch):
+        """The partition moves away and back: its state is rebuilt from the log."""
+        self.runtime.unload(partition)
+        self.runtime.begin_load(partition, coordinator_epoch)
+        self.effects.clear()
+        self.runtime.load(partition, NOW)
+        return list(self.effects)
+
     def append(self, result):
-        for record in result.records:
-            self.coordinator.replay(record, self.offset, NOW)
-            self.offset += 1
+        partition = self.coordinator.partition_of(result.records[0]) if result.records else 0
+        self.runtime.apply(partition, result, NOW)
         return result
 
     def seed(self, md):
-        self.coordinator.replay(
-            TransactionLogRecord(encode_key(md.transactional_id),
-                                 encode_value(value_from_metadata(md)), md.last_producer_epoch),
-            self.offset, NOW)
-        self.offset += 1
+        record = TransactionLogRecord(encode_key(md.transactional_id), encode_value(value_from_metadata(md)),
+                                      md.last_producer_epoch)
+        self.runtime.apply(self.coordinator.partition_for(md.transactional_id), Result(records=(record,)), NOW)
         return md
 
     def md(self, tid=TID):
@@ -333,12 +345,8 @@ def test_kip360_retry_spanning_a_coordinator_move_is_fenced():
     # Kafka does not persist the last epoch, so after a reload the retry cannot be recognized.
     h = owned(meta(S.EMPTY, epoch=10))
     bump = h.append(h.init_producer_id(TID, TIMEOUT, PID, 10, INIT_V, NOW))
-    p = h.partition_for(TID)
-    h.unload_partition(p)
-    h.load_partition(p, 8)
-    for record in bump.records:
-        h.replay(CoordinatorRecord(record.key, record.value), 0, NOW)  # as read from disk
-    h.finish_loading(p)
+    assert bump.response == InitProducerIdResponse(E.none, PID, 11)
+    h.reload(h.partition_for(TID), 8)  # the bump's record is read back from the log
     assert h.init_producer_id(TID, TIMEOUT, PID, 10, INIT_V, NOW).response.error is E.producer_fenced
     assert h.init_producer_id(TID, TIMEOUT, PID, 11, INIT_V, NOW).response == InitProducerIdResponse(E.none, PID, 12)
 

@@ -1,0 +1,234 @@
+"""Drives a coordinator state machine over its compacted topic's partitions, sans-IO.
+
+Every change to a coordinator's state enters here, as one of four events, and takes
+the same path: the state machine returns a ``Result``, its records are appended to the
+partition as one batch (per producer), and the very records appended are replayed,
+through the code that rebuilds the state at load. Then the effects are handed to the
+broker. The events:
+
+- ``run``: a request handler (JoinGroup, EndTxn, InitProducerId, ...);
+- ``run_timers``: a timer firing on every partition served (transaction timeouts,
+  transactional-id expiration, group session/rebalance deadlines, offset expiration);
+- ``write_marker``: a COMMIT/ABORT marker reaching a coordinator partition (the group
+  coordinator's transactional offsets complete with it);
+- ``load`` / ``unload``: the partition moving here (replay the log, with the
+  coordinator epoch of the move) or away.
+
+Records a producer's transaction owns (the group coordinator's transactional offset
+commits carry ``producer_id``/``producer_epoch``) go in a transactional batch of that
+producer, so the partition's producer state opens the transaction and its marker
+closes it. ``replay`` gets the batch's producer id for them, whether the record was
+appended just now or read back at load.
+
+The runtime takes ``now`` as an argument and does no I/O of its own: the log is a
+``CoordinatorLog`` (the broker's partitions, or a list in memory for unit tests), and
+effects go to the ``perform`` callback the broker gives it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from coordinator.records import CoordinatorRecord, Result
+from protocol.record_codec import (
+    CONTROL_TYPE_COMMIT,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    read_control_record,
+)
+from protocol.records import InvalidBatch, RecordBatch
+
+log = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+
+
+class CoordinatorLog(Protocol):
+    """A coordinator topic's partitions, as the runtime reads and writes them."""
+
+    def append(self, partition: int, batch: RecordBatch, now_ms: int) -> int:
+        """Appends a batch; returns its base offset."""
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now_ms: int) -> None:
+        """Appends a COMMIT/ABORT marker; raises if the partition refuses it (fenced)."""
+
+    def batches(self, partition: int) -> Iterable[RecordBatch]:
+        """Every batch of the partition, in offset order."""
+
+
+class StateMachine(Protocol):
+    """What the runtime needs of a coordinator; both coordinators implement it."""
+
+    # True when each record holds its key's whole state, so that load may replay only
+    # the newest record of each key (the state is the same, the work is not).
+    replays_latest_record_per_key: bool
+
+    def load_partition(self, partition: int, coordinator_epoch: int) -> None:
+        """Become coordinator of ``partition``, marked loading: replay comes next."""
+
+    def finish_loading(self, partition: int, now_ms: int) -> list[Result]:
+        """Serve the partition; the results carry only effects (roll-forwards, replies)."""
+
+    def unload_partition(self, partition: int) -> list[Result]:
+        """Forget the partition (it moved away); the results carry only effects."""
+
+    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int,
+               producer_id: int = NO_PRODUCER_ID) -> None:
+        """Applies one record of the log; ``producer_id``: of its transactional batch."""
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """Applies a COMMIT/ABORT marker of ``producer_id`` on ``partition``."""
+
+    def owned_partitions(self) -> frozenset[int]:
+        """The partitions served (loaded)."""
+
+
+class CoordinatorRuntime:
+    def __init__(self, machine: StateMachine, log: CoordinatorLog, perform: Callable[[Any], None]) -> None:
+        self.machine = machine
+        self.log = log
+        self._perform = perform
+
+    # -- partitions moving here and away -------------------------------------------------
+
+    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
+        """Takes ownership of ``partition``; requests for it get COORDINATOR_LOAD_IN_PROGRESS
+        until ``load`` has replayed it."""
+        self.machine.load_partition(partition, coordinator_epoch)
+
+    def load(self, partition: int, now_ms: int) -> int:
+        """Replays the partition's log and starts serving it; returns the records read."""
+        batches = self.log.batches(partition)
+        if self.machine.replays_latest_record_per_key:
+            count = self._replay_latest_per_key(batches)
+        else:
+            count = sum(self._replay_batch(partition, batch) for batch in batches)
+        self._perform_all(self.machine.finish_loading(partition, now_ms))
+        return count
+
+    def unload(self, partition: int) -> None:
+        """The partition moved away: its state is dropped, parked requests answered."""
+        self._perform_all(self.machine.unload_partition(partition))
+
+    def _replay_latest_per_key(self, batches: Iterable[RecordBatch]) -> int:
+        latest = {}
+        count = 0
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for record in decode_records(batch):
+                latest.pop(record.key, None)  # re-insert so dict order stays log order
+                latest[record.key] = record
+                count += 1
+        for record in latest.values():
+            self.machine.replay(CoordinatorRecord(record.key, record.value), record.offset, record.timestamp)
+        return count
+
+    def _replay_batch(self, partition: int, batch: RecordBatch) -> int:
+        if batch.is_control:
+            try:
+                control_type, _epoch = read_control_record(batch)
+            except InvalidBatch as e:
+                log.warning("skipping control batch at offset %d: %s", batch.base_offset, e)
+                return 0
+            self.machine.replay_marker(partition, batch.producer_id, control_type == CONTROL_TYPE_COMMIT)
+            return 0
+        producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
+        records = decode_records(batch)
+        for record in records:
+            self.machine.replay(CoordinatorRecord(record.key, record.value), record.offset, record.timestamp,
+                                producer_id)
+        return len(records)
+
+    # -- events --------------------------------------------------------------------------
+
+    def run(self, partition: int, handler: Callable[[], Result], now_ms: int) -> Any:
+        """A request: runs ``handler`` on the current state, commits its records, hands
+        the effects to the broker and returns the response."""
+        return self.apply(partition, handler(), now_ms)
+
+    def run_timers(self, timer: Callable[[int], list[Result]], now_ms: int) -> list[tuple[int, Result]]:
+        """A timer: ``timer(partition)`` on every partition served, each result committed
+        as a request's is. Returns (partition, result) pairs for the caller's log lines."""
+        done = []
+        for partition in sorted(self.machine.owned_partitions()):
+            for result in timer(partition):
+                self.apply(partition, result, now_ms)
+                done.append((partition, result))
+        return done
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now_ms: int) -> None:
+        """A marker for this coordinator's partition: appended, then replayed as at load.
+        Raises what the log raises when the marker is refused (nothing changes then)."""
+        self.log.write_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        self.machine.replay_marker(partition, producer_id, commit)
+
+    def apply(self, partition: int, result: Result, now_ms: int) -> Any:
+        """Commits a result: append its records, replay them, perform its effects."""
+        self._append(partition, result.records, now_ms)
+        self._perform_all([result])
+        return result.response
+
+    def _append(self, partition: int, records: tuple[CoordinatorRecord, ...], now_ms: int) -> None:
+        """One batch per run of records of the same producer (or of none), each replayed
+        right after its batch is in the log."""
+        for producer, run in itertools.groupby(records, _producer_of):
+            run = list(run)
+            base_offset = self.log.append(partition, RecordBatch(_build(run, producer, now_ms), 0), now_ms)
+            producer_id = NO_PRODUCER_ID if producer is None else producer[0]
+            for i, record in enumerate(run):
+                self.machine.replay(record, base_offset + i, now_ms, producer_id)
+
+    def _perform_all(self, results: Iterable[Result]) -> None:
+        for result in results:
+            for effect in result.effects:
+                self._perform(effect)
+
+
+def _producer_of(record: CoordinatorRecord) -> tuple[int, int] | None:
+    producer_id = getattr(record, "producer_id", None)
+    return None if producer_id is None else (producer_id, record.producer_epoch)
+
+
+def _build(records: list[CoordinatorRecord], producer: tuple[int, int] | None, now_ms: int) -> bytearray:
+    rows = [(r.key, r.value, (), now_ms) for r in records]
+    if producer is None:
+        return build_batch(rows)
+    # Sequence 0, as Kafka's coordinators write it: the partition leader checks no
+    # sequences for its own appends, only the producer epoch.
+    return build_batch(rows, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                       transactional=True)
+
+
+class InMemoryLog:
+    """A ``CoordinatorLog`` kept in a list per partition: what unit tests drive the
+    runtime over. Markers are control batches, as on disk."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[RecordBatch]] = {}
+
+    def append(self, partition: int, batch: RecordBatch, now_ms: int) -> int:
+        batches = self.partitions.setdefault(partition, [])
+        base_offset = batches[-1].last_offset + 1 if batches else 0
+        batch.set_base_offset(base_offset)
+        batches.append(batch)
+        return base_offset
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now_ms: int) -> None:
+        batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        self.append(partition, RecordBatch(batch, 0), now_ms)
+
+    def batches(self, partition: int) -> list[RecordBatch]:
+        return list(self.partitions.get(partition, []))
+
+    def records(self, partition: int) -> list[CoordinatorRecord]:
+        """The non-control records of a partition, as a load would read them."""
+        return [CoordinatorRecord(r.key, r.value) for b in self.batches(partition) if not b.is_control
+                for r in decode_records(b)]
