@@ -1,7 +1,8 @@
 """Producer ids that are never handed out twice, across restarts and crashes.
 
 Like Kafka's block allocation (ProducerIdManager), ids are reserved a block at a
-time: the end of the block is made durable before any id of it is handed out.
+time: the end of the block is made durable before any id of it is handed out, and
+the next block is reserved as soon as one is used up.
 After a restart, crash or clean, allocation resumes at the end of the last reserved
 block; ids of a block that were not handed out are skipped, never repeated.
 
@@ -54,9 +55,24 @@ class ProducerIdAllocator:
         self._block_end = end
         self.blocks_reserved += 1
 
-    def next_producer_id(self) -> int:
+    def peek(self) -> int:
+        """The id the next producer gets (the first block is reserved on first use)."""
         if self._next >= self._block_end:
             self._reserve_block()
-        pid = self._next
+        return self._next
+
+    def taken(self, producer_id: int) -> None:
+        """``producer_id`` (the one ``peek`` gave) is handed out. When that used up the
+        block, the next one is reserved now: the transaction coordinator reports ids as
+        an effect of its InitProducerId, so this is where its file I/O happens."""
+        if producer_id != self._next:
+            raise ValueError(f"producer id {producer_id} taken, but {self._next} was next")
         self._next += 1
-        return pid
+        if self._next >= self._block_end:
+            self._reserve_block()
+
+    def next_producer_id(self) -> int:
+        """Takes an id at once (an idempotent producer's InitProducerId)."""
+        producer_id = self.peek()
+        self.taken(producer_id)
+        return producer_id

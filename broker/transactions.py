@@ -14,7 +14,7 @@ from broker.coordinator_topic import CoordinatorTopic
 from broker.markers import MarkerSender
 from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
-from coordinator.transaction.messages import SendMarkers
+from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
 from protocol.names import TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,8 @@ class TransactionService:
                 transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
                 offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
             ),
-            producer_ids,
         )
+        self.producer_ids = producer_ids
         self.markers = MarkerSender(cluster, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
@@ -63,6 +63,8 @@ class TransactionService:
     def _perform(self, effect) -> None:
         if isinstance(effect, SendMarkers):
             self.markers.send(effect)
+        elif isinstance(effect, ProducerIdTaken):
+            self.producer_ids.taken(effect.producer_id)
         else:
             raise TypeError(f"unknown transaction coordinator effect {effect!r}")
 

@@ -3,7 +3,8 @@
 With a null transactional id any broker answers with a fresh producer id at epoch 0
 (also when a KIP-360 client sends its current id and epoch: Kafka then hands out a new
 id, since nothing else knows that producer). Transactional ids go to the coordinator,
-which persists the new epoch before this answer leaves.
+which persists the new epoch before this answer leaves; it is handed the id a new
+mapping would get and reports whether it took it.
 """
 
 from protocol.messages import ms
@@ -22,6 +23,7 @@ async def handle(ctx, request):
         getattr(request, "producer_epoch", -1),
         ctx.version,
         ctx.clock.now_ms(),
+        ctx.broker.producer_ids.peek(),
     ))
     return {"error_code": response.error, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch}

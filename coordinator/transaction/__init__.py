@@ -1,16 +1,12 @@
 """Transaction coordinator: metadata, state machine, and the __transaction_state codec."""
 
-from coordinator.transaction.coordinator import (
-    ProducerIdAllocator,
-    TransactionConfig,
-    TransactionCoordinator,
-)
-from coordinator.transaction.messages import SendMarkers, TransactionLogRecord
+from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from coordinator.transaction.messages import ProducerIdTaken, SendMarkers, TransactionLogRecord
 from coordinator.transaction.metadata import TransactionMetadata
 from coordinator.transaction.state import TransactionState
 
 __all__ = [
-    "ProducerIdAllocator",
+    "ProducerIdTaken",
     "SendMarkers",
     "TransactionConfig",
     "TransactionCoordinator",

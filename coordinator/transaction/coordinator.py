@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -29,6 +28,7 @@ from coordinator.transaction.messages import (
     InitProducerIdResponse,
     ListedTransaction,
     ListTransactionsResponse,
+    ProducerIdTaken,
     SendMarkers,
     TransactionLogRecord,
     VerifyPartitionsResponse,
@@ -46,10 +46,6 @@ from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 E = ErrorCode
 S = TransactionState
-
-
-class ProducerIdAllocator(Protocol):
-    def next_producer_id(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +77,8 @@ class TransactionCoordinator:
     # only the newest record per key.
     replays_latest_record_per_key = True
 
-    def __init__(self, config: TransactionConfig, producer_ids: ProducerIdAllocator) -> None:
+    def __init__(self, config: TransactionConfig) -> None:
         self.config = config
-        self._producer_ids = producer_ids
         self._partitions: dict[int, _PartitionState] = {}
 
     # -- placement and inspection ------------------------------------------------------
@@ -178,7 +173,11 @@ class TransactionCoordinator:
         producer_epoch: int,
         api_version: int,
         now_ms: int,
+        next_producer_id: int,
     ) -> Result[InitProducerIdResponse]:
+        """``next_producer_id``: the id a new mapping or an id rotation gets. The broker
+        allocates ids (reserving blocks on disk); a Result that used the id says so with
+        a ``ProducerIdTaken`` effect, so an id is consumed only once its record is in."""
         if transactional_id is None:
             raise ValueError("a null transactional id is answered by the broker, not the coordinator")
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -195,7 +194,7 @@ class TransactionCoordinator:
             # A new mapping: a fresh producer id whose first persisted epoch will be 0.
             md = TransactionMetadata(
                 transactional_id=transactional_id,
-                producer_id=self._producer_ids.next_producer_id(),
+                producer_id=next_producer_id,
                 previous_producer_id=NO_PRODUCER_ID,
                 next_producer_id=NO_PRODUCER_ID,
                 producer_epoch=NO_PRODUCER_EPOCH,
@@ -232,7 +231,7 @@ class TransactionCoordinator:
         try:
             if md.is_producer_epoch_exhausted and expected_epoch in (None, md.producer_epoch):
                 new = md.prepare_producer_id_rotation(
-                    self._producer_ids.next_producer_id(), transaction_timeout_ms, now_ms,
+                    next_producer_id, transaction_timeout_ms, now_ms,
                     record_last_epoch=expected_given,
                 )
             else:
@@ -241,9 +240,11 @@ class TransactionCoordinator:
                 )
         except ProducerFenced:
             return _init_error(fenced)
+        taken = (ProducerIdTaken(next_producer_id),) if new.producer_id == next_producer_id else ()
         return Result(
             records=(self._record(new),),
             response=InitProducerIdResponse(E.none, new.producer_id, new.producer_epoch),
+            effects=taken,
         )
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------

@@ -23,6 +23,13 @@ class TransactionLogRecord(CoordinatorRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerIdTaken:
+    """A new producer id is in use: the broker's allocator must never hand it out again."""
+
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class SendMarkers:
     """Write COMMIT/ABORT markers to every partition, then call ``markers_written``."""
 

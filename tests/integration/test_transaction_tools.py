@@ -244,18 +244,13 @@ def _unused_port() -> int:
 # --- the handlers' coordinator errors, in process --------------------------------------
 
 
-class _ProducerIds:
-    def next_producer_id(self) -> int:
-        return 0
-
-
 def _context(coordinator: TransactionCoordinator):
     return SimpleNamespace(broker=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)),
                            clock=SYSTEM_CLOCK)
 
 
 async def test_describe_transactions_errors_per_id():
-    coordinator = TransactionCoordinator(TransactionConfig(), _ProducerIds())
+    coordinator = TransactionCoordinator(TransactionConfig())
     loading_id = "loading-id"
     loading = partition_for(loading_id, TXN_PARTITIONS)
     foreign_id = next(f"id-{i}" for i in range(1000) if partition_for(f"id-{i}", TXN_PARTITIONS) != loading)
@@ -274,7 +269,7 @@ async def test_describe_transactions_errors_per_id():
     (2, "app-.*", False, "NONE"),
 ])
 async def test_list_transactions_errors(version, pattern, loading, error):
-    coordinator = TransactionCoordinator(TransactionConfig(), _ProducerIds())
+    coordinator = TransactionCoordinator(TransactionConfig())
     coordinator.load_partition(0, 0)
     if not loading:
         coordinator.finish_loading(0)

@@ -19,11 +19,12 @@ def test_block_end_is_persisted_before_ids_are_handed_out(tmp_path):
     assert not path.exists()
     assert alloc.next_producer_id() == 0
     assert path.read_text() == "10\n"
-    for _ in range(9):
+    for _ in range(8):
         alloc.next_producer_id()
     assert path.read_text() == "10\n"
-    assert alloc.next_producer_id() == 10
+    assert alloc.next_producer_id() == 9  # the last of the block: the next one is reserved
     assert path.read_text() == "20\n"
+    assert alloc.next_producer_id() == 10
 
 
 def test_one_file_write_per_block(tmp_path, monkeypatch):
@@ -63,7 +64,7 @@ def test_unique_across_simulated_crash(tmp_path):
 def test_crash_between_tmp_write_and_rename_keeps_previous_block(tmp_path):
     path = tmp_path / "producer_ids"
     alloc = ProducerIdAllocator(path, block_size=5)
-    ids = [alloc.next_producer_id() for _ in range(5)]
+    ids = [alloc.next_producer_id() for _ in range(4)]
     # a torn reservation leaves only a stray tmp file behind
     (tmp_path / "producer_ids.tmp").write_text("1")
     reopened = ProducerIdAllocator(path, block_size=5)
@@ -97,3 +98,13 @@ def test_creates_parent_directory(tmp_path):
     alloc = ProducerIdAllocator(tmp_path / "meta" / "producer_ids", block_size=3)
     assert alloc.next_producer_id() == 0
     assert (tmp_path / "meta" / "producer_ids").read_text() == "3\n"
+
+
+def test_peek_then_taken_hands_out_the_peeked_id_once(tmp_path):
+    alloc = ProducerIdAllocator(tmp_path / "producer_ids", block_size=2)
+    assert alloc.peek() == alloc.peek() == 0  # peeking consumes nothing
+    alloc.taken(0)
+    with pytest.raises(ValueError):
+        alloc.taken(0)
+    assert alloc.next_producer_id() == 1
+    assert (tmp_path / "producer_ids").read_text() == "4\n"  # block [2, 4) reserved when [0, 2) ran out

@@ -13,6 +13,7 @@ from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord, Result
 from coordinator.runtime import CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import (
+    ProducerIdTaken,
     SendMarkers,
     TransactionConfig,
     TransactionCoordinator,
@@ -44,12 +45,17 @@ INIT_V, TXN_V = 4, 3  # recent InitProducerId / AddPartitions-EndTxn versions
 
 
 class Counter:
+    """Producer ids as the broker's allocator hands them to the coordinator."""
+
     def __init__(self, start):
         self.next = start
 
-    def next_producer_id(self):
-        value, self.next = self.next, self.next + 1
-        return value
+    def peek(self):
+        return self.next
+
+    def taken(self, producer_id):
+        assert producer_id == self.next
+        self.next += 1
 
 
 class Harness:
@@ -59,11 +65,19 @@ class Harness:
 
     def __init__(self, config=TransactionConfig(), first_pid=100, coordinator_epoch=7):
         self.pids = Counter(first_pid)
-        self.coordinator = TransactionCoordinator(config, self.pids)
+        self.coordinator = TransactionCoordinator(config)
         self.coordinator_epoch = coordinator_epoch
         self.log = InMemoryLog()
         self.effects = []
-        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self.effects.append)
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform)
+
+    def _perform(self, effect):
+        if isinstance(effect, ProducerIdTaken):
+            self.pids.taken(effect.producer_id)
+        self.effects.append(effect)
+
+    def init_producer_id(self, *args):
+        return self.coordinator.init_producer_id(*args, self.pids.peek())
 
     def own(self, *transactional_ids, epoch=None):
         for tid in transactional_ids or (TID,):
@@ -178,7 +192,8 @@ def test_should_init_pid_with_epoch_zero_for_new_transactional_id():
     h = Harness(first_pid=100).own()
     result = pure(h, lambda: h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW))
     assert result.response == InitProducerIdResponse(E.none, 100, 0)
-    assert result.effects == ()
+    assert result.effects == (ProducerIdTaken(100),)  # the id is used once the record is in
+    assert h.pids.next == 100  # not before
     tid, value = only_record(result)
     assert tid == TID
     assert (value.producer_id, value.producer_epoch, value.transaction_status) == (100, 0, S.EMPTY.id)
