@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.storage.log import AppendInfo, LogConfig, PartitionLog
-from broker.storage.producer_state import CompletedTxn, ProducerStateManager, load_latest_snapshot
+from broker.storage.producer_snapshots import load_latest_snapshot, write_snapshot
+from broker.storage.producer_state import CompletedTxn, ProducerStateManager
 from broker.storage.txn_index import AbortedTxnIndex
 from protocol.record_codec import build_control_batch
 from protocol.records import RecordBatch, iter_batches
@@ -131,12 +132,12 @@ class Partition:
         return info
 
     def _snapshot_at_roll(self, new_segment_base: int) -> None:
-        self.producer_state.write_snapshot(self.log.directory, new_segment_base)
+        write_snapshot(self.producer_state, self.log.directory, new_segment_base)
 
     def close(self) -> None:
         self.wake_fetchers()
         try:
-            self.producer_state.write_snapshot(self.log.directory, self.log.log_end_offset)
+            write_snapshot(self.producer_state, self.log.directory, self.log.log_end_offset)
         except OSError:
             log.exception("could not write the producer state snapshot of %s-%d", self.topic, self.index)
         self.aborted.close()

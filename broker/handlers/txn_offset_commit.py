@@ -3,31 +3,19 @@
 They are written to the group's __consumer_offsets partition in a transactional batch
 of the producer and stay pending until its COMMIT or ABORT marker arrives there. v3+
 carry the consumer's generation, member id and instance id, which are checked as an
-OffsetCommit's are (fencing a zombie that fell out of the group). A producer epoch
-older than the one the partition has seen is refused with INVALID_PRODUCER_EPOCH, as
-Kafka's log append refuses it.
+OffsetCommit's are (fencing a zombie that fell out of the group). The group
+coordinator refuses a producer epoch older than the one the partition's log has seen
+(INVALID_PRODUCER_EPOCH, as Kafka's log append does); this handler hands it that epoch.
 """
-
-import dataclasses
 
 from broker.errors import code
 from broker.handlers.partition_errors import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group import OffsetToCommit
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from coordinator.records import Result
-from kio.schema.errors import ErrorCode
 
 API_KEY = 28
 FIRST_VERSION_WITH_MEMBER = 3
-
-
-def _fenced(response):
-    """Every offset that would have been written fails with INVALID_PRODUCER_EPOCH."""
-    return dataclasses.replace(response, topics=tuple(
-        dataclasses.replace(t, partitions=tuple(
-            dataclasses.replace(p, error_code=ErrorCode.invalid_producer_epoch) if p.error_code is ErrorCode.none
-            else p for p in t.partitions))
-        for t in response.topics))
 
 
 async def handle(ctx, request):
@@ -45,17 +33,14 @@ async def handle(ctx, request):
         partition = groups.partition_for(request.group_id)
 
         def commit() -> Result:
-            result = groups.coordinator.txn_offset_commit(
+            return groups.coordinator.txn_offset_commit(
                 transactional_id=request.transactional_id, group_id=request.group_id,
                 producer_id=request.producer_id, producer_epoch=request.producer_epoch,
                 generation_id=request.generation_id if member else -1,
                 member_id=request.member_id if member else "",
                 group_instance_id=request.group_instance_id if member else None,
-                offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms())
-            current = groups.producer_epoch(partition, request.producer_id)
-            if result.records and current is not None and request.producer_epoch < current:
-                return Result(response=_fenced(result.response))
-            return result
+                offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(),
+                newest_producer_epoch=groups.producer_epoch(partition, request.producer_id))
 
         errors.update(partition_errors(await groups.run(request.group_id, commit)))
     return {"topics": errors_by_topic(partitions, errors)}

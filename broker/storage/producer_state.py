@@ -1,7 +1,7 @@
 """Per-partition producer state: idempotent deduplication, sequence and epoch checks,
 open transactions and the first unstable offset.
 
-Sans-IO: time is passed in as ``now_ms``; the only I/O is in the snapshot functions.
+Sans-IO: time is passed in as ``now_ms``; snapshot files are broker/storage/producer_snapshots.py's.
 
 Use on the produce path::
 
@@ -11,7 +11,7 @@ Use on the produce path::
     else: append (assigns offsets), then state.update(batch, now_ms)
 
 Markers: ``check_marker`` before appending a COMMIT/ABORT batch, then
-``complete_transaction`` with the offset it got.
+``complete_transaction`` with the offset it got (one check, before the append).
 
 Profiles: the default follows Kafka >= 2.5 (KIP-360: state outlives log truncation,
 an unknown producer may start at any sequence). ``emulate_older_than_2_5`` follows
@@ -24,13 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-
-from broker.storage.files import replace_atomically
-from protocol import crc
 
 from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
 from protocol.records import NO_SEQUENCE, InvalidBatch, RecordBatch
@@ -41,14 +36,6 @@ BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
 NO_PRODUCER_EPOCH = -1
 NO_COORDINATOR_EPOCH = -1
-
-
-class ProducerStateError(Exception):
-    """A marker that cannot be applied; ``error_name`` is the Kafka error to answer."""
-
-    def __init__(self, error_name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = error_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,27 +289,13 @@ class ProducerStateManager:
         coordinator_epoch: int,
         now_ms: int | None = None,
     ) -> CompletedTxn | None:
-        """Applies a COMMIT/ABORT marker appended at ``marker_offset``.
+        """Applies a COMMIT/ABORT marker appended at ``marker_offset`` (``check_marker``
+        accepted it before the append; replay applies stored markers unchecked).
 
         Returns the completed transaction, or None when the producer had none open
         (an empty transaction changes neither the aborted index nor the LSO).
-        Raises ProducerStateError (state unchanged) when the marker is fenced.
         ``now_ms`` refreshes the producer's activity time for expiration.
         """
-        check = self.check_marker(producer_id, producer_epoch, coordinator_epoch)
-        if check.error:
-            raise ProducerStateError(check.error, check.message)
-        return self._apply_marker(producer_id, producer_epoch, marker_offset, commit, coordinator_epoch, now_ms)
-
-    def _apply_marker(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        marker_offset: int,
-        commit: bool,
-        coordinator_epoch: int,
-        now_ms: int | None,
-    ) -> CompletedTxn | None:
         self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
         entry = self._producers.get(producer_id) or ProducerStateEntry(producer_id)
         completed = None
@@ -373,137 +346,17 @@ class ProducerStateManager:
                 log.warning("skipping control batch at offset %d: %s", batch.base_offset, e)
                 continue
             commit = control_type == CONTROL_TYPE_COMMIT
-            completed = self._apply_marker(
+            completed = self.complete_transaction(
                 batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch, now_ms
             )
             if completed is not None and on_completed is not None:
                 on_completed(completed)
 
-    def write_snapshot(self, directory: Path, offset: int) -> Path:
-        """Writes the state as of log offset ``offset`` (the next offset to replay) to
-        ``<20-digit offset>.snapshot``; keeps the newest 2 snapshots."""
-        return write_snapshot(self, directory, offset)
-
-
-# snapshots -------------------------------------------------------------------
-#
-# File <20-digit offset>.snapshot, all integers big-endian:
-#   header : version int16 (=1) | crc uint32 (CRC-32C of everything after the header)
-#   body   : entry_count int32, then per entry
-#            producer_id int64 | producer_epoch int16 | coordinator_epoch int32 |
-#            last_timestamp int64 | current_txn_first_offset int64 (-1 = none) |
-#            batch_count int8, then per batch (oldest first)
-#            first_seq int32 | last_seq int32 | first_offset int64 | last_offset int64 | timestamp int64
-# Unlike Kafka's snapshot (last batch only), all 5 cached batches are kept so
-# duplicate detection survives a restart.
-
-SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
-SNAPSHOTS_TO_KEEP = 2
-_SNAP_HEADER = struct.Struct(">hI")
-_SNAP_COUNT = struct.Struct(">i")
-_SNAP_ENTRY = struct.Struct(">qhiqqb")
-_SNAP_BATCH = struct.Struct(">iiqqq")
-
-
-class CorruptSnapshot(ValueError):
-    pass
-
-
-def snapshot_path(directory: Path, offset: int) -> Path:
-    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
-    """(offset, path) of every snapshot file in ``directory``, oldest first."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    found = []
-    for p in directory.iterdir():
-        stem = p.name[: -len(SNAPSHOT_SUFFIX)]
-        if p.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
-            found.append((int(stem), p))
-    return sorted(found)
-
-
-def encode_snapshot(manager: ProducerStateManager) -> bytes:
-    entries = sorted(manager.entries().values(), key=lambda e: e.producer_id)
-    parts = [_SNAP_COUNT.pack(len(entries))]
-    for e in entries:
-        txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
-        parts.append(
-            _SNAP_ENTRY.pack(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.last_timestamp, txn, len(e.batches))
-        )
-        for b in e.batches:
-            parts.append(_SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp))
-    body = b"".join(parts)
-    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc.crc32c(body)) + body
-
-
-def decode_snapshot(data: bytes, emulate_older_than_2_5: bool = False) -> ProducerStateManager:
-    try:
-        version, stored_crc = _SNAP_HEADER.unpack_from(data, 0)
-        if version != SNAPSHOT_VERSION:
-            raise CorruptSnapshot(f"unknown snapshot version {version}")
-        body = memoryview(data)[_SNAP_HEADER.size :]
-        if crc.crc32c(body) != stored_crc:
-            raise CorruptSnapshot("snapshot CRC mismatch")
-        (count,) = _SNAP_COUNT.unpack_from(body, 0)
-        pos = _SNAP_COUNT.size
-        manager = ProducerStateManager(emulate_older_than_2_5)
-        for _ in range(count):
-            pid, epoch, coord_epoch, last_ts, txn, nbatches = _SNAP_ENTRY.unpack_from(body, pos)
-            pos += _SNAP_ENTRY.size
-            batches = []
-            for _ in range(nbatches):
-                batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
-                pos += _SNAP_BATCH.size
-            manager._producers[pid] = ProducerStateEntry(
-                producer_id=pid,
-                producer_epoch=epoch,
-                batches=tuple(batches),
-                current_txn_first_offset=None if txn < 0 else txn,
-                coordinator_epoch=coord_epoch,
-                last_timestamp=last_ts,
-            )
-        if pos != len(body):
-            raise CorruptSnapshot(f"{len(body) - pos} unexpected trailing bytes")
+    @classmethod
+    def from_entries(cls, entries: Iterable[ProducerStateEntry], map_end_offset: int,
+                     emulate_older_than_2_5: bool = False) -> ProducerStateManager:
+        """A state as a snapshot recorded it (the log is replayed from ``map_end_offset``)."""
+        manager = cls(emulate_older_than_2_5)
+        manager._producers = {e.producer_id: e for e in entries}
+        manager.map_end_offset = map_end_offset
         return manager
-    except struct.error as e:
-        raise CorruptSnapshot(f"snapshot truncated: {e}") from None
-
-
-def write_snapshot(manager: ProducerStateManager, directory: Path, offset: int) -> Path:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = snapshot_path(directory, offset)
-    replace_atomically(path, encode_snapshot(manager))
-    for _, old in list_snapshots(directory)[:-SNAPSHOTS_TO_KEEP]:
-        old.unlink(missing_ok=True)
-    return path
-
-
-def load_latest_snapshot(
-    directory: Path,
-    emulate_older_than_2_5: bool = False,
-    log_end_offset: int | None = None,
-) -> tuple[ProducerStateManager, int] | None:
-    """The newest readable snapshot as (manager, offset), or None.
-
-    A corrupt or truncated snapshot is logged and skipped in favour of the older one.
-    Snapshots beyond ``log_end_offset`` (the log lost its tail) are skipped too.
-    The caller then replays the log from ``offset`` with ``rebuild``.
-    """
-    for offset, path in reversed(list_snapshots(directory)):
-        if log_end_offset is not None and offset > log_end_offset:
-            log.warning("ignoring producer snapshot %s beyond log end offset %d", path, log_end_offset)
-            continue
-        try:
-            manager = decode_snapshot(path.read_bytes(), emulate_older_than_2_5)
-        except (CorruptSnapshot, OSError) as e:
-            log.warning("ignoring unreadable producer snapshot %s: %s", path, e)
-            continue
-        manager.map_end_offset = offset
-        return manager, offset
-    return None

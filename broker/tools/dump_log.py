@@ -22,7 +22,7 @@ import click
 from protocol import crc
 
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
-from broker.storage.producer_state import CorruptSnapshot, decode_snapshot
+from broker.storage.producer_snapshots import CorruptSnapshot, decode_snapshot
 from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value

@@ -398,11 +398,14 @@ class GroupCoordinator:
         self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
         generation_id: int, member_id: str, group_instance_id: str | None,
         offsets: Sequence[OffsetToCommit], api_version: int, now_ms: int,
+        newest_producer_epoch: int | None = None,
     ) -> Result[TxnOffsetCommitResponse]:
         """KIP-447: the offsets stay pending until the producer's marker is replayed.
 
-        The producer epoch is the partition log's to check when it appends the
-        transactional batch (``TransactionalOffsetRecord``), as on Kafka.
+        ``newest_producer_epoch``: the newest epoch of the producer the group's partition
+        has seen (its transactional offset commits and markers), None if none. An older
+        epoch is fenced with INVALID_PRODUCER_EPOCH, as Kafka's log append refuses the
+        batch, after the membership checks.
         """
         if api_version < FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER:
             generation_id, member_id, group_instance_id = NO_GENERATION, "", None
@@ -415,6 +418,10 @@ class GroupCoordinator:
                 error = E.illegal_generation
         if error is not None:
             return Result(response=_offset_errors(offsets, lambda _o: error))
+        fenced = newest_producer_epoch is not None and producer_epoch < newest_producer_epoch
+        if fenced and any(self._metadata_fits(o) for o in offsets):
+            return Result(response=_offset_errors(offsets, lambda o: (
+                E.invalid_producer_epoch if self._metadata_fits(o) else self._commit_error(o))))
         records = []
         for o in offsets:
             if self._metadata_fits(o):

@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from broker.cli import main
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
-from broker.storage.producer_state import ProducerStateManager, write_snapshot
+from broker.storage.producer_snapshots import write_snapshot
+from broker.storage.producer_state import ProducerStateManager
 from broker.storage.txn_index import AbortedTxnIndex
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
 from coordinator.transaction.state import TransactionState

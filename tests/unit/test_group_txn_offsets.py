@@ -159,3 +159,21 @@ def test_replay_outside_a_transactional_batch_is_a_plain_commit():
     record = log_codec.offset_commit_record("g", "t", 0, log_codec.OffsetCommitValue(7, "", 0))
     rt.coordinator.replay(record, 0, 0)
     assert fetched(rt) == (7, E.none)
+
+
+def test_an_older_producer_epoch_than_the_partition_has_seen_is_fenced():
+    rt = Runtime()
+
+    def commit_at(epoch, newest, offsets):
+        response = rt.call(
+            "txn_offset_commit", transactional_id="tx", group_id="g", producer_id=PID, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None, offsets=offsets, api_version=3,
+            newest_producer_epoch=newest)
+        return [(t.name, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
+
+    too_long = OffsetToCommit("t", 1, 5, metadata="x" * 5000)
+    assert commit_at(EPOCH - 1, EPOCH, [OffsetToCommit("t", 0, 5), too_long]) == [
+        ("t", 0, E.invalid_producer_epoch), ("t", 1, E.offset_metadata_too_large)]
+    assert rt.appended == []
+    assert commit_at(EPOCH, EPOCH, [OffsetToCommit("t", 0, 5)]) == [("t", 0, E.none)]
+    assert commit_at(EPOCH - 1, None, [OffsetToCommit("t", 0, 6)]) == [("t", 0, E.none)]  # never seen: no fence
