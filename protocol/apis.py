@@ -126,17 +126,6 @@ class ApiTable:
         r = self.ranges.get(api_key)
         return r is not None and r.accepted_min <= version <= r.max
 
-    def supports_version(self, version: str) -> bool:
-        return version in PROFILE_MAXIMA
-
-    def older_than(self, version: str) -> bool:
-        """True when the profile emulates a release before ``version``."""
-        return _vtuple(self.profile) < _vtuple(version)
-
-
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
 
 def api_name(api_key: int) -> str:
     entry = KAFKA_4_0.get(api_key)

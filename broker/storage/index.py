@@ -47,158 +47,160 @@ def _open_rewritten(path: Path, data: bytes) -> int:
     return os.open(path, _OPEN_FLAGS | os.O_TRUNC, 0o644)
 
 
-class OffsetIndex:
-    """Maps an offset to the file position of a batch at or before it."""
+class _SparseIndex:
+    """Entries of two int columns (``_keys`` strictly increasing), kept in memory and
+    appended to the file one entry at a time. Subclasses name the columns."""
 
-    __slots__ = ("path", "base_offset", "_fd", "_offsets", "_positions")
+    __slots__ = ("path", "base_offset", "_fd", "_keys", "_values")
+    ENTRY: struct.Struct
+    KEY_TYPE: str
+    VALUE_TYPE: str
 
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self._fd = -1
-        self._offsets = array("i")  # relative offsets, strictly increasing
-        self._positions = array("i")  # file positions, strictly increasing
+        self._keys = array(self.KEY_TYPE)
+        self._values = array(self.VALUE_TYPE)
+
+    @classmethod
+    def _read(cls, path: Path, base_offset: int, check) -> _SparseIndex:
+        """Reads an existing file, ``check(previous entry, entry)`` raising CorruptIndex
+        for a bad entry; raises FileNotFoundError or CorruptIndex."""
+        data = _read_file(path)
+        if len(data) % cls.ENTRY.size:
+            raise CorruptIndex(f"{path}: size {len(data)} is not a multiple of {cls.ENTRY.size}")
+        index = cls(path, base_offset)
+        previous = None
+        for entry in cls.ENTRY.iter_unpack(data):
+            check(previous, entry)
+            index._keys.append(entry[0])
+            index._values.append(entry[1])
+            previous = entry
+        index._fd = os.open(path, _OPEN_FLAGS, 0o644)
+        return index
+
+    @classmethod
+    def _write(cls, path: Path, base_offset: int, keys, values) -> _SparseIndex:
+        """Writes a fresh file holding the given entries (replacing any old one)."""
+        index = cls(path, base_offset)
+        index._keys.extend(keys)
+        index._values.extend(values)
+        index._fd = _open_rewritten(path, b"".join(map(cls.ENTRY.pack, index._keys, index._values)))
+        return index
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _append(self, key: int, value: int) -> None:
+        self._keys.append(key)
+        self._values.append(value)
+        os.write(self._fd, self.ENTRY.pack(key, value))
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class OffsetIndex(_SparseIndex):
+    """Maps an offset to the file position of a batch at or before it.
+
+    Keys: offsets relative to the segment's base offset; values: file positions (both
+    strictly increasing)."""
+
+    __slots__ = ()
+    ENTRY, KEY_TYPE, VALUE_TYPE = OFFSET_ENTRY, "i", "i"
 
     @classmethod
     def load(cls, path: Path, base_offset: int, log_size: int, max_relative_offset: int) -> OffsetIndex:
         """Reads an existing file; raises FileNotFoundError or CorruptIndex."""
-        data = _read_file(path)
-        if len(data) % OFFSET_ENTRY.size:
-            raise CorruptIndex(f"{path}: size {len(data)} is not a multiple of {OFFSET_ENTRY.size}")
-        index = cls(path, base_offset)
-        last_offset = last_position = -1
-        for rel, position in OFFSET_ENTRY.iter_unpack(data):
-            if rel <= last_offset or position <= last_position:
+        def check(previous, entry) -> None:
+            rel, position = entry
+            if previous is not None and (rel <= previous[0] or position <= previous[1]):
                 raise CorruptIndex(f"{path}: entries not increasing at relative offset {rel}")
             if position >= log_size or rel > max_relative_offset:
                 raise CorruptIndex(f"{path}: entry ({rel}, {position}) points past the log")
-            index._offsets.append(rel)
-            index._positions.append(position)
-            last_offset, last_position = rel, position
-        index._fd = os.open(path, _OPEN_FLAGS, 0o644)
-        return index
+
+        return cls._read(path, base_offset, check)
 
     @classmethod
     def create(cls, path: Path, base_offset: int, offsets=(), positions=()) -> OffsetIndex:
         """Writes a fresh file holding the given entries (replacing any old one)."""
-        index = cls(path, base_offset)
-        index._offsets.extend(offsets)
-        index._positions.extend(positions)
-        index._fd = _open_rewritten(path, b"".join(map(OFFSET_ENTRY.pack, index._offsets, index._positions)))
-        return index
-
-    def __len__(self) -> int:
-        return len(self._offsets)
+        return cls._write(path, base_offset, offsets, positions)
 
     def entries(self) -> list[tuple[int, int]]:
         """(absolute offset, position) pairs, for tests and dump tools."""
-        return [(self.base_offset + o, p) for o, p in zip(self._offsets, self._positions)]
+        return [(self.base_offset + o, p) for o, p in zip(self._keys, self._values)]
 
     def last_entry(self) -> tuple[int, int] | None:
         """(absolute offset, position) of the newest entry, None if there is none."""
-        if not self._offsets:
+        if not self._keys:
             return None
-        return self.base_offset + self._offsets[-1], self._positions[-1]
+        return self.base_offset + self._keys[-1], self._values[-1]
 
     def append(self, offset: int, position: int) -> None:
-        rel = offset - self.base_offset
-        self._offsets.append(rel)
-        self._positions.append(position)
-        os.write(self._fd, OFFSET_ENTRY.pack(rel, position))
+        self._append(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> int:
         """Position of the last indexed batch whose base offset is <= ``offset`` (0 if none)."""
-        i = bisect_right(self._offsets, offset - self.base_offset) - 1
-        return self._positions[i] if i >= 0 else 0
+        i = bisect_right(self._keys, offset - self.base_offset) - 1
+        return self._values[i] if i >= 0 else 0
 
     def floor_position(self, max_position: int, offset_limit: int | None) -> int:
         """Position of the last indexed batch starting at or before ``max_position``
         whose base offset is below ``offset_limit`` (0 if none)."""
-        i = bisect_right(self._positions, max_position)
+        i = bisect_right(self._values, max_position)
         if offset_limit is not None:
-            i = min(i, bisect_left(self._offsets, offset_limit - self.base_offset))
-        return self._positions[i - 1] if i > 0 else 0
-
-    def flush(self) -> None:
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            i = min(i, bisect_left(self._keys, offset_limit - self.base_offset))
+        return self._values[i - 1] if i > 0 else 0
 
 
-class TimeIndex:
+class TimeIndex(_SparseIndex):
     """Maps a timestamp to an offset at or before the first batch reaching it.
 
     An entry (T, O) says: the largest timestamp in the segment up to this point is T,
     first reached by the batch at offset O. Entries are added only when T grows.
+    Keys: timestamps (strictly increasing); values: relative offsets (non-decreasing).
     """
 
-    __slots__ = ("path", "base_offset", "_fd", "_timestamps", "_offsets")
-
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self._fd = -1
-        self._timestamps = array("q")  # strictly increasing
-        self._offsets = array("i")  # relative, non-decreasing
+    __slots__ = ()
+    ENTRY, KEY_TYPE, VALUE_TYPE = TIME_ENTRY, "q", "i"
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_relative_offset: int) -> TimeIndex:
-        data = _read_file(path)
-        if len(data) % TIME_ENTRY.size:
-            raise CorruptIndex(f"{path}: size {len(data)} is not a multiple of {TIME_ENTRY.size}")
-        index = cls(path, base_offset)
-        last_ts, last_offset = NO_TIMESTAMP, 0
-        for ts, rel in TIME_ENTRY.iter_unpack(data):
+        def check(previous, entry) -> None:
+            ts, rel = entry
+            last_ts, last_offset = previous if previous is not None else (NO_TIMESTAMP, 0)
             if ts <= last_ts or rel < last_offset or rel > max_relative_offset:
                 raise CorruptIndex(f"{path}: bad entry ({ts}, {rel})")
-            index._timestamps.append(ts)
-            index._offsets.append(rel)
-            last_ts, last_offset = ts, rel
-        index._fd = os.open(path, _OPEN_FLAGS, 0o644)
-        return index
+
+        return cls._read(path, base_offset, check)
 
     @classmethod
     def create(cls, path: Path, base_offset: int, timestamps=(), offsets=()) -> TimeIndex:
-        index = cls(path, base_offset)
-        index._timestamps.extend(timestamps)
-        index._offsets.extend(offsets)
-        index._fd = _open_rewritten(path, b"".join(map(TIME_ENTRY.pack, index._timestamps, index._offsets)))
-        return index
-
-    def __len__(self) -> int:
-        return len(self._timestamps)
+        return cls._write(path, base_offset, timestamps, offsets)
 
     def entries(self) -> list[tuple[int, int]]:
-        return [(t, self.base_offset + o) for t, o in zip(self._timestamps, self._offsets)]
+        return [(t, self.base_offset + o) for t, o in zip(self._keys, self._values)]
 
     @property
     def last_timestamp(self) -> int:
-        return self._timestamps[-1] if self._timestamps else NO_TIMESTAMP
+        return self._keys[-1] if self._keys else NO_TIMESTAMP
 
     def last_entry(self) -> tuple[int, int] | None:
-        if not self._timestamps:
+        if not self._keys:
             return None
-        return self._timestamps[-1], self.base_offset + self._offsets[-1]
+        return self._keys[-1], self.base_offset + self._values[-1]
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         if timestamp > self.last_timestamp:
-            rel = offset - self.base_offset
-            self._timestamps.append(timestamp)
-            self._offsets.append(rel)
-            os.write(self._fd, TIME_ENTRY.pack(timestamp, rel))
+            self._append(timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int:
         """Offset of the last entry whose timestamp is <= ``timestamp`` (base offset if none)."""
-        i = bisect_right(self._timestamps, timestamp) - 1
-        return self.base_offset + (self._offsets[i] if i >= 0 else 0)
-
-    def flush(self) -> None:
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        i = bisect_right(self._keys, timestamp) - 1
+        return self.base_offset + (self._values[i] if i >= 0 else 0)
