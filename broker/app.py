@@ -47,7 +47,7 @@ class Broker:
     @property
     def transactions(self):
         if self._transactions is None:
-            from broker.transactions import TransactionService
+            from broker.transaction_service import TransactionService
 
             self._transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id,
                                                     self.producer_ids)
@@ -56,7 +56,7 @@ class Broker:
     @property
     def groups(self):
         if self._groups is None:
-            from broker.groups import GroupService
+            from broker.group_service import GroupService
 
             self._groups = GroupService(self.config, self.cluster, self.servers[0].node_id)
             self._tasks.append(asyncio.create_task(self._groups.run_timers()))

@@ -19,7 +19,7 @@ from broker.config import SETTINGS, BrokerConfig, ConfigError, environment_overr
 class _LazyGroup(click.Group):
     """Imports a tool's module only when its command runs: `serve` starts faster."""
 
-    lazy = {"transactions": "broker.tools.transactions:transactions", "dump-log": "broker.tools.dump_log:dump_log",
+    lazy = {"transactions": "broker.tools.transaction_admin:transactions", "dump-log": "broker.tools.dump_log:dump_log",
             "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck"}
 
     def list_commands(self, ctx):

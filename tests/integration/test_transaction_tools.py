@@ -24,7 +24,7 @@ from broker.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
 from broker.errors import code
 from broker.handlers import describe_transactions, list_transactions
-from broker.tools.transactions import ActiveProducer, Description, hanging, open_transactions
+from broker.tools.transaction_admin import ActiveProducer, Description, hanging, open_transactions
 from coordinator.partitioning import partition_for
 from coordinator.transaction import TransactionConfig, TransactionCoordinator
 from protocol import messages
