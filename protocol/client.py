@@ -141,6 +141,25 @@ class ClientConnection:
 # -- what every client asks first: nodes, leaders, coordinators ---------------------------
 
 
+class InvalidBootstrap(ValueError):
+    def __init__(self, entry: str) -> None:
+        super().__init__(f"invalid bootstrap server entry {entry!r}: expected HOST:PORT")
+        self.entry = entry
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` (IPv6 hosts in brackets) as (host, port) pairs; raises
+    InvalidBootstrap for the first bad entry."""
+    servers = []
+    for entry in bootstrap.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit():
+            raise InvalidBootstrap(entry)
+        servers.append((host, int(port)))
+    return servers
+
+
 @dataclass(frozen=True, slots=True)
 class NodeAddress:
     node_id: int

@@ -32,6 +32,7 @@ from protocol.client import (
     Response,
     find_coordinator_request,
     metadata_request,
+    parse_bootstrap,
     parse_find_coordinator,
     parse_metadata,
 )
@@ -130,20 +131,12 @@ class TxnDescription:
     timeout_ms: int
 
 
-def _parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        host, _, port = item.strip().rpartition(":")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
 class Client:
     """A client's view of a cluster: connections by node id, partition leaders and
     transaction coordinators."""
 
     def __init__(self, bootstrap: str, client_id: str = "eosbroker-spark", timeout: float = 30.0) -> None:
-        self.bootstrap = _parse_bootstrap(bootstrap)
+        self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
         self._by_address: dict[tuple[str, int], Connection] = {}

@@ -3,7 +3,7 @@ subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); partitions of unknown topic
 UNKNOWN_TOPIC_OR_PARTITION."""
 
 from broker.errors import code
-from broker.handlers.partition_errors import errors_by_topic, partition_errors, unknown_partitions
+from broker.handlers.offset_commits import errors_by_topic, partition_errors, unknown_partitions
 
 API_KEY = 47
 

@@ -8,39 +8,24 @@ coordinator refuses a producer epoch older than the one the partition's log has 
 (INVALID_PRODUCER_EPOCH, as Kafka's log append does); this handler hands it that epoch.
 """
 
-from broker.errors import code
-from broker.handlers.partition_errors import errors_by_topic, partition_errors, unknown_partitions
-from coordinator.group import OffsetToCommit
-from coordinator.group.log_codec import NO_LEADER_EPOCH
-from coordinator.records import Result
+from broker.handlers.offset_commits import commit_offsets
 
 API_KEY = 28
 FIRST_VERSION_WITH_MEMBER = 3
 
 
 async def handle(ctx, request):
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    unknown = unknown_partitions(ctx.cluster, partitions)
-    offsets = [
-        OffsetToCommit(t.name, p.partition_index, p.committed_offset,
-                       getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
-        for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in unknown
-    ]
-    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION"))
-    if offsets or not partitions:
+    member = ctx.version >= FIRST_VERSION_WITH_MEMBER
+
+    def commit(offsets):
         groups = ctx.broker.groups
-        member = ctx.version >= FIRST_VERSION_WITH_MEMBER
-        partition = groups.partition_for(request.group_id)
+        return groups.coordinator.txn_offset_commit(
+            transactional_id=request.transactional_id, group_id=request.group_id,
+            producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+            generation_id=request.generation_id if member else -1,
+            member_id=request.member_id if member else "",
+            group_instance_id=request.group_instance_id if member else None,
+            offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(),
+            newest_producer_epoch=groups.producer_epoch(groups.partition_for(request.group_id), request.producer_id))
 
-        def commit() -> Result:
-            return groups.coordinator.txn_offset_commit(
-                transactional_id=request.transactional_id, group_id=request.group_id,
-                producer_id=request.producer_id, producer_epoch=request.producer_epoch,
-                generation_id=request.generation_id if member else -1,
-                member_id=request.member_id if member else "",
-                group_instance_id=request.group_instance_id if member else None,
-                offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(),
-                newest_producer_epoch=groups.producer_epoch(partition, request.producer_id))
-
-        errors.update(partition_errors(await groups.run(request.group_id, commit)))
-    return {"topics": errors_by_topic(partitions, errors)}
+    return await commit_offsets(ctx, request, commit)

@@ -27,6 +27,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from broker.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
 from protocol.messages import ms
+from protocol import client
 from protocol.client import (
     API_VERSIONS,
     DESCRIBE_TRANSACTIONS,
@@ -105,13 +106,10 @@ class OpenTransaction:
 
 
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    servers = []
-    for entry in bootstrap.split(","):
-        host, sep, port = entry.strip().rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ToolError(f"invalid --bootstrap-server entry {entry!r}: expected HOST:PORT")
-        servers.append((host, int(port)))
-    return servers
+    try:
+        return client.parse_bootstrap(bootstrap)
+    except client.InvalidBootstrap as e:
+        raise ToolError(f"invalid --bootstrap-server entry {e.entry!r}: expected HOST:PORT") from None
 
 
 class Admin:

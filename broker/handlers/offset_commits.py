@@ -1,0 +1,52 @@
+"""What the offset APIs share (OffsetCommit, TxnOffsetCommit, OffsetDelete): partitions
+Kafka refuses before asking the group coordinator, and the per-partition ``topics`` of
+the response in request order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.cluster import Cluster
+from broker.errors import code
+from coordinator.group import OffsetToCommit
+from coordinator.group.log_codec import NO_LEADER_EPOCH
+from coordinator.records import Result
+from protocol.names import TopicPartition
+
+
+async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result]) -> dict:
+    """OffsetCommit and TxnOffsetCommit: ``commit(offsets)`` (the group coordinator's
+    handler) runs on the partitions of known topics; the others get
+    UNKNOWN_TOPIC_OR_PARTITION. Returns the response's ``topics``."""
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    unknown = unknown_partitions(ctx.cluster, partitions)
+    offsets = [
+        OffsetToCommit(t.name, p.partition_index, p.committed_offset,
+                       getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+        for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in unknown
+    ]
+    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION"))
+    if offsets or not partitions:
+        response = await ctx.broker.groups.run(request.group_id, lambda: commit(offsets))
+        errors.update(partition_errors(response))
+    return {"topics": errors_by_topic(partitions, errors)}
+
+
+def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> set[TopicPartition]:
+    """Partitions of topics that do not exist (or past their partition count): Kafka
+    answers UNKNOWN_TOPIC_OR_PARTITION for them without asking the coordinator."""
+    return {tp for tp in partitions if cluster.partition(*tp) is None}
+
+
+def errors_by_topic(partitions: list[TopicPartition], errors: dict[TopicPartition, Any]) -> list[dict]:
+    """``topics`` of an OffsetCommit-like response, in request order."""
+    topics: dict[str, list[dict]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": errors[(topic, partition)]})
+    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def partition_errors(response) -> dict[TopicPartition, Any]:
+    """The per-partition errors of a coordinator OffsetCommit/TxnOffsetCommit answer."""
+    return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
