@@ -43,10 +43,10 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
 def create_topic(bootstrap_servers: str, name: str | None = None, partitions: int = 1,
                  config: dict[str, object] | None = None) -> str:
     """Creates a topic (a fresh unique name when ``name`` is None) and returns its name."""
-    from spark_client.wire import Cluster
+    from spark_client.wire import Client
 
     name = name or f"t-{uuid.uuid4().hex[:12]}"
-    with Cluster(bootstrap_servers, client_id="eosbroker-pytest") as cluster:
+    with Client(bootstrap_servers, client_id="eosbroker-pytest") as cluster:
         cluster.create_topic(name, partitions, {k: str(v) for k, v in (config or {}).items()})
     return name
 
@@ -55,10 +55,10 @@ def read_committed(bootstrap_servers: str, topic: str, timeout: float = 30.0) ->
     """Every record of ``topic`` a read_committed consumer sees now: from the log start
     to the last stable offset of each partition, partition by partition."""
     from spark_client.reading import read_partition
-    from spark_client.wire import EARLIEST, LATEST, READ_COMMITTED, Cluster
+    from spark_client.wire import EARLIEST, LATEST, READ_COMMITTED, Client
 
     out: list[ConsumedRecord] = []
-    with Cluster(bootstrap_servers, client_id="eosbroker-pytest", timeout=timeout) as cluster:
+    with Client(bootstrap_servers, client_id="eosbroker-pytest", timeout=timeout) as cluster:
         partitions = range(cluster.partition_count(topic))
         starts = cluster.list_offsets(topic, partitions, EARLIEST, READ_COMMITTED)
         ends = cluster.list_offsets(topic, partitions, LATEST, READ_COMMITTED)
