@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.clock import SYSTEM_CLOCK, Clock
 from protocol.client import ClientConnection, Response
 from protocol.framing import FrameError
 
@@ -19,17 +20,20 @@ class ConnectionClosed(ConnectionError):
 
 
 class KafkaConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._reader = reader
+        self._clock = clock
         self._writer = writer
         self._core = ClientConnection(client_id)
         self._futures: dict[int, asyncio.Future] = {}
         self._read_task = asyncio.create_task(self._read_loop())
 
     @classmethod
-    async def connect(cls, host: str, port: int, client_id: str = "eosbroker-client") -> "KafkaConnection":
+    async def connect(cls, host: str, port: int, client_id: str = "eosbroker-client",
+                      clock: Clock = SYSTEM_CLOCK) -> "KafkaConnection":
         reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer, client_id)
+        return cls(reader, writer, client_id, clock)
 
     @property
     def client_id(self) -> str | None:
@@ -41,7 +45,7 @@ class KafkaConnection:
 
     async def request(self, api_key: int, version: int, body: dict[str, Any] | Any, timeout: float = 30.0) -> Any:
         """Sends one request and returns the decoded kio response."""
-        return await asyncio.wait_for(self.send(api_key, version, body), timeout)
+        return await self._clock.wait_for(self.send(api_key, version, body), timeout)
 
     def send(self, api_key: int, version: int, body: dict[str, Any] | Any, expect_response: bool = True) -> asyncio.Future:
         """Queues a request without waiting (pipelining); the future resolves to the response."""
@@ -62,7 +66,7 @@ class KafkaConnection:
     async def closed(self, timeout: float = 10.0) -> bool:
         """Waits until the peer closes the connection; True if it did within the timeout."""
         try:
-            await asyncio.wait_for(asyncio.shield(self._read_task), timeout)
+            await self._clock.wait_for(asyncio.shield(self._read_task), timeout)
         except asyncio.TimeoutError:
             return False
         return True

@@ -86,7 +86,8 @@ class MarkerSender:
             node = self.cluster.node(node_id)
             if node is None:
                 raise ConnectionError(f"no node {node_id}")
-            conn = await KafkaConnection.connect(node.host, node.port, client_id="eosbroker-txn-markers")
+            conn = await KafkaConnection.connect(node.host, node.port, client_id="eosbroker-txn-markers",
+                                                clock=self.cluster.clock)
             self._connections[node_id] = conn
         return conn
 
