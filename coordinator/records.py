@@ -12,7 +12,7 @@ earlier appends produced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")
 
@@ -26,12 +26,18 @@ class CoordinatorRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionalRecord(CoordinatorRecord):
+    """A record that belongs to a producer's transaction: the runtime appends it in a
+    transactional batch of ``producer_id``/``producer_epoch``, so the partition's log
+    checks the epoch and the producer's COMMIT/ABORT marker decides it."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class Result(Generic[R]):
     records: tuple[CoordinatorRecord, ...] = ()
     response: R | None = None
     effects: tuple[Any, ...] = field(default_factory=tuple)
 
-
-class StateMachine(Protocol):
-    def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int) -> None:
-        """Applies one record from the log (at start-up, and after every append)."""

@@ -14,8 +14,8 @@ broker. The events:
 - ``load`` / ``unload``: the partition moving here (replay the log, with the
   coordinator epoch of the move) or away.
 
-Records a producer's transaction owns (the group coordinator's transactional offset
-commits carry ``producer_id``/``producer_epoch``) go in a transactional batch of that
+Records a producer's transaction owns (``TransactionalRecord``: the group
+coordinator's transactional offset commits) go in a transactional batch of that
 producer, so the partition's producer state opens the transaction and its marker
 closes it. ``replay`` gets the batch's producer id for them, whether the record was
 appended just now or read back at load.
@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.records import CoordinatorRecord, Result, TransactionalRecord
 from protocol.record_codec import (
     CONTROL_TYPE_COMMIT,
     build_batch,
@@ -192,8 +192,9 @@ class CoordinatorRuntime:
 
 
 def _producer_of(record: CoordinatorRecord) -> tuple[int, int] | None:
-    producer_id = getattr(record, "producer_id", None)
-    return None if producer_id is None else (producer_id, record.producer_epoch)
+    if isinstance(record, TransactionalRecord):
+        return record.producer_id, record.producer_epoch
+    return None
 
 
 def _build(records: list[CoordinatorRecord], producer: tuple[int, int] | None, now_ms: int) -> bytearray:

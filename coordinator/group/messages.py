@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.log_codec import NO_LEADER_EPOCH
-from coordinator.records import CoordinatorRecord
+from coordinator.records import TransactionalRecord
 
 NO_GENERATION = -1
 NO_OFFSET = -1
@@ -31,16 +31,9 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
-class TransactionalOffsetRecord(CoordinatorRecord):
-    """An offset commit that must be appended inside the producer's open transaction.
-
-    The runtime writes it in a transactional batch of ``producer_id``/``producer_epoch``
-    (so the partition log checks the epoch and the COMMIT/ABORT marker decides it) and
-    may hand this very object back to ``replay``, which reads the producer id from it.
-    """
-
-    producer_id: int
-    producer_epoch: int
+class TransactionalOffsetRecord(TransactionalRecord):
+    """An offset commit that must be appended inside the producer's open transaction
+    (KIP-447): it stays pending until that producer's marker reaches the partition."""
 
 
 # -- request parts -----------------------------------------------------------------------
