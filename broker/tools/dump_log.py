@@ -27,6 +27,7 @@ from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value
 from coordinator.transaction.state import TransactionState
+from protocol.names import TRANSACTION_STATE
 from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
 from protocol.records import (
     LOG_APPEND_TIME,
@@ -43,7 +44,7 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # aborted-transactions.index entry: producer id, first offset, last offset, CRC-32C of the three.
 _ABORTED_ENTRY = struct.Struct(">qqqI")
 _MAGIC_AT = 16
-TRANSACTION_STATE = "__transaction_state"
+
 # Files this large report progress on a terminal without being asked.
 _PROGRESS_FROM_BYTES = 64 << 20
 _PROGRESS_STEPS = 10
