@@ -41,39 +41,70 @@ class CoordinatorRuntime:
         self.cluster = cluster
         self.node_id = node_id
         self._perform = perform
-        self._locks: dict[int, asyncio.Lock] = {}
-        self._loading: asyncio.Task | None = None
-        self._fresh_topic = False
+        self._loads: dict[int, asyncio.Task] = {}
+        self._started = False
+        self.on_unload: Callable[[int], None] | None = None
 
     # -- loading -----------------------------------------------------------------------
     def start(self) -> None:
         """Creates the topic on first use (as Kafka does) and starts loading the partitions
         this node leads in the background; requests meanwhile get
         COORDINATOR_LOAD_IN_PROGRESS. Later calls do nothing."""
-        if self._loading is not None:
+        if self._started:
             return
-        self._fresh_topic = self.topic not in self.cluster.topics.by_name
+        self._started = True
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
-        self._loading = asyncio.get_running_loop().create_task(self.load(self.begin_load()))
+        for p in range(self.partition_count):
+            leadership = self.cluster.leadership(self.topic, p)
+            if leadership is not None and leadership.leader == self.node_id:
+                self.load_partition(p, leadership.leader_epoch)
+
+    @property
+    def started_loading(self) -> bool:
+        return self._started
 
     async def started(self) -> None:
-        """``start``, then, for a topic created just now, waits for its (empty) load: the
-        first request is served rather than told to come back."""
+        """``start``, then, for a topic created by this process, waits for its (short) load:
+        the first request is served rather than told to come back."""
         self.start()
-        if self._fresh_topic and not self._loading.done():
-            await asyncio.shield(self._loading)
+        if self.topic in self.cluster.created_this_run:
+            loads = [t for t in self._loads.values() if not t.done()]
+            if loads:
+                await asyncio.shield(asyncio.gather(*loads, return_exceptions=True))
+
+    def load_partition(self, partition: int, coordinator_epoch: int) -> None:
+        """Takes ownership of a partition this node now leads: requests for it get
+        COORDINATOR_LOAD_IN_PROGRESS until its log is replayed in the background."""
+        self.unload_partition(partition, quiet=True)
+        self.machine.load_partition(partition, coordinator_epoch)
+        task = asyncio.get_running_loop().create_task(self.load([partition]))
+        self._loads[partition] = task
+        task.add_done_callback(lambda t, p=partition: self._loads.pop(p, None) if self._loads.get(p) is t else None)
+
+    def unload_partition(self, partition: int, quiet: bool = False) -> None:
+        """Gives up a partition (its leadership moved away): in-memory state is dropped,
+        parked requests learn NOT_COORDINATOR, and ``on_unload`` stops its work."""
+        task = self._loads.pop(partition, None)
+        if task is not None and not task.done():
+            task.cancel()
+        result = self.machine.unload_partition(partition)
+        if result is not None:
+            self._perform_all(result.effects)
+        if self.on_unload is not None:
+            self.on_unload(partition)
+        if not quiet:
+            log.info("%s of node %d unloaded %s-%d", self.name, self.node_id, self.topic, partition)
+
+    def state_of(self, partition: int) -> str:
+        """"loading", "loaded" or "not loaded" (for the control API)."""
+        if partition in self._loads:
+            return "loading"
+        return "loaded" if partition in self.machine.owned_partitions() else "not loaded"
 
     def stop_loading(self) -> None:
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
-
-    def begin_load(self, coordinator_epoch: int = 0) -> list[int]:
-        """Takes ownership of the partitions this node leads, all marked loading: requests
-        for them get COORDINATOR_LOAD_IN_PROGRESS until ``load`` has replayed them."""
-        owned = [p for p in range(self.partition_count) if self.cluster.leader_of(self.topic, p) == self.node_id]
-        for p in owned:
-            self.machine.load_partition(p, coordinator_epoch)
-        return owned
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
 
     async def load(self, owned: list[int]) -> None:
         started = now_ms()
@@ -90,7 +121,9 @@ class CoordinatorRuntime:
             for result in results:
                 self._perform_all(result.effects)
             await asyncio.sleep(0)  # let requests in between partitions
-        log.info("%s loaded %d records from %s in %d ms", self.name, records, self.topic, now_ms() - started)
+        if records:
+            log.info("%s of node %d loaded %d records from %s in %d ms", self.name, self.node_id, records,
+                     self.topic, now_ms() - started)
 
     def _replay_latest_per_key(self, batches) -> int:
         """For machines whose every record is a key's whole state: replay only the newest
@@ -130,10 +163,9 @@ class CoordinatorRuntime:
 
     # -- the request path ----------------------------------------------------------------
     def lock(self, partition: int) -> asyncio.Lock:
-        lock = self._locks.get(partition)
-        if lock is None:
-            lock = self._locks[partition] = asyncio.Lock()
-        return lock
+        """The partition's lock, shared by every node's runtime: a node taking the
+        partition over loads only after the previous leader's last append."""
+        return self.cluster.coordinator_lock(self.topic, partition)
 
     async def run(self, partition: int, handler: Callable[[], Result]) -> Any:
         """Runs ``handler`` against the partition's current state and commits its records."""

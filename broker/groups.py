@@ -45,6 +45,12 @@ class _Loader:
         self._service.wake()  # loaded members now have session deadlines
         return []
 
+    def owned_partitions(self) -> frozenset[int]:
+        return self._coordinator.owned_partitions()
+
+    def unload_partition(self, partition: int) -> Result:
+        return self._coordinator.unload_partition(partition)
+
     def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int, **batch: Any) -> None:
         self._coordinator.replay(record, offset, timestamp_ms, **batch)
 

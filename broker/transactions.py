@@ -32,7 +32,7 @@ _PRODUCE_VERIFY_ERRORS = {
 
 
 class TransactionService:
-    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network) -> None:
         self.config = config
         self.coordinator = TransactionCoordinator(
             TransactionConfig(
@@ -43,7 +43,7 @@ class TransactionService:
             ),
             producer_ids,
         )
-        self.markers = MarkerSender(cluster, self._markers_written)
+        self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
         self.runtime = CoordinatorRuntime(
@@ -51,6 +51,10 @@ class TransactionService:
             {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
             self.coordinator, cluster, node_id, self._perform,
         )
+        # A partition moving away takes its marker deliveries along: the new leader
+        # resends them with its coordinator epoch.
+        self.runtime.on_unload = lambda p: self.markers.cancel(
+            lambda m: self.coordinator.partition_for(m.transactional_id) == p)
 
     def ensure_ready(self) -> None:
         """Creates and loads __transaction_state on first use: a broker that never sees a

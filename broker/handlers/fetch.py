@@ -30,6 +30,7 @@ class _Plan:
 
     def __init__(self, ctx, request) -> None:
         self.topics: list[tuple[dict, list]] = []
+        self.leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers (KIP-951)
         registry = ctx.cluster.topics
         by_id = ctx.version >= 13
         for t in request.topics:
@@ -42,8 +43,15 @@ class _Plan:
                 missing = "UNKNOWN_TOPIC_OR_PARTITION"
             entries = []
             for p in t.partitions:
-                part, error = ctx.led_partition(name, p.partition, missing)
-                entries.append((p, part if error is None else _partition_error(p.partition, error)))
+                part, error = ctx.led_partition(name, p.partition, missing, getattr(p, "current_leader_epoch", -1))
+                if error is None:
+                    entries.append((p, part))
+                    continue
+                failed = _partition_error(p.partition, error)
+                if error == "NOT_LEADER_OR_FOLLOWER":
+                    failed["current_leader"] = ctx.current_leader(name, p.partition)
+                    self.leaders.add(failed["current_leader"]["leader_id"])
+                entries.append((p, failed))
             self.topics.append(({"topic": name, "topic_id": getattr(t, "topic_id", ZERO_UUID)}, entries))
 
     def partitions(self):
@@ -102,7 +110,8 @@ async def handle(ctx, request):
         remaining = deadline - now_ms()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= request.min_bytes or errors or remaining <= 0:
-            return {"error_code": 0, "session_id": 0, "responses": responses}
+            return {"error_code": 0, "session_id": 0, "responses": responses,
+                    "node_endpoints": ctx.node_endpoints(plan.leaders)}
         waiters = [part.waiter() for part in plan.partitions()]
         if not waiters:
             await asyncio.sleep(remaining / 1000)

@@ -13,10 +13,9 @@ def _answer(ctx, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    if key_type == TRANSACTION:
-        ctx.broker.transactions.ensure_ready()
+    ctx.broker.start_coordinators("__transaction_state" if key_type == TRANSACTION else "__consumer_offsets")
     node = ctx.broker.coordinator_node(key, key_type)
-    if node is None:
+    if node is None or not node.is_up:
         return {"error_code": code("COORDINATOR_NOT_AVAILABLE"), "error_message": None,
                 "node_id": -1, "host": "", "port": -1}
     return {"error_code": 0, "error_message": None, "node_id": node.node_id, "host": node.host,

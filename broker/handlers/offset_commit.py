@@ -24,7 +24,7 @@ async def handle(ctx, request):
     retention_ms = ms(request.retention_time) if ctx.version <= LAST_VERSION_WITH_RETENTION else -1
     errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION"))
     if offsets or not partitions:
-        groups = ctx.broker.groups
+        groups = ctx.node.groups
         response = await groups.run(request.group_id, lambda: groups.coordinator.offset_commit(
             group_id=request.group_id, generation_id=request.generation_id_or_member_epoch,
             member_id=request.member_id, group_instance_id=getattr(request, "group_instance_id", None),

@@ -41,7 +41,7 @@ async def handle(ctx, request):
     ]
     errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION"))
     if offsets or not partitions:
-        groups = ctx.broker.groups
+        groups = ctx.node.groups
         member = ctx.version >= FIRST_VERSION_WITH_MEMBER
         partition = groups.partition_for(request.group_id)
 

@@ -31,7 +31,7 @@ def _write(ctx, marker, topic: str, index: int, now: int):
 async def _write_one(ctx, marker, topic: str, index: int, now: int):
     if topic != GROUPS_TOPIC:
         return _write(ctx, marker, topic, index, now)
-    return await ctx.broker.groups.write_marker(index, marker.producer_id, marker.transaction_result,
+    return await ctx.node.groups.write_marker(index, marker.producer_id, marker.transaction_result,
                                                 lambda: _write(ctx, marker, topic, index, now))
 
 

@@ -244,7 +244,7 @@ class _ProducerIds:
 
 
 def _context(coordinator: TransactionCoordinator):
-    return SimpleNamespace(broker=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)))
+    return SimpleNamespace(node=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)))
 
 
 async def test_describe_transactions_errors_per_id():
