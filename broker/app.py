@@ -76,7 +76,10 @@ class Broker:
     def coordinator_node(self, key: str, key_type: int):
         """The node leading the coordinator partition of a group (0) or transactional id (1)."""
         topic = _COORDINATOR_TOPICS[key_type][0]
-        return self.cluster.node(self.cluster.leader_of(topic, self.coordinator_partition(key, key_type)))
+        partition = self.coordinator_partition(key, key_type)
+        if topic not in self.cluster.topics.by_name:  # the leader its partition will get
+            return self.cluster.node(self.cluster.replicas.first_leader(partition))
+        return self.cluster.node(self.cluster.leader_of(topic, partition))
 
     def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                        topic: str, partition: int) -> str | None:

@@ -39,7 +39,13 @@ class MarkerSender:
             return
         task = asyncio.get_running_loop().create_task(self._deliver(markers))
         self._tasks[task] = markers
-        task.add_done_callback(lambda t: self._tasks.pop(t, None))
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        markers = self._tasks.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("marker delivery for %s failed", getattr(markers, "transactional_id", "?"),
+                      exc_info=task.exception())
 
     def cancel(self, which: Callable[[SendMarkers], bool]) -> None:
         """Stops the deliveries ``which`` selects (their coordinator partition moved)."""

@@ -78,6 +78,12 @@ class ReplicaState:
         state = self.partitions[(topic, index)] = Leadership(list(replicas), isr, leader, epoch)
         return state
 
+    def first_leader(self, index: int) -> int:
+        """The leader ``assign`` gives partition ``index`` of a new topic."""
+        n = len(self.node_ids)
+        return next((self.node_ids[(index + k) % n] for k in range(n) if self.node_ids[(index + k) % n] in self.up),
+                    NO_LEADER)
+
     def forget(self, topic: str, index: int) -> None:
         self.partitions.pop((topic, index), None)
         self._stored.pop(f"{topic}-{index}", None)

@@ -13,7 +13,10 @@ def _answer(ctx, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    ctx.broker.start_coordinators("__transaction_state" if key_type == TRANSACTION else "__consumer_offsets")
+    # Transactions create their topic here; groups on their first request (as before).
+    topic = "__transaction_state" if key_type == TRANSACTION else "__consumer_offsets"
+    if key_type == TRANSACTION or topic in ctx.cluster.topics.by_name:
+        ctx.broker.start_coordinators(topic)
     node = ctx.broker.coordinator_node(key, key_type)
     if node is None or not node.is_up:
         return {"error_code": code("COORDINATOR_NOT_AVAILABLE"), "error_message": None,
