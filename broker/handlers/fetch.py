@@ -17,6 +17,7 @@ from broker.storage.log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
 
 API_KEY = 1
+KIP_951_VERSION = 16  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 READ_COMMITTED = 1
 
 
@@ -48,7 +49,7 @@ class _Plan:
                     entries.append((p, part))
                     continue
                 failed = _partition_error(p.partition, error)
-                if error == "NOT_LEADER_OR_FOLLOWER":
+                if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
                     failed["current_leader"] = ctx.current_leader(name, p.partition)
                     self.leaders.add(failed["current_leader"]["leader_id"])
                 entries.append((p, failed))
@@ -110,8 +111,10 @@ async def handle(ctx, request):
         remaining = deadline - now_ms()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= request.min_bytes or errors or remaining <= 0:
-            return {"error_code": 0, "session_id": 0, "responses": responses,
-                    "node_endpoints": ctx.node_endpoints(plan.leaders)}
+            out = {"error_code": 0, "session_id": 0, "responses": responses}
+            if ctx.version >= KIP_951_VERSION:
+                out["node_endpoints"] = ctx.node_endpoints(plan.leaders)
+            return out
         waiters = [part.waiter() for part in plan.partitions()]
         if not waiters:
             await asyncio.sleep(remaining / 1000)

@@ -16,6 +16,7 @@ from protocol.framing import RequestHeader, encode_response_frame
 from protocol.records import InvalidBatch, validate_produce_records
 
 API_KEY = 0
+KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 
 # log_start_offset is -1 for these errors, the partition's log start offset otherwise.
 _NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE"})
@@ -36,7 +37,7 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
 def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | None) -> dict:
     cluster = ctx.cluster
     partition, error = ctx.led_partition(topic, data.index)
-    if error == "NOT_LEADER_OR_FOLLOWER":
+    if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
         return _error(data.index, error) | {"current_leader": ctx.current_leader(topic, data.index)}
     if error is not None:
         return _error(data.index, error)
@@ -88,6 +89,8 @@ async def handle(ctx, request):
             name, p = failed[0]
             raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
         return None
+    if ctx.version < KIP_951_VERSION:
+        return {"responses": responses}
     leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
                if "current_leader" in p}
     return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}
