@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-reference unit bench torture spark-demo clean
+.PHONY: venv compile run java test test-reference unit bench torture spark-demo compose-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ torture: venv compile
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java
 	$(PY) examples/pipeline.py $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP))
+
+# docker-compose.yml for real (as root): Debian's docker.io, a private dockerd, a
+# debootstrap base image, host networking only; everything is removed afterwards.
+compose-test:
+	bash tests/compose/run.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

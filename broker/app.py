@@ -7,11 +7,12 @@ import logging
 from pathlib import Path
 
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster import Cluster, Node
+from broker.cluster import STOPPED, Cluster
 from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
-from broker.server import Server
+from broker.network import Network
+from broker.node import BrokerNode
 from broker.timers import every
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
@@ -23,9 +24,12 @@ _COORDINATOR_TOPICS = {
     GROUP_KEY_TYPE: (CONSUMER_OFFSETS, "offsets.topic.num.partitions"),
     TRANSACTION_KEY_TYPE: (TRANSACTION_STATE, "transaction.state.log.num.partitions"),
 }
+_COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values())
 
 
 class Broker:
+    """The process: settings, shared storage, the nodes, the network between them."""
+
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
@@ -37,45 +41,24 @@ class Broker:
         self._cleaner = None
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
-        self.servers = [Server(self, config["node.id"], host, port)]
+        self.network = Network(self)
+        # Consecutive ports from ``port``; port 0 lets every node pick a free one.
+        self.nodes = [BrokerNode(self, info, host, port + i if port else 0)
+                      for i, info in enumerate(self.cluster.nodes)]
+        self.cluster.replicas.listeners.append(self._leader_changed)
         self._tasks: list[asyncio.Task] = []
-        self._transactions = None
-        self._groups = None
 
-    # The coordinators load on first use (or at start-up when their topic exists), so
-    # a broker that never sees a group or a transaction never imports them.
-    @property
-    def transactions(self):
-        if self._transactions is None:
-            from broker.transaction_service import TransactionService
-
-            self._transactions = TransactionService(self.config, self.cluster, self.servers[0].node_id,
-                                                    self.producer_ids)
-        return self._transactions
-
-    @property
-    def groups(self):
-        if self._groups is None:
-            from broker.group_service import GroupService
-
-            self._groups = GroupService(self.config, self.cluster, self.servers[0].node_id)
-            self._tasks.append(asyncio.create_task(self._groups.run_timers()))
-        return self._groups
+    def node(self, node_id: int) -> BrokerNode | None:
+        return next((n for n in self.nodes if n.node_id == node_id), None)
 
     @property
     def port(self) -> int:
-        return self.servers[0].port
+        return self.nodes[0].server.port
 
     async def start(self) -> None:
         self.cluster.open_all()
-        for server in self.servers:
-            await server.start()
-        self.cluster.nodes = [Node(s.node_id, self.host, s.port) for s in self.servers]
-        topics = self.cluster.topics.by_name
-        if TRANSACTION_STATE in topics:
-            self.transactions.ensure_ready()
-        if CONSUMER_OFFSETS in topics:
-            self.groups.ensure_ready()
+        for node in self.nodes:
+            await node.start()
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self._abort_timed_out)))
         self._tasks.append(asyncio.create_task(every(
@@ -87,12 +70,71 @@ class Broker:
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
             self._tasks.append(asyncio.create_task(every(self.clock, min(idle_ms / 4, 10_000), lambda: self._close_idle(idle_ms))))
+        if len(self.nodes) > 1 and self.config["auto.leader.rebalance.enable"]:
+            self._tasks.append(asyncio.create_task(every(
+                self.clock, self.config["leader.imbalance.check.interval.seconds"] * 1000, self.cluster.replicas.elect_preferred)))
+
+    def coordinator_partition(self, key: str, key_type: int) -> int:
+        return partition_for(key, self.config[_COORDINATOR_TOPICS[key_type][1]])
 
     def coordinator_node(self, key: str, key_type: int):
         """The node leading the coordinator partition of a group (0) or transactional id (1)."""
-        topic, setting = _COORDINATOR_TOPICS[key_type]
-        partition = partition_for(key, self.config[setting])
+        topic = _COORDINATOR_TOPICS[key_type][0]
+        partition = self.coordinator_partition(key, key_type)
+        if topic not in self.cluster.topics.by_name:  # the leader its partition will get
+            return self.cluster.node(self.cluster.replicas.first_leader(partition))
         return self.cluster.node(self.cluster.leader_of(topic, partition))
+
+    def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                       topic: str, partition: int) -> str | None:
+        """A partition leader asks the id's coordinator whether the partition is in the
+        producer's transaction (KIP-890); a coordinator that is down is retriable."""
+        if transactional_id is None:
+            return "INVALID_TXN_STATE"
+        info = self.coordinator_node(transactional_id, 1)
+        node = None if info is None else self.node(info.node_id)
+        if node is None or not node.is_up:
+            return "NOT_ENOUGH_REPLICAS"
+        return node.transactions.verify_produce(transactional_id, producer_id, producer_epoch, topic, partition)
+
+    def start_coordinators(self, topic: str) -> None:
+        """Starts the coordinator of ``topic`` on every node that is up, so each loads the
+        partitions it leads before its first request arrives."""
+        for node in self.nodes:
+            if node.is_up:
+                node.coordinator_service(topic).ensure_ready()
+
+    def _leader_changed(self, topic: str, index: int, before: int, state) -> None:
+        part = self.cluster.partition(topic, index)
+        if part is not None:
+            part.log.leader_epoch = state.leader_epoch
+        if topic not in _COORDINATOR_TOPIC_NAMES:
+            return
+        old, new = self.node(before), self.node(state.leader)
+        if old is not None and old.is_up:
+            old.coordinator_partition_moved(topic, index, state.leader_epoch, leads=False)
+        if new is not None:
+            new.coordinator_partition_moved(topic, index, state.leader_epoch, leads=True)
+
+    # -- what can happen to a node (the control service's node operations) -------------
+
+    async def stop_node(self, node_id: int, crash: bool = False) -> list[tuple[str, int]]:
+        """Stops (or, with ``crash``, kills) a node: its partitions fail over to the next
+        ISR member with a new leader epoch, its coordinator partitions are loaded by
+        their new leaders, its listener and connections close. Returns the partitions
+        whose leader changed."""
+        node = self.node(node_id)
+        node.info.state = STOPPED
+        moved = self.cluster.replicas.node_down(node_id)
+        await node.stop(crash=crash)
+        return moved
+
+    async def start_node(self, node_id: int) -> list[tuple[str, int]]:
+        """Starts a stopped node on its old port: it rejoins the ISR of its replicas
+        (storage is shared, so it is caught up) and leads partitions that had none."""
+        node = self.node(node_id)
+        await node.start()
+        return self.cluster.replicas.node_up(node_id)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -102,21 +144,20 @@ class Broker:
                 await task
             except asyncio.CancelledError:
                 pass
-        if self._transactions is not None:
-            await self._transactions.close()
-        if self._groups is not None:
-            await self._groups.close()
-        for server in self.servers:
-            await server.stop()
+        for node in self.nodes:
+            if node.is_up:
+                await node.stop()
         self.cluster.close()
 
     def _abort_timed_out(self) -> None:
-        if self._transactions is not None:
-            self._transactions.abort_timed_out()
+        for node in self.nodes:
+            if node.is_up and node._transactions is not None:
+                node._transactions.abort_timed_out()
 
     def _expire_transactional_ids(self) -> None:
-        if self._transactions is not None:
-            self._transactions.expire_ids()
+        for node in self.nodes:
+            if node.is_up and node._transactions is not None:
+                node._transactions.expire_ids()
 
     def _retention(self) -> None:
         t = self.clock.now_ms()
@@ -147,5 +188,6 @@ class Broker:
                 log.info("expired %d idle producers of %s-%d", len(expired), part.topic, part.index)
 
     def _close_idle(self, idle_ms: int) -> None:
-        for server in self.servers:
-            server.close_idle(idle_ms / 1000)
+        for node in self.nodes:
+            if node.is_up:
+                node.server.close_idle(idle_ms / 1000)

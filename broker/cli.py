@@ -20,7 +20,8 @@ class _LazyGroup(click.Group):
     """Imports a tool's module only when its command runs: `serve` starts faster."""
 
     lazy = {"transactions": "broker.tools.transaction_admin:transactions", "dump-log": "broker.tools.dump_log:dump_log",
-            "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck"}
+            "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck",
+            "ctl": "broker.admin.ctl:ctl"}
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -51,40 +52,74 @@ def main(log_level: str) -> None:
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="a server.properties file (Kafka setting names)")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="set one setting; repeatable")
-def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overrides: tuple[str, ...]) -> None:
+@click.option("--nodes", type=click.IntRange(1, 64), default=None,
+              help="nodes in this process (ids 1..N, ports from --port on); the setting node.count")
+@click.option("--admin-port", type=click.IntRange(0, 65535), default=None,
+              help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one")
+@click.option("--admin-host", default="127.0.0.1", show_default=True)
+@click.option("--admin-token", envvar="EOSBROKER_ADMIN_TOKEN", default=None,
+              help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")
+def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overrides: tuple[str, ...],
+          nodes: int | None, admin_port: int | None, admin_host: str, admin_token: str | None) -> None:
     """Start the broker and serve until SIGINT or SIGTERM.
 
     Settings also come from environment variables named after them (EOSBROKER_LOG_RETENTION_MS
     or KAFKA_LOG_RETENTION_MS for log.retention.ms), between the --config file and --override."""
     try:
         config = BrokerConfig.load(config_file, [*environment_overrides(os.environ), *overrides])
+        if nodes is not None:
+            config.set("node.count", nodes)
+        if not 1 <= config["node.count"] <= 64:
+            raise ConfigError(f"node.count must be between 1 and 64, not {config['node.count']}")
     except (ConfigError, OSError) as e:
         raise click.UsageError(str(e)) from None
+    admin = None if admin_port is None else (admin_host, admin_port, admin_token)
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
         uvloop = None
     runner = uvloop.run if uvloop is not None else asyncio.run
-    runner(_serve(config, data_dir, host, port))
+    runner(_serve(config, data_dir, host, port, admin))
 
 
-async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int) -> None:
+async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin) -> None:
     from broker.app import Broker
 
     started = SYSTEM_CLOCK.monotonic()
     broker = Broker(config, data_dir, host, port)
-    await broker.start()
+    try:
+        await broker.start()
+    except OSError as e:
+        raise click.ClickException(f"cannot listen: {e}") from None
+    admin_server = None
+    if admin is not None:
+        from broker.admin import AdminServer
+
+        admin_server = AdminServer(broker, *admin)
+        try:
+            await admin_server.start()
+        except OSError as e:
+            await broker.stop()
+            raise click.ClickException(f"cannot serve the control API: {e}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"eosbroker listening on {host}:{broker.port}", flush=True)
+    if len(broker.nodes) == 1:
+        print(f"eosbroker listening on {host}:{broker.port}", flush=True)
+    else:
+        for node in broker.nodes:
+            print(f"eosbroker node {node.node_id} listening on {host}:{node.server.port}", flush=True)
+    if admin_server is not None:
+        print(f"eosbroker admin listening on {admin_server.url}", flush=True)
     logging.getLogger("broker").info(
         "started in %.0f ms, data in %s, profile emulate.kafka.version=%s",
         (SYSTEM_CLOCK.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],
     )
     await stop.wait()
     logging.getLogger("broker").info("shutting down")
+    if admin_server is not None:
+        await admin_server.stop()
     await broker.stop()
 
 

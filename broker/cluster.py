@@ -15,9 +15,11 @@ from pathlib import Path
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
 from broker.partition import Partition
+from broker.replicas import Leadership, ReplicaState
 from broker.storage.files import fsync_dir, replace_atomically
 from broker.storage.log import LogConfig
 from broker.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
+from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +27,25 @@ log = logging.getLogger(__name__)
 # open_all() before anything opens, so a crash during the run that follows leaves none.
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 
+# A node's states: paused reads requests but answers none (a hung machine).
+RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Node:
+    """A node's registration: where it listens and whether it is up."""
+
     node_id: int
     host: str
     port: int
+    state: str = RUNNING
+
+    @property
+    def is_up(self) -> bool:
+        return self.state != STOPPED
+
+    def describe(self) -> dict:
+        return {"node_id": self.node_id, "host": self.host, "port": self.port, "state": self.state}
 
 
 class Cluster:
@@ -39,22 +54,40 @@ class Cluster:
         self.clock = clock
         self.data_dir = data_dir
         self.cluster_id: str = config["cluster.id"]
-        self.nodes: list[Node] = []
+        first = config["node.id"]
+        self.nodes: list[Node] = [Node(first + i, "", 0) for i in range(max(1, config["node.count"]))]
+        self.replicas = ReplicaState(data_dir / "meta" / "partitions.json", [n.node_id for n in self.nodes])
         self.topics = TopicRegistry(data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.created_this_run: set[str] = set()
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)
 
     @property
     def controller_id(self) -> int:
-        return self.nodes[0].node_id if self.nodes else -1
+        return next((n.node_id for n in self.nodes if n.is_up), -1)
+
+    @property
+    def live_nodes(self) -> list[Node]:
+        """The nodes a client can see in Metadata (a paused node is still registered)."""
+        return [n for n in self.nodes if n.is_up]
 
     def leader_of(self, topic: str, partition: int) -> int:
-        return self.nodes[partition % len(self.nodes)].node_id if self.nodes else -1
+        return self.replicas.leader_of(topic, partition)
+
+    def leadership(self, topic: str, partition: int) -> Leadership | None:
+        return self.replicas.partitions.get((topic, partition))
 
     def node(self, node_id: int) -> Node | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)
+
+    def default_replication_factor(self, setting: str = "default.replication.factor") -> int:
+        """A setting's replication factor, capped at the node count; left unset, a
+        multi-node cluster replicates user topics up to three times."""
+        if setting == "default.replication.factor" and setting not in self.config.explicit:
+            return min(3, len(self.nodes))
+        return max(1, min(self.config[setting], len(self.nodes)))
 
     # partitions ----------------------------------------------------------------
     @property
@@ -70,7 +103,8 @@ class Cluster:
         started = self.clock.now_ms()
         clean = self._take_clean_shutdown_marker()
         for topic in list(self.topics.by_name.values()):
-            self._open_partitions(topic, 0, clean)
+            self._open_partitions(topic, 0, clean, self.default_replication_factor(_replication_setting(topic.name)))
+        self.replicas.save()
         if self.partitions:
             if clean:
                 log.info("opened %d partitions in %d ms after a clean shutdown (index files trusted)",
@@ -88,13 +122,16 @@ class Cluster:
         fsync_dir(path.parent)
         return True
 
-    def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False) -> None:
+    def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False,
+                         replication_factor: int = 1, assignments: dict[int, list[int]] | None = None) -> None:
         cfg = self.log_config(topic)
         t = self.clock.now_ms()
         for i in range(first, topic.partitions):
-            self.partitions[(topic.name, i)] = Partition.open(
+            leadership = self.replicas.assign(topic.name, i, replication_factor, (assignments or {}).get(i))
+            part = self.partitions[(topic.name, i)] = Partition.open(
                 topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5, clean_shutdown
             )
+            part.log.leader_epoch = leadership.leader_epoch
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -117,16 +154,19 @@ class Cluster:
         replication_factor: int = -1,
         configs: dict[str, str | None] | None = None,
         validate_only: bool = False,
+        assignments: dict[int, list[int]] | None = None,
     ) -> TopicInfo | None:
         validate_topic_name(name)
         if name in self.topics.by_name:
             raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        if assignments:
+            partitions, replication_factor = self._check_assignments(assignments)
         if partitions == -1:
             partitions = self.config["num.partitions"]
         if partitions <= 0:
             raise TopicError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
         if replication_factor == -1:
-            replication_factor = min(self.config["default.replication.factor"], max(len(self.nodes), 1))
+            replication_factor = self.default_replication_factor(_replication_setting(name))
         if replication_factor <= 0:
             raise TopicError("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
         if replication_factor > max(len(self.nodes), 1):
@@ -140,7 +180,9 @@ class Cluster:
         if validate_only:
             return None
         topic = self.topics.add(name, partitions, checked)
-        self._open_partitions(topic, 0)
+        self.created_this_run.add(name)
+        self._open_partitions(topic, 0, False, replication_factor, assignments)
+        self.replicas.save()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
@@ -160,7 +202,9 @@ class Cluster:
             if part is not None:
                 part.discard()
             shutil.rmtree(self.partition_dir(name, i), ignore_errors=True)
+            self.replicas.forget(name, i)
         self.topics.remove(name)
+        self.replicas.save()
         log.info("deleted topic %s", name)
         return topic
 
@@ -174,9 +218,27 @@ class Cluster:
                 f"Topic currently has {topic.partitions} partitions, which is higher than the requested {count}.",
             )
         first = topic.partitions
+        replication_factor = len(self.replicas.partitions[(name, 0)].replicas)
         topic = self.topics.set_partitions(name, count)
-        self._open_partitions(topic, first)
+        self._open_partitions(topic, first, False, replication_factor)
+        self.replicas.save()
         return topic
+
+    def _check_assignments(self, assignments: dict[int, list[int]]) -> tuple[int, int]:
+        """(partition count, replication factor) of explicit CreateTopics assignments."""
+        if sorted(assignments) != list(range(len(assignments))):
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT", "partitions must be numbered from 0 without gaps")
+        sizes = {len(r) for r in assignments.values()}
+        known = {n.node_id for n in self.nodes}
+        for index, replicas in assignments.items():
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"partition {index} has no or duplicate replicas")
+            if not set(replicas) <= known:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                                 f"partition {index} names unknown brokers {sorted(set(replicas) - known)}")
+        if len(sizes) != 1:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT", "all partitions must have the same number of replicas")
+        return len(assignments), sizes.pop()
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         topic = self.topics.set_configs(name, validate_topic_configs(configs))
@@ -191,3 +253,8 @@ class Cluster:
         for part in self.partitions.values():
             part.close()
         replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
+
+
+def _replication_setting(topic: str) -> str:
+    return {CONSUMER_OFFSETS: "offsets.topic.replication.factor",
+            TRANSACTION_STATE: "transaction.state.log.replication.factor"}.get(topic, "default.replication.factor")

@@ -3,8 +3,10 @@ the I/O around the sans-IO ``coordinator.runtime.CoordinatorRuntime``.
 
 It creates the topic on first use (as Kafka does), loads the partitions this node
 leads in the background (requests for a partition not yet loaded get
-COORDINATOR_LOAD_IN_PROGRESS), loads and unloads single partitions when coordinators
-move, and is the runtime's ``CoordinatorLog`` over the topic's partitions.
+COORDINATOR_LOAD_IN_PROGRESS), loads and unloads single partitions when their
+leadership moves (with the new leader epoch as the coordinator epoch), and is the
+runtime's ``CoordinatorLog`` over the topic's partitions. Every runtime event runs to
+completion without awaiting, so two nodes never interleave on one partition.
 """
 
 from __future__ import annotations
@@ -32,57 +34,80 @@ class CoordinatorTopic:
         self.cluster = cluster
         self.clock = cluster.clock
         self.node_id = node_id
+        self.machine = machine
         self.runtime = CoordinatorRuntime(machine, self, perform)
         self._on_loaded = on_loaded
-        self._loading: asyncio.Task | None = None
-        self._fresh_topic = False
+        self._loads: dict[int, asyncio.Task] = {}
+        self._started = False
+        self.on_unload: Callable[[int], None] | None = None
 
     # -- loading -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Creates the topic on first use and starts loading the partitions this node
-        leads in the background. Later calls do nothing."""
-        if self._loading is not None:
+        """Creates the topic on first use and starts loading, in the background, the
+        partitions this node leads. Later calls do nothing."""
+        if self._started:
             return
-        self._fresh_topic = self.topic not in self.cluster.topics.by_name
+        self._started = True
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
-        owned = [p for p in range(self.partition_count) if self.cluster.leader_of(self.topic, p) == self.node_id]
-        for p in owned:
-            self.runtime.begin_load(p, 0)
-        self._loading = asyncio.get_running_loop().create_task(self._load_all(owned))
+        for p in range(self.partition_count):
+            leadership = self.cluster.leadership(self.topic, p)
+            if leadership is not None and leadership.leader == self.node_id:
+                self.load_partition(p, leadership.leader_epoch)
+
+    @property
+    def started_loading(self) -> bool:
+        return self._started
 
     async def started(self) -> None:
-        """``start``, then, for a topic created just now, waits for its (empty) load: the
-        first request is served rather than told to come back."""
+        """``start``, then, for a topic created by this process, waits for its (short) load:
+        the first request is served rather than told to come back."""
         self.start()
-        if self._fresh_topic and not self._loading.done():
-            await asyncio.shield(self._loading)
+        if self.topic in self.cluster.created_this_run:
+            loads = [t for t in self._loads.values() if not t.done()]
+            if loads:
+                await asyncio.shield(asyncio.gather(*loads, return_exceptions=True))
+
+    def load_partition(self, partition: int, coordinator_epoch: int) -> None:
+        """This node now leads ``partition`` (coordinator epoch ``coordinator_epoch``):
+        requests for it get COORDINATOR_LOAD_IN_PROGRESS until its log is replayed, in
+        the background."""
+        self.unload_partition(partition, quiet=True)
+        self.runtime.begin_load(partition, coordinator_epoch)
+        task = asyncio.get_running_loop().create_task(self._load(partition))
+        self._loads[partition] = task
+        task.add_done_callback(lambda t, p=partition: self._loads.pop(p, None) if self._loads.get(p) is t else None)
+
+    async def _load(self, partition: int) -> None:
+        started = self.clock.now_ms()
+        records = self.runtime.load(partition, started)
+        self._on_loaded()
+        if records:
+            log.info("%s of node %d loaded %d records from %s-%d in %d ms", self.name, self.node_id, records,
+                     self.topic, partition, self.clock.now_ms() - started)
+
+    def unload_partition(self, partition: int, quiet: bool = False) -> None:
+        """The partition's leadership moved away: its state is dropped, parked requests
+        learn NOT_COORDINATOR, and ``on_unload`` stops its work."""
+        task = self._loads.pop(partition, None)
+        if task is not None and not task.done():
+            task.cancel()
+        self.runtime.unload(partition)
+        if self.on_unload is not None:
+            self.on_unload(partition)
+        if not quiet:
+            log.info("%s of node %d unloaded %s-%d", self.name, self.node_id, self.topic, partition)
+
+    def state_of(self, partition: int) -> str:
+        """"loading", "loaded" or "not loaded" (for the control API)."""
+        if partition in self._loads:
+            return "loading"
+        return "loaded" if partition in self.machine.owned_partitions() else "not loaded"
 
     def stop_loading(self) -> None:
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
-
-    async def _load_all(self, owned: list[int]) -> None:
-        started = self.clock.now_ms()
-        records = 0
-        for p in owned:
-            records += self.runtime.load(p, self.clock.now_ms())
-            self._on_loaded()
-            await asyncio.sleep(0)  # let requests in between partitions
-        log.info("%s loaded %d records from %s in %d ms", self.name, records, self.topic,
-                 self.clock.now_ms() - started)
-
-    def load_partition(self, partition: int, coordinator_epoch: int) -> int:
-        """This node became the partition's coordinator (epoch ``coordinator_epoch``):
-        replays it now; returns the records read."""
-        self.runtime.begin_load(partition, coordinator_epoch)
-        records = self.runtime.load(partition, self.clock.now_ms())
-        self._on_loaded()
-        return records
-
-    def unload_partition(self, partition: int) -> None:
-        """The partition's coordinator moved to another node."""
-        self.runtime.unload(partition)
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
 
     # -- the runtime's CoordinatorLog ------------------------------------------------------
 

@@ -1,6 +1,6 @@
-"""The WriteTxnMarkers sender: delivers COMMIT/ABORT markers to each partition's leader
-over TCP (also when the leader is this process) and retries until every partition
-has acknowledged, as Kafka's TransactionMarkerChannelManager does.
+"""The WriteTxnMarkers sender: delivers COMMIT/ABORT markers from the coordinator's node
+to each partition's leader through the in-process network, and retries until every
+partition has acknowledged, as Kafka's TransactionMarkerChannelManager does.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
-from broker.client import KafkaConnection
 from broker.cluster import Cluster
 from coordinator.transaction.messages import SendMarkers
 
@@ -21,14 +20,17 @@ VERSION = 1
 # Partitions that no longer exist cannot take a marker: Kafka drops those too.
 _DONE = {0, 3}  # NONE, UNKNOWN_TOPIC_OR_PARTITION
 _RETRY_BACKOFF_S = 0.05
+_REQUEST_TIMEOUT_S = 30.0
 
 
 class MarkerSender:
-    def __init__(self, cluster: Cluster, on_done: Callable[[SendMarkers], Awaitable[None]]) -> None:
+    def __init__(self, network, cluster: Cluster, node_id: int,
+                 on_done: Callable[[SendMarkers], Awaitable[None]]) -> None:
+        self.network = network
         self.cluster = cluster
+        self.node_id = node_id
         self._on_done = on_done
-        self._connections: dict[int, KafkaConnection] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: dict[asyncio.Task, SendMarkers] = {}
         self.hold = False  # fault injection: leave prepared transactions without markers
 
     def send(self, markers: SendMarkers) -> None:
@@ -36,8 +38,20 @@ class MarkerSender:
             log.warning("holding markers for %s (emulate.fault.hold.txn.markers)", markers.transactional_id)
             return
         task = asyncio.get_running_loop().create_task(self._deliver(markers))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = markers
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        markers = self._tasks.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("marker delivery for %s failed", getattr(markers, "transactional_id", "?"),
+                      exc_info=task.exception())
+
+    def cancel(self, which: Callable[[SendMarkers], bool]) -> None:
+        """Stops the deliveries ``which`` selects (their coordinator partition moved)."""
+        for task, markers in list(self._tasks.items()):
+            if which(markers):
+                task.cancel()
 
     async def _deliver(self, markers: SendMarkers) -> None:
         pending = set(markers.topic_partitions)
@@ -49,8 +63,8 @@ class MarkerSender:
                 try:
                     acked = await self._write(node_id, markers, partitions)
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
-                    log.info("marker delivery to node %d failed (%s); retrying", node_id, e)
-                    self._drop(node_id)
+                    log.info("marker delivery from node %d to node %d failed (%s); retrying",
+                             self.node_id, node_id, e or type(e).__name__)
                     continue
                 pending -= acked
             if pending:
@@ -58,17 +72,16 @@ class MarkerSender:
         await self._on_done(markers)
 
     async def _write(self, node_id: int, markers: SendMarkers, partitions: list[tuple[str, int]]) -> set:
-        conn = await self._connection(node_id)
         topics: dict[str, list[int]] = defaultdict(list)
         for topic, partition in partitions:
             topics[topic].append(partition)
-        response = await conn.request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
+        response = await self.network.request(self.node_id, node_id, WRITE_TXN_MARKERS, VERSION, {"markers": [{
             "producer_id": markers.producer_id,
             "producer_epoch": markers.producer_epoch,
             "transaction_result": markers.commit,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
             "coordinator_epoch": markers.coordinator_epoch,
-        }]}, timeout=30)
+        }]}, timeout=_REQUEST_TIMEOUT_S)
         acked = set()
         for marker in response.markers:
             for topic in marker.topics:
@@ -80,25 +93,8 @@ class MarkerSender:
                                  markers.transactional_id, p.error_code.name)
         return acked
 
-    async def _connection(self, node_id: int) -> KafkaConnection:
-        conn = self._connections.get(node_id)
-        if conn is None or conn.is_closed:
-            node = self.cluster.node(node_id)
-            if node is None:
-                raise ConnectionError(f"no node {node_id}")
-            conn = await KafkaConnection.connect(node.host, node.port, client_id="eosbroker-txn-markers",
-                                                clock=self.cluster.clock)
-            self._connections[node_id] = conn
-        return conn
-
-    def _drop(self, node_id: int) -> None:
-        conn = self._connections.pop(node_id, None)
-        if conn is not None:
-            conn.abort()
-
     async def close(self) -> None:
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -66,14 +66,44 @@ class RequestContext:
     def clock(self) -> Clock:
         return self.broker.clock
 
-    def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION"):
-        """(partition, None) when this node leads it, else (None, the Kafka error name)."""
-        part = self.broker.cluster.partition(topic, index) if topic is not None else None
+    @property
+    def node(self):
+        """The node (broker.node.BrokerNode) this request was sent to."""
+        return self.broker.node(self.connection.node_id)
+
+    def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION",
+                      current_leader_epoch: int = -1):
+        """(partition, None) when this node leads it, else (None, the Kafka error name).
+
+        A client's ``current_leader_epoch`` older than the partition's is
+        FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), checked
+        before leadership as Kafka does on a replica."""
+        cluster = self.broker.cluster
+        part = cluster.partition(topic, index) if topic is not None else None
         if part is None:
             return None, missing
-        if self.broker.cluster.leader_of(topic, index) != self.connection.node_id:
+        leadership = cluster.leadership(topic, index)
+        node_id = self.connection.node_id
+        if current_leader_epoch is not None and current_leader_epoch >= 0 and node_id in leadership.replicas:
+            if current_leader_epoch < leadership.leader_epoch:
+                return None, "FENCED_LEADER_EPOCH"
+            if current_leader_epoch > leadership.leader_epoch:
+                return None, "UNKNOWN_LEADER_EPOCH"
+        if leadership.leader != node_id:
             return None, "NOT_LEADER_OR_FOLLOWER"
         return part, None
+
+    def current_leader(self, topic: str | None, index: int) -> dict:
+        """KIP-951's LeaderIdAndEpoch for a NOT_LEADER_OR_FOLLOWER answer."""
+        leadership = self.broker.cluster.leadership(topic, index) if topic is not None else None
+        if leadership is None:
+            return {"leader_id": -1, "leader_epoch": -1}
+        return {"leader_id": leadership.leader, "leader_epoch": leadership.leader_epoch}
+
+    def node_endpoints(self, leaders: set[int]) -> list[dict]:
+        """KIP-951's NodeEndpoints: where the named leaders listen."""
+        return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+                for n in self.broker.cluster.live_nodes if n.node_id in leaders]
 
 
 class Server:
@@ -81,9 +111,10 @@ class Server:
 
     _ids = itertools.count(1)
 
-    def __init__(self, broker, node_id: int, host: str, port: int) -> None:
+    def __init__(self, broker, node, host: str, port: int) -> None:
         self.broker = broker
-        self.node_id = node_id
+        self.node = node
+        self.node_id = node.node_id
         self.host = host
         self.port = port
         self.connections: dict[int, Connection] = {}
@@ -93,21 +124,32 @@ class Server:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, backlog=1024, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
-        """Stops accepting, ends every connection and waits for their request processing,
-        so nothing touches the logs after the broker closes them."""
+    async def stop(self, abort: bool = False) -> None:
+        """Stops accepting, ends every connection (``abort``: with a reset, as a crashed
+        host's peers see it) and waits for their request processing, so nothing
+        touches the logs after the broker closes them."""
         if self._server is not None:
             self._server.close()
         processors = []
         for conn in list(self.connections.values()):
-            conn.writer.close()
+            if abort:
+                conn.writer.transport.abort()
+            else:
+                conn.writer.close()
             if conn.processor is not None and not conn.processor.done():
                 conn.processor.cancel()
                 processors.append(conn.processor)
         if processors:
-            await asyncio.gather(*processors, return_exceptions=True)
+            _, stuck = await asyncio.wait(processors, timeout=_DRAIN_GRACE_S)
+            if stuck:
+                log.warning("node %d: %d connections still processing after %.0f s; leaving them",
+                            self.node_id, len(stuck), _DRAIN_GRACE_S)
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                await self.broker.clock.wait_for(self._server.wait_closed(), _DRAIN_GRACE_S)
+            except asyncio.TimeoutError:
+                log.warning("node %d: listener did not close within %.0f s", self.node_id, _DRAIN_GRACE_S)
+            self._server = None
 
     def close_idle(self, max_idle_s: float) -> None:
         cutoff = self.broker.clock.monotonic() - max_idle_s
@@ -160,6 +202,8 @@ class Server:
         writer = conn.writer
         while True:
             frame = await queue.get()
+            if not self.node.serving.is_set():
+                await self.node.serving.wait()  # paused: read, but not answered until resumed
             if frame is None or writer.is_closing():
                 return
             try:

@@ -33,7 +33,7 @@ _PRODUCE_VERIFY_ERRORS = {
 
 
 class TransactionService:
-    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network) -> None:
         self.config = config
         self.clock = cluster.clock
         self.coordinator = TransactionCoordinator(
@@ -45,7 +45,7 @@ class TransactionService:
             ),
         )
         self.producer_ids = producer_ids
-        self.markers = MarkerSender(cluster, self._markers_written)
+        self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
         self.topic = CoordinatorTopic(
@@ -54,6 +54,10 @@ class TransactionService:
             self.coordinator, cluster, node_id, self._perform,
         )
         self.runtime = self.topic.runtime
+        # A partition moving away takes its marker deliveries along: the new leader
+        # resends them with its coordinator epoch.
+        self.topic.on_unload = lambda p: self.markers.cancel(
+            lambda m: self.coordinator.partition_for(m.transactional_id) == p)
 
     def ensure_ready(self) -> None:
         """Creates and loads __transaction_state on first use: a broker that never sees a

@@ -18,8 +18,9 @@ def shared_broker(eosbroker):
 def broker_factory(eosbroker_cluster):
     """Brokers a test owns: to restart, kill -9 or configure them."""
 
-    def make(overrides=None, data_dir=None):
-        return eosbroker_cluster(overrides, data_dir=data_dir)
+    def make(overrides=None, data_dir=None, **options):
+        """``options``: nodes=N, admin=True (the control API)."""
+        return eosbroker_cluster(overrides, data_dir=data_dir, **options)
 
     return make
 

@@ -6,7 +6,7 @@ API_KEY = 25
 
 
 async def handle(ctx, request):
-    txns = ctx.broker.transactions
+    txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.add_offsets_to_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, ctx.version,
         ctx.clock.now_ms()))

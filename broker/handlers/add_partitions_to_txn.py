@@ -23,7 +23,7 @@ async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verif
     if unknown:
         return {tp: code("UNKNOWN_TOPIC_OR_PARTITION") if tp in unknown else code("OPERATION_NOT_ATTEMPTED")
                 for tp in partitions}
-    txns = ctx.broker.transactions
+    txns = ctx.node.transactions
     if verify_only:
         return txns.coordinator.verify_partitions_in_txn(transactional_id, producer_id, producer_epoch,
                                                          partitions).response.errors

@@ -18,15 +18,23 @@ async def handle(ctx, request):
             results.append(result)
             continue
         seen.add(t.name)
-        if t.assignments:
-            partitions = len(t.assignments)
-            replication = len(t.assignments[0].broker_ids)
-        else:
-            partitions, replication = t.num_partitions, t.replication_factor
+        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+        if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+            result.update(error_code=code("INVALID_REQUEST"), error_message=(
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at "
+                "the same time."))
+            results.append(result)
+            continue
         try:
             info = cluster.create_topic(
-                t.name, partitions, replication, {c.name: c.value for c in t.configs}, request.validate_only
-            )
+                t.name, t.num_partitions, t.replication_factor, {c.name: c.value for c in t.configs},
+                request.validate_only, assignments)
+            if assignments:
+                partitions, replication = len(assignments), len(next(iter(assignments.values())))
+            else:
+                partitions = t.num_partitions if t.num_partitions != -1 else cluster.config["num.partitions"]
+                replication = (t.replication_factor if t.replication_factor != -1
+                               else cluster.default_replication_factor())
         except TopicError as e:
             result.update(error_code=code(e.error_name), error_message=str(e))
             results.append(result)
@@ -36,7 +44,7 @@ async def handle(ctx, request):
             result.update(
                 topic_id=info.topic_id,
                 num_partitions=info.partitions,
-                replication_factor=1,
+                replication_factor=replication,
                 configs=[
                     {"name": k, "value": str(v), "read_only": False,
                      "config_source": 1 if k in info.configs else 5, "is_sensitive": False}
@@ -44,7 +52,6 @@ async def handle(ctx, request):
                 ],
             )
         else:  # validate_only: report what would be created
-            result.update(num_partitions=partitions if partitions != -1 else cluster.config["num.partitions"],
-                          replication_factor=1)
+            result.update(num_partitions=partitions, replication_factor=replication)
         results.append(result)
     return { "topics": results}

@@ -5,7 +5,7 @@ API_KEY = 42
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     by_partition: dict[int, list[str]] = {}
     for group_id in request.groups_names:
         by_partition.setdefault(groups.partition_for(group_id), []).append(group_id)

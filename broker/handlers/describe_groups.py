@@ -9,7 +9,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     await groups.ready()
     response = groups.coordinator.describe_groups(request.groups)
     return {"groups": [dataclasses.asdict(g) | {"authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

@@ -19,5 +19,5 @@ def _state(d) -> dict:
 
 
 async def handle(ctx, request):
-    described = ctx.broker.transactions.coordinator.describe_transactions(request.transactional_ids)
+    described = ctx.node.transactions.coordinator.describe_transactions(request.transactional_ids)
     return {"transaction_states": [_state(d) for d in described]}

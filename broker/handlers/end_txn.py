@@ -6,7 +6,7 @@ API_KEY = 26
 
 
 async def handle(ctx, request):
-    txns = ctx.broker.transactions
+    txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
         ctx.clock.now_ms()))

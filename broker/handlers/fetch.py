@@ -16,6 +16,7 @@ from broker.storage.log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
 
 API_KEY = 1
+KIP_951_VERSION = 16  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 READ_COMMITTED = 1
 
 
@@ -29,6 +30,7 @@ class _Plan:
 
     def __init__(self, ctx, request) -> None:
         self.topics: list[tuple[dict, list]] = []
+        self.leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers (KIP-951)
         registry = ctx.cluster.topics
         by_id = ctx.version >= 13
         for t in request.topics:
@@ -41,8 +43,15 @@ class _Plan:
                 missing = "UNKNOWN_TOPIC_OR_PARTITION"
             entries = []
             for p in t.partitions:
-                part, error = ctx.led_partition(name, p.partition, missing)
-                entries.append((p, part if error is None else _partition_error(p.partition, error)))
+                part, error = ctx.led_partition(name, p.partition, missing, getattr(p, "current_leader_epoch", -1))
+                if error is None:
+                    entries.append((p, part))
+                    continue
+                failed = _partition_error(p.partition, error)
+                if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
+                    failed["current_leader"] = ctx.current_leader(name, p.partition)
+                    self.leaders.add(failed["current_leader"]["leader_id"])
+                entries.append((p, failed))
             self.topics.append(({"topic": name, "topic_id": getattr(t, "topic_id", ZERO_UUID)}, entries))
 
     def partitions(self):
@@ -101,7 +110,10 @@ async def handle(ctx, request):
         remaining = deadline - ctx.clock.now_ms()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= request.min_bytes or errors or remaining <= 0:
-            return {"error_code": 0, "session_id": 0, "responses": responses}
+            out = {"error_code": 0, "session_id": 0, "responses": responses}
+            if ctx.version >= KIP_951_VERSION:
+                out["node_endpoints"] = ctx.node_endpoints(plan.leaders)
+            return out
         waiters = [part.waiter() for part in plan.partitions()]
         if not waiters:
             await ctx.clock.sleep(remaining / 1000)

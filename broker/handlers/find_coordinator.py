@@ -4,7 +4,7 @@ v0-v3 ask for one key, v4+ for a batch of keys (coordinator_keys).
 """
 
 from broker.errors import code
-from protocol.names import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE
+from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
 
 API_KEY = 10
 
@@ -13,10 +13,12 @@ def _answer(ctx, key: str, key_type: int) -> dict:
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    if key_type == TRANSACTION_KEY_TYPE:
-        ctx.broker.transactions.ensure_ready()
+    # Transactions create their topic here; groups on their first request (as before).
+    topic = TRANSACTION_STATE if key_type == TRANSACTION_KEY_TYPE else CONSUMER_OFFSETS
+    if key_type == TRANSACTION_KEY_TYPE or topic in ctx.cluster.topics.by_name:
+        ctx.broker.start_coordinators(topic)
     node = ctx.broker.coordinator_node(key, key_type)
-    if node is None:
+    if node is None or not node.is_up:
         return {"error_code": code("COORDINATOR_NOT_AVAILABLE"), "error_message": None,
                 "node_id": -1, "host": "", "port": -1}
     return {"error_code": 0, "error_message": None, "node_id": node.node_id, "host": node.host,

@@ -6,7 +6,7 @@ API_KEY = 12
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None), now_ms=ctx.clock.now_ms()))

@@ -15,7 +15,7 @@ API_KEY = 22
 async def handle(ctx, request):
     if request.transactional_id is None:
         return {"error_code": 0, "producer_id": ctx.broker.producer_ids.next_producer_id(), "producer_epoch": 0}
-    txns = ctx.broker.transactions
+    txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.init_producer_id(
         request.transactional_id,
         ms(request.transaction_timeout),

@@ -11,7 +11,7 @@ API_KEY = 11
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     session_timeout_ms = ms(request.session_timeout)
     # v0 has no rebalance timeout: the session timeout serves as both, as on Kafka.
     rebalance_timeout_ms = ms(request.rebalance_timeout) if ctx.version >= 1 else session_timeout_ms

@@ -14,7 +14,7 @@ async def handle(ctx, request):
     else:
         members = [MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
                    for m in request.members]
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.leave_group(
         group_id=request.group_id, members=members, api_version=ctx.version, now_ms=ctx.clock.now_ms()))
     return dataclasses.asdict(response)

@@ -7,7 +7,7 @@ API_KEY = 16
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     await groups.ready()
     response = groups.coordinator.list_groups(getattr(request, "states_filter", ()),
                                               getattr(request, "types_filter", ()))

@@ -44,7 +44,8 @@ async def handle(ctx, request):
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            part, error = ctx.led_partition(t.name, p.partition_index)
+            part, error = ctx.led_partition(t.name, p.partition_index,
+                                            current_leader_epoch=getattr(p, "current_leader_epoch", -1))
             result = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                       "leader_epoch": -1}
             if error is not None:
@@ -53,7 +54,7 @@ async def handle(ctx, request):
                 result["error_code"] = code("INVALID_REQUEST")
             else:
                 offset, timestamp = _lookup(part, p.timestamp, committed)
-                result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
+                result.update(offset=offset, timestamp=timestamp, leader_epoch=part.log.leader_epoch)
             partitions.append(result)
         topics.append({"name": t.name, "partitions": partitions})
     return {"topics": topics}

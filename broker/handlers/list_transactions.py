@@ -6,7 +6,7 @@ API_KEY = 66
 
 
 async def handle(ctx, request):
-    response = ctx.broker.transactions.coordinator.list_transactions(
+    response = ctx.node.transactions.coordinator.list_transactions(
         state_filters=request.state_filters,
         producer_id_filters=request.producer_id_filters,
         duration_filter_ms=getattr(request, "duration_filter", -1),

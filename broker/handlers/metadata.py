@@ -14,16 +14,17 @@ API_KEY = 3
 def _partitions(ctx, topic) -> list[dict]:
     cluster = ctx.cluster
     out = []
+    up = {n.node_id for n in cluster.live_nodes}
     for i in range(topic.partitions):
-        leader = cluster.leader_of(topic.name, i)
+        state = cluster.leadership(topic.name, i)
         out.append({
-            "error_code": 0,
+            "error_code": code("LEADER_NOT_AVAILABLE") if state.leader == -1 else 0,
             "partition_index": i,
-            "leader_id": leader,
-            "leader_epoch": 0,
-            "replica_nodes": [leader],
-            "isr_nodes": [leader],
-            "offline_replicas": [],
+            "leader_id": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": [r for r in state.replicas if r not in up],
         })
     return out
 
@@ -71,8 +72,7 @@ async def handle(ctx, request):
                 # elect leaders at once, so clients can use it right away.
             topics.append(_topic(ctx, info) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
     return {
-        
-        "brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.nodes],
+        "brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.live_nodes],
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.controller_id,
         "topics": topics,

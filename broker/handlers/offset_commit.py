@@ -11,7 +11,7 @@ LAST_VERSION_WITH_RETENTION = 4
 
 async def handle(ctx, request):
     retention_ms = ms(request.retention_time) if ctx.version <= LAST_VERSION_WITH_RETENTION else -1
-    return await commit_offsets(ctx, request, lambda offsets: ctx.broker.groups.coordinator.offset_commit(
+    return await commit_offsets(ctx, request, lambda offsets: ctx.node.groups.coordinator.offset_commit(
         group_id=request.group_id, generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id, group_instance_id=getattr(request, "group_instance_id", None),
         offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(), retention_time_ms=retention_ms))

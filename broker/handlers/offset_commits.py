@@ -28,7 +28,7 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
     ]
     errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION"))
     if offsets or not partitions:
-        response = await ctx.broker.groups.run(request.group_id, lambda: commit(offsets))
+        response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets))
         errors.update(partition_errors(response))
     return {"topics": errors_by_topic(partitions, errors)}
 

@@ -15,7 +15,7 @@ async def handle(ctx, request):
     for topic, partition in partitions:
         if (topic, partition) not in unknown:
             topics.setdefault(topic, []).append(partition)
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.offset_delete(
         group_id=request.group_id, topics=list(topics.items())))
     if response.error_code:

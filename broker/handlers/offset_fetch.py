@@ -18,7 +18,7 @@ def _wanted(group_id: str, topics) -> OffsetFetchGroup:
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     await groups.ready()
     require_stable = getattr(request, "require_stable", False)
     if ctx.version >= FIRST_BATCHED_VERSION:

@@ -16,6 +16,7 @@ from protocol.names import INTERNAL_TOPICS
 from protocol.records import InvalidBatch, validate_produce_records
 
 API_KEY = 0
+KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 
 # log_start_offset is -1 for these errors, the partition's log start offset otherwise.
 _NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE"})
@@ -36,6 +37,8 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
 def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | None) -> dict:
     cluster = ctx.cluster
     partition, error = ctx.led_partition(topic, data.index)
+    if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
+        return _error(data.index, error) | {"current_leader": ctx.current_leader(topic, data.index)}
     if error is not None:
         return _error(data.index, error)
     if topic in INTERNAL_TOPICS:
@@ -46,7 +49,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
     if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
-        error = ctx.broker.transactions.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
+        error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
                                                        topic, data.index)
         if error is not None:
             return _error(data.index, error, partition.log_start_offset,
@@ -84,7 +87,11 @@ async def handle(ctx, request):
             name, p = failed[0]
             raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
         return None
-    return {"responses": responses}
+    if ctx.version < KIP_951_VERSION:
+        return {"responses": responses}
+    leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
+               if "current_leader" in p}
+    return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}
 
 
 def unsupported_v2_response(header: RequestHeader, frame: bytes, pos: int) -> bytes:

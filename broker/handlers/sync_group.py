@@ -9,7 +9,7 @@ API_KEY = 14
 
 
 async def handle(ctx, request):
-    groups = ctx.broker.groups
+    groups = ctx.node.groups
     response = await groups.run_parked(request.group_id, lambda answer: groups.coordinator.sync_group(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),

@@ -18,7 +18,7 @@ async def handle(ctx, request):
     member = ctx.version >= FIRST_VERSION_WITH_MEMBER
 
     def commit(offsets):
-        groups = ctx.broker.groups
+        groups = ctx.node.groups
         return groups.coordinator.txn_offset_commit(
             transactional_id=request.transactional_id, group_id=request.group_id,
             producer_id=request.producer_id, producer_epoch=request.producer_epoch,

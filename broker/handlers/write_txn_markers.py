@@ -20,7 +20,7 @@ def _write(ctx, marker, topic: str, index: int, now: int):
     args = (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch, now)
     try:
         if topic == CONSUMER_OFFSETS:  # an event of the group coordinator's runtime
-            ctx.broker.groups.write_marker(index, *args)
+            ctx.node.groups.write_marker(index, *args)
         else:
             part.write_marker(*args)
     except ProduceRejected as e:

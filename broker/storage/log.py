@@ -126,6 +126,7 @@ class PartitionLog:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._active = segments[-1]
+        self.leader_epoch = 0  # stamped on appended batches; the cluster sets it on leader changes
         self._log_start_offset = log_start_offset
         self._flushed_offset = self._active.next_offset
         self._last_flush_ms = now_ms
@@ -224,7 +225,7 @@ class PartitionLog:
     def append(self, batch: RecordBatch, now_ms: int, assign_offsets: bool = True) -> AppendInfo:
         """Writes one batch (a writable view) and returns where it went.
 
-        With ``assign_offsets`` the batch gets the next offset, partition leader epoch 0
+        With ``assign_offsets`` the batch gets the next offset, the current leader epoch
         and, for LogAppendTime topics, the append time; otherwise it is stored as is
         and its base offset must not go backwards (ValueError).
         """
@@ -233,7 +234,7 @@ class PartitionLog:
         if assign_offsets:
             base_offset = active.next_offset
             batch.set_base_offset(base_offset)
-            batch.set_partition_leader_epoch(0)
+            batch.set_partition_leader_epoch(self.leader_epoch)
             if self._log_append_time:
                 batch.set_log_append_time(now_ms)
                 log_append_time = now_ms

@@ -48,8 +48,12 @@ def _ini_settings(config: pytest.Config) -> dict[str, str]:
     return settings
 
 
-def new_broker(data_dir: Path, settings: dict[str, object] | None = None, *, in_process: bool = False):
-    """A broker handle, not yet started."""
+def new_broker(data_dir: Path, settings: dict[str, object] | None = None, *, in_process: bool = False,
+               nodes: int = 1, admin: bool = False):
+    """A broker handle, not yet started. ``nodes`` > 1 or ``admin`` (the control API,
+    ``.control()``) run it as a subprocess."""
+    if nodes != 1 or admin:
+        return BrokerProcess(data_dir, settings, nodes=nodes, admin=admin)
     cls = InProcessBroker if in_process else BrokerProcess
     return cls(data_dir, settings)
 
@@ -65,16 +69,19 @@ def eosbroker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Con
 
 @pytest.fixture
 def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config):
-    """``eosbroker_cluster(settings={...}, in_process=False, data_dir=None)`` starts a
-    broker the test owns and returns its handle (``stop``, ``restart``, ``kill``)."""
+    """``eosbroker_cluster(settings={...}, in_process=False, data_dir=None, nodes=1,
+    admin=False)`` starts a broker the test owns and returns its handle (``stop``,
+    ``restart``, ``kill``; with ``nodes=3`` a cluster of three nodes in one process,
+    with ``admin=True`` its control API: ``.control().node_stop(node_id=2)``)."""
     started = []
     counter = itertools.count()
     default_in_process = _in_process_default(pytestconfig)
 
     def make(settings: dict[str, object] | None = None, *, in_process: bool | None = None,
-             data_dir: Path | None = None):
+             data_dir: Path | None = None, nodes: int = 1, admin: bool = False):
         broker = new_broker(data_dir or tmp_path / f"eosbroker{next(counter)}",
-                            settings, in_process=default_in_process if in_process is None else in_process)
+                            settings, in_process=default_in_process if in_process is None else in_process,
+                            nodes=nodes, admin=admin)
         started.append(broker)
         return broker.start()
 

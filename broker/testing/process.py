@@ -16,32 +16,62 @@ class BrokerProcess(BrokerHelpers):
     """``python -m broker.cli serve`` on a free port; its stderr goes to ``log_path``."""
 
     def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, nodes: int = 1, admin: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.port = port
+        self.nodes = nodes
+        self.node_ports: dict[int, int] = {}
+        self.admin = admin
+        self.admin_port = 0
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._stderr = None
 
+    @property
+    def admin_url(self) -> str:
+        return f"http://{HOST}:{self.admin_port}"
+
+    def control(self):
+        """The Python API of the control service (needs ``admin=True``)."""
+        from broker.admin.client import ControlClient
+
+        return ControlClient(self.admin_url)
+
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         args = [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
                 "--data-dir", str(self.data_dir), *self.extra_args]
+        if self.nodes != 1:
+            args += ["--nodes", str(self.nodes)]
+        if self.admin:
+            args += ["--admin-port", str(self.admin_port)]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self._stderr = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        lines: list[str] = []
+        expected = self.nodes + (1 if self.admin else 0)
+
+        def read() -> None:
+            while len(lines) < expected and (line := self.proc.stdout.readline()):
+                lines.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(timeout)
-        if not line or "listening on" not in line[0]:
+        if len(lines) < expected or any("listening on" not in line for line in lines):
             self.kill()
             raise RuntimeError(f"broker did not start; log:\n{self.log_tail()}")
-        # keep the (fixed) port for restarts, so clients reconnect to the same address
-        self.port = int(line[0].rsplit(":", 1)[1])
+        # keep the (fixed) ports for restarts, so clients reconnect to the same addresses;
+        # lines are "eosbroker listening on H:P" (one node) or "eosbroker node ID listening on H:P"
+        for line in lines[: self.nodes]:
+            words = line.split()
+            self.node_ports[int(words[2]) if words[1] == "node" else 1] = int(line.rsplit(":", 1)[1])
+        self.port = self.node_ports[min(self.node_ports)]
+        if self.admin:
+            self.admin_port = int(lines[-1].rsplit(":", 1)[1])
         return self
 
     def stop(self, timeout: float = 20.0) -> int:

@@ -245,7 +245,7 @@ def _unused_port() -> int:
 
 
 def _context(coordinator: TransactionCoordinator):
-    return SimpleNamespace(broker=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)),
+    return SimpleNamespace(node=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)),
                            clock=SYSTEM_CLOCK)
 
 

@@ -1,0 +1,12 @@
+"""The admin HTTP server (aiohttp, on the broker's own event loop).
+
+Routes come from the modules listed in ``ROUTE_MODULES``: each has
+``add_routes(admin: AdminServer)`` and calls ``admin.add_route(method, path, handler,
+openapi=..., auth=...)``; the OpenAPI document at ``/openapi.json`` lists every route
+that gave an ``openapi`` operation object. To add routes (``/metrics``, a console
+page), write such a module and add its name to ``ROUTE_MODULES``.
+"""
+
+from broker.admin.server import ROUTE_MODULES, AdminServer
+
+__all__ = ["AdminServer", "ROUTE_MODULES"]

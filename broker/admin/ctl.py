@@ -1,0 +1,139 @@
+"""``eosbroker ctl``: the control API from the command line.
+
+    eosbroker ctl --admin http://127.0.0.1:PORT cluster
+    eosbroker ctl --admin URL node stop|kill|pause|resume|start ID
+    eosbroker ctl --admin URL partition move TOPIC PARTITION --leader ID [--replicas 1,2,3]
+    eosbroker ctl --admin URL coordinator move --transactional-id ID|--group-id ID --to NODE
+    eosbroker ctl --admin URL leaders elect|shuffle
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from broker.admin.client import ControlClient, ControlRefused
+
+
+@click.group()
+@click.option("--admin", envvar="EOSBROKER_ADMIN", required=True, metavar="URL",
+              help="the control API, e.g. http://127.0.0.1:9644 (env EOSBROKER_ADMIN)")
+@click.option("--token", envvar="EOSBROKER_ADMIN_TOKEN", default=None, help="bearer token (env EOSBROKER_ADMIN_TOKEN)")
+@click.option("--json", "as_json", is_flag=True, help="print the API's JSON answer")
+@click.pass_context
+def ctl(ctx, admin: str, token: str | None, as_json: bool) -> None:
+    """Drive a running eosbroker through its control API (serve --admin-port)."""
+    ctx.obj = (ControlClient(admin, token), as_json)
+
+
+def _run(ctx, name: str, show=None, **args) -> None:
+    client, as_json = ctx.obj
+    try:
+        answer = client.call(name, **args)
+    except ControlRefused as e:
+        raise click.ClickException(f"refused ({e.status}): {e.message}" + (f" [field: {e.field}]" if e.field else ""))
+    except OSError as e:
+        raise click.ClickException(f"cannot reach {client.url}: {e}") from None
+    if as_json or show is None:
+        click.echo(json.dumps(answer, indent=2))
+    else:
+        show(answer)
+
+
+def _show_moves(answer: dict) -> None:
+    if "node" in answer:
+        n = answer["node"]
+        click.echo(f"node {n['node_id']} ({n['host']}:{n['port']}): {n['state']}")
+    moved = answer.get("moved", [answer] if "leader" in answer else [])
+    for m in moved:
+        click.echo(f"  {m['topic']}-{m['partition']}: leader {m['leader']} epoch {m['leader_epoch']} "
+                   f"replicas {m['replicas']} isr {m['isr']}")
+    if not moved:
+        click.echo("  no leader changed")
+
+
+def _table(rows: list[list], header: list[str]) -> None:
+    cells = [header, *[[str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+@ctl.command()
+@click.option("--all", "show_internal", is_flag=True, help="also list the coordinator topics' partitions")
+@click.pass_context
+def cluster(ctx, show_internal: bool) -> None:
+    """Nodes, partition leaders, ISRs and coordinators as tables."""
+
+    def show(c: dict) -> None:
+        click.echo(f"cluster {c['cluster_id']}, controller {c['controller_id']}\n")
+        coordinators: dict[int, list[int]] = {}
+        for entry in c["coordinators"]:
+            counts = coordinators.setdefault(entry["node_id"], [0, 0])
+            counts[0 if entry["kind"] == "transaction" else 1] += 1
+        _table([[n["node_id"], f"{n['host']}:{n['port']}", n["state"],
+                 sum(1 for p in c["partitions"] if p["leader"] == n["node_id"]),
+                 *coordinators.get(n["node_id"], [0, 0])] for n in c["nodes"]],
+               ["NODE", "ADDRESS", "STATE", "LEADS", "TXN-COORD", "GROUP-COORD"])
+        rows = [[p["topic"], p["partition"], p["leader"], p["leader_epoch"], ",".join(map(str, p["replicas"])),
+                 ",".join(map(str, p["isr"]))] for p in c["partitions"]
+                if show_internal or not p["topic"].startswith("__")]
+        if rows:
+            click.echo()
+            _table(rows, ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR"])
+
+    _run(ctx, "cluster", show)
+
+
+@ctl.command()
+@click.argument("action", type=click.Choice(["stop", "kill", "pause", "resume", "start"]))
+@click.argument("node_id", type=int)
+@click.pass_context
+def node(ctx, action: str, node_id: int) -> None:
+    """Stop, kill, pause, resume or start a node."""
+    _run(ctx, f"node_{action}", _show_moves, node_id=node_id)
+
+
+@ctl.group()
+def partition() -> None:
+    """Partition leadership and replicas."""
+
+
+@partition.command("move")
+@click.argument("topic")
+@click.argument("partition_index", metavar="PARTITION", type=int)
+@click.option("--leader", type=int, default=None, help="the new leader")
+@click.option("--replicas", default=None, help="the new replicas, e.g. 2,3,1")
+@click.pass_context
+def partition_move(ctx, topic: str, partition_index: int, leader: int | None, replicas: str | None) -> None:
+    """Move a partition's leader and/or replicas."""
+    try:
+        replica_list = None if replicas is None else [int(r) for r in replicas.split(",") if r.strip()]
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of node ids: {replicas!r}", param_hint="--replicas")
+    _run(ctx.parent, "partition_move", _show_moves, topic=topic, partition=partition_index, leader=leader,
+         replicas=replica_list)
+
+
+@ctl.group()
+def coordinator() -> None:
+    """Transaction and group coordinators."""
+
+
+@coordinator.command("move")
+@click.option("--transactional-id", default=None)
+@click.option("--group-id", default=None)
+@click.option("--to", "to", type=int, required=True, help="the node that becomes the coordinator")
+@click.pass_context
+def coordinator_move(ctx, transactional_id: str | None, group_id: str | None, to: int) -> None:
+    """Move the coordinator of a transactional id or a group to a node."""
+    _run(ctx.parent, "coordinator_move", _show_moves, transactional_id=transactional_id, group_id=group_id, to=to)
+
+
+@ctl.command()
+@click.argument("action", type=click.Choice(["elect", "shuffle"]))
+@click.pass_context
+def leaders(ctx, action: str) -> None:
+    """Preferred leader election, or shuffle the leaders."""
+    _run(ctx, f"leaders_{action}", _show_moves)

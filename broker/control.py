@@ -1,0 +1,309 @@
+"""The control service: every operation on the running cluster as one method.
+
+The HTTP API (``broker/admin/``), ``eosbroker ctl`` and the Python API
+(``broker.admin.client``) are thin adapters over ``OPERATIONS``: each names a method
+of ``ControlService``, its HTTP route and its parameters, and the OpenAPI document is
+generated from the same table. Arguments are checked here, once, and bad ones raise
+``ControlError`` naming the field; every action is logged with what it changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+log = logging.getLogger(__name__)
+
+
+class ControlError(Exception):
+    """A refused control call: HTTP ``status``, the offending ``field`` (if any)."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+
+    def as_json(self) -> dict:
+        return {"error": self.message, "field": self.field}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    type: str  # "integer", "string" or "integer[]"
+    where: str = "body"  # "path", "query" or "body"
+    required: bool = True
+    doc: str = ""
+    minimum: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    name: str  # the ControlService method, the OpenAPI operationId and the Python API method
+    method: str
+    path: str
+    summary: str
+    params: tuple[Param, ...] = ()
+
+
+_NODE_ID = Param("node_id", "integer", "path", doc="the node's id", minimum=0)
+
+_TOPIC = Param("topic", "string", "path", doc="the topic")
+_PARTITION = Param("partition", "integer", "path", doc="the partition index", minimum=0)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("cluster", "GET", "/cluster", "Nodes, partition leaders, replicas, ISRs and coordinators"),
+    Operation("node_stop", "POST", "/nodes/{node_id}/stop",
+              "Stop a node: listener closed, connections reset, its partitions and coordinators fail over",
+              (_NODE_ID,)),
+    Operation("node_kill", "POST", "/nodes/{node_id}/kill",
+              "Kill a node: as stop, without a clean shutdown of its in-memory state", (_NODE_ID,)),
+    Operation("node_pause", "POST", "/nodes/{node_id}/pause",
+              "Pause a node: its connections stay open, requests are read but not answered until resume",
+              (_NODE_ID,)),
+    Operation("node_resume", "POST", "/nodes/{node_id}/resume", "Resume a paused node", (_NODE_ID,)),
+    Operation("node_start", "POST", "/nodes/{node_id}/start",
+              "Start a stopped node on its old port; it rejoins the ISRs", (_NODE_ID,)),
+    Operation("partition_move", "POST", "/partitions/{topic}/{partition}/move",
+              "Move a partition's leader and/or replicas (the leader epoch goes up)",
+              (_TOPIC, _PARTITION,
+               Param("leader", "integer", required=False, doc="the new leader (one of the replicas)", minimum=0),
+               Param("replicas", "integer[]", required=False, doc="the new replica list", minimum=0))),
+    Operation("coordinator_move", "POST", "/coordinators/move",
+              "Move the coordinator of a transactional id or group to a node (its coordinator partition's "
+              "leadership moves, with every id placed on that partition)",
+              (Param("transactional_id", "string", required=False, doc="a transactional id"),
+               Param("group_id", "string", required=False, doc="a consumer group id"),
+               Param("to", "integer", doc="the node that becomes the coordinator", minimum=0))),
+    Operation("leaders_elect", "POST", "/leaders/elect",
+              "Preferred leader election: every partition led by its first replica where that one is in the ISR"),
+    Operation("leaders_shuffle", "POST", "/leaders/shuffle",
+              "Give every partition with more than one ISR member a different leader"),
+)
+OPERATIONS_BY_NAME = {op.name: op for op in OPERATIONS}
+
+
+def check_args(op: Operation, raw: dict[str, Any], from_text: bool | set[str] = False) -> dict[str, Any]:
+    """The arguments of ``op`` from ``raw`` (JSON values; strings for the names in
+    ``from_text``, or for all when it is True): missing, unknown or ill-typed ones
+    raise ControlError naming the field."""
+    text = from_text if isinstance(from_text, set) else (set(raw) if from_text else set())
+    known = {p.name for p in op.params}
+    for name in raw:
+        if name not in known:
+            raise ControlError(f"unknown field {name!r}", name)
+    args = {}
+    for p in op.params:
+        if p.name not in raw or raw[p.name] is None:
+            if p.required:
+                raise ControlError(f"{p.name} is required", p.name)
+            continue
+        args[p.name] = _check_value(p, raw[p.name], p.name in text)
+    return args
+
+
+def _check_value(p: Param, value: Any, from_text: bool) -> Any:
+    if p.type == "integer[]":
+        if from_text and isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise ControlError(f"{p.name} must be a list of integers", p.name)
+        return [_integer(p, v, from_text) for v in value]
+    if p.type == "integer":
+        return _integer(p, value, from_text)
+    if not isinstance(value, str) or not value:
+        raise ControlError(f"{p.name} must be a non-empty string", p.name)
+    return value
+
+
+def _integer(p: Param, value: Any, from_text: bool) -> int:
+    if from_text and isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ControlError(f"{p.name} must be an integer, not {value!r}", p.name) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ControlError(f"{p.name} must be an integer", p.name)
+    if p.minimum is not None and value < p.minimum:
+        raise ControlError(f"{p.name} must be at least {p.minimum}", p.name)
+    if value > 2**31 - 1:
+        raise ControlError(f"{p.name} is out of range", p.name)
+    return value
+
+
+class ControlService:
+    """Operations on a running ``broker.app.Broker``; every adapter calls ``call``."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    async def call(self, name: str, raw: dict[str, Any], from_text: bool | set[str] = False) -> dict:
+        op = OPERATIONS_BY_NAME.get(name)
+        if op is None:
+            raise ControlError(f"unknown operation {name!r}", status=404)
+        args = check_args(op, raw, from_text)
+        result = getattr(self, name)(**args)
+        if hasattr(result, "__await__"):
+            result = await result
+        return result
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def _node(self, node_id: int):
+        node = self.broker.node(node_id)
+        if node is None:
+            raise ControlError(f"no node {node_id}", "node_id", 404)
+        return node
+
+    def _up_nodes(self) -> list:
+        return [n for n in self.broker.nodes if n.is_up]
+
+    async def node_stop(self, node_id: int, crash: bool = False) -> dict:
+        node = self._node(node_id)
+        verb = "kill" if crash else "stop"
+        if not node.is_up:
+            raise ControlError(f"node {node_id} is already stopped", "node_id", 409)
+        if self._up_nodes() == [node]:
+            raise ControlError(f"node {node_id} is the last live node; refusing to {verb} it", "node_id", 409)
+        moved = await self.broker.stop_node(node_id, crash=crash)
+        log.info("control: %s node %d; %s", "killed" if crash else "stopped", node_id, self._moves(moved))
+        return {"node": node.info.describe(), "moved": self._describe_moves(moved)}
+
+    async def node_kill(self, node_id: int) -> dict:
+        return await self.node_stop(node_id, crash=True)
+
+    def node_pause(self, node_id: int) -> dict:
+        node = self._node(node_id)
+        if not node.is_up:
+            raise ControlError(f"node {node_id} is stopped", "node_id", 409)
+        node.pause()
+        log.info("control: paused node %d (requests are read, not answered)", node_id)
+        return {"node": node.info.describe(), "moved": []}
+
+    def node_resume(self, node_id: int) -> dict:
+        node = self._node(node_id)
+        if not node.is_up:
+            raise ControlError(f"node {node_id} is stopped; start it instead", "node_id", 409)
+        node.resume()
+        log.info("control: resumed node %d", node_id)
+        return {"node": node.info.describe(), "moved": []}
+
+    async def node_start(self, node_id: int) -> dict:
+        node = self._node(node_id)
+        if node.is_up:
+            raise ControlError(f"node {node_id} is already running", "node_id", 409)
+        try:
+            moved = await self.broker.start_node(node_id)
+        except OSError as e:
+            raise ControlError(f"node {node_id} cannot listen on port {node.info.port}: {e}", "node_id", 409) from None
+        log.info("control: started node %d on port %d; %s", node_id, node.info.port, self._moves(moved))
+        return {"node": node.info.describe(), "moved": self._describe_moves(moved)}
+
+    # -- topology ------------------------------------------------------------------------
+
+    def _leadership(self, topic: str, partition: int):
+        cluster = self.broker.cluster
+        if topic not in cluster.topics.by_name:
+            raise ControlError(f"no topic {topic!r}", "topic", 404)
+        leadership = cluster.leadership(topic, partition)
+        if leadership is None:
+            raise ControlError(f"{topic} has no partition {partition}", "partition", 404)
+        return leadership
+
+    def partition_move(self, topic: str, partition: int, leader: int | None = None,
+                       replicas: list[int] | None = None) -> dict:
+        state = self._leadership(topic, partition)
+        if leader is None and replicas is None:
+            raise ControlError("give leader, replicas or both", "leader")
+        known = {n.node_id for n in self.broker.nodes}
+        if replicas is not None:
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise ControlError("replicas must be a non-empty list of distinct node ids", "replicas")
+            if not set(replicas) <= known:
+                raise ControlError(f"replicas names unknown nodes {sorted(set(replicas) - known)}", "replicas")
+        new_replicas = replicas if replicas is not None else state.replicas
+        if leader is not None:
+            if leader not in known:
+                raise ControlError(f"no node {leader}", "leader", 404)
+            if leader not in new_replicas:
+                raise ControlError(f"node {leader} is not a replica of {topic}-{partition} "
+                                   f"(replicas {new_replicas})", "leader")
+            if not self.broker.node(leader).is_up:
+                raise ControlError(f"node {leader} is stopped", "leader", 409)
+        before = state.describe()
+        self.broker.cluster.replicas.reassign(topic, partition, replicas, leader)
+        log.info("control: moved %s-%d from %s to %s", topic, partition, before, state.describe())
+        return {"topic": topic, "partition": partition} | state.describe()
+
+    def coordinator_move(self, to: int, transactional_id: str | None = None, group_id: str | None = None) -> dict:
+        if (transactional_id is None) == (group_id is None):
+            raise ControlError("give exactly one of transactional_id and group_id",
+                               "transactional_id" if transactional_id is None else "group_id")
+        if self.broker.node(to) is None:
+            raise ControlError(f"no node {to}", "to", 404)
+        if not self.broker.node(to).is_up:
+            raise ControlError(f"node {to} is stopped", "to", 409)
+        topic = TRANSACTION_STATE if transactional_id is not None else CONSUMER_OFFSETS
+        self.broker.start_coordinators(topic)
+        key_type = 1 if transactional_id is not None else 0
+        partition = self.broker.coordinator_partition(transactional_id or group_id, key_type)
+        state = self._leadership(topic, partition)
+        replicas = state.replicas if to in state.replicas else [to, *state.replicas[: max(0, len(state.replicas) - 1)]]
+        moved = self.partition_move(topic, partition, leader=to,
+                                    replicas=None if replicas == state.replicas else replicas)
+        return moved | {"coordinator_epoch": state.leader_epoch}
+
+    def leaders_elect(self) -> dict:
+        moved = self.broker.cluster.replicas.elect_preferred()
+        log.info("control: preferred leader election; %s", self._moves(moved))
+        return {"moved": self._describe_moves(moved)}
+
+    def leaders_shuffle(self) -> dict:
+        moved = self.broker.cluster.replicas.shuffle()
+        log.info("control: shuffled leaders; %s", self._moves(moved))
+        return {"moved": self._describe_moves(moved)}
+
+    def _describe_moves(self, moved: list[tuple[str, int]]) -> list[dict]:
+        cluster = self.broker.cluster
+        return [{"topic": t, "partition": i} | cluster.leadership(t, i).describe() for t, i in moved]
+
+    def _moves(self, moved: list[tuple[str, int]]) -> str:
+        if not moved:
+            return "no leader changed"
+        cluster = self.broker.cluster
+        return "new leaders: " + ", ".join(
+            f"{t}-{i}->{cluster.leader_of(t, i)}@{cluster.leadership(t, i).leader_epoch}" for t, i in moved)
+
+    # -- inspection ----------------------------------------------------------------------
+
+    def cluster(self) -> dict:
+        cluster = self.broker.cluster
+        return {
+            "cluster_id": cluster.cluster_id,
+            "controller_id": cluster.controller_id,
+            "nodes": [node.describe() for node in cluster.nodes],
+            "partitions": [
+                {"topic": topic, "partition": index} | cluster.leadership(topic, index).describe()
+                for topic, index in sorted(cluster.partitions)
+            ],
+            "coordinators": self._coordinators(),
+        }
+
+    def _coordinators(self) -> list[dict]:
+        """Each coordinator partition that exists: the node leading it and whether that
+        node's coordinator has it loaded."""
+        out = []
+        for kind, topic in (("transaction", TRANSACTION_STATE), ("group", CONSUMER_OFFSETS)):
+            info = self.broker.cluster.topics.by_name.get(topic)
+            for index in range(info.partitions if info else 0):
+                leadership = self.broker.cluster.leadership(topic, index)
+                node = self.broker.node(leadership.leader)
+                service = None if node is None or not node.is_up else node.coordinator_service(topic, create=False)
+                out.append({"kind": kind, "partition": index, "node_id": leadership.leader,
+                            "coordinator_epoch": leadership.leader_epoch,
+                            "state": "not started" if service is None else service.topic.state_of(index)})
+        return out

@@ -1,0 +1,84 @@
+"""The network between the nodes of the process.
+
+Everything one node asks of another (a coordinator's markers to partition leaders)
+goes through ``Network.request``: the request is built as the kio message the wire
+would carry and handed to the same handler a TCP connection reaches, on the target
+node's behalf; the response comes back as the kio response a client would decode.
+A stopped target refuses the connection, a paused one never answers (the caller's
+timeout fires), and the fault points (cut links, delay, loss) live here, in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.handlers import HANDLERS
+from protocol import messages
+from protocol.framing import RequestHeader
+
+log = logging.getLogger(__name__)
+
+
+class Unreachable(ConnectionError):
+    """The target node is down, or the link to it is cut or lost the message."""
+
+
+@dataclass
+class LinkFaults:
+    """What happens to messages between two nodes (``None`` matches any node)."""
+
+    cut: bool = False
+    delay_ms: int = 0
+    loss: float = 0.0  # probability a request is lost (the caller sees a timeout)
+
+
+@dataclass
+class Network:
+    broker: Any  # broker.app.Broker
+    links: dict[tuple[int | None, int | None], LinkFaults] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._correlation = itertools.count(1)
+        self._connection_ids = itertools.count(-1, -1)  # negative: never a client's
+
+    def faults(self, source: int, target: int) -> LinkFaults | None:
+        for key in ((source, target), (source, None), (None, target), (None, None)):
+            if key in self.links:
+                return self.links[key]
+        return None
+
+    async def request(self, source: int, target: int, api_key: int, version: int, body: dict,
+                      timeout: float = 30.0) -> Any:
+        """Sends ``body`` from node ``source`` to node ``target`` and returns the kio response.
+        Raises Unreachable or asyncio.TimeoutError as a TCP client would fail."""
+        return await self.broker.clock.wait_for(self._deliver(source, target, api_key, version, body), timeout)
+
+    async def _deliver(self, source: int, target: int, api_key: int, version: int, body: dict) -> Any:
+        from broker.server import Connection, RequestContext
+
+        node = self.broker.node(target)
+        if node is None or not node.is_up:
+            raise Unreachable(f"node {target} is not running")
+        faults = self.faults(source, target)
+        if faults is not None:
+            if faults.cut:
+                raise Unreachable(f"the link from node {source} to node {target} is cut")
+            if faults.delay_ms:
+                await self.broker.clock.sleep(faults.delay_ms / 1000)
+            if faults.loss and random.random() < faults.loss:
+                await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
+        await node.serving.wait()
+        if not node.is_up:
+            raise Unreachable(f"node {target} stopped")
+        request = messages.build_request(api_key, version, body)
+        header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
+        conn = Connection(next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None)
+        result = await HANDLERS[api_key](RequestContext(self.broker, header, conn), request)
+        if isinstance(result, dict):
+            result = messages.build_response(api_key, version, result)
+        return result

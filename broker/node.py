@@ -1,0 +1,115 @@
+"""One emulated node: its listener and the coordinators it runs.
+
+Every node of the process shares the partitions' storage, but each has its own view
+of what it leads: its transaction and group coordinators load only the coordinator
+partitions this node leads, so a request on the wrong node is answered
+NOT_COORDINATOR by the coordinator itself, and a node that stops or crashes takes
+its coordinators' in-memory state with it (the new leader reloads from the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.cluster import PAUSED, RUNNING, STOPPED, Node
+from broker.server import Server
+from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+log = logging.getLogger(__name__)
+
+
+
+class BrokerNode:
+    def __init__(self, broker, info: Node, host: str, port: int) -> None:
+        self.broker = broker
+        self.info = info
+        self.node_id = info.node_id
+        self.server = Server(broker, self, host, port)
+        # Cleared while paused: requests are read but not answered.
+        self.serving = asyncio.Event()
+        self.serving.set()
+        self._transactions = None
+        self._groups = None
+        self._group_timers: asyncio.Task | None = None
+
+    # The coordinators load on first use (or at start-up when their topic exists), so a
+    # broker that never sees a group or a transaction never imports them.
+    @property
+    def transactions(self):
+        if self._transactions is None:
+            from broker.transaction_service import TransactionService
+
+            b = self.broker
+            self._transactions = TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network)
+        return self._transactions
+
+    @property
+    def groups(self):
+        if self._groups is None:
+            from broker.group_service import GroupService
+
+            self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id)
+            self._group_timers = asyncio.create_task(self._groups.run_timers())
+        return self._groups
+
+    def coordinator_service(self, topic: str, create: bool = True):
+        if topic == TRANSACTION_STATE:
+            return self.transactions if create or self._transactions is not None else None
+        return self.groups if create or self._groups is not None else None
+
+    @property
+    def is_up(self) -> bool:
+        return self.info.state != STOPPED
+
+    async def start(self) -> None:
+        await self.server.start()
+        self.info.host, self.info.port = self.server.host, self.server.port
+        self.info.state = RUNNING
+        self.serving.set()
+        topics = self.broker.cluster.topics.by_name
+        if TRANSACTION_STATE in topics:
+            self.transactions.ensure_ready()
+        if CONSUMER_OFFSETS in topics:
+            self.groups.ensure_ready()
+
+    async def stop(self, crash: bool = False) -> None:
+        """Closes the listener and every connection (``crash``: reset), and drops the
+        coordinators' in-memory state (what a crash loses; the log keeps everything)."""
+        self.info.state = STOPPED
+        self.serving.set()  # parked requests end with their connections
+        if self._transactions is not None:
+            await self._transactions.close()
+            self._transactions = None
+        if self._groups is not None:
+            await self._groups.close()
+            self._groups = None
+        if self._group_timers is not None:
+            self._group_timers.cancel()
+            try:
+                await self._group_timers
+            except asyncio.CancelledError:
+                pass
+            self._group_timers = None
+        await self.server.stop(abort=crash)
+
+    def pause(self) -> None:
+        self.info.state = PAUSED
+        self.serving.clear()
+
+    def resume(self) -> None:
+        self.info.state = RUNNING
+        self.serving.set()
+
+    # -- coordinator partitions moving in and out ---------------------------------------
+
+    def coordinator_partition_moved(self, topic: str, index: int, leader_epoch: int, leads: bool) -> None:
+        """This node gained (``leads``) or lost a coordinator partition: load it with the
+        new coordinator epoch, or drop it."""
+        service = self.coordinator_service(topic, create=leads)
+        if service is None:
+            return
+        if leads:
+            service.topic.load_partition(index, leader_epoch)
+        else:
+            service.topic.unload_partition(index)

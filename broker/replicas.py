@@ -1,0 +1,177 @@
+"""Who holds and who leads each partition: replicas, ISR, leader and leader epoch.
+
+Storage is one copy per partition shared by every node of the process; replication is
+emulated here. A replica on a node that is up is in the ISR (it is caught up by
+construction); a stopped node leaves every ISR and hands its leaderships to the next
+ISR member, each change of leader bumping the partition's leader epoch, as Kafka's
+controller does. Assignments and epochs are kept in ``meta/partitions.json`` so that
+epochs never go backwards across restarts (clients remember them, and markers carry
+the coordinator epoch, which is the coordinator partition's leader epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.storage.files import replace_atomically
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+@dataclass(slots=True)
+class Leadership:
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+
+    def describe(self) -> dict:
+        return {"leader": self.leader, "leader_epoch": self.leader_epoch, "replicas": list(self.replicas),
+                "isr": list(self.isr)}
+
+
+# (topic, partition, the leadership before, the leadership now): told after every change
+LeaderListener = Callable[[str, int, int, Leadership], None]
+
+
+@dataclass
+class ReplicaState:
+    path: Path
+    node_ids: list[int]
+    up: set[int] = field(default_factory=set)
+    partitions: dict[tuple[str, int], Leadership] = field(default_factory=dict)
+    listeners: list[LeaderListener] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.up = set(self.node_ids)
+        self._stored: dict[str, list] = {}
+        try:
+            self._stored = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable %s (%s): partition leaders are assigned afresh", self.path, e)
+
+    # -- assignment ----------------------------------------------------------------------
+
+    def assign(self, topic: str, index: int, replication_factor: int, replicas: list[int] | None = None) -> Leadership:
+        """The partition's leadership: the stored one if its replicas all still exist,
+        else a fresh spread over the nodes (partition i starts at node i, as the
+        coordinator topics' partitions are spread)."""
+        stored = self._stored.get(f"{topic}-{index}")  # [replicas, leader epoch, leader]
+        if replicas is None and stored is not None and set(stored[0]) <= set(self.node_ids):
+            replicas = stored[0]
+        if replicas is None:
+            n = len(self.node_ids)
+            rf = max(1, min(replication_factor, n))
+            replicas = [self.node_ids[(index + k) % n] for k in range(rf)]
+        isr = [r for r in replicas if r in self.up]
+        leader = isr[0] if isr else NO_LEADER
+        epoch = 0 if stored is None else stored[1] + (leader != stored[2])
+        state = self.partitions[(topic, index)] = Leadership(list(replicas), isr, leader, epoch)
+        return state
+
+    def first_leader(self, index: int) -> int:
+        """The leader ``assign`` gives partition ``index`` of a new topic."""
+        n = len(self.node_ids)
+        return next((self.node_ids[(index + k) % n] for k in range(n) if self.node_ids[(index + k) % n] in self.up),
+                    NO_LEADER)
+
+    def forget(self, topic: str, index: int) -> None:
+        self.partitions.pop((topic, index), None)
+        self._stored.pop(f"{topic}-{index}", None)
+
+    def save(self) -> None:
+        self._stored.update({f"{t}-{i}": [s.replicas, s.leader_epoch, s.leader] for (t, i), s in self.partitions.items()})
+        replace_atomically(self.path, json.dumps(self._stored, separators=(",", ":")).encode())
+
+    def leader_of(self, topic: str, index: int) -> int:
+        state = self.partitions.get((topic, index))
+        return NO_LEADER if state is None else state.leader
+
+    # -- changes -------------------------------------------------------------------------
+
+    def set_leader(self, topic: str, index: int, leader: int, reason: str) -> bool:
+        """Makes ``leader`` (an ISR member, or NO_LEADER) lead the partition with a new
+        epoch; False if it already does."""
+        state = self.partitions[(topic, index)]
+        if state.leader == leader:
+            return False
+        before = state.leader
+        state.leader = leader
+        state.leader_epoch += 1
+        log.info("%s-%d: leader %d -> %d, epoch %d (%s)", topic, index, before, leader, state.leader_epoch, reason)
+        for listener in self.listeners:
+            listener(topic, index, before, state)
+        return True
+
+    def node_down(self, node_id: int) -> list[tuple[str, int]]:
+        """The node leaves every ISR; partitions it led move to the next ISR member
+        (or go offline). Returns the partitions whose leader changed."""
+        self.up.discard(node_id)
+        moved = []
+        for (topic, index), state in self.partitions.items():
+            if node_id in state.isr:
+                state.isr.remove(node_id)
+            if state.leader == node_id:
+                self.set_leader(topic, index, state.isr[0] if state.isr else NO_LEADER, f"node {node_id} down")
+                moved.append((topic, index))
+        self.save()
+        return moved
+
+    def node_up(self, node_id: int) -> list[tuple[str, int]]:
+        """The node rejoins the ISR of its replicas and leads the offline ones."""
+        self.up.add(node_id)
+        moved = []
+        for (topic, index), state in self.partitions.items():
+            if node_id in state.replicas and node_id not in state.isr:
+                state.isr = [r for r in state.replicas if r in state.isr or r == node_id]
+            if state.leader == NO_LEADER and node_id in state.isr:
+                self.set_leader(topic, index, node_id, f"node {node_id} up")
+                moved.append((topic, index))
+        self.save()
+        return moved
+
+    def elect_preferred(self, partitions: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+        """Gives each partition back to its first replica where that one is in the ISR."""
+        moved = []
+        for key in partitions if partitions is not None else list(self.partitions):
+            state = self.partitions[key]
+            preferred = state.replicas[0]
+            if preferred in state.isr and self.set_leader(*key, preferred, "preferred leader election"):
+                moved.append(key)
+        if moved:
+            self.save()
+        return moved
+
+    def shuffle(self, rng: random.Random | None = None) -> list[tuple[str, int]]:
+        """A different ISR member leads every partition that has more than one."""
+        rng = rng or random.Random()
+        moved = []
+        for key, state in self.partitions.items():
+            others = [r for r in state.isr if r != state.leader]
+            if others and self.set_leader(*key, rng.choice(others), "shuffle"):
+                moved.append(key)
+        if moved:
+            self.save()
+        return moved
+
+    def reassign(self, topic: str, index: int, replicas: list[int] | None, leader: int | None) -> Leadership:
+        """New replicas and/or leader for a partition (the leader must be one of its
+        replicas and up)."""
+        state = self.partitions[(topic, index)]
+        if replicas is not None:
+            state.replicas = list(replicas)
+            state.isr = [r for r in state.replicas if r in self.up]
+        if leader is None:
+            leader = state.leader if state.leader in state.isr else (state.isr[0] if state.isr else NO_LEADER)
+        self.set_leader(topic, index, leader, "reassignment")
+        self.save()
+        return state
