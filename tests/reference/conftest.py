@@ -29,3 +29,9 @@ def kafka_broker(tmp_path_factory):
 def brokers(shared_broker, kafka_broker):
     """Both brokers by name: the same scenario runs against each."""
     return {"eosbroker": shared_broker, "kafka": kafka_broker}
+
+
+@pytest.fixture(params=["eosbroker", "kafka"])
+def broker(request):
+    """Each broker in turn: a test using it runs once against eosbroker, once against Kafka."""
+    return request.getfixturevalue("shared_broker" if request.param == "eosbroker" else "kafka_broker")
