@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reference.kafka_broker import KafkaBroker
+from tests.broker_process import BrokerProcess
+from tests.reference.kafka_broker import DIFFERENTIAL, KafkaBroker
 
 
 def pytest_collection_modifyitems(config, items):
@@ -21,6 +22,14 @@ def pytest_collection_modifyitems(config, items):
 def kafka_broker(tmp_path_factory):
     """One Apache Kafka broker (KRaft, single node) for the whole session."""
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def eos_reference(tmp_path_factory):
+    """An eosbroker with the settings the Kafka reference broker gets for these tests."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("eos-reference") / "data", DIFFERENTIAL).start()
     yield broker
     broker.stop()
 

@@ -10,6 +10,8 @@ cluster ids) replaced by stable names, so two brokers' answers compare with ==.
 from __future__ import annotations
 
 import asyncio
+import struct
+from types import SimpleNamespace
 from typing import Any
 
 from broker.client import KafkaConnection
@@ -29,11 +31,74 @@ V = {
 
 # Errors a client retries: the coordinator is loading, or markers are being written.
 RETRIABLE = {"COORDINATOR_LOAD_IN_PROGRESS", "CONCURRENT_TRANSACTIONS", "NOT_COORDINATOR",
-             "COORDINATOR_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE"}
+             "COORDINATOR_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE",
+             "NOT_LEADER_OR_FOLLOWER"}
 
 
 def err(code: int) -> str:
     return ErrorCode(code).name.upper()
+
+
+class _Connection(KafkaConnection):
+    """Decodes DescribeTransactions v0 itself: Kafka answers transaction_start_time_ms
+    -1 for a transaction that has not started, which kio's timestamp type refuses."""
+
+    def _dispatch(self, frame: bytes) -> None:
+        correlation_id = struct.unpack_from(">i", frame, 0)[0]
+        entry = self._pending.get(correlation_id)
+        if entry is not None and entry[0] == 65:
+            del self._pending[correlation_id]
+            entry[2].set_result(_describe_transactions_v0(memoryview(frame), 4))
+            return
+        super()._dispatch(frame)
+
+
+def _describe_transactions_v0(buf: memoryview, pos: int) -> SimpleNamespace:
+    def uvarint():
+        nonlocal pos
+        value = shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def fixed(fmt):
+        nonlocal pos
+        (value,) = struct.unpack_from(fmt, buf, pos)
+        pos += struct.calcsize(fmt)
+        return value
+
+    def string():
+        nonlocal pos
+        n = uvarint() - 1
+        value = bytes(buf[pos:pos + n]).decode()
+        pos += n
+        return value
+
+    def skip_tags():
+        for _ in range(uvarint()):
+            uvarint()
+            nonlocal pos
+            pos += uvarint()
+
+    skip_tags()  # response header v1
+    throttle = fixed(">i")
+    states = []
+    for _ in range(uvarint() - 1):
+        state = SimpleNamespace(error_code=fixed(">h"), transactional_id=string(), transaction_state=string(),
+                                transaction_timeout=fixed(">i"), transaction_start_time_ms=fixed(">q"),
+                                producer_id=fixed(">q"), producer_epoch=fixed(">h"), topics=[])
+        for _ in range(uvarint() - 1):
+            topic = string()
+            partitions = [fixed(">i") for _ in range(uvarint() - 1)]
+            skip_tags()
+            state.topics.append(SimpleNamespace(topic=topic, partitions=partitions))
+        skip_tags()
+        states.append(state)
+    return SimpleNamespace(throttle_time_ms=throttle, transaction_states=states)
 
 
 class Wire:
@@ -43,7 +108,7 @@ class Wire:
 
     @classmethod
     async def connect(cls, port: int) -> "Wire":
-        return cls(await KafkaConnection.connect(HOST, port, client_id="eosbroker-differential"))
+        return cls(await _Connection.connect(HOST, port, client_id="eosbroker-differential"))
 
     async def close(self) -> None:
         await self.conn.close()
@@ -109,6 +174,7 @@ class Wire:
                 for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
 
     async def add_offsets(self, transactional_id: str, pid: int, epoch: int, group: str, retry: bool = True) -> str:
+        await self.find_coordinator(group, 0)
         body = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": epoch, "group_id": group}
         call = lambda: self.request("add_offsets", body)  # noqa: E731
         return err((await (self.retry(call) if retry else call())).error_code)
@@ -188,9 +254,10 @@ class Wire:
     async def describe_producers(self, topic: str, partition: int = 0) -> list[dict]:
         r = await self.request("describe_producers", {"topics": [{"name": topic, "partition_indexes": [partition]}]})
         p = r.topics[0].partitions[0]
+        # Brokers list producers in no particular order: sorted by producer id here.
         return [{"error": err(p.error_code), "epoch": s.producer_epoch, "last_sequence": s.last_sequence,
                  "current_txn_start_offset": s.current_txn_start_offset, "producer": self.alias(s.producer_id)}
-                for s in p.active_producers] or [{"error": err(p.error_code)}]
+                for s in sorted(p.active_producers, key=lambda s: s.producer_id)] or [{"error": err(p.error_code)}]
 
     async def describe_transaction(self, transactional_id: str) -> dict:
         r = await self.request("describe_transactions", {"transactional_ids": [transactional_id]})
@@ -206,20 +273,47 @@ class Wire:
         return err(r.error_code), sorted((s.transactional_id, s.transaction_state) for s in r.transaction_states)
 
     # groups ----------------------------------------------------------------
+    async def join_group(self, group: str, member: str = "", session_ms: int = 10000) -> tuple[str, int, str]:
+        """JoinGroup (with the MEMBER_ID_REQUIRED round trip) and SyncGroup as the only
+        member: (error, generation, member id)."""
+        await self.find_coordinator(group, 0)
+        body = {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": session_ms,
+                "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}]}
+        for _ in range(50):
+            r = await self.request("join_group", body)
+            if err(r.error_code) == "MEMBER_ID_REQUIRED":
+                body["member_id"] = r.member_id
+                continue
+            if err(r.error_code) in RETRIABLE:
+                await asyncio.sleep(0.05)
+                continue
+            break
+        if r.error_code:
+            return err(r.error_code), -1, ""
+        s = await self.request("sync_group", {"group_id": group, "generation_id": r.generation_id,
+                                              "member_id": r.member_id, "group_instance_id": None,
+                                              "protocol_type": "consumer", "protocol_name": "range",
+                                              "assignments": [{"member_id": r.member_id, "assignment": b""}]})
+        return err(s.error_code), r.generation_id, r.member_id
+
     async def txn_offset_commit(self, transactional_id: str, group: str, pid: int, epoch: int,
                                 offsets: dict[tuple[str, int], int], generation: int = -1, member: str = "",
                                 instance: str | None = None, version: int | None = None) -> dict:
+        await self.find_coordinator(group, 0)
         topics: dict[str, list] = {}
         for (t, part), off in offsets.items():
             topics.setdefault(t, []).append({"partition_index": part, "committed_offset": off,
                                              "committed_leader_epoch": -1, "committed_metadata": ""})
-        r = await self.request("txn_offset_commit", {
-            "transactional_id": transactional_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
-            "generation_id": generation, "member_id": member, "group_instance_id": instance,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version=version)
+        body = {"transactional_id": transactional_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": generation, "member_id": member, "group_instance_id": instance,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        r = await self.retry(lambda: self.request("txn_offset_commit", body, version=version),
+                             error_of=lambda r: r.topics[0].partitions[0].error_code)
         return {(t.name, p.partition_index): err(p.error_code) for t in r.topics for p in t.partitions}
 
     async def offset_fetch(self, group: str, topic: str, partitions: list[int], require_stable: bool) -> dict:
+        await self.find_coordinator(group, 0)
         r = await self.request("offset_fetch", {"group_id": group, "require_stable": require_stable,
                                                 "topics": [{"name": topic, "partition_indexes": partitions}]})
         return {"error": err(r.error_code),
