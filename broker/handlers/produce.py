@@ -52,7 +52,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
         partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
         error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
-                                                       topic, data.index)
+                                         topic, data.index)
         if error is not None:
             return _error(data.index, error, partition.log_start_offset,
                           f"partition {topic}-{data.index} is not part of producer {batch.producer_id}'s transaction")
