@@ -92,6 +92,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _long, 3600000),
         Setting("producer.id.expiration.ms", _long, 86400000),
         Setting("producer.id.expiration.check.interval.ms", _long, 600000),
+        Setting("transaction.refuse.sequence.reuse", _bool, False,
+                doc="refuse with OUT_OF_ORDER_SEQUENCE_NUMBER a transactional batch whose sequences match a "
+                    "batch of an already-ended transaction (Kafka answers it as a duplicate)"),
         Setting("emulate.fault.hold.txn.markers", _bool, False,
                 doc="fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers"),
         Setting("emulate.kafka.version", _str, "4.0",

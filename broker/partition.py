@@ -46,6 +46,9 @@ class Partition:
         self.producer_state = producer_state
         self.aborted = aborted
         self._waiters: list[asyncio.Future] = []
+        # Duplicates that matched a batch of an already-ended transaction (a client
+        # reused a sequence after an abort): a metric, and a WARN each time.
+        self.sequence_reuse_after_marker = 0
         log_.roll_listeners.append(self._snapshot_at_roll)
 
     @classmethod
@@ -111,15 +114,30 @@ class Partition:
     def log_start_moved(self) -> None:
         self.aborted.delete_before(self.log.log_start_offset)
 
-    def append_from_client(self, batch: RecordBatch, now_ms: int) -> Appended:
+    def append_from_client(self, batch: RecordBatch, now_ms: int, refuse_sequence_reuse: bool = False) -> Appended:
         """Validates the batch against producer state, then appends it.
 
         A retried batch already in the log is answered with its original offset and
-        not appended again. Raises ProduceRejected with the Kafka error name.
+        not appended again, as Kafka does. When that "retry" matches a batch of a
+        transaction that has already ended, the client has reused a sequence number
+        after an abort and its new record is not written: logged and counted, and
+        refused with OUT_OF_ORDER_SEQUENCE_NUMBER when ``refuse_sequence_reuse``.
+        Raises ProduceRejected with the Kafka error name.
         """
         check = self.producer_state.check(batch, self.log.log_start_offset)
         if check.duplicate_of is not None:
-            return Appended(check.duplicate_of.first_offset, -1, self.log.log_start_offset, duplicate=True)
+            dup = check.duplicate_of
+            if check.stale:
+                self.sequence_reuse_after_marker += 1
+                message = (f"producer {batch.producer_id} epoch {batch.producer_epoch} reused sequences "
+                           f"{batch.base_sequence}..{batch.last_sequence} on {self.topic}-{self.index} for a "
+                           f"transactional batch: they match the batch at offset {dup.first_offset}, whose "
+                           "transaction has already ended")
+                if refuse_sequence_reuse:
+                    log.warning("%s; refused (transaction.refuse.sequence.reuse=true)", message)
+                    raise ProduceRejected("OUT_OF_ORDER_SEQUENCE_NUMBER", message)
+                log.warning("%s; answered as a duplicate, as Kafka does: the new records are NOT written", message)
+            return Appended(dup.first_offset, -1, self.log.log_start_offset, duplicate=True)
         if check.error is not None:
             raise ProduceRejected(check.error, check.message)
         info = self.append(batch, now_ms)

@@ -6,6 +6,11 @@ API_KEY = 65
 
 
 def _state(d) -> dict:
+    if d.error:
+        # Kafka leaves every other field at its schema default (0) when the id has no state.
+        return {"error_code": d.error, "transactional_id": d.transactional_id, "transaction_state": "",
+                "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+                "producer_epoch": 0, "topics": []}
     return {
         "error_code": d.error,
         "transactional_id": d.transactional_id,

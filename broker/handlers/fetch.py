@@ -76,9 +76,8 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
             try:
                 data = part.log.read(p.fetch_offset, limit, upper, min_one) if limit or min_one else b""
             except OffsetOutOfRange:
-                partitions.append(_partition_error(p.partition, "OFFSET_OUT_OF_RANGE")
-                                  | {"high_watermark": part.high_watermark, "log_start_offset": part.log_start_offset,
-                                     "last_stable_offset": part.last_stable_offset})
+                # As Kafka: an errored partition carries no offsets (-1), whatever the log holds.
+                partitions.append(_partition_error(p.partition, "OFFSET_OUT_OF_RANGE"))
                 continue
             if data:
                 min_one = False

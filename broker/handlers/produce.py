@@ -13,13 +13,14 @@ from broker.partition import ProduceRejected
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
-from protocol.records import InvalidBatch, validate_produce_records
+from protocol.records import RECORD_BATCH_OVERHEAD, InvalidBatch, RecordBatch, validate_produce_records
 
 API_KEY = 0
 KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 
 # log_start_offset is -1 for these errors, the partition's log start offset otherwise.
-_NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE"})
+_NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE",
+                           "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"})
 
 
 def _error(index: int, error: str, log_start_offset: int = -1, message: str | None = None) -> dict:
@@ -49,13 +50,14 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
     if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
+        partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
         error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
-                                                       topic, data.index)
+                                         topic, data.index)
         if error is not None:
             return _error(data.index, error, partition.log_start_offset,
                           f"partition {topic}-{data.index} is not part of producer {batch.producer_id}'s transaction")
     try:
-        appended = partition.append_from_client(batch, now)
+        appended = partition.append_from_client(batch, now, cluster.config["transaction.refuse.sequence.reuse"])
     except ProduceRejected as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
     return {
@@ -69,10 +71,26 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     }
 
 
+def _has_transactional_records(request) -> bool:
+    """ProduceRequest.hasTransactionalRecords: any partition's first batch is transactional."""
+    return any(
+        data.records is not None and len(data.records) >= RECORD_BATCH_OVERHEAD
+        and RecordBatch(data.records).is_transactional
+        for topic in request.topic_data for data in topic.partition_data
+    )
+
+
 async def handle(ctx, request):
     now = ctx.clock.now_ms()
     acks = request.acks
     responses = []
+    if request.transactional_id is None and _has_transactional_records(request):
+        # Kafka answers the whole request so: transactional records need a transactional id
+        # (whose authorization is checked, hence the name).
+        return {"responses": [
+            {"name": topic.name, "partition_responses": [
+                _error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") for data in topic.partition_data]}
+            for topic in request.topic_data]}
     for topic in request.topic_data:
         results = []
         for data in topic.partition_data:

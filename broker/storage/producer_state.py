@@ -13,6 +13,17 @@ Use on the produce path::
 Markers: ``check_marker`` before appending a COMMIT/ABORT batch, then
 ``complete_transaction`` with the offset it got (one check, before the append).
 
+Transactional batches that start a transaction on the partition first call
+``start_verification`` (KIP-890 part 1, as Kafka's VerificationStateEntry): until the
+producer's next transactional append or marker, a batch whose first sequence is above
+the lowest sequence seen while verifying is OUT_OF_ORDER_SEQUENCE_NUMBER. Kafka keeps
+this in memory only, and so does this.
+
+A duplicate whose stored batch belongs to a transaction that has since ended (a marker
+follows it) is flagged ``stale``: the client reused a sequence after an abort, and
+answering "duplicate" silently drops the new record (README "Differences from Apache
+Kafka", sequence reuse after abort).
+
 Profiles: the default follows Kafka >= 2.5 (KIP-360: state outlives log truncation,
 an unknown producer may start at any sequence). ``emulate_older_than_2_5`` follows
 Kafka 2.0-2.4: a producer whose batches all lie below the log start offset is
@@ -88,6 +99,8 @@ class Check:
     error: str | None = None
     message: str = ""
     duplicate_of: BatchMetadata | None = None
+    # the duplicate lies in a transaction a marker has already ended
+    stale: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -123,6 +136,23 @@ class ProducerDescription:
     current_txn_start_offset: int  # -1 when no transaction is open
 
 
+@dataclass(slots=True)
+class Verification:
+    """A transaction's first batch on this partition being verified (Kafka's
+    VerificationStateEntry): the lowest sequence seen blocks higher ones until the
+    producer appends transactionally or a marker ends its transaction."""
+
+    lowest_seq: int
+    epoch: int
+    created_ms: int
+
+    def saw(self, seq: int, epoch: int) -> None:
+        if epoch == self.epoch and seq < self.lowest_seq:
+            self.lowest_seq = seq
+        if epoch > self.epoch:
+            self.epoch, self.lowest_seq = epoch, seq
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -135,6 +165,7 @@ class ProducerStateManager:
     def __init__(self, emulate_older_than_2_5: bool = False) -> None:
         self.emulate_older_than_2_5 = emulate_older_than_2_5
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._verifications: dict[int, Verification] = {}
         # Next log offset not yet reflected in this state (snapshot/rebuild bookkeeping).
         self.map_end_offset = 0
 
@@ -148,6 +179,24 @@ class ProducerStateManager:
     def has_open_transaction(self, producer_id: int) -> bool:
         e = self._producers.get(producer_id)
         return e is not None and e.current_txn_first_offset is not None
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        e = self._producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset is not None and e.producer_epoch == producer_epoch
+
+    def start_verification(self, producer_id: int, first_seq: int, epoch: int, now_ms: int) -> None:
+        """Called before a transactional batch is verified with the coordinator
+        (UnifiedLog.maybeStartTransactionVerification)."""
+        if self.has_ongoing_transaction(producer_id, epoch):
+            return
+        entry = self._verifications.get(producer_id)
+        if entry is None:
+            self._verifications[producer_id] = Verification(first_seq, epoch, now_ms)
+        else:
+            entry.saw(first_seq, epoch)
+
+    def verification(self, producer_id: int) -> Verification | None:
+        return self._verifications.get(producer_id)
 
     def open_transactions(self) -> list[OpenTxn]:
         txns = [
@@ -207,12 +256,21 @@ class ProducerStateManager:
 
         dup = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
         if dup is not None:
-            return Check(duplicate_of=dup)
+            txn_start = entry.current_txn_first_offset
+            stale = batch.is_transactional and (txn_start is None or dup.first_offset < txn_start)
+            return Check(duplicate_of=dup, stale=stale)
 
         if epoch < entry.producer_epoch:
             return _error(
                 "INVALID_PRODUCER_EPOCH",
                 f"producer {pid} epoch {epoch} is older than the current epoch {entry.producer_epoch}",
+            )
+        verifying = self._verifications.get(pid)
+        if verifying is not None and first_seq > verifying.lowest_seq:
+            return _error(
+                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                f"producer {pid}: sequence {first_seq} is above {verifying.lowest_seq}, the lowest sequence "
+                "seen while verifying its transaction on this partition",
             )
         if epoch != entry.producer_epoch:
             # Also covers librdkafka's idempotent producer, which bumps its epoch locally
@@ -252,8 +310,10 @@ class ProducerStateManager:
             timestamp=batch.max_timestamp,
         )
         txn_first = entry.current_txn_first_offset
-        if txn_first is None and batch.is_transactional:
-            txn_first = batch.base_offset
+        if batch.is_transactional:
+            self._verifications.pop(pid, None)
+            if txn_first is None:
+                txn_first = batch.base_offset
         self._producers[pid] = dataclasses.replace(
             entry,
             batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:],
@@ -297,6 +357,7 @@ class ProducerStateManager:
         ``now_ms`` refreshes the producer's activity time for expiration.
         """
         self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
+        self._verifications.pop(producer_id, None)
         entry = self._producers.get(producer_id) or ProducerStateEntry(producer_id)
         completed = None
         if entry.current_txn_first_offset is not None:
@@ -321,6 +382,8 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self._producers[pid]
+        for pid in [p for p, v in self._verifications.items() if now_ms - v.created_ms >= producer_id_expiration_ms]:
+            del self._verifications[pid]
         return sorted(expired)
 
     # recovery --------------------------------------------------------------

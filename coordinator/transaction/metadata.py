@@ -124,10 +124,15 @@ class TransactionMetadata:
             raise InvalidTransition(
                 f"fencing producer id {self.producer_id} would overflow epoch {self.producer_epoch}"
             )
+        # The fenced epoch is kept as the last epoch: Kafka 4.x aborts with the server's
+        # transaction version (2, an epoch bump that records the last epoch), so after a
+        # timeout abort the producer's own KIP-360 InitProducerId(pid, fenced epoch) is
+        # answered with the current epoch, not PRODUCER_FENCED. A new instance's
+        # InitProducerId (no epoch given) clears it, so a real zombie stays fenced.
         return self._transit(
             TransactionState.PREPARE_EPOCH_FENCE,
             producer_epoch=self.producer_epoch + 1,
-            last_producer_epoch=NO_PRODUCER_EPOCH,
+            last_producer_epoch=self.producer_epoch,
         )
 
     def prepare_add_partitions(

@@ -26,9 +26,9 @@ async def _metadata_ok(broker) -> None:
         assert r.brokers[0].port == broker.port
 
 
-async def _produce(conn, topic: str, records: bytes, version: int = 9):
+async def _produce(conn, topic: str, records: bytes, version: int = 9, transactional_id: str | None = None):
     return await conn.request(0, version, {
-        "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+        "transactional_id": transactional_id, "acks": -1, "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
     })
 
@@ -154,9 +154,12 @@ async def test_control_batch_from_a_client_is_invalid_record(shared_broker, topi
     async with await _connect(shared_broker) as conn:
         await _create(conn, topic_name)
         marker = build_control_batch(producer_id=5, producer_epoch=0, commit=True, coordinator_epoch=0, timestamp_ms=1)
-        r = await _produce(conn, topic_name, bytes(marker))
+        r = await _produce(conn, topic_name, bytes(marker), transactional_id="tx")
         assert _partition(r).error_code == code("INVALID_RECORD")
         assert "control" in (_partition(r).error_message or "")
+        # without a transactional id, Kafka refuses the (transactional) batch before looking at it
+        r = await _produce(conn, topic_name, bytes(marker))
+        assert _partition(r).error_code == code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         r = await _produce(conn, topic_name, bytes(build_batch([(None, b"x", (), 1)])))
         assert _partition(r).base_offset == 0
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reference.kafka_broker import KafkaBroker
+from tests.broker_process import BrokerProcess
+from tests.reference.kafka_broker import DIFFERENTIAL, KafkaBroker
 
 
 def pytest_collection_modifyitems(config, items):
@@ -26,6 +27,20 @@ def kafka_broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def eos_reference(tmp_path_factory):
+    """An eosbroker with the settings the Kafka reference broker gets for these tests."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("eos-reference") / "data", DIFFERENTIAL).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
 def brokers(shared_broker, kafka_broker):
     """Both brokers by name: the same scenario runs against each."""
     return {"eosbroker": shared_broker, "kafka": kafka_broker}
+
+
+@pytest.fixture(params=["eosbroker", "kafka"])
+def broker(request):
+    """Each broker in turn: a test using it runs once against eosbroker, once against Kafka."""
+    return request.getfixturevalue("shared_broker" if request.param == "eosbroker" else "kafka_broker")

@@ -42,6 +42,11 @@ SINGLE_NODE = {
     "log.flush.interval.messages": "9223372036854775807",
 }
 
+# Settings both brokers get in the differential tests, so timeouts fire within seconds.
+DIFFERENTIAL = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+
 LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -128,6 +133,7 @@ class KafkaBroker:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.workdir / "data"),
             **SINGLE_NODE,
+            **DIFFERENTIAL,
             **self.overrides,
         }
         config = self.workdir / "server.properties"
@@ -139,7 +145,7 @@ class KafkaBroker:
         classpath = kafka_classpath()
         config = self._write_config()
         fmt = subprocess.run(
-            self._java(classpath, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config),
+            self._java(classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config),
                        "--ignore-formatted"),
             capture_output=True, text=True, timeout=timeout,
         )

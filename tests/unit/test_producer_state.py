@@ -580,3 +580,73 @@ def test_snapshot_keeps_profile(tmp_path):
     write_snapshot(ProducerStateManager(), tmp_path, 0)
     loaded, _ = load_latest_snapshot(tmp_path, emulate_older_than_2_5=True)
     assert_error(loaded.check(data_batch(seq=5), 0), "UNKNOWN_PRODUCER_ID")
+
+
+# --- KIP-890 verification and sequence reuse after a marker ------------------------------------
+
+
+def _txn_then_abort(state: ProducerStateManager) -> None:
+    """seq 0 at offset 0 and seq 1 at offset 1 in a transaction, ABORT marker at 2."""
+    state.update(data_batch(seq=0, transactional=True, offset=0), NOW)
+    state.update(data_batch(seq=1, transactional=True, offset=1), NOW)
+    state.complete_transaction(PID, 0, 2, commit=False, coordinator_epoch=0)
+
+
+def test_duplicate_of_a_batch_before_the_marker_is_stale():
+    state = ProducerStateManager()
+    _txn_then_abort(state)
+    check = state.check(data_batch(seq=1, transactional=True), 0)
+    assert check.duplicate_of.first_offset == 1 and check.stale
+
+
+def test_duplicate_within_the_open_transaction_is_not_stale():
+    state = ProducerStateManager()
+    state.update(data_batch(seq=0, transactional=True, offset=0), NOW)
+    check = state.check(data_batch(seq=0, transactional=True), 0)
+    assert check.duplicate_of.first_offset == 0 and not check.stale
+
+
+def test_idempotent_duplicate_is_not_stale():
+    state = ProducerStateManager()
+    state.update(data_batch(seq=0, offset=0), NOW)
+    check = state.check(data_batch(seq=0), 0)
+    assert check.duplicate_of is not None and not check.stale
+
+
+def test_verification_blocks_sequences_above_the_lowest_seen_until_an_append():
+    state = ProducerStateManager()
+    _txn_then_abort(state)
+    state.start_verification(PID, 2, 0, NOW)
+    state.start_verification(PID, 3, 0, NOW)  # a higher one does not raise the bar
+    assert state.verification(PID).lowest_seq == 2
+    assert state.check(data_batch(seq=3, transactional=True), 0).error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert state.check(data_batch(seq=2, transactional=True), 0).accepted
+    state.update(data_batch(seq=2, transactional=True, offset=3), NOW)
+    assert state.verification(PID) is None
+    assert state.check(data_batch(seq=3, transactional=True), 0).accepted
+
+
+def test_verification_follows_a_new_epoch_and_ends_with_a_marker():
+    state = ProducerStateManager()
+    _txn_then_abort(state)
+    state.start_verification(PID, 5, 0, NOW)
+    state.start_verification(PID, 7, 1, NOW)
+    assert (state.verification(PID).lowest_seq, state.verification(PID).epoch) == (7, 1)
+    state.complete_transaction(PID, 1, 3, commit=False, coordinator_epoch=0)
+    assert state.verification(PID) is None
+
+
+def test_no_verification_while_the_transaction_is_ongoing():
+    state = ProducerStateManager()
+    state.update(data_batch(seq=0, transactional=True, offset=0), NOW)
+    state.start_verification(PID, 1, 0, NOW)
+    assert state.verification(PID) is None
+
+
+def test_lingering_verification_expires_with_producer_ids():
+    state = ProducerStateManager()
+    state.start_verification(PID, 4, 0, NOW)
+    state.remove_expired(NOW + 10, 100)
+    assert state.verification(PID) is not None
+    state.remove_expired(NOW + 100, 100)
+    assert state.verification(PID) is None

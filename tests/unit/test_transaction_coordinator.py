@@ -266,7 +266,8 @@ def test_should_abort_transaction_on_handle_init_pid_when_existing_transaction_i
     assert value.transaction_last_update_timestamp_ms == NOW
     assert result.effects == (SendMarkers(TID, PID, EPOCH + 1, 7, False, tuple(sorted(PARTITIONS))),)
     h.append(result)
-    assert h.md().last_producer_epoch == -1
+    # Kafka 4.4 keeps the fenced epoch as the last epoch (tests/reference: timeout_then_kip360_resume)
+    assert h.md().last_producer_epoch == EPOCH
     # the client retries while markers are written, then gets the next epoch
     assert h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.concurrent_transactions
     h.append(h.markers_written(TID, PID, EPOCH + 1, False, NOW + 1))
@@ -299,7 +300,7 @@ def test_should_use_last_epoch_to_fence_when_epochs_are_exhausted():
     _, value = only_record(result)
     assert (value.producer_id, value.producer_epoch, value.previous_producer_id) == (PID, MAX, PID)
     assert value.transaction_status == S.PREPARE_ABORT.id
-    assert h.md().last_producer_epoch == -1
+    assert h.md().last_producer_epoch == MAX - 1  # the fenced epoch, as Kafka 4.4 keeps it
     h.append(h.markers_written(TID, PID, MAX, False, NOW))
     # the retry after the abort rotates to a new producer id
     retry = h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW))

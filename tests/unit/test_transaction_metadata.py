@@ -115,7 +115,7 @@ def test_fence_producer_after_epochs_exhausted():
     md = metadata(MAX_EPOCH - 1, state=S.ONGOING)
     fencing = md.prepare_fence_producer_epoch()
     assert fencing.state is S.PREPARE_EPOCH_FENCE
-    assert (fencing.producer_epoch, fencing.last_producer_epoch) == (MAX_EPOCH, -1)
+    assert (fencing.producer_epoch, fencing.last_producer_epoch) == (MAX_EPOCH, MAX_EPOCH - 1)
     aborting = fencing.prepare_abort_or_commit(S.PREPARE_ABORT, NOW)
     assert aborting.state is S.PREPARE_ABORT
     assert (aborting.producer_id, aborting.producer_epoch) == (PRODUCER_ID, MAX_EPOCH)

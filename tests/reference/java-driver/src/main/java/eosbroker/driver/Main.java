@@ -1,0 +1,323 @@
+package eosbroker.driver;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Runs one capability scenario with the Java client against a broker and prints one JSON
+ * line with what it saw. Usage: Main SCENARIO BOOTSTRAP NAME, where NAME prefixes the
+ * topics, transactional ids and groups the scenario creates.
+ */
+public final class Main {
+    private static final Duration READ_TIMEOUT = Duration.ofSeconds(60);
+
+    public static void main(String[] args) throws Exception {
+        String scenario = args[0];
+        String bootstrap = args[1];
+        String name = args[2];
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("scenario", scenario);
+        switch (scenario) {
+            case "plain" -> plain(bootstrap, name, out, false);
+            case "idempotent" -> plain(bootstrap, name, out, true);
+            case "transactional" -> transactional(bootstrap, name, out);
+            case "fencing" -> fencing(bootstrap, name, out);
+            case "ctp" -> consumeTransformProduce(bootstrap, name, out);
+            case "admin" -> admin(bootstrap, name, out);
+            default -> throw new IllegalArgumentException("unknown scenario " + scenario);
+        }
+        System.out.println(toJson(out));
+    }
+
+    // ---------------------------------------------------------------------------------
+
+    static Properties common(String bootstrap) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        return p;
+    }
+
+    static KafkaProducer<String, String> producer(String bootstrap, Map<String, Object> extra) {
+        Properties p = common(bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.putAll(extra);
+        return new KafkaProducer<>(p);
+    }
+
+    static KafkaConsumer<String, String> consumer(String bootstrap, String group, boolean committed) {
+        Properties p = common(bootstrap);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, committed ? "read_committed" : "read_uncommitted");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        }
+        return new KafkaConsumer<>(p);
+    }
+
+    static void createTopics(String bootstrap, int partitions, String... topics) throws Exception {
+        Properties p = common(bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            List<NewTopic> news = new ArrayList<>();
+            for (String t : topics) {
+                news.add(new NewTopic(t, partitions, (short) 1));
+            }
+            admin.createTopics(news).all().get();
+        }
+    }
+
+    /** Every value of `topic` up to its end offsets, read with the given isolation. */
+    static List<String> readAll(String bootstrap, String topic, int partitions, boolean committed) {
+        try (KafkaConsumer<String, String> c = consumer(bootstrap, null, committed)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < partitions; i++) {
+                tps.add(new TopicPartition(topic, i));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            List<String> values = new ArrayList<>();
+            long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
+            while (System.nanoTime() < deadline) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (c.position(tp) < end.get(tp)) {
+                        done = false;
+                    }
+                }
+                if (done) {
+                    break;
+                }
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    values.add(r.value());
+                }
+            }
+            Collections.sort(values);
+            return values;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+
+    static void plain(String bootstrap, String name, Map<String, Object> out, boolean idempotent) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 2, topic);
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(idempotent));
+        List<Long> offsets = new ArrayList<>();
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra)) {
+            for (int i = 0; i < 20; i++) {
+                RecordMetadata md = p.send(new ProducerRecord<>(topic, i % 2, "k" + i, "v" + i)).get();
+                if (md.partition() == 0) {
+                    offsets.add(md.offset());
+                }
+            }
+        }
+        out.put("partition0_offsets", offsets);
+        out.put("values", readAll(bootstrap, topic, 2, false));
+    }
+
+    static void transactional(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 2, topic);
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name + "-txn");
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra)) {
+            p.initTransactions();
+            p.beginTransaction();
+            for (int i = 0; i < 6; i++) {
+                p.send(new ProducerRecord<>(topic, i % 2, null, "committed-" + i));
+            }
+            p.commitTransaction();
+            p.beginTransaction();
+            for (int i = 0; i < 6; i++) {
+                p.send(new ProducerRecord<>(topic, i % 2, null, "aborted-" + i));
+            }
+            p.flush();
+            p.abortTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, 0, null, "committed-last"));
+            p.commitTransaction();
+        }
+        out.put("read_committed", readAll(bootstrap, topic, 2, true));
+        out.put("read_uncommitted_count", readAll(bootstrap, topic, 2, false).size());
+    }
+
+    static void fencing(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 1, topic);
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name + "-txn");
+        KafkaProducer<String, String> zombie = producer(bootstrap, extra);
+        zombie.initTransactions();
+        zombie.beginTransaction();
+        zombie.send(new ProducerRecord<>(topic, 0, null, "zombie")).get();
+        try (KafkaProducer<String, String> successor = producer(bootstrap, extra)) {
+            successor.initTransactions();  // fences the zombie and aborts its transaction
+            String zombieResult;
+            try {
+                zombie.send(new ProducerRecord<>(topic, 0, null, "zombie-2")).get();
+                zombie.commitTransaction();
+                zombieResult = "committed";
+            } catch (ProducerFencedException e) {
+                zombieResult = "ProducerFencedException";
+            } catch (Exception e) {
+                Throwable cause = e.getCause() != null ? e.getCause() : e;
+                zombieResult = cause.getClass().getSimpleName();
+            } finally {
+                zombie.close(Duration.ofSeconds(5));
+            }
+            out.put("zombie", zombieResult);
+            successor.beginTransaction();
+            successor.send(new ProducerRecord<>(topic, 0, null, "successor"));
+            successor.commitTransaction();
+        }
+        out.put("read_committed", readAll(bootstrap, topic, 1, true));
+    }
+
+    static void consumeTransformProduce(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String in = name + "-in";
+        String outTopic = name + "-out";
+        String group = name + "-group";
+        createTopics(bootstrap, 2, in, outTopic);
+        try (KafkaProducer<String, String> p = producer(bootstrap, Map.of())) {
+            for (int i = 0; i < 40; i++) {
+                p.send(new ProducerRecord<>(in, i % 2, null, "m" + i));
+            }
+        }
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name + "-txn");
+        int processed = 0;
+        int aborted = 0;
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra);
+             KafkaConsumer<String, String> c = consumer(bootstrap, group, true)) {
+            p.initTransactions();
+            c.subscribe(List.of(in));
+            long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
+            int batch = 0;
+            while (processed < 40 && System.nanoTime() < deadline) {
+                ConsumerRecords<String, String> records = c.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                p.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    p.send(new ProducerRecord<>(outTopic, r.partition(), null, r.value().toUpperCase()));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+                if (batch++ == 0) {
+                    // The first batch is aborted: its records must be redone and not seen twice.
+                    p.abortTransaction();
+                    aborted += records.count();
+                    for (TopicPartition tp : records.partitions()) {
+                        c.seek(tp, records.records(tp).get(0).offset());
+                    }
+                    continue;
+                }
+                p.commitTransaction();
+                processed += records.count();
+            }
+        }
+        out.put("processed", processed);
+        out.put("aborted_then_redone", aborted);
+        out.put("output", readAll(bootstrap, outTopic, 2, true));
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            Map<String, Long> byPartition = new java.util.TreeMap<>();
+            committed.forEach((tp, om) -> byPartition.put(tp.toString(), om.offset()));
+            out.put("committed_offsets", byPartition);
+        }
+    }
+
+    static void admin(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 1, topic);
+        String txnId = name + "-txn";
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra);
+             Admin admin = Admin.create(common(bootstrap))) {
+            p.initTransactions();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, 0, null, "open")).get();
+            TransactionDescription open = admin.describeTransactions(List.of(txnId)).description(txnId).get();
+            out.put("describe_open_state", open.state().toString());
+            out.put("describe_open_partitions", open.topicPartitions().stream()
+                .map(TopicPartition::toString).sorted().collect(Collectors.toList()));
+            Collection<TransactionListing> listed = admin.listTransactions().all().get();
+            out.put("listed", listed.stream().filter(l -> l.transactionalId().equals(txnId))
+                .map(l -> l.state().toString()).collect(Collectors.toList()));
+            List<ProducerState> producers = admin.describeProducers(List.of(new TopicPartition(topic, 0)))
+                .partitionResult(new TopicPartition(topic, 0)).get().activeProducers();
+            out.put("producers_open_txn_start", producers.stream()
+                .map(s -> s.currentTransactionStartOffset().orElse(-1L)).collect(Collectors.toList()));
+            p.commitTransaction();
+            TransactionDescription done = admin.describeTransactions(List.of(txnId)).description(txnId).get();
+            String state = done.state().toString();
+            for (int i = 0; i < 100 && state.startsWith("Prepare"); i++) {
+                Thread.sleep(50);
+                state = admin.describeTransactions(List.of(txnId)).description(txnId).get().state().toString();
+            }
+            out.put("describe_done_state", state);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+
+    static String toJson(Object o) {
+        if (o == null) {
+            return "null";
+        }
+        if (o instanceof String s) {
+            return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+        }
+        if (o instanceof Number || o instanceof Boolean) {
+            return o.toString();
+        }
+        if (o instanceof Map<?, ?> m) {
+            return m.entrySet().stream().map(e -> toJson(String.valueOf(e.getKey())) + ":" + toJson(e.getValue()))
+                .collect(Collectors.joining(",", "{", "}"));
+        }
+        if (o instanceof Collection<?> c) {
+            return c.stream().map(Main::toJson).collect(Collectors.joining(",", "[", "]"));
+        }
+        throw new KafkaException("cannot print " + o.getClass());
+    }
+}

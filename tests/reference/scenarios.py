@@ -1,0 +1,472 @@
+"""The differential scenarios: one table, each row a list of wire-level steps.
+
+A step is (label, action); an action is `async (Run) -> value`. test_differential.py
+runs every scenario against eosbroker and Apache Kafka with the same topic, ids and
+group names, and compares the (label, value) lists. Values are normalised by the
+Wire helpers: producer ids become P1, P2..., member ids M1..., durations are ms.
+
+Producers are named ("a", "b"); `init` gives one a producer id and epoch, later steps
+use them, and `fence`/`bump` keep the older epoch under "<name>.old" to act as the zombie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from protocol.record_codec import build_batch, build_control_batch
+from tests.reference.wire import Wire, consumed_values, err
+
+Action = Callable[["Run"], Awaitable[object]]
+
+
+@dataclass
+class Run:
+    wire: Wire
+    topic: str
+    tag: str  # unique per test run, the same for both brokers
+    producers: dict[str, list] = field(default_factory=dict)  # name -> [transactional id, pid, epoch]
+    members: dict[str, tuple[int, str]] = field(default_factory=dict)  # group -> (generation, member id)
+
+    def txn_id(self, name: str) -> str:
+        return f"{self.tag}-{name}"
+
+    def group(self, name: str) -> str:
+        return f"{self.tag}-{name}"
+
+    def pid(self, name: str) -> tuple[int, int]:
+        _, pid, epoch = self.producers[name]
+        return pid, epoch
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    steps: list[tuple[str, Action]]
+    partitions: int = 1
+    topic_configs: dict[str, str] = field(default_factory=dict)
+    ci: bool = True  # in `make test`'s fixed subset; the rest run in `make test-reference`
+
+
+# ---------------------------------------------------------------------------------------------
+# steps
+
+
+def init(name: str, txn: bool = True, timeout_ms: int = 60000, keep_old: bool = False,
+         resume: bool = False, pid_from: str | None = None, epoch: int | None = None):
+    """InitProducerId. `resume` sends the producer's current (pid, epoch) (KIP-360);
+    `pid_from`/`epoch` send another producer's id or an explicit epoch."""
+
+    async def action(run: Run):
+        txn_id = run.txn_id(name) if txn else None
+        pid, ep = -1, -1
+        if resume:
+            pid, ep = run.pid(name)
+        if pid_from is not None:
+            pid, ep = run.pid(pid_from)
+        if epoch is not None:
+            ep = epoch
+        r = await run.wire.init_producer_id(txn_id, timeout_ms, pid, ep)
+        if r.error_code == 0:
+            if name in run.producers and keep_old:
+                run.producers[f"{name}.old"] = list(run.producers[name])
+            run.producers[name] = [txn_id, r.producer_id, r.producer_epoch]
+        return err(r.error_code), run.wire.alias(r.producer_id), r.producer_epoch
+
+    return (f"init {name}", action)
+
+
+def fence(name: str):
+    """A second InitProducerId for the same transactional id: the old epoch is a zombie."""
+    label, action = init(name, keep_old=True)
+    return (f"fence {name}", action)
+
+
+def add(name: str, *partitions: int, topic: str | None = None, retry: bool = True):
+    async def action(run: Run):
+        txn_id, pid, epoch = run.producers[name]
+        r = await run.wire.add_partitions(txn_id, pid, epoch, {topic or run.topic: list(partitions or (0,))},
+                                          retry=retry)
+        return sorted((p, e) for (_t, p), e in r.items())
+
+    return (f"add {name} {partitions}", action)
+
+
+def add_as(name: str, *, pid: int | None = None, epoch: int | None = None, txn_id: str | None = None,
+           topic: str | None = None):
+    """AddPartitionsToTxn with a field replaced (error paths)."""
+
+    async def action(run: Run):
+        real_txn, real_pid, real_epoch = run.producers.get(name, [run.txn_id(name), 0, 0])
+        r = await run.wire.add_partitions(txn_id if txn_id is not None else real_txn,
+                                          real_pid if pid is None else pid,
+                                          real_epoch if epoch is None else epoch,
+                                          {topic or run.topic: [0]})
+        return sorted((p, e) for (_t, p), e in r.items())
+
+    return (f"add {name} altered", action)
+
+
+def add_offsets(name: str, group: str = "g", *, epoch: int | None = None, pid: int | None = None):
+    async def action(run: Run):
+        txn_id, real_pid, real_epoch = run.producers[name]
+        return await run.wire.add_offsets(txn_id, real_pid if pid is None else pid,
+                                          real_epoch if epoch is None else epoch, run.group(group))
+
+    return (f"add_offsets {name}", action)
+
+
+def produce(name: str | None, seq: int, *values: str, partition: int = 0, epoch_delta: int = 0,
+            transactional: bool | None = None, send_txn_id: bool = True, acks: int = -1):
+    """A batch of `values` from producer `name` (None: a plain producer) at `seq`."""
+
+    async def action(run: Run):
+        data = [v.encode() for v in values or (f"v{seq}",)]
+        if name is None:
+            return await run.wire.produce(run.topic, partition, data, acks=acks)
+        txn_id, pid, epoch = run.producers[name]
+        is_txn = (txn_id is not None) if transactional is None else transactional
+        batch = build_batch([(None, v, (), 1_700_000_000_000 + i) for i, v in enumerate(data)],
+                            producer_id=pid, producer_epoch=epoch + epoch_delta, base_sequence=seq,
+                            transactional=is_txn)
+        p = await run.wire.produce_raw(run.topic, partition, batch, txn_id if send_txn_id else None, acks)
+        return err(p.error_code), p.base_offset
+
+    return (f"produce {name} seq {seq} {values}", action)
+
+
+def produce_bytes(label: str, make: Callable[[Run], bytes], partition: int = 0, topic: str | None = None,
+                  acks: int = -1, producer: str | None = None):
+    """Raw bytes; with `producer`, sent under that producer's transactional id."""
+
+    async def action(run: Run):
+        txn_id = run.producers[producer][0] if producer else None
+        p = await run.wire.produce_raw(topic or run.topic, partition, make(run), txn_id, acks)
+        return err(p.error_code), p.base_offset
+
+    return (label, action)
+
+
+def end(name: str, commit: bool = True, *, epoch_delta: int = 0, settle: bool = True, retry: bool = True):
+    """EndTxn; with `settle`, then waits until the markers are written."""
+
+    async def action(run: Run):
+        txn_id, pid, epoch = run.producers[name]
+        result = await run.wire.end_txn(txn_id, pid, epoch + epoch_delta, commit, retry=retry)
+        if settle and result == "NONE":
+            await wait_settled(run, name)
+        return result
+
+    return (f"{'commit' if commit else 'abort'} {name}", action)
+
+
+async def wait_settled(run: Run, name: str) -> str:
+    for _ in range(400):
+        state = (await run.wire.describe_transaction(run.txn_id(name)))["state"]
+        if state not in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
+            return state
+        await asyncio.sleep(0.025)
+    return state
+
+
+def settled(name: str):
+    async def action(run: Run):
+        return await wait_settled(run, name)
+
+    return (f"settled {name}", action)
+
+
+def txn_offsets(name: str, group: str = "g", offsets: dict[int, int] | None = None, *,
+                generation: int | None = None, member: str | None = None, epoch_delta: int = 0,
+                use_group_member: bool = False):
+    async def action(run: Run):
+        txn_id, pid, epoch = run.producers[name]
+        gen, mem = -1, ""
+        if use_group_member:
+            gen, mem = run.members[group]
+        if generation is not None:
+            gen = generation
+        if member is not None:
+            mem = member
+        r = await run.wire.txn_offset_commit(txn_id, run.group(group), pid, epoch + epoch_delta,
+                                             {(run.topic, p): o for p, o in (offsets or {0: 1}).items()},
+                                             generation=gen, member=mem)
+        return sorted((p, e) for (_t, p), e in r.items())
+
+    return (f"txn_offsets {name} {group}", action)
+
+
+def join(group: str = "g"):
+    async def action(run: Run):
+        error, generation, member = await run.wire.join_group(run.group(group))
+        run.members[group] = (generation, member)
+        return error, generation
+
+    return (f"join {group}", action)
+
+
+def offsets(group: str = "g", stable: bool = True, partitions: tuple[int, ...] = (0,)):
+    async def action(run: Run):
+        return await run.wire.offset_fetch(run.group(group), run.topic, list(partitions), stable)
+
+    return (f"offset_fetch {group} stable={stable}", action)
+
+
+def fetch(partition: int = 0, committed: bool = True, offset: int = 0):
+    async def action(run: Run):
+        f = await run.wire.fetch(run.topic, partition, offset, committed)
+        return {**f, "consumed": consumed_values(f)}
+
+    return (f"fetch p{partition} {'read_committed' if committed else 'read_uncommitted'} @{offset}", action)
+
+
+def list_offset(timestamp: int, partition: int = 0, committed: bool = False):
+    async def action(run: Run):
+        return await run.wire.list_offset(run.topic, partition, timestamp, committed)
+
+    return (f"list_offsets {timestamp} p{partition} committed={committed}", action)
+
+
+def describe(name: str):
+    async def action(run: Run):
+        d = await run.wire.describe_transaction(run.txn_id(name))
+        d["topics"] = [(t == run.topic, ps) for t, ps in d["topics"]]
+        return d
+
+    return (f"describe {name}", action)
+
+
+def list_txns(*states: str):
+    async def action(run: Run):
+        error, txns = await run.wire.list_transactions(list(states))
+        return error, sorted((t[len(run.tag) + 1:], s) for t, s in txns if t.startswith(run.tag))
+
+    return (f"list_transactions {states}", action)
+
+
+def producers(partition: int = 0):
+    async def action(run: Run):
+        return await run.wire.describe_producers(run.topic, partition)
+
+    return (f"describe_producers p{partition}", action)
+
+
+def sleep(seconds: float):
+    async def action(run: Run):
+        await asyncio.sleep(seconds)
+        return None
+
+    return (f"sleep {seconds}", action)
+
+
+def request(label: str, api: str, body: Callable[[Run], dict], version: int | None = None,
+            view: Callable[[object], object] = lambda r: err(r.error_code)):
+    """Any request, answered through `view`."""
+
+    async def action(run: Run):
+        return view(await run.wire.request(api, body(run), version=version))
+
+    return (label, action)
+
+
+# ---------------------------------------------------------------------------------------------
+# record batches for the malformed cases
+
+
+def _idem(run: Run, name: str, seq: int = 0, **kw) -> bytearray:
+    _txn, pid, epoch = run.producers[name]
+    return build_batch([(None, b"x", (), 1_700_000_000_000)], producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq, **kw)
+
+
+def bad_crc(run: Run) -> bytes:
+    b = build_batch([(None, b"x", (), 1_700_000_000_000)])
+    b[-1] ^= 0xFF
+    return bytes(b)
+
+
+def client_marker(run: Run) -> bytes:
+    return bytes(build_control_batch(123, 0, True, 0, 1_700_000_000_000))
+
+
+def own_marker(run: Run) -> bytes:
+    """A COMMIT marker with producer a's own id and epoch."""
+    pid, epoch = run.pid("a")
+    return bytes(build_control_batch(pid, epoch, True, 0, 1_700_000_000_000))
+
+
+def big(run: Run) -> bytes:
+    return bytes(build_batch([(None, b"x" * 2048, (), 1_700_000_000_000)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+def _txn(name: str = "a", *parts: int) -> list:
+    return [init(name), add(name, *(parts or (0,)))]
+
+
+def _committed_txn(name: str = "a", seq: int = 0, *values: str) -> list:
+    return [*_txn(name), produce(name, seq, *(values or ("c1", "c2"))), end(name, True)]
+
+
+def _aborted_txn(name: str = "a", seq: int = 0, *values: str) -> list:
+    return [*_txn(name), produce(name, seq, *(values or ("x1", "x2"))), end(name, False)]
+
+
+READ = [fetch(committed=True), fetch(committed=False), list_offset(-1), list_offset(-1, committed=True),
+        producers()]
+
+SCENARIOS: list[Scenario] = [
+    # -- InitProducerId -------------------------------------------------------------------------
+    Scenario("init_transactional", [init("a"), describe("a"), list_txns()]),
+    Scenario("init_idempotent", [init("a", txn=False)]),
+    Scenario("init_timeout_above_max", [init("a", timeout_ms=900001)]),
+    Scenario("init_timeout_zero", [init("a", timeout_ms=0)], ci=False),
+    Scenario("init_timeout_negative", [init("a", timeout_ms=-1)], ci=False),
+    Scenario("init_empty_transactional_id", [request(
+        "init ''", "init_producer_id", lambda r: {"transactional_id": "", "transaction_timeout_ms": 60000,
+                                                  "producer_id": -1, "producer_epoch": -1})]),
+    Scenario("init_again_bumps_epoch", [init("a"), fence("a"), describe("a")]),
+    Scenario("init_kip360_resume_current_epoch", [init("a"), init("a", resume=True), describe("a")]),
+    Scenario("init_kip360_wrong_producer_id", [init("a"), init("b"), init("a", pid_from="b")], ci=False),
+    Scenario("init_kip360_stale_epoch", [init("a"), fence("a"), init("a.old", resume=True)], ci=False),
+    Scenario("init_kip360_future_epoch", [init("a"), init("a", resume=True, epoch=5)], ci=False),
+    Scenario("init_aborts_ongoing", [*_txn(), produce("a", 0, "x"), fence("a"), settled("a"), describe("a"),
+                                     *READ]),
+    Scenario("init_zombie_after_ongoing_fence", [*_txn(), produce("a", 0, "x"), fence("a"), settled("a"),
+                                                 init("a.old", resume=True), add("a.old"), describe("a")]),
+    Scenario("init_kip360_idempotent_resume", [init("a", txn=False), init("a", txn=False, resume=True)],
+             ci=False),
+    # -- AddPartitionsToTxn ---------------------------------------------------------------------
+    Scenario("add_ok_twice", [*_txn(), add("a"), describe("a")]),
+    Scenario("add_two_partitions", [*_txn("a", 0, 1), describe("a")], partitions=2),
+    Scenario("add_fenced_epoch", [init("a"), fence("a"), add("a.old")]),
+    Scenario("add_unknown_transactional_id", [init("a"), add_as("a", txn_id="no-such-id")]),
+    Scenario("add_wrong_producer_id", [init("a"), init("b"), add_as("a", pid=123456789)], ci=False),
+    Scenario("add_future_epoch", [init("a"), add_as("a", epoch=7)], ci=False),
+    Scenario("add_unknown_topic", [init("a"), add_as("a", topic="no-such-topic-x")]),
+    Scenario("add_unknown_partition", [init("a"), add("a", 5, retry=False)], ci=False),
+    Scenario("add_after_commit_starts_new_txn", [*_committed_txn(), add("a"), describe("a")], ci=False),
+    # -- AddOffsetsToTxn ------------------------------------------------------------------------
+    Scenario("add_offsets_ok", [init("a"), add_offsets("a"), describe("a")]),
+    Scenario("add_offsets_fenced", [init("a"), fence("a"), add_offsets("a.old")]),
+    Scenario("add_offsets_wrong_pid", [init("a"), add_offsets("a", pid=987654321)], ci=False),
+    Scenario("add_offsets_future_epoch", [init("a"), add_offsets("a", epoch=9)], ci=False),
+    # -- EndTxn ---------------------------------------------------------------------------------
+    Scenario("end_commit", [*_committed_txn(), describe("a"), *READ]),
+    Scenario("end_abort", [*_aborted_txn(), describe("a"), *READ]),
+    Scenario("end_without_begin", [init("a"), end("a", True)]),
+    Scenario("end_abort_without_begin", [init("a"), end("a", False)], ci=False),
+    Scenario("end_fenced", [*_txn(), fence("a"), end("a.old", True)]),
+    Scenario("end_commit_retried", [*_committed_txn(), end("a", True)]),
+    Scenario("end_abort_after_commit", [*_committed_txn(), end("a", False)]),
+    Scenario("end_commit_after_abort", [*_aborted_txn(), end("a", True)], ci=False),
+    Scenario("end_abort_retried", [*_aborted_txn(), end("a", False)], ci=False),
+    Scenario("end_future_epoch", [*_txn(), end("a", True, epoch_delta=3)], ci=False),
+    Scenario("end_offsets_only_commit", [init("a"), add_offsets("a"), txn_offsets("a", offsets={0: 7}),
+                                         end("a", True), offsets(), describe("a")]),
+    # -- TxnOffsetCommit (KIP-447) ---------------------------------------------------------------
+    Scenario("txn_offsets_pending_then_committed", [
+        init("a"), add_offsets("a"), txn_offsets("a", offsets={0: 5}), offsets(stable=True),
+        offsets(stable=False), end("a", True), offsets(stable=True)]),
+    Scenario("txn_offsets_aborted", [init("a"), add_offsets("a"), txn_offsets("a", offsets={0: 5}),
+                                     end("a", False), offsets(stable=True)]),
+    Scenario("txn_offsets_without_add_offsets", [init("a"), txn_offsets("a")]),
+    Scenario("txn_offsets_fenced_epoch", [init("a"), add_offsets("a"), fence("a"), txn_offsets("a.old")]),
+    Scenario("txn_offsets_generation_ok", [join("g"), init("a"), add_offsets("a"),
+                                           txn_offsets("a", use_group_member=True), end("a"), offsets()]),
+    Scenario("txn_offsets_illegal_generation", [join("g"), init("a"), add_offsets("a"),
+                                                txn_offsets("a", use_group_member=True, generation=99)]),
+    Scenario("txn_offsets_unknown_member", [join("g"), init("a"), add_offsets("a"),
+                                            txn_offsets("a", use_group_member=True, member="nobody")]),
+    Scenario("txn_offsets_empty_group_with_generation", [init("a"), add_offsets("a"),
+                                                         txn_offsets("a", generation=3, member="m")], ci=False),
+    # -- Produce: idempotent --------------------------------------------------------------------
+    Scenario("idem_in_order", [init("a", txn=False), produce("a", 0, "a", "b"), produce("a", 2, "c"), *READ]),
+    Scenario("idem_duplicate", [init("a", txn=False), produce("a", 0), produce("a", 1), produce("a", 0),
+                                produce("a", 1), *READ]),
+    Scenario("idem_gap", [init("a", txn=False), produce("a", 0), produce("a", 2)]),
+    Scenario("idem_old_epoch", [init("a", txn=False), produce("a", 0), produce("a", 1, epoch_delta=-1)],
+             ci=False),
+    Scenario("idem_new_epoch_nonzero_seq", [init("a", txn=False), produce("a", 0),
+                                            produce("a", 3, epoch_delta=1)]),
+    Scenario("idem_new_epoch_zero_seq", [init("a", txn=False), produce("a", 0), produce("a", 0, epoch_delta=1),
+                                         producers()], ci=False),
+    Scenario("idem_sixth_oldest_resent", [init("a", txn=False), *[produce("a", i) for i in range(6)],
+                                          produce("a", 0), produce("a", 1)], ci=False),
+    Scenario("idem_unknown_producer_nonzero_seq", [
+        produce_bytes("unknown pid seq 5", lambda r: build_batch(
+            [(None, b"x", (), 1_700_000_000_000)], producer_id=424242, producer_epoch=0, base_sequence=5)),
+        producers()], ci=False),
+    Scenario("idem_multi_batch_dedup_keeps_offsets", [init("a", txn=False), produce("a", 0, "a", "b", "c"),
+                                                      produce("a", 0, "a", "b", "c"), *READ], ci=False),
+    # -- Produce: transactional -----------------------------------------------------------------
+    Scenario("txn_produce_without_add", [init("a"), produce("a", 0)]),
+    Scenario("txn_produce_other_partition", [*_txn("a", 0), produce("a", 0, partition=1)], partitions=2),
+    Scenario("txn_nontransactional_batch_in_txn", [*_txn(), produce("a", 0), produce("a", 1, transactional=False)]),
+    Scenario("txn_produce_fenced", [*_txn(), fence("a"), produce("a.old", 0)]),
+    Scenario("txn_produce_after_commit_without_add", [*_committed_txn(), produce("a", 2)], ci=False),
+    Scenario("txn_produce_without_transactional_id", [*_txn(), produce("a", 0, send_txn_id=False)], ci=False),
+    Scenario("txn_two_producers_interleaved", [
+        *_txn("a"), *_txn("b"), produce("a", 0, "a1"), produce("b", 0, "b1"), produce("a", 1, "a2"),
+        end("a", False), produce("b", 1, "b2"), end("b", True), *READ]),
+    Scenario("txn_open_holds_lso", [*_committed_txn("a"), *_txn("b"), produce("b", 0, "open"),
+                                    produce(None, 0, "plain"), *READ, list_txns("Ongoing")]),
+    Scenario("txn_two_partitions_commit", [*_txn("a", 0, 1), produce("a", 0, "p0", partition=0),
+                                           produce("a", 0, "p1", partition=1), end("a", True),
+                                           fetch(0), fetch(1)], partitions=2),
+    Scenario("txn_sequence_continues_across_transactions", [
+        *_committed_txn("a", 0, "t1"), add("a"), produce("a", 1, "t2"), end("a", True), *READ], ci=False),
+    Scenario("txn_sequence_restarts_after_epoch_bump", [
+        *_committed_txn("a", 0, "t1"), init("a", resume=True), add("a"), produce("a", 0, "t2"),
+        end("a", True), *READ], ci=False),
+    # -- timeouts (both brokers check every second) --------------------------------------------
+    Scenario("timeout_aborts_and_fences", [
+        init("a", timeout_ms=1000), add("a"), produce("a", 0, "late"), sleep(3.5), settled("a"), describe("a"),
+        end("a", True), produce("a", 1, "after"), *READ], ci=False),
+    Scenario("timeout_then_kip360_resume", [
+        init("a", timeout_ms=1000), add("a"), produce("a", 0, "late"), sleep(3.5), settled("a"),
+        init("a", resume=True), describe("a")], ci=False),
+    # -- malformed and out of range -------------------------------------------------------------
+    Scenario("produce_bad_crc", [produce_bytes("bad crc", bad_crc)]),
+    Scenario("produce_control_batch_from_client", [produce_bytes("client marker", client_marker)]),
+    Scenario("produce_control_batch_with_transactional_id", [
+        init("a"), add("a"), produce_bytes("own marker", own_marker, producer="a"), *READ]),
+    Scenario("produce_unverifiable_marker", [
+        init("a"), add("a"), produce_bytes("foreign marker", client_marker, producer="a")], ci=False),
+    Scenario("produce_too_large", [produce_bytes("2 KiB record", big)], topic_configs={"max.message.bytes": "1024"}),
+    Scenario("produce_unknown_partition", [produce_bytes("p9", lambda r: bytes(build_batch(
+        [(None, b"x", (), 1_700_000_000_000)])), partition=9)], ci=False),
+    Scenario("produce_internal_topic", [produce_bytes("__transaction_state", lambda r: bytes(build_batch(
+        [(None, b"x", (), 1_700_000_000_000)])), topic="__transaction_state")], ci=False),
+    Scenario("produce_bad_acks", [produce_bytes("acks=2", lambda r: bytes(build_batch(
+        [(None, b"x", (), 1_700_000_000_000)])), acks=2)], ci=False),
+    Scenario("fetch_out_of_range", [produce(None, 0, "x"), fetch(offset=5, committed=False),
+                                    fetch(offset=5, committed=True)]),
+    Scenario("list_offsets_earliest_latest", [produce(None, 0, "x", "y"), list_offset(-2), list_offset(-1),
+                                              list_offset(-3), list_offset(1_700_000_000_001)], ci=False),
+    Scenario("describe_unknown_transaction", [describe("nobody")]),
+    Scenario("describe_producers_unknown_partition", [request(
+        "describe_producers p7", "describe_producers",
+        lambda r: {"topics": [{"name": r.topic, "partition_indexes": [7]}]},
+        view=lambda r: err(r.topics[0].partitions[0].error_code))], ci=False),
+    Scenario("list_transactions_filters", [*_txn("a"), init("b"), list_txns(), list_txns("Ongoing"),
+                                           list_txns("Empty"), list_txns("NoSuchState")], ci=False),
+    Scenario("create_topic_errors", [
+        request("exists", "create_topics", lambda r: {"topics": [{
+            "name": r.topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 5000}, view=lambda r: err(r.topics[0].error_code)),
+        request("zero partitions", "create_topics", lambda r: {"topics": [{
+            "name": r.topic + "-z", "num_partitions": 0, "replication_factor": 1, "assignments": [],
+            "configs": []}], "timeout_ms": 5000}, view=lambda r: err(r.topics[0].error_code)),
+        request("rf 3", "create_topics", lambda r: {"topics": [{
+            "name": r.topic + "-r", "num_partitions": 1, "replication_factor": 3, "assignments": [],
+            "configs": []}], "timeout_ms": 5000}, view=lambda r: err(r.topics[0].error_code)),
+    ], ci=False),
+    Scenario("find_coordinator_group_and_txn", [request(
+        "find both", "find_coordinator", lambda r: {"key_type": 0, "coordinator_keys": [r.group("g")]},
+        view=lambda r: [(err(c.error_code), c.node_id) for c in r.coordinators])], ci=False),
+]
