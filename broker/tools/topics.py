@@ -1,7 +1,7 @@
 """``eosbroker topics``: create, list, describe and delete topics on any Kafka-compatible
 cluster, in the spirit of Kafka's kafka-topics.sh.
 
-Everything goes over the wire with the tools' admin client (broker/tools/transaction_admin.py):
+Everything goes over the wire with the tools' admin client (broker/tools/admin_client.py):
 Metadata, CreateTopics, DeleteTopics and DescribeConfigs, each at the highest version
 both sides know.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 from kio.schema.errors import ErrorCode
 
-from broker.tools.transaction_admin import METADATA, Admin, ToolError, error_name, run_admin
+from broker.tools.admin_client import METADATA, Admin, ToolError, error_name, run_admin
 
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 19, 20, 32
 TOPIC_RESOURCE = 2

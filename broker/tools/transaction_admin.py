@@ -1,7 +1,7 @@
 """``eosbroker transactions``: inspect and repair transactions on any Kafka-compatible
 cluster, in the spirit of Kafka's kafka-transactions.sh.
 
-Everything goes over the wire (broker/client.py): Metadata for leaders,
+Everything goes over the wire (broker/tools/admin_client.py): Metadata for leaders,
 FindCoordinator for coordinators, then ListTransactions, DescribeTransactions,
 DescribeProducers and WriteTxnMarkers, each at the highest version both sides know.
 
@@ -15,30 +15,17 @@ straight to the partition leader, as an administrator would.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 import click
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map, schema_name_map
 
-from broker.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
+from broker.tools.admin_client import Admin, ToolError, error_name, run_admin
+from protocol.client import DESCRIBE_TRANSACTIONS, FIND_COORDINATOR, METADATA
 from protocol.messages import ms
-from protocol import client
-from protocol.client import (
-    API_VERSIONS,
-    DESCRIBE_TRANSACTIONS,
-    FIND_COORDINATOR,
-    METADATA,
-    NodeAddress,
-    find_coordinator_request,
-    metadata_request,
-    parse_find_coordinator,
-    parse_metadata,
-)
 
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 27, 61, 66
 # The version ranges this tool can speak (it reads only fields these versions share).
@@ -50,16 +37,6 @@ _SPOKEN = {
     DESCRIBE_PRODUCERS: (0, 0),
     WRITE_TXN_MARKERS: (1, 1),
 }
-REQUEST_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 10.0
-
-
-class ToolError(Exception):
-    """Ends the command with exit code 1 and this message."""
-
-
-def error_name(error: ErrorCode | int) -> str:
-    return ErrorCode(error).name.upper()
 
 
 # -- values --------------------------------------------------------------------------
@@ -105,117 +82,12 @@ class OpenTransaction:
 # -- the wire ------------------------------------------------------------------------
 
 
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    try:
-        return client.parse_bootstrap(bootstrap)
-    except client.InvalidBootstrap as e:
-        raise ToolError(f"invalid --bootstrap-server entry {e.entry!r}: expected HOST:PORT") from None
-
-
-class Admin:
-    """Connections to a cluster and the few admin requests the commands need."""
+class TransactionAdmin(Admin):
+    """The admin client with the transaction requests the commands need."""
 
     def __init__(self, bootstrap: str, spoken: dict[int, tuple[int, int]] | None = None,
                  client_id: str = "eosbroker-transactions") -> None:
-        self.servers = parse_bootstrap(bootstrap)
-        self.spoken = _SPOKEN if spoken is None else spoken
-        self.client_id = client_id
-        self._connections: dict[tuple[str, int], KafkaConnection] = {}
-        self._versions: dict[int, tuple[int, int]] = {}
-        self.nodes: dict[int, NodeAddress] = {}
-
-    async def __aenter__(self) -> Admin:
-        problems = []
-        for host, port in self.servers:
-            try:
-                conn = await self._connect(host, port)
-                response = await conn.request(API_VERSIONS, 0, {}, REQUEST_TIMEOUT_S)
-            except (OSError, asyncio.TimeoutError) as e:
-                problems.append(f"{host}:{port}: {e or type(e).__name__}")
-                continue
-            if response.error_code != ErrorCode.none:
-                problems.append(f"{host}:{port}: ApiVersions failed with {error_name(response.error_code)}")
-                continue
-            self._versions = {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
-            self._bootstrap = conn
-            return self
-        await self.close()
-        raise ToolError("cannot reach any bootstrap server: " + "; ".join(problems))
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
-
-    async def _connect(self, host: str, port: int) -> KafkaConnection:
-        conn = self._connections.get((host, port))
-        if conn is None:
-            conn = await asyncio.wait_for(
-                KafkaConnection.connect(host, port, client_id=self.client_id), CONNECT_TIMEOUT_S)
-            self._connections[(host, port)] = conn
-        return conn
-
-    def version(self, api_key: int) -> int:
-        """The highest version of ``api_key`` both this tool and the broker speak."""
-        low, high = self.spoken[api_key]
-        high = min(high, max(schema_name_map[api_key_map[api_key]]))
-        broker = self._versions.get(api_key)
-        if broker is not None and max(low, broker[0]) <= min(high, broker[1]):
-            return min(high, broker[1])
-        name = api_key_map[api_key].removesuffix("Request")
-        offered = "not at all" if broker is None else f"v{broker[0]}-v{broker[1]}"
-        raise ToolError(f"the broker does not support {name} v{low}-v{high} (it offers {offered})")
-
-    async def request(self, node_id: int | None, api_key: int, body: dict[str, Any]) -> tuple[int, Any]:
-        """Sends to a node (None: the bootstrap server); returns (version, response)."""
-        version = self.version(api_key)
-        if node_id is None:
-            conn = self._bootstrap
-        else:
-            node = self.nodes.get(node_id)
-            if node is None:
-                raise ToolError(f"node {node_id} is not in the cluster metadata")
-            try:
-                conn = await self._connect(node.host, node.port)
-            except (OSError, asyncio.TimeoutError) as e:
-                raise ToolError(f"cannot connect to node {node_id} at {node.host}:{node.port}: {e}") from None
-        try:
-            return version, await conn.request(api_key, version, body, REQUEST_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            raise ToolError(f"no answer to {api_key_map[api_key]} within {REQUEST_TIMEOUT_S:.0f} s") from None
-        except ConnectionError as e:
-            raise ToolError(f"{api_key_map[api_key]} failed: {e}") from None
-
-    # -- requests --------------------------------------------------------------------
-
-    async def leaders(self, topics: list[str] | None) -> dict[tuple[str, int], int]:
-        """Leader of every partition of ``topics`` (None: every non-internal topic).
-        Also records the cluster's nodes."""
-        _, response = await self.request(None, METADATA, metadata_request(topics))
-        metadata = parse_metadata(response)
-        self.nodes = metadata.nodes
-        leaders = {}
-        for t in metadata.topics.values():
-            if t.error != ErrorCode.none:
-                raise ToolError(f"cannot describe topic {t.name}: {error_name(t.error)}")
-            if topics is None and (t.is_internal or t.name.startswith("__")):
-                continue
-            for p, leader in t.leaders.items():
-                leaders[(t.name, p)] = leader
-        return leaders
-
-    async def coordinator(self, transactional_id: str) -> int:
-        version, response = await self.request(
-            None, FIND_COORDINATOR, find_coordinator_request(self.version(FIND_COORDINATOR), [transactional_id]))
-        answer = parse_find_coordinator(version, [transactional_id], response)[0]
-        if answer.error != ErrorCode.none:
-            raise ToolError(f"cannot find the coordinator of transactional-id `{transactional_id}`: "
-                            f"{error_name(answer.error)}")
-        self.nodes.setdefault(answer.node.node_id, answer.node)
-        return answer.node.node_id
+        super().__init__(bootstrap, _SPOKEN if spoken is None else spoken, client_id)
 
     async def list_transactions(self, producer_ids: Iterable[int] = ()) -> list[Listing]:
         """Every coordinator's transactions (ListTransactions goes to each broker)."""
@@ -318,19 +190,6 @@ def hanging(candidates: list[OpenTransaction], transactional_ids: dict[int, str]
 # -- commands ------------------------------------------------------------------------
 
 
-def run_admin(bootstrap: str, command, **admin_args) -> None:
-    """Runs ``await command(admin)``; a ToolError ends the program with its message and exit code 1."""
-    async def main():
-        async with Admin(bootstrap, **admin_args) as admin:
-            await command(admin)
-
-    try:
-        asyncio.run(main())
-    except ToolError as e:
-        click.echo(f"Error: {e}", err=True)
-        raise SystemExit(1) from None
-
-
 @click.group("transactions")
 @click.option("--bootstrap-server", "bootstrap", required=True, metavar="HOST:PORT",
               help="broker(s) to connect to, comma-separated")
@@ -344,13 +203,13 @@ def transactions(ctx: click.Context, bootstrap: str) -> None:
 @click.pass_obj
 def list_command(bootstrap: str) -> None:
     """List the transactions of every coordinator."""
-    async def command(admin: Admin) -> None:
+    async def command(admin: TransactionAdmin) -> None:
         listings = await admin.list_transactions()
         rows = [[t.transactional_id, str(t.coordinator), str(t.producer_id), t.state]
                 for t in sorted(listings, key=lambda t: t.transactional_id)]
         click.echo(format_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows))
 
-    run_admin(bootstrap, command)
+    run_admin(bootstrap, command, TransactionAdmin)
 
 
 @transactions.command("describe")
@@ -358,7 +217,7 @@ def list_command(bootstrap: str) -> None:
 @click.pass_obj
 def describe_command(bootstrap: str, transactional_id: str) -> None:
     """Describe one transactional id as its coordinator sees it."""
-    async def command(admin: Admin) -> None:
+    async def command(admin: TransactionAdmin) -> None:
         d = (await admin.describe_transactions([transactional_id]))[transactional_id]
         if not isinstance(d, Description):
             raise ToolError(f"cannot describe transactional-id `{transactional_id}`: {error_name(d)}")
@@ -371,7 +230,7 @@ def describe_command(bootstrap: str, transactional_id: str) -> None:
                                  "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
                                  "TransactionDurationMs", "TopicPartitions"], [row]))
 
-    run_admin(bootstrap, command)
+    run_admin(bootstrap, command, TransactionAdmin)
 
 
 @transactions.command("describe-producers")
@@ -380,7 +239,7 @@ def describe_command(bootstrap: str, transactional_id: str) -> None:
 @click.pass_obj
 def describe_producers_command(bootstrap: str, topic: str, partition: int) -> None:
     """Describe the active producers of one partition, from its leader."""
-    async def command(admin: Admin) -> None:
+    async def command(admin: TransactionAdmin) -> None:
         leader = await _leader(admin, topic, partition)
         producers = (await admin.describe_producers({(topic, partition): leader}))[(topic, partition)]
         rows = [[str(p.producer_id), str(p.producer_epoch), str(p.coordinator_epoch), str(p.last_sequence),
@@ -390,7 +249,7 @@ def describe_producers_command(bootstrap: str, topic: str, partition: int) -> No
         click.echo(format_table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
                                  "LastTimestamp", "CurrentTransactionStartOffset"], rows))
 
-    run_admin(bootstrap, command)
+    run_admin(bootstrap, command, TransactionAdmin)
 
 
 @transactions.command("find-hanging")
@@ -406,7 +265,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
     if partition is not None and topic is None:
         raise click.UsageError("--partition requires --topic")
 
-    async def command(admin: Admin) -> None:
+    async def command(admin: TransactionAdmin) -> None:
         leaders = await admin.leaders(None if topic is None else [topic])
         leaders = {tp: leader for tp, leader in leaders.items()
                    if (partition is None or tp[1] == partition) and (broker_id is None or leader == broker_id)}
@@ -432,7 +291,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
         click.echo(format_table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
                                  "StartOffset", "LastTimestamp", "Duration(min)"], rows))
 
-    run_admin(bootstrap, command)
+    run_admin(bootstrap, command, TransactionAdmin)
 
 
 @transactions.command("abort")
@@ -442,7 +301,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
 @click.pass_obj
 def abort_command(bootstrap: str, topic: str, partition: int, start_offset: int) -> None:
     """Abort the open transaction that starts at --start-offset (writes an ABORT marker)."""
-    async def command(admin: Admin) -> None:
+    async def command(admin: TransactionAdmin) -> None:
         leader = await _leader(admin, topic, partition)
         producers = (await admin.describe_producers({(topic, partition): leader}))[(topic, partition)]
         match = [p for p in producers if p.current_txn_start_offset == start_offset]
@@ -460,7 +319,7 @@ def abort_command(bootstrap: str, topic: str, partition: int, start_offset: int)
         click.echo(f"Aborted the transaction of producer {p.producer_id} (epoch {p.producer_epoch}) "
                    f"on {topic}-{partition} that started at offset {start_offset}")
 
-    run_admin(bootstrap, command)
+    run_admin(bootstrap, command, TransactionAdmin)
 
 
 async def _leader(admin: Admin, topic: str, partition: int) -> int:
