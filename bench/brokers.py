@@ -52,6 +52,12 @@ def tansu_command(port: int, data_dir: Path) -> list[str]:
     ]
 
 
+def kafka_command(port: int, data_dir: Path) -> list[str]:
+    """Apache Kafka 4.4.0 (resolved by Maven, see tests/reference); its start-up includes
+    formatting the log dir, as a fresh container's does."""
+    return [sys.executable, str(Path(__file__).with_name("kafka.py")), str(port), str(data_dir)]
+
+
 # Tansu reads these from the environment; an inherited value must not redirect it
 # (OTEL_EXPORTER_OTLP_ENDPOINT would make it export telemetry off this host).
 _TANSU_ENV = (
@@ -72,11 +78,13 @@ def _environment() -> dict[str, str]:
 class BrokerKind:
     name: str
     command: Callable[[int, Path], list[str]]
+    min_startup_timeout_s: float = 0.0  # a JVM needs longer than --startup-timeout's default
 
 
 BROKERS: dict[str, BrokerKind] = {
     "eosbroker": BrokerKind("eosbroker", eosbroker_command),
     "tansu": BrokerKind("tansu", tansu_command),
+    "kafka": BrokerKind("kafka", kafka_command, min_startup_timeout_s=180.0),
 }
 
 
@@ -100,7 +108,7 @@ class RunningBroker:
 
     def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         self.kind = kind
-        self.startup_timeout_s = startup_timeout_s
+        self.startup_timeout_s = max(startup_timeout_s, kind.min_startup_timeout_s)
         self.port = free_port()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.name}-"))
         self.data_dir = self.workdir / "data"

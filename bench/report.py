@@ -85,24 +85,23 @@ def _cell(workload: Workload, broker: str, value: float | None, fmt: str) -> str
 
 
 def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: dict[str, int]) -> str:
-    with_ratio = SUBJECT in brokers and PEER in brokers
+    peers = [b for b in brokers if b != SUBJECT] if SUBJECT in brokers else []
     header = ["workload", "metric (better)", *(f"{b} (n={runs_ok.get(b, 0)})" for b in brokers)]
-    if with_ratio:
-        header.append(f"ratio {SUBJECT}/{PEER}")
+    header += [f"ratio {SUBJECT}/{p}" for p in peers]
     rows = [header]
     for w in workloads:
         for m in w.metrics:
             key = (w.name, m.name)
             values = [med.get(b, {}).get(key) for b in brokers]
             row = [w.name, f"{m.name} ({m.better})", *(_cell(w, b, v, m.fmt) for b, v in zip(brokers, values))]
-            if with_ratio:
-                s, p = med.get(SUBJECT, {}).get(key), med.get(PEER, {}).get(key)
-                row.append(f"{s / p:.2f}x" if s is not None and p else "-")
+            for p in peers:
+                s, v = med.get(SUBJECT, {}).get(key), med.get(p, {}).get(key)
+                row.append(f"{s / v:.2f}x" if s is not None and v else "-")
             rows.append(row)
     notes = "medians over successful runs; MB = 10^6 bytes of record values"
-    if with_ratio:
+    if peers:
         notes += (
-            f"\nratio = {SUBJECT} / {PEER}: above 1.00 is better for (higher) metrics, below 1.00 for (lower) ones"
+            f"\nratio = {SUBJECT} / peer: above 1.00 is better for (higher) metrics, below 1.00 for (lower) ones"
         )
     return _cells(rows) + "\n" + notes
 

@@ -1,6 +1,6 @@
 """Command line: alternate the brokers run by run, print medians side by side.
 
-    python -m bench [--runs 3] [--records 200000] [--transactions 2000] [--only produce] [--brokers eosbroker,tansu] [--json PATH]
+    python -m bench [--runs 3] [--records 200000] [--transactions 2000] [--only produce] [--brokers eosbroker,tansu,kafka] [--json PATH]
 
 Each run is a fresh broker process in a fresh temp dir; within a run the workloads go
 in registry order (start-up, produce, consume, idempotent-produce, transactions,
@@ -124,6 +124,7 @@ def environment() -> dict:
         "confluent-kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "tansu": tansu,
+        "kafka": "4.4.0 (tests/reference/kafka/pom.xml)",
     }
 
 

@@ -119,9 +119,9 @@ class KafkaBroker:
             "-cp", classpath, *args,
         ]
 
-    def _write_config(self) -> Path:
+    def _write_config(self, port: int = 0) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port, self.controller_port = free_port(), free_port()
+        self.port, self.controller_port = port or free_port(), free_port()
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -141,9 +141,8 @@ class KafkaBroker:
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
         return config
 
-    def start(self, timeout: float = 180.0) -> "KafkaBroker":
-        classpath = kafka_classpath()
-        config = self._write_config()
+    def _format(self, classpath: str, port: int = 0, timeout: float = 180.0) -> Path:
+        config = self._write_config(port)
         fmt = subprocess.run(
             self._java(classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config),
                        "--ignore-formatted"),
@@ -151,6 +150,19 @@ class KafkaBroker:
         )
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+        return config
+
+    def exec_in_place(self, port: int) -> None:
+        """Formats the log dir and replaces this process with the broker (for the bench,
+        which measures the process it started)."""
+        classpath = kafka_classpath()
+        config = self._format(classpath, port)
+        command = self._java(classpath, "kafka.Kafka", str(config))
+        os.execv(command[0], command)
+
+    def start(self, timeout: float = 180.0) -> "KafkaBroker":
+        classpath = kafka_classpath()
+        config = self._format(classpath, timeout=timeout)
         self._stdout = open(self.workdir / "stdout.log", "ab")
         self.proc = subprocess.Popen(
             self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
