@@ -10,8 +10,6 @@ cluster ids) replaced by stable names, so two brokers' answers compare with ==.
 from __future__ import annotations
 
 import asyncio
-import struct
-from types import SimpleNamespace
 from typing import Any
 
 from broker.client import KafkaConnection
@@ -39,68 +37,6 @@ def err(code: int) -> str:
     return ErrorCode(code).name.upper()
 
 
-class _Connection(KafkaConnection):
-    """Decodes DescribeTransactions v0 itself: Kafka answers transaction_start_time_ms
-    -1 for a transaction that has not started, which kio's timestamp type refuses."""
-
-    def _dispatch(self, frame: bytes) -> None:
-        correlation_id = struct.unpack_from(">i", frame, 0)[0]
-        entry = self._pending.get(correlation_id)
-        if entry is not None and entry[0] == 65:
-            del self._pending[correlation_id]
-            entry[2].set_result(_describe_transactions_v0(memoryview(frame), 4))
-            return
-        super()._dispatch(frame)
-
-
-def _describe_transactions_v0(buf: memoryview, pos: int) -> SimpleNamespace:
-    def uvarint():
-        nonlocal pos
-        value = shift = 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def fixed(fmt):
-        nonlocal pos
-        (value,) = struct.unpack_from(fmt, buf, pos)
-        pos += struct.calcsize(fmt)
-        return value
-
-    def string():
-        nonlocal pos
-        n = uvarint() - 1
-        value = bytes(buf[pos:pos + n]).decode()
-        pos += n
-        return value
-
-    def skip_tags():
-        for _ in range(uvarint()):
-            uvarint()
-            nonlocal pos
-            pos += uvarint()
-
-    skip_tags()  # response header v1
-    throttle = fixed(">i")
-    states = []
-    for _ in range(uvarint() - 1):
-        state = SimpleNamespace(error_code=fixed(">h"), transactional_id=string(), transaction_state=string(),
-                                transaction_timeout=fixed(">i"), transaction_start_time_ms=fixed(">q"),
-                                producer_id=fixed(">q"), producer_epoch=fixed(">h"), topics=[])
-        for _ in range(uvarint() - 1):
-            topic = string()
-            partitions = [fixed(">i") for _ in range(uvarint() - 1)]
-            skip_tags()
-            state.topics.append(SimpleNamespace(topic=topic, partitions=partitions))
-        skip_tags()
-        states.append(state)
-    return SimpleNamespace(throttle_time_ms=throttle, transaction_states=states)
-
-
 class Wire:
     def __init__(self, conn: KafkaConnection) -> None:
         self.conn = conn
@@ -108,7 +44,7 @@ class Wire:
 
     @classmethod
     async def connect(cls, port: int) -> "Wire":
-        return cls(await _Connection.connect(HOST, port, client_id="eosbroker-differential"))
+        return cls(await KafkaConnection.connect(HOST, port, client_id="eosbroker-differential"))
 
     async def close(self) -> None:
         await self.conn.close()
