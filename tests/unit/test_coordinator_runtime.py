@@ -1,0 +1,113 @@
+"""The coordinator runtime over an in-memory log: every event appends then replays the
+same records, load replays the log into the same state, unload drops it, and the
+coordinator epoch of a load reaches the effects."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode as E
+
+from coordinator.group import GroupConfig, GroupCoordinator, JoinProtocol, OffsetFetchGroup, OffsetToCommit
+from coordinator.runtime import CoordinatorRuntime, InMemoryLog
+from coordinator.transaction import SendMarkers, TransactionConfig, TransactionCoordinator
+
+NOW = 1_000_000
+CONFIG = TransactionConfig(transaction_state_log_num_partitions=1)
+
+
+def _txn_runtime(log: InMemoryLog, epoch: int):
+    coordinator = TransactionCoordinator(CONFIG)
+    effects: list = []
+    runtime = CoordinatorRuntime(coordinator, log, effects.append)
+    runtime.begin_load(0, epoch)
+    runtime.load(0, NOW)
+    return coordinator, runtime, effects
+
+
+def test_records_are_appended_then_replayed_and_a_reload_rebuilds_the_same_state():
+    log = InMemoryLog()
+    coordinator, runtime, effects = _txn_runtime(log, 3)
+    init = runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500), NOW)
+    assert (init.error, init.producer_id, init.producer_epoch) == (E.none, 500, 0)
+    runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 500, 0, [("a", 0)], 3, NOW), NOW)
+    assert runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW).error is E.none
+    (sent,) = [e for e in effects if isinstance(e, SendMarkers)]
+    assert sent.coordinator_epoch == 3
+    assert [b.base_offset for b in log.batches(0)] == [0, 1, 2]  # one batch per event, in order
+    before = coordinator.snapshot()[0][2]
+
+    # A new coordinator (the partition moved) loads the log with a newer epoch and
+    # rolls the prepared commit forward with that epoch.
+    moved, moved_runtime, moved_effects = _txn_runtime(log, 4)
+    loaded = moved.snapshot()[0][2]
+    assert {t: (md.state, md.producer_id, md.producer_epoch, md.topic_partitions) for t, md in loaded.items()} == \
+        {t: (md.state, md.producer_id, md.producer_epoch, md.topic_partitions) for t, md in before.items()}
+    (resent,) = moved_effects
+    assert resent.coordinator_epoch == 4 and resent.commit
+
+    # The old coordinator's late completion is ignored: it no longer owns the partition.
+    runtime.unload(0)
+    assert runtime.run(0, lambda: coordinator.markers_written("t", 500, 0, True, NOW, 3), NOW) is None
+    assert len(log.batches(0)) == 3
+    moved_runtime.run(0, lambda: moved.markers_written("t", 500, 0, True, NOW, 4), NOW)
+    assert moved.transaction_metadata("t").state.state_name == "CompleteCommit"
+
+
+def test_timers_run_on_every_loaded_partition_through_the_same_path():
+    log = InMemoryLog()
+    coordinator, runtime, effects = _txn_runtime(log, 0)
+    runtime.run(0, lambda: coordinator.init_producer_id("t", 1_000, -1, -1, 4, NOW, 7), NOW)
+    runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 7, 0, [("a", 0)], 3, NOW), NOW)
+    later = NOW + 5_000
+    done = runtime.run_timers(lambda p: coordinator.abort_timed_out_transactions(later, partition=p), later)
+    assert [p for p, _ in done] == [0]
+    assert coordinator.transaction_metadata("t").state.state_name == "PrepareAbort"
+    assert len(log.batches(0)) == 3 and isinstance(effects[-1], SendMarkers) and not effects[-1].commit
+
+
+def test_transactional_offsets_go_in_a_producer_batch_and_a_marker_completes_them_live_and_on_load():
+    log = InMemoryLog()
+    config = GroupConfig(offsets_topic_num_partitions=1)
+
+    def load() -> tuple[GroupCoordinator, CoordinatorRuntime]:
+        coordinator = GroupCoordinator(config)
+        runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+        runtime.begin_load(0, 1)
+        runtime.load(0, NOW)
+        return coordinator, runtime
+
+    def fetched(coordinator: GroupCoordinator):
+        response = coordinator.offset_fetch([OffsetFetchGroup("g", (("t", (0,)),))], True)
+        p = response.groups[0].topics[0].partitions[0]
+        return p.committed_offset, p.error_code
+
+    coordinator, runtime = load()
+    runtime.run(0, lambda: coordinator.txn_offset_commit(
+        transactional_id="tx", group_id="g", producer_id=9, producer_epoch=2, generation_id=-1, member_id="",
+        group_instance_id=None, offsets=[OffsetToCommit("t", 0, 42)], api_version=3, now_ms=NOW), NOW)
+    batch = log.batches(0)[-1]
+    assert batch.is_transactional and (batch.producer_id, batch.producer_epoch) == (9, 2)
+    assert fetched(coordinator) == (-1, E.unstable_offset_commit)
+    assert fetched(load()[0]) == (-1, E.unstable_offset_commit)  # pending after a load too
+
+    runtime.write_marker(0, 9, 2, True, 1, NOW)
+    assert log.batches(0)[-1].is_control
+    assert fetched(coordinator) == (42, E.none)
+    assert fetched(load()[0]) == (42, E.none)  # and completed by the marker on load
+
+
+def test_unload_answers_parked_requests_and_forgets_the_partition():
+    replies = {}
+    coordinator = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100))
+    runtime = CoordinatorRuntime(coordinator, InMemoryLog(),
+                                 lambda effect: replies.__setitem__(effect.reply_to, effect.response))
+    runtime.begin_load(0, 5)
+    assert coordinator.coordinator_epoch(0) == 5 and coordinator.owned_partitions() == frozenset()
+    runtime.load(0, NOW)
+    join = dict(group_id="g", group_instance_id=None, protocol_type="consumer",
+                protocols=(JoinProtocol("range", b""),),
+                session_timeout_ms=10_000, rebalance_timeout_ms=10_000, client_id="c", client_host="h",
+                api_version=3, now_ms=NOW)
+    assert runtime.run(0, lambda: coordinator.join_group(member_id="", reply_to="first", **join), NOW) is None
+    runtime.unload(0)
+    assert replies["first"].error_code is E.not_coordinator
+    assert coordinator.owned_partitions() == frozenset() and coordinator.coordinator_epoch(0) is None
