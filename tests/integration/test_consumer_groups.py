@@ -429,7 +429,11 @@ def test_session_expiry_removes_a_silent_member(broker_factory, topic_name):
         async with await KafkaConnection.connect(HOST, broker.port) as conn:
             await _joined_member(conn, topic_name, session_ms=300)
             assert (await _describe(broker.port, topic_name))[0].group_state == "Stable"
-            await asyncio.sleep(0.6)  # no heartbeats: the session ends and the group empties
+            # No heartbeats: the session (300 ms) ends and the group empties.
+            for _ in range(200):
+                await asyncio.sleep(0.05)
+                if (await _describe(broker.port, topic_name))[0].group_state == "Empty":
+                    break
             assert (await _describe(broker.port, topic_name))[0].group_state == "Empty"
 
     asyncio.run(scenario())
