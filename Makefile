@@ -3,17 +3,26 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+BROKER_STAMP := $(VENV)/.broker-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
 .PHONY: venv compile run java test test-reference unit bench torture spark-demo compose-test clean
 
+# The broker alone (make run): no PySpark, test or bench extras.
+$(BROKER_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(BROKER_STAMP)
+
+# Everything the tests, the bench and the Spark demo need.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench,spark]'
-	touch $(STAMP)
+	touch $(STAMP) $(BROKER_STAMP)
 
 venv: $(STAMP)
 
@@ -22,7 +31,8 @@ venv: $(STAMP)
 compile: venv
 	$(PY) -m compileall -q protocol coordinator broker spark_client
 
-run: venv compile
+run: $(BROKER_STAMP)
+	$(PY) -m compileall -q protocol coordinator broker
 	$(VENV)/bin/eosbroker serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 # PySpark (tests/spark, the bench's spark-write, spark-demo) needs a Java runtime; the
