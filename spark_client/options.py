@@ -6,6 +6,7 @@ Names follow Spark's Kafka connector where they mean the same thing.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,10 +18,38 @@ AT_LEAST_ONCE = "at-least-once"
 DEFAULT_CONTROL_TOPIC = "eosbroker-spark-commits"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's default transaction.max.timeout.ms
 
-# Test hooks: read by the writer, never set in production.
+# Test hooks: read by the writer, never set in production (accepted, not listed).
+HOOK_PREFIX = "eosbroker.test."
 HOOK_FAIL_PARTITION_ATTEMPT = "eosbroker.test.fail.partition.attempt"  # "P:A": raise after flushing
 HOOK_SLEEP_BEFORE_COMMIT_MS = "eosbroker.test.sleep.before.commit.ms"
-HOOK_KILL_AFTER_DECISION = "eosbroker.test.kill.after.decision"  # "BATCH:PGID": SIGKILL that group
+# "POINT:BATCH:PGID": SIGKILL the driver (process group PGID) at POINT of that batch's commit.
+HOOK_KILL_DRIVER = "eosbroker.test.kill.driver"
+KILL_POINTS = ("before-decision", "during-commit", "after-committed")
+
+SINK_OPTIONS = (
+    "kafka.bootstrap.servers", "topic", "transactional.id.prefix", "transaction.timeout.ms", "delivery.guarantee",
+    "write.id", "value.format", "key.format", "protobuf.descriptor.file", "protobuf.message.name",
+    "control.topic", "batch.size", "commit.timeout.ms",
+    "key.column", "value.column", "headers.column", "partition.column", "topic.column",
+    "checkpointLocation",  # Spark passes a streaming query's own option through
+)
+SOURCE_OPTIONS = (
+    "kafka.bootstrap.servers", "subscribe", "startingOffsets", "endingOffsets", "kafka.isolation.level",
+    "maxOffsetsPerTrigger", "fetch.max.bytes",
+)
+
+
+def check_known(options: Mapping[str, str], valid: tuple[str, ...], what: str) -> None:
+    """Refuses an option the data source does not know: a typo must not run with defaults."""
+    known = {v.lower(): v for v in valid}
+    for name in options:
+        lower = name.lower()
+        if lower in known or lower.startswith(HOOK_PREFIX):
+            continue
+        close = difflib.get_close_matches(lower, known, n=1)
+        hint = f" (did you mean {known[close[0]]!r}?)" if close else ""
+        raise ValueError(f"unknown option {name!r} for the eosbroker {what}{hint}; valid options: "
+                         f"{', '.join(valid)}")
 
 
 def _get(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -66,9 +95,10 @@ class SinkOptions:
     write_id: str | None
     batch_bytes: int
     commit_timeout_ms: int
+    checkpoint_location: str | None
     hook_fail_partition_attempt: tuple[int, int] | None
     hook_sleep_before_commit_ms: int
-    hook_kill_after_decision: tuple[int, int] | None
+    hook_kill_driver: tuple[str, int, int] | None
 
     @property
     def exactly_once(self) -> bool:
@@ -76,6 +106,7 @@ class SinkOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+        check_known(options, SINK_OPTIONS, "sink")
         guarantee = (_get(options, "delivery.guarantee") or EXACTLY_ONCE).lower().replace("_", "-")
         if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
             raise ValueError(f"delivery.guarantee must be {EXACTLY_ONCE} or {AT_LEAST_ONCE}, not {guarantee!r}")
@@ -89,7 +120,12 @@ class SinkOptions:
         if formats.PROTOBUF in (value_format, key_format) and not (descriptor and message):
             raise ValueError("the protobuf format needs options protobuf.descriptor.file and protobuf.message.name")
         fail = _get(options, HOOK_FAIL_PARTITION_ATTEMPT)
-        kill = _get(options, HOOK_KILL_AFTER_DECISION)
+        kill = _get(options, HOOK_KILL_DRIVER)
+        if kill is not None:
+            point, batch, pgid = kill.split(":")
+            if point not in KILL_POINTS:
+                raise ValueError(f"{HOOK_KILL_DRIVER} point must be one of {', '.join(KILL_POINTS)}")
+            kill = (point, int(batch), int(pgid))
         timeout = _int(options, "transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
         if timeout <= 0:
             raise ValueError("transaction.timeout.ms must be positive")
@@ -112,9 +148,10 @@ class SinkOptions:
             write_id=_get(options, "write.id"),
             batch_bytes=_int(options, "batch.size", 512 * 1024),
             commit_timeout_ms=_int(options, "commit.timeout.ms", 120_000),
+            checkpoint_location=_get(options, "checkpointLocation"),
             hook_fail_partition_attempt=tuple(int(x) for x in fail.split(":")) if fail else None,
             hook_sleep_before_commit_ms=_int(options, HOOK_SLEEP_BEFORE_COMMIT_MS, 0),
-            hook_kill_after_decision=tuple(int(x) for x in kill.split(":")) if kill else None,
+            hook_kill_driver=kill,
         )
 
 
@@ -150,7 +187,8 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> "SourceOptions":
-        topics = _get(options, "subscribe") or _get(options, "topic")
+        check_known(options, SOURCE_OPTIONS, "source")
+        topics = _get(options, "subscribe")
         if not topics:
             raise ValueError("the eosbroker source needs option 'subscribe' (comma-separated topics)")
         isolation = (_get(options, "kafka.isolation.level") or "read_committed").lower()

@@ -18,6 +18,7 @@ from pyspark.sql.types import (
 )
 
 from spark_client.options import EARLIEST, LATEST, SourceOptions
+from spark_client.preflight import partition_counts
 from spark_client.reading import read_partition
 from spark_client.wire import EARLIEST as LIST_EARLIEST
 from spark_client.wire import LATEST as LIST_LATEST
@@ -129,6 +130,7 @@ class EosBrokerReader(ds.DataSourceReader):
     """spark.read.format("eosbroker"): startingOffsets (default earliest) to endingOffsets (default latest)."""
 
     def __init__(self, opts: SourceOptions) -> None:
+        partition_counts(opts.bootstrap, opts.topics)  # on the driver: a missing topic fails here, shortly
         self.opts = opts
 
     def partitions(self) -> list[TopicRange]:
@@ -163,6 +165,7 @@ class EosBrokerStreamReader(ds.DataSourceStreamReader):
     """spark.readStream.format("eosbroker"): micro-batches up to the last stable offset."""
 
     def __init__(self, opts: SourceOptions) -> None:
+        partition_counts(opts.bootstrap, opts.topics)  # on the driver: a missing topic fails here, shortly
         self.opts = opts
 
     def initialOffset(self) -> Offsets:
