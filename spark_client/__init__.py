@@ -11,7 +11,7 @@ def register(spark) -> None:
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
     """Creates ``topic`` unless it exists (an existing topic keeps its partitions and settings)."""
-    from spark_client.wire import Cluster
+    from spark_client.wire import Client
 
-    with Cluster(bootstrap) as cluster:
+    with Client(bootstrap) as cluster:
         cluster.create_topic(topic, partitions, configs)

@@ -9,16 +9,24 @@ Tasks leave their transactions open and send a ``TaskCommit``. For a batch the d
    broker aborts such transactions, so the batch fails loudly and Spark redoes it;
 4. writes COMMITTING(batch, winners) to the control topic: the decision;
 5. sends EndTxn(commit) for every winner, then writes COMMITTED(batch);
-6. fences earlier attempts of the winners' tasks (an executor that died mid-write
-   left its transaction open until the timeout).
+6. resolves every other attempt of the query still open: failed or killed tasks,
+   losing speculative copies, what a crashed driver left (``resolve_open``).
 A transaction found aborted at step 5 is a ``TransactionLostError`` naming
 transaction.timeout.ms: never a silent loss.
+
+Liveness: every attempt's transactional id starts with ``prefix-scope-`` (scope: the
+query id or write id), so the driver finds them all with ListTransactions. When a
+query starts, at every commit and at every abort, it resolves them: the decided batch
+(COMMITTING recorded) is committed, anything else open is fenced and aborted
+(InitProducerId on the id does both). Nothing of a crashed run holds the last stable
+offset until transaction.timeout.ms.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision, TxnRef
+from spark_client.open_transactions import ongoing_transactional_ids
 from spark_client.options import SinkOptions
 from spark_client.wire import Client, describe_transactions, end_txns, fence
 
@@ -80,6 +89,15 @@ def transactional_id(prefix: str, scope: str, batch_id: int, partition: int, att
     return f"{prefix}-{scope}-{batch_id}-{partition}-{attempt}-{run_id}"
 
 
+_ATTEMPT_SUFFIX = re.compile(r"\d+-\d+-\d+-[0-9a-z]+")
+
+
+def in_scope(txn_id: str, prefix: str, scope: str) -> bool:
+    """Whether ``txn_id`` is an attempt of (prefix, scope): scope "w" must not claim "w-2"'s ids."""
+    head = f"{prefix}-{scope}-"
+    return txn_id.startswith(head) and _ATTEMPT_SUFFIX.fullmatch(txn_id[len(head):]) is not None
+
+
 def control_key(opts: SinkOptions, scope: str) -> str:
     return f"{opts.transactional_id_prefix}/{scope}"
 
@@ -117,13 +135,39 @@ class Committer:
             log.warning("batch %d of %s was already committed (last committed %d): aborting its %d replayed "
                         "transactions", batch_id, self.scope, last, len(winners))
             self.abort_txns(winners)
+            self.resolve_open()
             return
         self.check_fresh(batch_id, winners)
+        self._kill_hook("before-decision", batch_id)
         decision = Decision(batch_id, COMMITTING, winners)
         self.control.append(decision)
-        self._after_decision_hook(batch_id)
         self.finish(decision)
-        self.fence_earlier_attempts(batch_id, messages)
+        self._kill_hook("after-committed", batch_id)
+        self.resolve_open(keep={t.transactional_id for t in winners})
+
+    def start(self) -> None:
+        """A query (or a batch write rerun under its write id) starts: before any of its
+        tasks runs, finish the decided batch and abort every other attempt left open."""
+        self.control.ensure_topic()
+        self.recover()
+        self.resolve_open()
+
+    def resolve_open(self, keep: set[str] = frozenset()) -> None:
+        """Fences and aborts every open transaction of this query except ``keep``: they
+        belong to attempts that failed, lost, or were written by a driver that crashed
+        before deciding (a decided batch was finished by ``recover`` first)."""
+        prefix = self.opts.transactional_id_prefix
+        try:
+            found = ongoing_transactional_ids(self.cluster, f"{prefix}-{self.scope}-", self.deadline)
+        except Exception as e:  # liveness only: never fail a commit over it
+            log.warning("could not list the open transactions of %s: %s", self.scope, e)
+            return
+        for txn_id in sorted(t for t in found if t not in keep and in_scope(t, prefix, self.scope)):
+            try:
+                fence(self.cluster, txn_id, self.deadline)
+                log.info("aborted %s, left open by an earlier attempt of %s", txn_id, self.scope)
+            except Exception as e:  # the next commit tries again
+                log.warning("could not abort %s: %s", txn_id, e)
 
     def recover(self) -> int | None:
         """Finishes a decided but unfinished batch; returns the last committed batch id (None: none)."""
@@ -136,7 +180,12 @@ class Committer:
         return latest.batch_id
 
     def finish(self, decision: Decision) -> None:
-        results = end_txns(self.cluster, [t.handle for t in decision.txns], True, self.deadline)
+        handles = [t.handle for t in decision.txns]
+        results = {}
+        if self._kill_armed("during-commit", decision.batch_id) and len(handles) > 1:
+            results = end_txns(self.cluster, handles[:1], True, self.deadline)
+            self._kill_hook("during-commit", decision.batch_id)
+        results.update(end_txns(self.cluster, handles[len(results):], True, self.deadline))
         lost = [t for t in decision.txns if results[t.transactional_id] != ErrorCode.none]
         if lost:
             raise TransactionLostError(self._lost_message(decision.batch_id, lost, results))
@@ -191,8 +240,9 @@ class Committer:
         if latest is not None and latest.state == COMMITTING and latest.batch_id == batch_id:
             log.warning("abort of batch %d of %s after its decision: rolling forward", batch_id, self.scope)
             self.finish(latest)
-            return
-        self.abort_txns(tuple(m.txn for m in messages if m is not None and m.txn is not None))
+        else:
+            self.abort_txns(tuple(m.txn for m in messages if m is not None and m.txn is not None))
+        self.resolve_open()
 
     def abort_txns(self, txns: tuple[TxnRef, ...]) -> None:
         if not txns:
@@ -202,25 +252,16 @@ class Committer:
             if error not in _ABORT_IS_DONE:
                 log.warning("EndTxn(abort) for %s answered %s", txn_id, error.name.upper())
 
-    def fence_earlier_attempts(self, batch_id: int, messages: list[TaskCommit | None]) -> None:
-        """Best effort: a failed attempt normally aborted itself, a killed one did not."""
-        for m in messages:
-            if m is None or m.attempt == 0:
-                continue
-            for attempt in range(m.attempt):
-                txn_id = transactional_id(self.opts.transactional_id_prefix, m.scope, batch_id, m.partition,
-                                          attempt, m.run_id)
-                try:
-                    fence(self.cluster, txn_id, self.deadline)
-                except Exception as e:
-                    log.warning("could not fence %s: %s", txn_id, e)
+    def _kill_armed(self, point: str, batch_id: int) -> bool:
+        hook = self.opts.hook_kill_driver
+        return hook is not None and hook[:2] == (point, batch_id) and _descends_from(hook[2])
 
-    def _after_decision_hook(self, batch_id: int) -> None:
-        hook = self.opts.hook_kill_after_decision
-        if hook is not None and hook[0] == batch_id and _descends_from(hook[1]):
-            # The whole driver: its process group (Python driver, JVM), then the group of
-            # the Python daemon this worker belongs to (pyspark's daemon has its own).
-            os.killpg(hook[1], signal.SIGKILL)
+    def _kill_hook(self, point: str, batch_id: int) -> None:
+        """Test hook: SIGKILL the whole driver at ``point`` of this batch's commit."""
+        if self._kill_armed(point, batch_id):
+            # The driver's process group (Python driver, JVM), then the group of the Python
+            # daemon this worker belongs to (pyspark's daemon has its own).
+            os.killpg(self.opts.hook_kill_driver[2], signal.SIGKILL)
             os.killpg(os.getpgrp(), signal.SIGKILL)
 
 

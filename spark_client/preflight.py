@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from spark_client.wire import Cluster, KafkaError
+from spark_client.wire import Client, KafkaError
 
 CHECK_TIMEOUT_S = 10.0
 
@@ -18,7 +18,7 @@ class PreflightError(ValueError):
 def partition_counts(bootstrap: str, topics: tuple[str, ...]) -> dict[str, int]:
     """Partitions of each topic; a clear error for an unreachable broker or a missing topic."""
     try:
-        with Cluster(bootstrap, client_id="eosbroker-spark-driver", timeout=CHECK_TIMEOUT_S) as cluster:
+        with Client(bootstrap, client_id="eosbroker-spark-driver", timeout=CHECK_TIMEOUT_S) as cluster:
             counts = {}
             for topic in topics:
                 try:

@@ -15,9 +15,11 @@ option is absent). JSON and protobuf formats turn a struct column into bytes.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +31,7 @@ from spark_client import formats
 from spark_client.commit_protocol import Committer, TaskCommit, transactional_id
 from spark_client.options import SinkOptions
 from spark_client.partitioner import partition_for_key
+from spark_client.preflight import check_columns, partition_counts
 from spark_client.wire import Client, Producer
 
 _ROW_CHUNK = 4096
@@ -40,12 +43,26 @@ class InjectedTaskFailure(RuntimeError):
     """The eosbroker.test.fail.partition.attempt hook fired."""
 
 
-def _check_schema(opts: SinkOptions, schema: StructType) -> None:
-    names = set(schema.fieldNames())
-    if opts.value_column not in names:
-        raise ValueError(f"the eosbroker sink needs a {opts.value_column!r} column; the input has {sorted(names)}")
-    if opts.topic is None and opts.topic_column not in names:
-        raise ValueError("set the 'topic' option or give the input a 'topic' column")
+def _preflight(opts: SinkOptions, schema: StructType) -> None:
+    check_columns(schema, opts.value_column, opts.key_column, opts.headers_column, opts.partition_column,
+                  opts.topic_column, opts.topic, opts.value_format, opts.key_format)
+    partition_counts(opts.bootstrap, (opts.topic,) if opts.topic else ())
+
+
+def query_id_from_checkpoint(location: str | None) -> str | None:
+    """The streaming query's id from ``<checkpointLocation>/metadata`` (Spark writes it when
+    the query is created), for a checkpoint on the local file system; else None."""
+    if not location:
+        return None
+    if location.startswith("file:"):
+        location = "/" + location[len("file:"):].lstrip("/")
+    elif "://" in location:
+        return None
+    try:
+        with open(Path(location) / "metadata") as f:
+            return json.loads(f.readline())["id"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 class _TaskWriter:
@@ -150,11 +167,28 @@ class _WriterBase:
     """State shared by the batch and streaming writers (pickled from the driver to the tasks)."""
 
     def __init__(self, opts: SinkOptions, schema: StructType, scope: str | None) -> None:
-        _check_schema(opts, schema)
+        _preflight(opts, schema)
         self.opts = opts
         self.columns = schema.fieldNames()
         self.scope = scope
         self.run_id = uuid.uuid4().hex[:8]
+        self._started = False
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the writer on the driver to ship it to the tasks, before any of
+        # them starts (the driver's commit/abort worker builds its own and never pickles
+        # it): the moment to resolve what earlier runs of this query left open.
+        if not self._started:
+            self._started = True
+            self._resolve_earlier_runs()
+        return self.__dict__.copy()
+
+    def _resolve_earlier_runs(self) -> None:
+        scope = self.scope or query_id_from_checkpoint(self.opts.checkpoint_location)
+        if not self.opts.exactly_once or scope is None:
+            return  # a new random write id has no earlier run; a streaming query resolves at its first commit
+        with Committer(self.opts, scope) as committer:
+            committer.start()
 
     def _write(self, chunks: Iterator[tuple[dict[str, list], int]]) -> TaskCommit:
         ctx = TaskContext.get()
@@ -204,6 +238,8 @@ class EosBrokerBatchWriter(_WriterBase, ds.DataSourceArrowWriter):
 
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         super().__init__(opts, schema, opts.write_id or uuid.uuid4().hex)
+        if opts.write_id is None:
+            self._started = True  # a fresh scope: no earlier run to resolve
 
     def write(self, iterator: Iterator[Any]) -> TaskCommit:
         return self._write(_arrow_as_columns(iterator, self.columns))

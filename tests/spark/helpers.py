@@ -84,3 +84,16 @@ def transaction_states(bootstrap: str, prefix: str, timeout: float = 10.0) -> di
         if not any(state.startswith("Prepare") for state in states.values()) or time.monotonic() > deadline:
             return states
         time.sleep(0.02)
+
+
+def last_stable_offsets(bootstrap: str, topic: str, partitions: int) -> tuple[dict[int, int], dict[int, int]]:
+    """(last stable offset, high watermark) of every partition."""
+    with wire.Client(bootstrap) as cluster:
+        return (cluster.list_offsets(topic, range(partitions), wire.LATEST, wire.READ_COMMITTED),
+                cluster.list_offsets(topic, range(partitions), wire.LATEST, wire.READ_UNCOMMITTED))
+
+
+def nothing_open(bootstrap: str, topic: str, partitions: int) -> bool:
+    """Whether the last stable offset equals the high watermark on every partition."""
+    lso, high_watermark = last_stable_offsets(bootstrap, topic, partitions)
+    return lso == high_watermark

@@ -10,10 +10,10 @@ import pytest
 
 from spark_client import wire
 from spark_client.commit_protocol import (
-    Committer, TaskCommit, TransactionLostError, TransactionTimedOutError, transactional_id,
+    Committer, TaskCommit, TransactionLostError, TransactionTimedOutError, in_scope, transactional_id,
 )
 from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision
-from spark_client.options import SinkOptions
+from spark_client.options import SinkOptions, SourceOptions
 from spark_client.partitioner import murmur2, partition_for_key
 from tests.broker_process import wait_until
 from tests.spark.helpers import consume, create_topic, transaction_states
@@ -28,16 +28,16 @@ def _opts(bootstrap: str, topic: str, prefix: str, timeout_ms: int = 60000) -> S
 
 
 def _task(opts: SinkOptions, scope: str, batch: int, run: str, values: list[bytes], partition: int = 0,
-          started_ms: int | None = None) -> TaskCommit:
+          started_ms: int | None = None, attempt: int = 0) -> TaskCommit:
     """What a Spark task does: write ``values`` in an open transaction, return its commit message."""
-    txn_id = transactional_id(opts.transactional_id_prefix, scope, batch, partition, 0, run)
+    txn_id = transactional_id(opts.transactional_id_prefix, scope, batch, partition, attempt, run)
     with wire.Client(opts.bootstrap) as cluster:
         producer = wire.Producer(cluster, transactional_id=txn_id, transaction_timeout_ms=opts.transaction_timeout_ms)
         for v in values:
             producer.send(opts.topic, partition, None, v)
         txn = producer.flush()
-    return TaskCommit(scope, batch, run, partition, 0, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                      len(values), producer.started_ms if started_ms is None else started_ms)
+    return TaskCommit(scope, batch, run, partition, attempt, txn.transactional_id, txn.producer_id,
+                      txn.producer_epoch, len(values), producer.started_ms if started_ms is None else started_ms)
 
 
 @pytest.fixture
@@ -67,6 +67,64 @@ def test_restart_finishes_the_decided_batch_and_aborts_its_replay(setup):
     states = transaction_states(bootstrap, prefix)
     assert states[decided.transactional_id] == "CompleteCommit"
     assert states[replay.transactional_id] == "CompleteAbort"
+
+
+def _stable(bootstrap: str, topic: str, partitions: int = 1) -> bool:
+    """Whether the last stable offset equals the high watermark on every partition."""
+    with wire.Client(bootstrap) as cluster:
+        lso = cluster.list_offsets(topic, range(partitions), wire.LATEST, wire.READ_COMMITTED)
+        hw = cluster.list_offsets(topic, range(partitions), wire.LATEST, wire.READ_UNCOMMITTED)
+    return lso == hw
+
+
+def test_a_starting_query_commits_the_decided_batch_and_aborts_what_a_crashed_run_left_open(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    decided = _task(opts, "q", 3, "run1", [b"decided"])
+    with Committer(opts, "q") as crashed:  # decided batch 3, then died before any EndTxn ...
+        crashed.control.ensure_topic()
+        crashed.control.append(Decision(3, COMMITTING, (decided.txn,)))
+    undecided = _task(opts, "q", 4, "run1", [b"undecided"])  # ... while batch 4's task had written
+    other_query = _task(opts, "q-2", 4, "run1", [b"other"])  # "q-2" is not an attempt of "q"
+    assert not _stable(bootstrap, topic)
+    with Committer(opts, "q") as restarted:
+        restarted.start()
+        assert restarted.control.latest() == Decision(3, COMMITTED, (decided.txn,))
+    states = transaction_states(bootstrap, prefix)
+    assert states[decided.transactional_id] == "CompleteCommit"
+    assert states[undecided.transactional_id] == "Empty"  # fenced: aborted, epoch bumped
+    assert states[other_query.transactional_id] == "Ongoing"
+    with Committer(opts, "q-2") as other:
+        other.abort(4, [])  # an abort resolves its query's leftovers too
+    assert transaction_states(bootstrap, prefix)[other_query.transactional_id] == "Empty"
+    wait_until(lambda: _stable(bootstrap, topic), timeout=10, message="LSO == high watermark")
+    assert _values(bootstrap, topic) == [b"decided"]
+
+
+def test_a_commit_aborts_the_failed_and_losing_attempts_left_open(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    killed = _task(opts, "q", 0, "r", [b"killed"], attempt=0)  # its executor died: nobody aborted it
+    loser = _task(opts, "q", 0, "r", [b"loser"], attempt=2)  # a speculative copy that lost
+    winner = _task(opts, "q", 0, "r", [b"winner"], attempt=1)
+    with Committer(opts, "q") as driver:
+        driver.commit(0, [winner])
+    states = transaction_states(bootstrap, prefix)
+    assert states[winner.transactional_id] == "CompleteCommit"
+    assert states[killed.transactional_id] == states[loser.transactional_id] == "Empty"
+    wait_until(lambda: _stable(bootstrap, topic), timeout=10, message="LSO == high watermark")
+    assert _values(bootstrap, topic) == [b"winner"]
+
+
+@pytest.mark.parametrize("txn_id,scope,inside", [
+    ("p-w-0-1-0-ab12cd34", "w", True),
+    ("p-w-2-0-1-0-ab12cd34", "w", False),  # write id "w-2"
+    ("p-w-2-0-1-0-ab12cd34", "w-2", True),
+    ("p-w-x-0-1-0-ab12cd34", "w", False),
+    ("p-w-0-1-0", "w", False),
+])
+def test_which_ids_are_attempts_of_a_scope(txn_id, scope, inside):
+    assert in_scope(txn_id, "p", scope) is inside
 
 
 def test_next_batch_commits_and_a_lost_endtxn_response_is_harmless(setup):
@@ -172,3 +230,12 @@ def test_options_are_checked_on_the_driver():
     with pytest.raises(ValueError, match="delivery.guarantee"):
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "delivery.guarantee": "maybe"})
     assert not SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "delivery.guarantee": "at_least_once"}).exactly_once
+    with pytest.raises(ValueError, match=r"unknown option 'delivery.guarantees' for the eosbroker sink \(did you "
+                                         r"mean 'delivery.guarantee'\?\); valid options: kafka.bootstrap.servers, "):
+        SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "delivery.guarantees": "at-least-once"})
+    with pytest.raises(ValueError, match=r"unknown option 'kafka.security.protocol' for the eosbroker source"):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.security.protocol": "SSL"})
+    # Spark lower-cases option names; a streaming query passes its checkpointLocation through.
+    assert SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "checkpointlocation": "/c"}).checkpoint_location == "/c"
+    assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                                "startingoffsets": "latest"}).starting_offsets == "latest"

@@ -14,7 +14,7 @@ from spark_client.formats import protobuf_decoder
 from spark_client.partitioner import partition_for_key
 from tests.spark.helpers import consume, create_topic, spark_session, transaction_states
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]  # a Spark session starts slowly on a busy machine
 
 
 @pytest.fixture(scope="module")
