@@ -1,7 +1,9 @@
 """The workload registry, in run order. A new workload is a module with a ``WORKLOAD``
 and one line here; ``resources`` stays last so it covers the others."""
 
-from bench.workloads import consume, idempotent_produce, produce, resources, spark_write, startup, transactions, txn_state_startup
+from bench.workloads import (
+    consume, idempotent_produce, produce, resources, spark_stream, spark_write, startup, transactions, txn_state_startup,
+)
 from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 
 WORKLOADS: tuple[Workload, ...] = (
@@ -12,6 +14,7 @@ WORKLOADS: tuple[Workload, ...] = (
     transactions.WORKLOAD,
     txn_state_startup.WORKLOAD,
     spark_write.WORKLOAD,
+    spark_stream.WORKLOAD,
     resources.WORKLOAD,
 )
 
