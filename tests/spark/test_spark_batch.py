@@ -5,6 +5,7 @@ aborted transactions, and a commit refused after transaction.timeout.ms."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 
 import pytest
@@ -162,3 +163,32 @@ def test_streaming_read_in_micro_batches_sees_only_committed_records(spark, brok
     values = sorted(r.value for r in spark.table(topic.replace("-", "_")).collect())
     assert values == sorted(b"r%d-%d" % (r, i) for r in (0, 2) for i in range(30))
     assert len(batches) > 1  # maxOffsetsPerTrigger split the read
+
+
+def _failure(action) -> str:
+    with pytest.raises(Exception) as failure:
+        action()
+    return str(failure.value)
+
+
+def test_configuration_errors_are_caught_on_the_driver_and_stay_short(spark, broker):
+    topic = _name("checks")
+    create_topic(broker.bootstrap, topic, 2)
+    df = spark.range(3).selectExpr("cast(id as string) as value")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{s.getsockname()[1]}"
+
+    typo = _failure(lambda: _write(df, broker.bootstrap, topic=topic, **{"delivery_guarantees": "at-least-once"}))
+    assert "unknown option 'delivery.guarantees' for the eosbroker sink (did you mean 'delivery.guarantee'?)" in typo
+    assert "valid options: kafka.bootstrap.servers, topic," in typo
+    unreachable = _failure(lambda: _write(df, nobody, topic=topic))
+    assert f"cannot reach the broker at kafka.bootstrap.servers='{nobody}'" in unreachable
+    assert len(unreachable) < 2000, unreachable
+    missing = _failure(lambda: _write(df, broker.bootstrap, topic="no-such-topic"))
+    assert "topic 'no-such-topic' does not exist" in missing and "create_topic" in missing
+    wrong_type = _failure(lambda: _write(spark.range(3).selectExpr("id as value"), broker.bootstrap, topic=topic))
+    assert "column 'value' must be string or binary with value.format=raw, not bigint" in wrong_type
+    no_source = _failure(lambda: _read(spark, nobody, topic).collect())
+    assert "cannot reach the broker" in no_source and len(no_source) < 2000
+    assert consume(broker.bootstrap, topic, 2, settle=0.5) == []  # no task ever ran
