@@ -107,7 +107,7 @@ class Broker:
     def _leader_changed(self, topic: str, index: int, before: int, state) -> None:
         part = self.cluster.partition(topic, index)
         if part is not None:
-            part.log.leader_epoch = state.leader_epoch
+            part.set_leader_epoch(state.leader_epoch)
         if topic not in _COORDINATOR_TOPIC_NAMES:
             return
         old, new = self.node(before), self.node(state.leader)

@@ -31,6 +31,16 @@ CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
 
 
+class ReassignmentError(ValueError):
+    """A refused reassignment: the Kafka error name, and the control API's field and status."""
+
+    def __init__(self, error_name: str, message: str, field: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+        self.field = field
+        self.status = status
+
+
 @dataclass(slots=True)
 class Node:
     """A node's registration: where it listens and whether it is up."""
@@ -131,7 +141,7 @@ class Cluster:
             part = self.partitions[(topic.name, i)] = Partition.open(
                 topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5, clean_shutdown
             )
-            part.log.leader_epoch = leadership.leader_epoch
+            part.set_leader_epoch(leadership.leader_epoch)
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -239,6 +249,35 @@ class Cluster:
         if len(sizes) != 1:
             raise TopicError("INVALID_REPLICA_ASSIGNMENT", "all partitions must have the same number of replicas")
         return len(assignments), sizes.pop()
+
+    def reassign_partition(self, topic: str, index: int, replicas: list[int] | None = None,
+                           leader: int | None = None) -> Leadership:
+        """New replicas and/or leader for a partition (AlterPartitionReassignments, the
+        control API). Completes at once: every node already has the data."""
+        if topic not in self.topics.by_name:
+            raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION", f"no topic {topic!r}", "topic", 404)
+        state = self.leadership(topic, index)
+        if state is None:
+            raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {index}", "partition", 404)
+        known = {n.node_id for n in self.nodes}
+        if replicas is not None:
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT",
+                                        "replicas must be a non-empty list of distinct node ids", "replicas")
+            if not set(replicas) <= known:
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT",
+                                        f"replicas names unknown nodes {sorted(set(replicas) - known)}", "replicas")
+        new_replicas = replicas if replicas is not None else state.replicas
+        if leader is not None:
+            if leader not in known:
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT", f"no node {leader}", "leader", 404)
+            if leader not in new_replicas:
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT",
+                                        f"node {leader} is not a replica of {topic}-{index} (replicas {new_replicas})",
+                                        "leader")
+            if not self.node(leader).is_up:
+                raise ReassignmentError("PREFERRED_LEADER_NOT_AVAILABLE", f"node {leader} is stopped", "leader", 409)
+        return self.replicas.reassign(topic, index, replicas, leader)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         topic = self.topics.set_configs(name, validate_topic_configs(configs))

@@ -97,6 +97,9 @@ SETTINGS: dict[str, Setting] = {
                     "batch of an already-ended transaction (Kafka answers it as a duplicate)"),
         Setting("emulate.fault.hold.txn.markers", _bool, False,
                 doc="fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers"),
+        Setting("emulate.fault.coordinator.load.ms", _long, 0,
+                doc="fault injection: loading a coordinator partition takes at least this long "
+                    "(COORDINATOR_LOAD_IN_PROGRESS meanwhile)"),
         Setting("emulate.kafka.version", _str, "4.0",
                 doc="version profile: 4.0 (newest behaviour) or 2.4 (pre-KIP-360 producer state rules)"),
     ]

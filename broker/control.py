@@ -205,37 +205,18 @@ class ControlService:
 
     # -- topology ------------------------------------------------------------------------
 
-    def _leadership(self, topic: str, partition: int):
-        cluster = self.broker.cluster
-        if topic not in cluster.topics.by_name:
-            raise ControlError(f"no topic {topic!r}", "topic", 404)
-        leadership = cluster.leadership(topic, partition)
-        if leadership is None:
-            raise ControlError(f"{topic} has no partition {partition}", "partition", 404)
-        return leadership
-
     def partition_move(self, topic: str, partition: int, leader: int | None = None,
                        replicas: list[int] | None = None) -> dict:
-        state = self._leadership(topic, partition)
+        from broker.cluster import ReassignmentError
+
         if leader is None and replicas is None:
             raise ControlError("give leader, replicas or both", "leader")
-        known = {n.node_id for n in self.broker.nodes}
-        if replicas is not None:
-            if not replicas or len(set(replicas)) != len(replicas):
-                raise ControlError("replicas must be a non-empty list of distinct node ids", "replicas")
-            if not set(replicas) <= known:
-                raise ControlError(f"replicas names unknown nodes {sorted(set(replicas) - known)}", "replicas")
-        new_replicas = replicas if replicas is not None else state.replicas
-        if leader is not None:
-            if leader not in known:
-                raise ControlError(f"no node {leader}", "leader", 404)
-            if leader not in new_replicas:
-                raise ControlError(f"node {leader} is not a replica of {topic}-{partition} "
-                                   f"(replicas {new_replicas})", "leader")
-            if not self.broker.node(leader).is_up:
-                raise ControlError(f"node {leader} is stopped", "leader", 409)
-        before = state.describe()
-        self.broker.cluster.replicas.reassign(topic, partition, replicas, leader)
+        before = self.broker.cluster.leadership(topic, partition)
+        before = None if before is None else before.describe()
+        try:
+            state = self.broker.cluster.reassign_partition(topic, partition, replicas, leader)
+        except ReassignmentError as e:
+            raise ControlError(str(e), e.field, e.status) from None
         log.info("control: moved %s-%d from %s to %s", topic, partition, before, state.describe())
         return {"topic": topic, "partition": partition} | state.describe()
 
@@ -251,7 +232,7 @@ class ControlService:
         self.broker.start_coordinators(topic)
         key_type = 1 if transactional_id is not None else 0
         partition = self.broker.coordinator_partition(transactional_id or group_id, key_type)
-        state = self._leadership(topic, partition)
+        state = self.broker.cluster.leadership(topic, partition)
         replicas = state.replicas if to in state.replicas else [to, *state.replicas[: max(0, len(state.replicas) - 1)]]
         moved = self.partition_move(topic, partition, leader=to,
                                     replicas=None if replicas == state.replicas else replicas)

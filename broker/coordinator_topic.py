@@ -40,6 +40,7 @@ class CoordinatorTopic:
         self._loads: dict[int, asyncio.Task] = {}
         self._started = False
         self.on_unload: Callable[[int], None] | None = None
+        self.load_delay_s = 0.0  # fault injection: emulate.fault.coordinator.load.ms
 
     # -- loading -------------------------------------------------------------------------
 
@@ -79,6 +80,8 @@ class CoordinatorTopic:
         task.add_done_callback(lambda t, p=partition: self._loads.pop(p, None) if self._loads.get(p) is t else None)
 
     async def _load(self, partition: int) -> None:
+        if self.load_delay_s:
+            await asyncio.sleep(self.load_delay_s)
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         self._on_loaded()

@@ -49,6 +49,7 @@ class GroupService:
             self.coordinator, cluster, node_id, self._perform,
             on_loaded=self.wake,  # loaded members now have session deadlines
         )
+        self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
         self.runtime = self.topic.runtime
         self._wake = asyncio.Event()
         self._parked: set[asyncio.Future] = set()

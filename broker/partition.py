@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.storage.leader_epochs import LeaderEpochCache
 from broker.storage.log import AppendInfo, LogConfig, PartitionLog
 from broker.storage.producer_snapshots import load_latest_snapshot, write_snapshot
 from broker.storage.producer_state import CompletedTxn, ProducerStateManager
@@ -49,7 +50,15 @@ class Partition:
         # Duplicates that matched a batch of an already-ended transaction (a client
         # reused a sequence after an abort): a metric, and a WARN each time.
         self.sequence_reuse_after_marker = 0
+        self.leader_epochs = LeaderEpochCache(log_.directory)
         log_.roll_listeners.append(self._snapshot_at_roll)
+
+    def set_leader_epoch(self, epoch: int) -> None:
+        """A new leader epoch: appends from now on carry it, and it starts at the log end
+        (the first epoch a partition knows covers its whole log)."""
+        self.log.leader_epoch = epoch
+        first = not self.leader_epochs.entries
+        self.leader_epochs.assign(epoch, self.log.log_start_offset if first else self.log.log_end_offset)
 
     @classmethod
     def open(cls, topic: str, index: int, directory: Path, config: LogConfig, now_ms: int,

@@ -53,6 +53,7 @@ class TransactionService:
             {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
             self.coordinator, cluster, node_id, self._perform,
         )
+        self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
         self.runtime = self.topic.runtime
         # A partition moving away takes its marker deliveries along: the new leader
         # resends them with its coordinator epoch.

@@ -38,7 +38,7 @@ class ApiRange:
 # ("flexibleVersions"); tests check it against kio's schemas. Absent: never flexible.
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
-    19: 5, 20: 4, 21: 2, 22: 2, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 32: 4, 37: 2, 42: 2,
+    19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 32: 4, 37: 2, 42: 2, 43: 2, 45: 0, 46: 0,
     60: 0, 61: 0, 65: 0, 66: 0,
 }
 NEVER_FLEXIBLE = 1 << 15
@@ -69,6 +69,7 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     20: ("DeleteTopics", 1, 1, 6),
     21: ("DeleteRecords", 0, 0, 2),
     22: ("InitProducerId", 0, 0, 5),
+    23: ("OffsetForLeaderEpoch", 2, 2, 4),
     24: ("AddPartitionsToTxn", 0, 0, 5),
     25: ("AddOffsetsToTxn", 0, 0, 4),
     26: ("EndTxn", 0, 0, 4),
@@ -77,6 +78,9 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     32: ("DescribeConfigs", 1, 1, 4),
     37: ("CreatePartitions", 0, 0, 3),
     42: ("DeleteGroups", 0, 0, 2),
+    43: ("ElectLeaders", 0, 0, 2),
+    45: ("AlterPartitionReassignments", 0, 0, 0),
+    46: ("ListPartitionReassignments", 0, 0, 0),
     47: ("OffsetDelete", 0, 0, 0),
     60: ("DescribeCluster", 0, 0, 1),
     61: ("DescribeProducers", 0, 0, 0),
@@ -91,7 +95,7 @@ PROFILE_MAXIMA: dict[str, dict[int, int | None]] = {
     "2.4": {
         0: 8, 1: 11, 2: 5, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5,
         16: 3, 18: 3, 19: 5, 20: 4, 21: 1, 22: 2, 24: 1, 25: 1, 26: 1, 27: 0, 28: 2,
-        32: 2, 37: 1, 42: 2, 47: 0, 60: None, 61: None, 65: None, 66: None,
+        23: 3, 32: 2, 37: 1, 42: 2, 43: 2, 45: 0, 46: 0, 47: 0, 60: None, 61: None, 65: None, 66: None,
     },
 }
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "2.4": {0: 3, 2: 1, 8: 2}}
