@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from broker.network import LinkFaults
 from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,12 @@ OPERATIONS: tuple[Operation, ...] = (
               "Preferred leader election: every partition led by its first replica where that one is in the ISR"),
     Operation("leaders_shuffle", "POST", "/leaders/shuffle",
               "Give every partition with more than one ISR member a different leader"),
+    Operation("network_cut", "POST", "/network/cut",
+              "Cut the inter-node link from one node to another (or to every node): markers and other "
+              "node-to-node requests fail until healed; clients still reach both nodes",
+              (Param("source", "integer", doc="the sending node", minimum=0),
+               Param("target", "integer", required=False, doc="the receiving node; all when absent", minimum=0))),
+    Operation("network_heal", "POST", "/network/heal", "Remove every inter-node link fault"),
 )
 OPERATIONS_BY_NAME = {op.name: op for op in OPERATIONS}
 
@@ -248,6 +255,26 @@ class ControlService:
         log.info("control: shuffled leaders; %s", self._moves(moved))
         return {"moved": self._describe_moves(moved)}
 
+    # -- the network between nodes -------------------------------------------------------
+
+    def network_cut(self, source: int, target: int | None = None) -> dict:
+        for field, node_id in (("source", source), ("target", target)):
+            if node_id is not None and self.broker.node(node_id) is None:
+                raise ControlError(f"no node {node_id}", field, 404)
+        self.broker.network.links[(source, target)] = LinkFaults(cut=True)
+        log.info("control: cut the link from node %d to %s", source, "every node" if target is None else f"node {target}")
+        return {"links": self._links()}
+
+    def network_heal(self) -> dict:
+        healed = len(self.broker.network.links)
+        self.broker.network.links.clear()
+        log.info("control: healed %d link faults", healed)
+        return {"links": []}
+
+    def _links(self) -> list[dict]:
+        return [{"source": s, "target": t, "cut": f.cut, "delay_ms": f.delay_ms, "loss": f.loss}
+                for (s, t), f in self.broker.network.links.items()]
+
     def _describe_moves(self, moved: list[tuple[str, int]]) -> list[dict]:
         cluster = self.broker.cluster
         return [{"topic": t, "partition": i} | cluster.leadership(t, i).describe() for t, i in moved]
@@ -272,6 +299,7 @@ class ControlService:
                 for topic, index in sorted(cluster.partitions)
             ],
             "coordinators": self._coordinators(),
+            "links": self._links(),
         }
 
     def _coordinators(self) -> list[dict]:

@@ -55,6 +55,7 @@ class MarkerSender:
 
     async def _deliver(self, markers: SendMarkers) -> None:
         pending = set(markers.topic_partitions)
+        failures = 0
         while pending:
             by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
             for topic, partition in sorted(pending):
@@ -63,8 +64,10 @@ class MarkerSender:
                 try:
                     acked = await self._write(node_id, markers, partitions)
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
-                    log.info("marker delivery from node %d to node %d failed (%s); retrying",
-                             self.node_id, node_id, e or type(e).__name__)
+                    if failures % 100 == 0:  # the first failure, then every few seconds
+                        log.info("marker delivery for %s from node %d to node %d failed (%s); retrying",
+                                 markers.transactional_id, self.node_id, node_id, e or type(e).__name__)
+                    failures += 1
                     continue
                 pending -= acked
             if pending:
