@@ -306,8 +306,9 @@ def test_kill_9_after_prepare_commit_completes_on_restart(broker_factory, topic_
 def test_kill_9_with_an_ongoing_transaction_aborts_it_at_its_timeout(broker_factory, topic_name):
     broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
     _create(broker.bootstrap, topic_name, partitions=1)
+    # The timeout leaves room for the restart (slow on a loaded machine) before the abort.
     p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic_name,
-                  "transaction.timeout.ms": 2000})
+                  "transaction.timeout.ms": 8000})
     p.init_transactions(10)
     p.begin_transaction()
     p.produce(topic_name, b"never", partition=0)
@@ -315,7 +316,7 @@ def test_kill_9_with_an_ongoing_transaction_aborts_it_at_its_timeout(broker_fact
     broker.kill()
     broker.start()
     assert asyncio.run(_lso(broker.port, topic_name)) == (0, 1)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while asyncio.run(_lso(broker.port, topic_name))[0] == 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert asyncio.run(_lso(broker.port, topic_name)) == (2, 2)
