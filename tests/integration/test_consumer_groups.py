@@ -21,9 +21,10 @@ from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"
 PARTITIONS = 4
-# The first rebalance of a new group takes group.initial.rebalance.delay.ms (100 ms
-# here) plus a few round trips.
-FIRST_REBALANCE_LIMIT_S = 1.0
+# The first rebalance of a new group takes group.initial.rebalance.delay.ms (100 ms here)
+# plus a few round trips. The bound is just below Kafka's default delay (3 s): it proves
+# the emulator's delay applies, with room for a loaded machine.
+FIRST_REBALANCE_LIMIT_S = 2.9
 
 
 def _create(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
@@ -305,9 +306,8 @@ async def test_join_sync_heartbeat_and_their_errors(shared_broker, topic_name):
         # member rejoins. Other connections are served meanwhile.
         parked = b.send(11, 3, _join(group))
         await asyncio.sleep(0.1)
-        started = time.monotonic()
-        listed = await other.request(16, 4, {"states_filter": ["PreparingRebalance"]})
-        assert time.monotonic() - started < 0.5 and not parked.done()
+        listed = await asyncio.wait_for(other.request(16, 4, {"states_filter": ["PreparingRebalance"]}), 10)
+        assert not parked.done()
         assert group in [g.group_id for g in listed.groups]
         assert (await a.request(12, 4, hb)).error_code == code("REBALANCE_IN_PROGRESS")
         sync_early = {"group_id": group, "generation_id": first.generation_id, "member_id": first.member_id,
