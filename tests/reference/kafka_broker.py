@@ -9,6 +9,7 @@ waits until it answers ApiVersions and returns; `stop()` ends it by its pid.
 from __future__ import annotations
 
 import base64
+import ctypes
 import os
 import signal
 import socket
@@ -61,6 +62,15 @@ logger.kafka.level = INFO
 logger.state.name = state.change.logger
 logger.state.level = WARN
 """
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (prctl
+    PR_SET_PDEATHSIG), so a killed or timed-out session leaves no JVM behind."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def free_port() -> int:
@@ -166,6 +176,7 @@ class KafkaBroker:
         self._stdout = open(self.workdir / "stdout.log", "ab")
         self.proc = subprocess.Popen(
             self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while not api_versions_answer(self.port):
