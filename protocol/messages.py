@@ -25,6 +25,8 @@ from kio.static.constants import EntityType
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 
+from protocol import wire_shape
+
 ZERO_UUID = UUID(int=0)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
@@ -54,8 +56,10 @@ def _writer(cls: type):
 
 
 def decode_request(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):
+    cls = request_class(api_key, version)
     try:
-        message, size = _reader(request_class(api_key, version))(body, offset)
+        wire_shape.check(cls, body, offset)  # kio's native reader aborts on absurd counts
+        message, size = _reader(cls)(body, offset)
     except Exception as e:  # kio raises several types for malformed input
         raise DecodeError(f"cannot decode {api_key_map[api_key]} v{version}: {e}") from e
     return message
