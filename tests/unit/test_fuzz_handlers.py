@@ -1,0 +1,123 @@
+"""Every handler behind the server's frame entry point, in process, with hypothesis:
+requests of every API and accepted version with arbitrary field values (negative and
+huge numbers, unknown and internal topic names, garbage record batches), and the same
+requests' bytes mutated. The server must answer, or refuse with a ProtocolViolation
+(the connection is closed with a log line), within a bound, and log no stack trace."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
+from kio.static.primitive import Records, i32Timedelta, i64Timedelta
+
+from broker.app import Broker
+from broker.config import BrokerConfig
+from broker.server import Connection, ProtocolViolation
+from protocol import messages
+from protocol.apis import KAFKA_4_0, ApiTable
+from protocol.framing import encode_request_frame
+from protocol.record_codec import NewRecord, build_batch
+from tests.unit.test_fuzz_wire import mutated
+
+SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))
+TOPIC = "fz"
+API_VERSIONS = [(key, v) for key, r in ApiTable(set(KAFKA_4_0)).ranges.items()
+                for v in range(r.accepted_min, r.max + 1)]
+
+
+def _batch(producer_id: int, transactional: bool) -> Records:
+    return Records(bytes(build_batch([NewRecord(b"k", b"v", (), 0)], producer_id=producer_id,
+                                     producer_epoch=0 if producer_id >= 0 else -1,
+                                     base_sequence=0 if producer_id >= 0 else -1, transactional=transactional)))
+
+
+def _millis(low: int, high: int, cls):
+    # Timeouts stay short so a request that legitimately waits (Fetch max_wait, JoinGroup)
+    # still ends well within the test's bound; negatives are in.
+    return st.integers(low, high).map(lambda ms: cls.parse(datetime.timedelta(milliseconds=ms)))
+
+
+st.register_type_strategy(TopicName, st.sampled_from([TOPIC, "__transaction_state", "__consumer_offsets", ""])
+                          | st.text(max_size=10))
+st.register_type_strategy(TransactionalId, st.sampled_from(["tx-1", "tx-2", ""]) | st.text(max_size=10))
+st.register_type_strategy(GroupId, st.sampled_from(["g-1", ""]) | st.text(max_size=10))
+st.register_type_strategy(ProducerId, st.sampled_from([-1, 0, 1000]) | st.integers(-(2**63), 2**63 - 1))
+st.register_type_strategy(i32Timedelta, _millis(-1000, 200, i32Timedelta))
+st.register_type_strategy(i64Timedelta, _millis(-1000, 200, i64Timedelta))
+st.register_type_strategy(Records, st.sampled_from([_batch(-1, False), _batch(0, False), _batch(1000, True)])
+                          | st.binary(max_size=120).map(Records))
+
+HANDLER_BOUND_S = 30.0
+
+
+class _StackTraces(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+
+@pytest.fixture
+def broker_loop(tmp_path):
+    """A broker started on its own event loop (hypothesis drives examples synchronously)."""
+    loop = asyncio.new_event_loop()
+    broker = Broker(BrokerConfig({"group.initial.rebalance.delay.ms": 0, "num.partitions": 2,
+                                  "transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 2}),
+                    tmp_path / "data", "127.0.0.1", 0)
+    loop.run_until_complete(broker.start())
+    traces = _StackTraces()
+    logging.getLogger().addHandler(traces)
+    conn = Connection(1, "127.0.0.1:1", broker.servers[0].node_id, 0.0, None)
+
+    def send(frame: bytes):
+        return loop.run_until_complete(asyncio.wait_for(broker.servers[0].handle_frame(frame, conn), HANDLER_BOUND_S))
+
+    send(encode_request_frame(19, 7, 1, "fz", True, messages.encode(messages.build_request(19, 7, {
+        "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 1000})))[4:])
+    yield send, traces
+    logging.getLogger().removeHandler(traces)
+    loop.run_until_complete(broker.stop())
+    loop.close()
+
+
+def _frame(key: int, version: int, body: bytes) -> bytes:
+    flexible = ApiTable(set(KAFKA_4_0)).get(key).flexible(version)
+    return encode_request_frame(key, version, 7, "fuzz", flexible, body)[4:]
+
+
+def _answer(send, frame: bytes) -> None:
+    try:
+        out = send(frame)
+    except ProtocolViolation:
+        return
+    assert out is None or isinstance(out, bytes)
+
+
+@settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_handler_answers_requests_with_arbitrary_field_values(broker_loop, data):
+    send, traces = broker_loop
+    key, version = data.draw(st.sampled_from(API_VERSIONS))
+    request = data.draw(st.from_type(messages.request_class(key, version)))
+    _answer(send, _frame(key, version, messages.encode(request)))
+    assert not traces.records, [r.getMessage() for r in traces.records]
+
+
+@settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_handler_survives_mutated_frames(broker_loop, data):
+    send, traces = broker_loop
+    key, version = data.draw(st.sampled_from(API_VERSIONS))
+    request = data.draw(st.from_type(messages.request_class(key, version)))
+    _answer(send, data.draw(mutated(_frame(key, version, messages.encode(request)))))
+    assert not traces.records, [r.getMessage() for r in traces.records]
