@@ -36,7 +36,13 @@ CTP_GROUP = "torture-ctp"
 BROKER_SETTINGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     "group.initial.rebalance.delay.ms": 0,
+    # Small segments: they roll during the run, and recovery after kill -9 validates
+    # only active segments, so restarts stay quick however long the run.
+    "log.segment.bytes": 1 << 20,
+    "transaction.state.log.segment.bytes": 1 << 20,
+    "offsets.topic.segment.bytes": 1 << 20,
 }
+START_TIMEOUT_S = 120.0  # recovery on a loaded machine
 
 
 def _create_topics(bootstrap: str) -> None:
@@ -97,7 +103,7 @@ class Run:
     def restart(self) -> None:
         for attempt in range(3):
             try:
-                self.broker.start()
+                self.broker.start(START_TIMEOUT_S)
                 return
             except RuntimeError as e:
                 self.restart_failures += 1
@@ -114,7 +120,7 @@ class Run:
         self.restart()
 
     def execute(self) -> int:
-        self.broker.start()
+        self.broker.start(START_TIMEOUT_S)
         _create_topics(self.broker.bootstrap)
         self.start_clients()
         try:
