@@ -5,14 +5,36 @@ from broker.topics import TopicError, effective_topic_config
 
 API_KEY = 19
 
+# Kafka's controller refuses a request that would create more partitions than this
+# (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH): one request must not exhaust memory.
+MAX_PARTITIONS_PER_REQUEST = 10000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def _requested_partitions(request, default: int) -> int:
+    total = 0
+    for t in request.topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
+
 
 async def handle(ctx, request):
     cluster = ctx.cluster
     results = []
     seen = set()
+    too_many = _requested_partitions(request, cluster.config["num.partitions"]) > MAX_PARTITIONS_PER_REQUEST
     for t in request.topics:
         result = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if too_many:
+            result.update(error_code=code("POLICY_VIOLATION"), error_message=TOO_MANY_PARTITIONS)
+            results.append(result)
+            continue
         if t.name in seen:
             result.update(error_code=code("INVALID_REQUEST"), error_message=f"Create topics request from client contains a duplicate topic: {t.name}")
             results.append(result)
