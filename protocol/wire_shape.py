@@ -5,7 +5,8 @@ kio reserves memory for an array from its declared count before reading the elem
 and a failed reservation aborts the process: one frame declaring a few billion elements
 would take the broker down. This walk follows the same schema (kio's dataclasses), reads
 only the length prefixes and skips fixed-size fields, and refuses a body whose length,
-count or tagged field runs past its end. It builds nothing, so its cost is a few
+count or tagged field runs past its end, or that is null where the schema says it
+cannot be (as Kafka's parser does; handlers then never see None there). It builds nothing, so its cost is a few
 operations per field; record batches are skipped whole.
 """
 
@@ -15,7 +16,7 @@ import struct
 from dataclasses import fields
 from functools import cache
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 
 _FIXED = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "timedelta_i32": 4,
           "int64": 8, "timedelta_i64": 8, "datetime_i64": 8, "float64": 8, "uuid": 16, "error_code": 2}
@@ -58,10 +59,12 @@ def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, i
     return n, pos + fmt.size
 
 
-def _skip_value(kafka_type: str, buf, pos: int, end: int, flexible: bool) -> int:
+def _skip_value(kafka_type: str, buf, pos: int, end: int, flexible: bool, nullable: bool = True) -> int:
     size = _FIXED.get(kafka_type)
     if size is None:  # string, bytes, records
         n, pos = _length(buf, pos, end, flexible, wide=kafka_type != "string")
+        if n < 0 and not nullable:
+            raise ShapeError(f"non-nullable {kafka_type} was serialized as null")
         size = max(n, 0)
     pos += size
     if pos > end:
@@ -77,19 +80,20 @@ def _plan(cls: type) -> tuple[bool, tuple]:
         if f.name.startswith("__") or "tag" in f.metadata:
             continue  # tagged fields are skipped by size in the tagged section
         kind = classify_field(f)
+        nullable = is_optional(f)
         if isinstance(kind, EntityField):
-            steps.append(("entity", kind.type_))
+            steps.append(("entity", kind.type_, nullable))
         elif isinstance(kind, EntityTupleField):
-            steps.append(("entities", kind.type_))
+            steps.append(("entities", kind.type_, nullable))
         elif isinstance(kind, PrimitiveTupleField):
-            steps.append(("values", f.metadata["kafka_type"]))
+            steps.append(("values", f.metadata["kafka_type"], nullable))
         elif f.metadata["kafka_type"] in _FIXED:
             size = _FIXED[f.metadata["kafka_type"]]
             if steps and steps[-1][0] == "skip":
                 size += steps.pop()[1]
-            steps.append(("skip", size))
+            steps.append(("skip", size, False))
         else:
-            steps.append(("value", f.metadata["kafka_type"]))
+            steps.append(("value", f.metadata["kafka_type"], nullable))
     return bool(getattr(cls, "__flexible__", False)), tuple(steps)
 
 
@@ -97,17 +101,19 @@ def _walk(cls: type, buf, pos: int, end: int, depth: int) -> int:
     if depth > 16:
         raise ShapeError("structures nested too deep")
     flexible, steps = _plan(cls)
-    for kind, arg in steps:
+    for kind, arg, nullable in steps:
         if kind == "skip":
             pos += arg
             if pos > end:
                 raise ShapeError("request truncated")
         elif kind == "value":
-            pos = _skip_value(arg, buf, pos, end, flexible)
+            pos = _skip_value(arg, buf, pos, end, flexible, nullable)
         elif kind == "entity":
             pos = _walk(arg, buf, pos, end, depth + 1)
         else:
             count, pos = _length(buf, pos, end, flexible, wide=True)
+            if count < 0 and not nullable:  # Kafka: "non-nullable field was serialized as null"
+                raise ShapeError("non-nullable array was serialized as null")
             if count > end - pos:  # every element takes at least one byte
                 raise ShapeError(f"array of {count} elements in {end - pos} remaining bytes")
             for _ in range(count):

@@ -247,3 +247,14 @@ def test_record_decoding_with_a_valid_crc_over_corrupt_records(data):
         decode_records(batch)
     except InvalidBatch:
         pass
+
+
+def test_null_where_the_schema_forbids_it_is_refused():
+    # SyncGroup v0 with its (non-nullable) assignments array sent as null: the handler
+    # iterated over None and the connection closed with a stack trace.
+    body = messages.encode(messages.build_request(14, 0, {"group_id": "g", "generation_id": 1, "member_id": "m"}))
+    assert body.endswith(struct.pack(">i", 0))
+    with pytest.raises(messages.DecodeError, match="non-nullable array"):
+        messages.decode_request(14, 0, body[:-4] + struct.pack(">i", -1))
+    # Metadata v1's topics is nullable: null means every topic
+    assert messages.decode_request(3, 1, struct.pack(">i", -1)).topics is None
