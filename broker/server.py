@@ -175,7 +175,8 @@ class Server:
                 conn.last_active = self.broker.clock.monotonic()
                 decoder.feed(data)
                 while (frame := decoder.next_frame()) is not None:
-                    await queue.put(frame)
+                    if not await self._enqueue(queue, frame, processor):
+                        break
         except FrameError as e:
             log.warning("closing connection %s from %s: %s", conn.id, peer, e)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -197,6 +198,20 @@ class Server:
                 pass
             self.connections.pop(conn.id, None)
             writer.close()
+
+    @staticmethod
+    async def _enqueue(queue: asyncio.Queue, frame: bytes, processor: asyncio.Task) -> bool:
+        """Waits for room in the read-ahead queue unless the processor has ended (it closed
+        the connection): a reader parked on a full queue nobody drains would never finish."""
+        if not queue.full():
+            queue.put_nowait(frame)
+            return True
+        put = asyncio.ensure_future(queue.put(frame))
+        await asyncio.wait((put, processor), return_when=asyncio.FIRST_COMPLETED)
+        if put.done():
+            return True
+        put.cancel()
+        return False
 
     async def _process(self, queue: asyncio.Queue, conn: Connection) -> None:
         writer = conn.writer
