@@ -56,7 +56,13 @@ async def handle(ctx, request):
         for wanted in requested:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id not in (None, ZERO_UUID):
+            if name is None and ctx.version < 12:
+                # Kafka: InvalidRequestException, "Topic name can not be null for version N"
+                # (v10-v11 responses cannot even carry a null name)
+                from broker.server import ProtocolViolation
+
+                raise ProtocolViolation(f"Topic name can not be null for Metadata version {ctx.version}")
+            if name is None:
                 info = registry.by_id.get(topic_id)
                 topics.append(_topic(ctx, info) if info else _error_topic(None, "UNKNOWN_TOPIC_ID", topic_id))
                 continue

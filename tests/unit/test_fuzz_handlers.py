@@ -121,3 +121,15 @@ def test_every_handler_survives_mutated_frames(broker_loop, data):
     request = data.draw(st.from_type(messages.request_class(key, version)))
     _answer(send, data.draw(mutated(_frame(key, version, messages.encode(request)))))
     assert not traces.records, [r.getMessage() for r in traces.records]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_null_topic_name_before_v12_is_refused(broker_loop, version):
+    # The v10-v11 response cannot carry a null name: encoding it failed with a stack trace.
+    send, traces = broker_loop
+    body = messages.encode(messages.build_request(3, version, {"topics": [{"name": None}]}))
+    with pytest.raises(ProtocolViolation, match="Topic name can not be null"):
+        send(_frame(3, version, body))
+    body = messages.encode(messages.build_request(3, 12, {"topics": [{"name": None}]}))
+    assert send(_frame(3, 12, body))  # v12 looks the topic up by id: UNKNOWN_TOPIC_ID
+    assert not traces.records
