@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-reference unit bench torture spark-demo compose-test clean
+.PHONY: venv compile run java test test-reference unit bench torture fuzz spark-demo compose-test clean
 
 # The broker alone (make run): no PySpark, test or bench extras.
 $(BROKER_STAMP): pyproject.toml
@@ -59,6 +59,13 @@ bench: venv compile java
 CYCLES ?= 200
 torture: venv compile
 	$(PY) -m torture --cycles $(CYCLES) $(if $(SEED),--seed $(SEED))
+
+# FRAMES mutated frames against a live broker while a transactional client works, then
+# the wire property tests with 20x their CI example counts.
+FRAMES ?= 1000000
+fuzz: venv compile
+	$(PY) -m torture.fuzz --frames $(FRAMES) $(if $(SEED),--seed $(SEED))
+	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py
 
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java
