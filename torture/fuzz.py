@@ -31,7 +31,7 @@ from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable
 from protocol.framing import encode_request_frame
 from protocol.record_codec import NewRecord, build_batch
-from tests.broker_process import BrokerProcess
+from broker.testing import BrokerProcess
 
 TOPIC, TXN_TOPIC = "fuzz", "fuzz-txn"
 LEFT_OUT = {19, 20, 21, 37}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_process import BrokerProcess
+from broker.testing import BrokerProcess
 from torture import readback
 from torture.checker import ReadBack, check
 from torture.clients import TXN_TIMEOUT_MS, CtpWorker, IdempotentWriter, TransactionalWriter
