@@ -31,6 +31,22 @@ def _str(v: str) -> str:
     return str(v).strip()
 
 
+def host_counts(v: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: "host:count,..." as Kafka writes it."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in str(v).split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ValueError(f"entry {item!r} is not host:count")
+        out[host.strip()] = int(count)
+    return out
+
+
+def _host_counts_text(v: str) -> str:
+    host_counts(v)
+    return _str(v)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -56,6 +72,11 @@ SETTINGS: dict[str, Setting] = {
         Setting("socket.request.max.bytes", _long, 104857600),
         Setting("connections.max.idle.ms", _long, 600000),
         Setting("queued.max.requests", _long, 500, doc="requests read ahead per connection"),
+        Setting("queued.max.request.bytes", _long, -1,
+                doc="request bytes read but not yet handled, over all connections; -1: no limit"),
+        Setting("max.connections", _long, 2147483647, doc="beyond it new connections wait unread"),
+        Setting("max.connections.per.ip", _long, 2147483647, doc="beyond it new connections are closed"),
+        Setting("max.connections.per.ip.overrides", _host_counts_text, "", doc="host:count,... per-address limits"),
         Setting("log.segment.bytes", _long, 1073741824, "segment.bytes"),
         Setting("log.roll.ms", _long, 604800000, "segment.ms"),
         Setting("log.index.interval.bytes", _long, 4096, "index.interval.bytes"),

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.clock import Clock
 from broker.cluster import Cluster
+from broker.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
 from broker.handlers import HANDLERS
 from protocol import messages
@@ -38,6 +39,16 @@ _WRITE_HIGH_WATER = 1 << 20
 _DRAIN_GRACE_S = 5.0
 
 
+async def _unless_ended(waiting, processor: asyncio.Task) -> bool:
+    """Awaits ``waiting`` unless ``processor`` ends first (then False, ``waiting`` cancelled)."""
+    task = asyncio.ensure_future(waiting)
+    await asyncio.wait((task, processor), return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return True
+    task.cancel()
+    return False
+
+
 @dataclass(slots=True)
 class Connection:
     id: int
@@ -46,6 +57,9 @@ class Connection:
     last_active: float
     writer: asyncio.StreamWriter
     processor: asyncio.Task | None = None
+    # cleared while responses wait for a peer that does not read them: no read-ahead then,
+    # as Kafka mutes a channel whose response is still being sent
+    output_flowing: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass(slots=True)
@@ -118,6 +132,7 @@ class Server:
         self.host = host
         self.port = port
         self.connections: dict[int, Connection] = {}
+        self.limits = ConnectionLimits(broker.config)
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -161,14 +176,33 @@ class Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        ip = peername[0] if peername else "?"
+        exceeded = self.limits.admit(ip)
+        if exceeded is not None:
+            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
+                        "(max.connections.per.ip)", peer, ip, exceeded)
+            writer.close()
+            return
+        had_slot = False
+        try:
+            await self.limits.slot()  # max.connections: wait unread, as Kafka's acceptor does
+            had_slot = True
+            await self._serve_admitted(reader, writer, peer)
+        finally:
+            self.limits.leave(ip, had_slot)
+
+    async def _serve_admitted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
         conn = Connection(next(self._ids), peer, self.node_id, self.broker.clock.monotonic(), writer)
         self.connections[conn.id] = conn
         config = self.broker.config
         decoder = FrameDecoder(config["socket.request.max.bytes"])
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=max(1, config["queued.max.requests"]))
         processor = conn.processor = asyncio.create_task(self._process(queue, conn))
+        conn.output_flowing.set()
         try:
             while not processor.done():
+                if not conn.output_flowing.is_set() and not await _unless_ended(conn.output_flowing.wait(), processor):
+                    break
                 data = await reader.read(1 << 18)
                 if not data:
                     break
@@ -196,33 +230,43 @@ class Server:
                 pass
             except Exception:  # the processor logs its own failures
                 pass
+            while not queue.empty():  # read but never handled: give their memory back
+                if (left := queue.get_nowait()) is not None:
+                    self.limits.release(len(left))
             self.connections.pop(conn.id, None)
             writer.close()
 
-    @staticmethod
-    async def _enqueue(queue: asyncio.Queue, frame: bytes, processor: asyncio.Task) -> bool:
-        """Waits for room in the read-ahead queue unless the processor has ended (it closed
-        the connection): a reader parked on a full queue nobody drains would never finish."""
+    async def _enqueue(self, queue: asyncio.Queue, frame: bytes, processor: asyncio.Task) -> bool:
+        """Waits for request memory and room in the read-ahead queue, unless the processor
+        has ended (it closed the connection): a reader parked on a queue nobody drains
+        would never finish."""
+        size = len(frame)
+        if not self.limits.try_reserve(size) and not await _unless_ended(self.limits.reserve(size), processor):
+            return False
         if not queue.full():
             queue.put_nowait(frame)
             return True
-        put = asyncio.ensure_future(queue.put(frame))
-        await asyncio.wait((put, processor), return_when=asyncio.FIRST_COMPLETED)
-        if put.done():
+        if await _unless_ended(queue.put(frame), processor):
             return True
-        put.cancel()
+        self.limits.release(size)
         return False
 
     async def _process(self, queue: asyncio.Queue, conn: Connection) -> None:
         writer = conn.writer
         while True:
             frame = await queue.get()
+            if frame is None:
+                return
             if not self.node.serving.is_set():
                 await self.node.serving.wait()  # paused: read, but not answered until resumed
-            if frame is None or writer.is_closing():
+            if writer.is_closing():
+                self.limits.release(len(frame))
                 return
             try:
-                out = await self.handle_frame(frame, conn)
+                try:
+                    out = await self.handle_frame(frame, conn)
+                finally:
+                    self.limits.release(len(frame))
             except ProtocolViolation as e:
                 log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
                 writer.close()
@@ -235,10 +279,13 @@ class Server:
                 writer.write(out)
                 conn.last_active = self.broker.clock.monotonic()
                 if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                    conn.output_flowing.clear()
                     try:
                         await writer.drain()
                     except ConnectionError:
                         return
+                    finally:
+                        conn.output_flowing.set()
 
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | None:
         try:
