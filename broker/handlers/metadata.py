@@ -4,7 +4,7 @@ v0: an empty topic list means all topics. v1+: null means all, empty means none.
 v10+ carries topic ids and accepts topics by id.
 """
 
-from broker.errors import code
+from broker.errors import ProtocolViolation, code
 from broker.topics import TopicError, validate_topic_name
 from protocol.messages import ZERO_UUID
 
@@ -59,8 +59,6 @@ async def handle(ctx, request):
             if name is None and ctx.version < 12:
                 # Kafka: InvalidRequestException, "Topic name can not be null for version N"
                 # (v10-v11 responses cannot even carry a null name)
-                from broker.server import ProtocolViolation
-
                 raise ProtocolViolation(f"Topic name can not be null for Metadata version {ctx.version}")
             if name is None:
                 info = registry.by_id.get(topic_id)

@@ -8,6 +8,8 @@ version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
 
 from __future__ import annotations
 
+import logging
+
 from broker.errors import ProtocolViolation, code
 from broker.partition import ProduceRejected
 from protocol import messages
@@ -17,6 +19,8 @@ from protocol.records import RECORD_BATCH_OVERHEAD, InvalidBatch, RecordBatch, v
 
 API_KEY = 0
 KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
+
+log = logging.getLogger(__name__)
 
 # log_start_offset is -1 for these errors, the partition's log start offset otherwise.
 _NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE",
@@ -60,6 +64,9 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
         appended = partition.append_from_client(batch, now, cluster.config["transaction.refuse.sequence.reuse"])
     except ProduceRejected as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
+    except OSError as e:  # disk full, read-only or failing: nothing was appended
+        log.warning("produce to %s-%d failed: %s", topic, data.index, e)
+        return _error(data.index, "KAFKA_STORAGE_ERROR", partition.log_start_offset, f"append failed: {e}")
     return {
         "index": data.index,
         "error_code": 0,
