@@ -209,9 +209,18 @@ def run(frames_total: int, seed: int, connections: int, workdir: Path) -> tuple[
         budget = [frames_total]
         started = time.monotonic()
 
+        async def progress() -> None:
+            while True:
+                await asyncio.sleep(60)
+                print(f"fuzz: {stats.frames} frames, {stats.closed_by_broker} connections closed by the broker, "
+                      f"broker RSS {_rss_kb(broker.proc.pid)} kB, client transactions {client.committed}",
+                      file=sys.stderr, flush=True)
+
         async def main() -> None:
+            reporter = asyncio.create_task(progress())
             await asyncio.gather(*(_worker(broker.port, frames, random.Random(rng.random()), stats, budget)
                                    for _ in range(connections)))
+            reporter.cancel()
 
         asyncio.run(main())
         elapsed = time.monotonic() - started
