@@ -77,10 +77,10 @@ def broker_loop(tmp_path):
     loop.run_until_complete(broker.start())
     traces = _StackTraces()
     logging.getLogger().addHandler(traces)
-    conn = Connection(1, "127.0.0.1:1", broker.servers[0].node_id, 0.0, None)
+    conn = Connection(1, "127.0.0.1:1", broker.nodes[0].node_id, 0.0, None)
 
     def send(frame: bytes):
-        return loop.run_until_complete(asyncio.wait_for(broker.servers[0].handle_frame(frame, conn), HANDLER_BOUND_S))
+        return loop.run_until_complete(asyncio.wait_for(broker.nodes[0].server.handle_frame(frame, conn), HANDLER_BOUND_S))
 
     send(encode_request_frame(19, 7, 1, "fz", True, messages.encode(messages.build_request(19, 7, {
         "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 1000})))[4:])
