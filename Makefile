@@ -58,7 +58,7 @@ bench: venv compile java
 # anomaly checker (SEED=n repeats a run's kill points and client choices).
 CYCLES ?= 200
 torture: venv compile
-	$(PY) -m torture --cycles $(CYCLES) $(if $(SEED),--seed $(SEED))
+	$(PY) -m torture --cycles $(CYCLES) $(if $(SEED),--seed $(SEED)) $(if $(NODES),--nodes $(NODES))
 
 # FRAMES mutated frames against a live broker while a transactional client works, then
 # the wire property tests with 20x their CI example counts.

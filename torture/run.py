@@ -45,9 +45,10 @@ BROKER_SETTINGS = {
 START_TIMEOUT_S = 120.0  # recovery on a loaded machine
 
 
-def _create_topics(bootstrap: str) -> None:
+def _create_topics(bootstrap: str, replication: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(t, n, 1) for t, n in {**TXN_TOPICS, IDEM_TOPIC: IDEM_PARTITIONS, CTP_TOPIC: CTP_PARTITIONS}.items()]
+    topics = [NewTopic(t, n, replication)
+              for t, n in {**TXN_TOPICS, IDEM_TOPIC: IDEM_PARTITIONS, CTP_TOPIC: CTP_PARTITIONS}.items()]
     for f in admin.create_topics(topics).values():
         f.result(20)
 
@@ -60,21 +61,27 @@ def _all_partitions() -> list[tuple[str, int]]:
 
 
 class Run:
-    def __init__(self, workdir: Path, cycles: int, seed: int, producers: int) -> None:
+    def __init__(self, workdir: Path, cycles: int, seed: int, producers: int, nodes: int = 1) -> None:
         self.workdir = workdir
         self.cycles = cycles
         self.seed = seed
         self.producers = producers
+        self.nodes = nodes
         self.rng = random.Random(seed)
-        self.broker = BrokerProcess(workdir / "data", BROKER_SETTINGS)
+        self.broker = BrokerProcess(workdir / "data", BROKER_SETTINGS, nodes=nodes, admin=nodes > 1)
+        self.node_faults = 0
         self.stop = threading.Event()
         self.clients = []
         self.restart_failures = 0
         self.kills = 0
 
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.broker.node_ports.values())
+
     def start_clients(self) -> None:
         txn_partitions = [(t, p) for t, n in TXN_TOPICS.items() for p in range(n)]
-        bootstrap = self.broker.bootstrap
+        bootstrap = self.bootstrap
         for k in range(self.producers):
             name = f"t{k}"
             self.clients.append(TransactionalWriter(name, bootstrap, self._history(name), self.rng.random(), self.stop,
@@ -114,14 +121,31 @@ class Run:
     def cycle(self) -> None:
         self.wait_for_progress()
         time.sleep(self.rng.uniform(0.0, 1.5))
+        if self.nodes > 1 and self.rng.random() < 0.6:
+            self.node_fault()
+            return
         self.broker.kill()
         self.kills += 1
         time.sleep(self.rng.uniform(0.0, 0.3))
         self.restart()
 
+    def node_fault(self) -> None:
+        """With several nodes: kill or pause one node, then bring it back."""
+        node = self.rng.randint(1, self.nodes)
+        control = self.broker.control()
+        if self.rng.random() < 0.5:
+            control.node_kill(node_id=node)
+            time.sleep(self.rng.uniform(0.5, 2.0))
+            control.node_start(node_id=node)
+        else:
+            control.node_pause(node_id=node)
+            time.sleep(self.rng.uniform(0.5, 2.0))
+            control.node_resume(node_id=node)
+        self.node_faults += 1
+
     def execute(self) -> int:
         self.broker.start(START_TIMEOUT_S)
-        _create_topics(self.broker.bootstrap)
+        _create_topics(self.bootstrap, min(self.nodes, 3))
         self.start_clients()
         try:
             for n in range(self.cycles):
@@ -141,13 +165,14 @@ class Run:
                       file=sys.stderr)
         failed = [f"{c.client_name}: {c.failure!r}" for c in self.clients if c.failure is not None]
         partitions = _all_partitions()
-        ends = readback.wait_stable(self.broker.bootstrap, partitions, timeout_s=3 * TXN_TIMEOUT_MS / 1000)
+        bootstrap = self.bootstrap
+        ends = readback.wait_stable(bootstrap, partitions, timeout_s=3 * TXN_TIMEOUT_MS / 1000)
         read = ReadBack(
-            committed=readback.read_all(self.broker.bootstrap, partitions, "read_committed"),
-            uncommitted=readback.read_all(self.broker.bootstrap, partitions, "read_uncommitted"),
+            committed=readback.read_all(bootstrap, partitions, "read_committed"),
+            uncommitted=readback.read_all(bootstrap, partitions, "read_uncommitted"),
             ends=ends,
             ctp_source_topic=IDEM_TOPIC,
-            ctp_committed=readback.group_offsets(self.broker.bootstrap, CTP_GROUP, IDEM_TOPIC, IDEM_PARTITIONS),
+            ctp_committed=readback.group_offsets(bootstrap, CTP_GROUP, IDEM_TOPIC, IDEM_PARTITIONS),
         )
         self.broker.stop()
         report = check(read_histories(sorted(self.workdir.glob("history-*.jsonl"))), read)
@@ -157,7 +182,8 @@ class Run:
         for line in hung + failed:
             print(f"client problem: {line}", file=sys.stderr)
         fatal = sum(c.fatal_errors for c in self.clients)
-        print(report.summary(f"torture: seed={self.seed} cycles={self.kills}")
+        print(report.summary(f"torture: seed={self.seed} nodes={self.nodes} cycles={self.kills + self.node_faults} "
+                              f"(process kill -9={self.kills} node kill/pause={self.node_faults})")
               + f" restart_failures={self.restart_failures} broker_tracebacks={tracebacks}"
               + f" client_fatal_errors={fatal}", flush=True)
         return 0 if report.ok and not (self.restart_failures or tracebacks or hung or failed) else 1
@@ -168,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=200, help="kill -9 / restart cycles")
     parser.add_argument("--seed", type=int, default=None, help="seed for kill points and client choices")
     parser.add_argument("--producers", type=int, default=3, help="transactional producers")
+    parser.add_argument("--nodes", type=int, default=1, help="nodes in the broker process; with more than one, "
+                        "cycles also kill or pause single nodes through the control API")
     parser.add_argument("--workdir", type=Path, default=None, help="keep data, histories and logs here")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
@@ -177,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     code = 1
     try:
-        code = Run(workdir, args.cycles, seed, args.producers).execute()
+        code = Run(workdir, args.cycles, seed, args.producers, args.nodes).execute()
         return code
     finally:
         if args.workdir is None and code == 0:
