@@ -6,6 +6,9 @@ expiration and coordinator reloads (unload, replay from the log as a new coordin
 with the in-memory last epoch lost as on disk). After every step the coordinator's
 answer and every transactional id's state must equal what the model says.
 
+A fence (InitProducerId on an Ongoing transaction, a timeout) keeps the fenced epoch as
+the last epoch, as Kafka 4.x does with its transaction-version-2 aborts.
+
 The model is written from Kafka's rules (TransactionCoordinator, TransactionMetadata),
 not from the coordinator's code: a map from transactional id to (producer id, epoch,
 last epoch, state, partitions, timestamps).
@@ -22,7 +25,7 @@ from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord
-from coordinator.transaction import SendMarkers, TransactionConfig, TransactionCoordinator
+from coordinator.transaction import ProducerIdTaken, SendMarkers, TransactionConfig, TransactionCoordinator
 
 IDS = ("tx-a", "tx-b", "tx-c")
 PARTITIONS = 2
@@ -83,7 +86,7 @@ class Model:
         if given is not None and t.epoch != -1 and given[0] != t.pid:
             return (fenced(version, 4), -1, -1)
         if t.state == ONGOING:
-            t = replace(t, epoch=t.epoch + 1, last_epoch=-1, state=PREPARE[False], updated=now)
+            t = replace(t, epoch=t.epoch + 1, last_epoch=t.epoch, state=PREPARE[False], updated=now)
             self.txns[tid] = t
             self.expect_markers(tid, t, False)
             return (E.concurrent_transactions, -1, -1)
@@ -151,7 +154,7 @@ class Model:
             if partition_for(tid, PARTITIONS) in self.loading:
                 continue
             if t.state == ONGOING and t.start + t.timeout < now:
-                t = self.txns[tid] = replace(t, epoch=t.epoch + 1, last_epoch=-1, state=PREPARE[False], updated=now)
+                t = self.txns[tid] = replace(t, epoch=t.epoch + 1, last_epoch=t.epoch, state=PREPARE[False], updated=now)
                 self.expect_markers(tid, t, False)
 
     def expire(self, now):
@@ -173,20 +176,12 @@ class Model:
                     self.expect_markers(tid, t, t.state == PREPARE[True])
 
 
-class _Pids:
-    def __init__(self, first: int) -> None:
-        self.next = first
-
-    def next_producer_id(self) -> int:
-        value, self.next = self.next, self.next + 1
-        return value
-
-
 class CoordinatorVersusModel(RuleBasedStateMachine):
     @initialize()
     def start(self):
         self.model = Model()
-        self.real = TransactionCoordinator(CONFIG, _Pids(self.model.next_pid))
+        self.real = TransactionCoordinator(CONFIG)
+        self.next_pid = self.model.next_pid  # the broker's allocator: an id is used once taken
         self.logs: dict[int, list[CoordinatorRecord]] = {p: [] for p in range(PARTITIONS)}
         self.now = 1_000_000
         self.pending: list[SendMarkers] = []
@@ -202,6 +197,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
             self.logs[p].append(record)
             self.real.replay(record, len(self.logs[p]) - 1, self.now)
         markers = [e for e in result.effects if isinstance(e, SendMarkers)]
+        if any(isinstance(e, ProducerIdTaken) for e in result.effects):
+            self.next_pid += 1
         self.pending += markers
         return result.response, markers
 
@@ -227,7 +224,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         before = len(self.model.markers)
         expected = self.model.init(tid, timeout, given, version, self.now)
         response, markers = self.apply(self.real.init_producer_id(
-            tid, timeout, *(given or (-1, -1)), version, self.now))
+            tid, timeout, *(given or (-1, -1)), version, self.now, self.next_pid))
+        assert self.next_pid == self.model.next_pid
         got = (response.error, response.producer_id, response.producer_epoch) if response.error == E.none \
             else (response.error, -1, -1)
         assert got == expected
