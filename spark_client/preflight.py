@@ -28,8 +28,9 @@ def partition_counts(bootstrap: str, topics: tuple[str, ...]) -> dict[str, int]:
                         raise
                     raise PreflightError(
                         f"topic {topic!r} does not exist on {bootstrap} (the eosbroker data source does not "
-                        f"create topics); create it first, e.g. spark_client.create_topic({bootstrap!r}, "
-                        f"{topic!r}, partitions=3)") from None
+                        f"create topics); create it first: spark_client.create_topic({bootstrap!r}, {topic!r}, "
+                        f"partitions=3) or eosbroker topics --bootstrap-server {bootstrap} create --topic {topic} "
+                        f"--partitions 3") from None
             return counts
     except (OSError, TimeoutError) as e:
         raise PreflightError(f"cannot reach the broker at kafka.bootstrap.servers={bootstrap!r}: "

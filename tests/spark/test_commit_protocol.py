@@ -239,3 +239,21 @@ def test_options_are_checked_on_the_driver():
     assert SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "checkpointlocation": "/c"}).checkpoint_location == "/c"
     assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                                 "startingoffsets": "latest"}).starting_offsets == "latest"
+
+
+def test_register_refuses_local_workers_that_cannot_import_the_data_source(tmp_path):
+    import sys
+    from types import SimpleNamespace
+
+    from spark_client import _check_local_workers
+
+    def session(python: str, master: str = "local[2]"):
+        return SimpleNamespace(sparkContext=SimpleNamespace(master=master, pythonExec=python))
+
+    bare = tmp_path / "python"  # an interpreter without spark_client: a script that fails to import it
+    bare.write_text("#!/bin/sh\nexit 1\n")
+    bare.chmod(0o755)
+    with pytest.raises(RuntimeError, match=r"Spark's Python workers run .* cannot import spark_client.*PYSPARK_PYTHON"):
+        _check_local_workers(session(str(bare)))
+    _check_local_workers(session(sys.executable))  # this venv has it
+    _check_local_workers(session(str(bare), master="spark://elsewhere:7077"))  # not ours to check
