@@ -338,7 +338,10 @@ class Server:
         from broker.handlers import produce
 
         if header.api_key == produce.API_KEY and header.api_version == 2:
-            return produce.unsupported_v2_response(header, frame, pos)
+            try:
+                return produce.unsupported_v2_response(header, frame, pos)
+            except messages.DecodeError as e:  # its answer names the partitions: the body must decode
+                raise ProtocolViolation(str(e)) from None
         raise ProtocolViolation(
             f"{api_name(header.api_key)} v{header.api_version} is not supported "
             f"(this broker accepts {self.broker.apis.get(header.api_key).accepted_min}-{self.broker.apis.get(header.api_key).max})"

@@ -133,3 +133,17 @@ def test_metadata_null_topic_name_before_v12_is_refused(broker_loop, version):
     body = messages.encode(messages.build_request(3, 12, {"topics": [{"name": None}]}))
     assert send(_frame(3, 12, body))  # v12 looks the topic up by id: UNKNOWN_TOPIC_ID
     assert not traces.records
+
+
+def test_truncated_produce_v2_is_refused_not_a_stack_trace(broker_loop):
+    # Produce v2 is answered UNSUPPORTED_VERSION per partition, which needs its body
+    # decoded: a truncated one raised out of the server (found by make fuzz).
+    send, traces = broker_loop
+    v3 = messages.encode(messages.build_request(0, 3, {"acks": 1, "timeout_ms": 100, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": b""}]}]}))
+    body = v3[2:]  # v2 is v3 without the leading (null) transactional_id
+    frame = encode_request_frame(0, 2, 7, "fuzz", False, body[:-3])[4:]
+    with pytest.raises(ProtocolViolation, match="cannot decode"):
+        send(frame)
+    assert send(encode_request_frame(0, 2, 7, "fuzz", False, body)[4:])  # whole: UNSUPPORTED_VERSION
+    assert not traces.records
