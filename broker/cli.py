@@ -86,7 +86,12 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     from broker.app import Broker
 
     started = SYSTEM_CLOCK.monotonic()
-    broker = Broker(config, data_dir, host, port)
+    clock = None
+    if admin is not None:  # the control API can move time: give the broker a clock that can jump
+        from broker.virtual_clock import VirtualClock
+
+        clock = VirtualClock()
+    broker = Broker(config, data_dir, host, port) if clock is None else Broker(config, data_dir, host, port, clock)
     try:
         await broker.start()
     except OSError as e:

@@ -90,7 +90,25 @@ OPERATIONS: tuple[Operation, ...] = (
               (Param("source", "integer", doc="the sending node", minimum=0),
                Param("target", "integer", required=False, doc="the receiving node; all when absent", minimum=0))),
     Operation("network_heal", "POST", "/network/heal", "Remove every inter-node link fault"),
+    Operation("clock", "GET", "/clock", "The broker's clock: now and how far it was moved forward"),
+    Operation("clock_advance", "POST", "/clock/advance",
+              "Move the broker's clock forward: timeouts, expirations and retention act as if that time "
+              "had passed, timers firing in order (clients keep real time)",
+              (Param("by", "string", doc="a duration: 500ms, 30s, 15m, 2h, 7d (or milliseconds)"),)),
 )
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """'7d' -> 604800000; a bare number is milliseconds. ValueError on anything else."""
+    text = text.strip().lower()
+    for unit in ("ms", "s", "m", "h", "d"):
+        if text.endswith(unit) and text[: -len(unit)].strip().isdigit():
+            return int(text[: -len(unit)]) * _UNITS_MS[unit]
+    if text.isdigit():
+        return int(text)
+    raise ValueError(text)
 OPERATIONS_BY_NAME = {op.name: op for op in OPERATIONS}
 
 
@@ -270,6 +288,26 @@ class ControlService:
         self.broker.network.links.clear()
         log.info("control: healed %d link faults", healed)
         return {"links": []}
+
+    # -- the clock -----------------------------------------------------------------------
+
+    def clock(self) -> dict:
+        clock = self.broker.clock
+        return {"now_ms": clock.now_ms(), "offset_ms": getattr(clock, "offset_ms", 0),
+                "virtual": hasattr(clock, "advance")}
+
+    def clock_advance(self, by: str) -> dict:
+        try:
+            ms = parse_duration_ms(by)
+        except ValueError:
+            raise ControlError(f"by must be a duration like 500ms, 30s, 15m, 2h or 7d, not {by!r}", "by") from None
+        if ms > 10 * 365 * 86_400_000:
+            raise ControlError("by is more than ten years", "by")
+        if not hasattr(self.broker.clock, "advance"):
+            raise ControlError("this broker's clock cannot be moved (serve it with --admin-port)", "by", 409)
+        fired = self.broker.clock.advance(ms)
+        log.info("control: advanced the clock by %s (%d ms)", by, ms)
+        return self.clock() | {"timers_fired": fired}
 
     def _links(self) -> list[dict]:
         return [{"source": s, "target": t, "cut": f.cut, "delay_ms": f.delay_ms, "loss": f.loss}

@@ -5,6 +5,7 @@
     eosbroker ctl --admin URL partition move TOPIC PARTITION --leader ID [--replicas 1,2,3]
     eosbroker ctl --admin URL coordinator move --transactional-id ID|--group-id ID --to NODE
     eosbroker ctl --admin URL leaders elect|shuffle
+    eosbroker ctl --admin URL clock show|advance 7d
 """
 
 from __future__ import annotations
@@ -137,3 +138,17 @@ def coordinator_move(ctx, transactional_id: str | None, group_id: str | None, to
 def leaders(ctx, action: str) -> None:
     """Preferred leader election, or shuffle the leaders."""
     _run(ctx, f"leaders_{action}", _show_moves)
+
+
+@ctl.command()
+@click.argument("action", type=click.Choice(["show", "advance"]))
+@click.argument("by", required=False)
+@click.pass_context
+def clock(ctx, action: str, by: str | None) -> None:
+    """Show the broker's clock, or move it forward: ctl clock advance 7d."""
+    if action == "show":
+        _run(ctx, "clock")
+        return
+    if by is None:
+        raise click.UsageError("clock advance needs a duration, e.g. 7d, 2h, 30s")
+    _run(ctx, "clock_advance", by=by)
