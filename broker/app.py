@@ -11,6 +11,7 @@ from broker.cluster import STOPPED, Cluster
 from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
+from broker.faults import FaultRules
 from broker.network import Network
 from broker.node import BrokerNode
 from broker.timers import every
@@ -42,6 +43,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
         self.network = Network(self)
+        self.faults = FaultRules()
         # Consecutive ports from ``port``; port 0 lets every node pick a free one.
         self.nodes = [BrokerNode(self, info, host, port + i if port else 0)
                       for i, info in enumerate(self.cluster.nodes)]

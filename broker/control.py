@@ -90,6 +90,22 @@ OPERATIONS: tuple[Operation, ...] = (
               (Param("source", "integer", doc="the sending node", minimum=0),
                Param("target", "integer", required=False, doc="the receiving node; all when absent", minimum=0))),
     Operation("network_heal", "POST", "/network/heal", "Remove every inter-node link fault"),
+    Operation("faults", "GET", "/faults", "The request fault rules, with how often each matched and fired"),
+    Operation("fault_add", "POST", "/faults",
+              "Add a request fault rule: requests matching every given field get the action "
+              "(delay, drop_response, close_after, close_before)",
+              (Param("action", "string", doc="delay | drop_response | close_after | close_before"),
+               Param("api_key", "integer", required=False, doc="only this API", minimum=0),
+               Param("node_id", "integer", required=False, doc="only requests to this node", minimum=0),
+               Param("client_id", "string", required=False, doc="only this client id"),
+               Param("transactional_id", "string", required=False, doc="only this transactional id"),
+               Param("delay_ms", "integer", required=False, doc="for delay", minimum=0),
+               Param("skip", "integer", required=False, doc="let this many matching requests through first",
+                     minimum=0),
+               Param("count", "integer", required=False, doc="fire at most this many times", minimum=1))),
+    Operation("fault_remove", "POST", "/faults/{rule_id}/remove", "Remove one request fault rule",
+              (Param("rule_id", "integer", "path", doc="the rule's id", minimum=0),)),
+    Operation("faults_clear", "POST", "/faults/clear", "Remove every request fault rule"),
     Operation("clock", "GET", "/clock", "The broker's clock: now and how far it was moved forward"),
     Operation("clock_advance", "POST", "/clock/advance",
               "Move the broker's clock forward: timeouts, expirations and retention act as if that time "
@@ -288,6 +304,44 @@ class ControlService:
         self.broker.network.links.clear()
         log.info("control: healed %d link faults", healed)
         return {"links": []}
+
+    # -- request faults ------------------------------------------------------------------
+
+    def faults(self) -> dict:
+        return {"rules": [r.describe() for r in self.broker.faults.rules.values()]}
+
+    def fault_add(self, action: str, api_key: int | None = None, node_id: int | None = None,
+                  client_id: str | None = None, transactional_id: str | None = None, delay_ms: int = 0,
+                  skip: int = 0, count: int | None = None) -> dict:
+        from broker.faults import ACTIONS
+
+        if action not in ACTIONS:
+            raise ControlError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}", "action")
+        if api_key is not None and self.broker.apis.get(api_key) is None:
+            raise ControlError(f"this broker serves no API {api_key}", "api_key")
+        if node_id is not None and self.broker.node(node_id) is None:
+            raise ControlError(f"no node {node_id}", "node_id", 404)
+        if action == "delay" and not delay_ms:
+            raise ControlError("a delay rule needs delay_ms", "delay_ms")
+        if delay_ms > 3_600_000:
+            raise ControlError("delay_ms is more than an hour", "delay_ms")
+        rule = self.broker.faults.add(action, api_key=api_key, node_id=node_id, client_id=client_id,
+                                      transactional_id=transactional_id, delay_ms=delay_ms, skip=skip, count=count)
+        log.info("control: added fault rule %s", rule.describe())
+        return rule.describe()
+
+    def fault_remove(self, rule_id: int) -> dict:
+        rule = self.broker.faults.rules.pop(rule_id, None)
+        if rule is None:
+            raise ControlError(f"no fault rule {rule_id}", "rule_id", 404)
+        log.info("control: removed fault rule %d (fired %d times)", rule_id, rule.fired)
+        return rule.describe()
+
+    def faults_clear(self) -> dict:
+        cleared = len(self.broker.faults.rules)
+        self.broker.faults.rules.clear()
+        log.info("control: cleared %d fault rules", cleared)
+        return {"rules": []}
 
     # -- the clock -----------------------------------------------------------------------
 

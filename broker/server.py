@@ -312,7 +312,18 @@ class Server:
         except messages.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
         ctx = RequestContext(self.broker, header, conn)
+        faults = self.broker.faults
+        fault = faults.consult(self.node_id, header.api_key, header.client_id, request) if faults.rules else None
+        if fault is not None:
+            if fault.action == "close_before":
+                raise ProtocolViolation(f"fault rule {fault.id}: closing before processing")
+            if fault.action == "delay":
+                await self.broker.clock.sleep(fault.delay_ms / 1000)
         result = await HANDLERS[header.api_key](ctx, request)
+        if fault is not None and fault.action == "drop_response":
+            return None
+        if fault is not None and fault.action == "close_after":
+            raise ProtocolViolation(f"fault rule {fault.id}: closing after processing")
         if result is None:
             return None
         if isinstance(result, dict):

@@ -6,6 +6,7 @@
     eosbroker ctl --admin URL coordinator move --transactional-id ID|--group-id ID --to NODE
     eosbroker ctl --admin URL leaders elect|shuffle
     eosbroker ctl --admin URL clock show|advance 7d
+    eosbroker ctl --admin URL fault add --do drop_response --api-key 0 --count 1 | list | remove ID | clear
 """
 
 from __future__ import annotations
@@ -152,3 +153,31 @@ def clock(ctx, action: str, by: str | None) -> None:
     if by is None:
         raise click.UsageError("clock advance needs a duration, e.g. 7d, 2h, 30s")
     _run(ctx, "clock_advance", by=by)
+
+
+@ctl.command()
+@click.argument("action", type=click.Choice(["add", "list", "remove", "clear"]))
+@click.argument("rule_id", required=False, type=int)
+@click.option("--do", "do", help="delay | drop_response | close_after | close_before (for add)")
+@click.option("--api-key", type=int, default=None)
+@click.option("--node", "node_id", type=int, default=None)
+@click.option("--client-id", default=None)
+@click.option("--transactional-id", default=None)
+@click.option("--delay-ms", type=int, default=None)
+@click.option("--skip", type=int, default=None, help="let this many matching requests through first")
+@click.option("--count", type=int, default=None, help="fire at most this many times")
+@click.pass_context
+def fault(ctx, action: str, rule_id: int | None, do: str | None, **match) -> None:
+    """Request fault rules: add --do drop_response --api-key 0 --count 1 | list | remove ID | clear."""
+    if action == "list":
+        _run(ctx, "faults")
+    elif action == "clear":
+        _run(ctx, "faults_clear")
+    elif action == "remove":
+        if rule_id is None:
+            raise click.UsageError("fault remove needs the rule's id")
+        _run(ctx, "fault_remove", rule_id=rule_id)
+    else:
+        if do is None:
+            raise click.UsageError("fault add needs --do ACTION")
+        _run(ctx, "fault_add", action=do, **{k: v for k, v in match.items() if v is not None})
