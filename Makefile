@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-reference unit bench torture fuzz spark-demo compose-test clean
+.PHONY: venv compile run java test test-reference unit bench torture fuzz spark-demo compose-test console-test clean
 
 # The broker alone (make run): no PySpark, test or bench extras.
 $(BROKER_STAMP): pyproject.toml
@@ -43,7 +43,7 @@ java:
 
 # The reference tests beyond a fixed subset (marker reference_extended) run in test-reference.
 test: venv compile java
-	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended and not browser"
 
 test-reference: venv compile java
 	$(PY) -m pytest -q -p no:cacheprovider -m reference tests/reference
@@ -70,6 +70,14 @@ fuzz: venv compile
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java
 	$(PY) examples/pipeline.py $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP))
+
+# The admin console in Debian's chromium, driven by playwright-core (headless); writes
+# the screenshot in docs/ (SCREENSHOT=... elsewhere).
+SCREENSHOT ?= docs/console.png
+console-test: venv compile
+	@command -v chromium >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
+	cd tests/browser && npm install --no-audit --no-fund --silent
+	CONSOLE_SCREENSHOT=$(abspath $(SCREENSHOT)) $(PY) -m pytest -q -p no:cacheprovider -m browser tests/browser
 
 # docker-compose.yml for real (as root): Debian's docker.io, a private dockerd, a
 # debootstrap base image, host networking only; everything is removed afterwards.

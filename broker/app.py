@@ -49,6 +49,9 @@ class Broker:
                       for i, info in enumerate(self.cluster.nodes)]
         self.cluster.replicas.listeners.append(self._leader_changed)
         self._tasks: list[asyncio.Task] = []
+        # Told of every answered request (api key, version, seconds, bytes in, bytes out,
+        # response): the admin server's /metrics sets it.
+        self.request_observer = None
 
     def node(self, node_id: int) -> BrokerNode | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)

@@ -111,6 +111,10 @@ OPERATIONS: tuple[Operation, ...] = (
               "Move the broker's clock forward: timeouts, expirations and retention act as if that time "
               "had passed, timers firing in order (clients keep real time)",
               (Param("by", "string", doc="a duration: 500ms, 30s, 15m, 2h, 7d (or milliseconds)"),)),
+    Operation("transaction_abort", "POST", "/transactions/{transactional_id}/abort",
+              "Fence the producer of a transactional id and abort its ongoing transaction now, as its "
+              "timeout would (for a transaction that hangs)",
+              (Param("transactional_id", "string", "path", doc="the transactional id"),)),
 )
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -377,6 +381,36 @@ class ControlService:
         cluster = self.broker.cluster
         return "new leaders: " + ", ".join(
             f"{t}-{i}->{cluster.leader_of(t, i)}@{cluster.leadership(t, i).leader_epoch}" for t, i in moved)
+
+    # -- transactions --------------------------------------------------------------------
+
+    # The coordinator's answer, as the control API reports it.
+    _ABORT_REFUSALS = {
+        "transactional_id_not_found": ("has no transaction state", 404),
+        "invalid_txn_state": ("has no ongoing transaction", 409),
+        "coordinator_load_in_progress": ("has its coordinator still loading", 503),
+        "not_coordinator": ("has no coordinator on its leader", 503),
+    }
+
+    async def transaction_abort(self, transactional_id: str) -> dict:
+        node = self.broker.coordinator_node(transactional_id, 1)
+        service = None
+        if node is not None and node.is_up:
+            service = self.broker.node(node.node_id).coordinator_service("__transaction_state", create=False)
+        if service is None:
+            raise ControlError(f"transactional id {transactional_id!r} has no transaction state",
+                               "transactional_id", 404)
+        coordinator = service.coordinator
+        now_ms = self.broker.cluster.clock.now_ms()
+        error = await service.run(transactional_id, lambda: coordinator.abort_transaction(transactional_id, now_ms))
+        if error.name != "none":
+            why, status = self._ABORT_REFUSALS.get(error.name, (error.name.upper(), 409))
+            raise ControlError(f"transactional id {transactional_id!r} {why}", "transactional_id", status)
+        md = coordinator.transaction_metadata(transactional_id)
+        log.info("control: aborted the transaction of %r (producer id %d fenced at epoch %d)",
+                 transactional_id, md.producer_id, md.producer_epoch)
+        return {"transactional_id": transactional_id, "coordinator": node.node_id, "state": md.state.state_name,
+                "producer_id": md.producer_id, "producer_epoch": md.producer_epoch}
 
     # -- inspection ----------------------------------------------------------------------
 

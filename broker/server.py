@@ -288,6 +288,7 @@ class Server:
                         conn.output_flowing.set()
 
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | None:
+        started = self.broker.clock.monotonic()
         try:
             header, pos = peek_request_header(frame)
         except FrameError as e:
@@ -324,12 +325,20 @@ class Server:
             return None
         if fault is not None and fault.action == "close_after":
             raise ProtocolViolation(f"fault rule {fault.id}: closing after processing")
-        if result is None:
-            return None
-        if isinstance(result, dict):
-            result = messages.build_response(header.api_key, version, result)
-        body = messages.encode(result)
-        return encode_response_frame(header.correlation_id, flexible and header.api_key != API_VERSIONS, body)
+        out = None
+        if result is not None:
+            if isinstance(result, dict):
+                result = messages.build_response(header.api_key, version, result)
+            out = encode_response_frame(header.correlation_id, flexible and header.api_key != API_VERSIONS,
+                                        messages.encode(result))
+        observer = self.broker.request_observer
+        if observer is not None:
+            try:
+                observer(header.api_key, version, self.broker.clock.monotonic() - started, len(frame),
+                         0 if out is None else len(out), result)
+            except Exception:  # metrics never cost a client its answer
+                log.exception("request metrics failed for %s v%d", api_name(header.api_key), version)
+        return out
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         r = self.broker.apis.get(API_VERSIONS)

@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 # Modules with ``add_routes(admin)``, loaded in this order when the server starts.
 ROUTE_MODULES: list[str] = [
     "broker.admin.control_routes",
+    "broker.admin.metrics",
+    "broker.admin.console",
 ]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -133,9 +133,11 @@ def _show(counter: Counter, limit: int = 10) -> str:
 
 
 class BrokerHelpers:
-    """The helpers as methods of a broker handle (which has ``port``)."""
+    """The helpers as methods of a broker handle (which has ``port``, and ``admin_port``
+    when started with the admin server)."""
 
     port: int
+    admin_port: int = 0
 
     @property
     def bootstrap_servers(self) -> str:
@@ -154,3 +156,41 @@ class BrokerHelpers:
 
     def assert_topic_holds(self, topic: str, expected: Iterable[object], within: float = 0.0) -> list[ConsumedRecord]:
         return assert_topic_holds(self.bootstrap_servers, topic, expected, within)
+
+    # -- the control API (a broker started with admin=True) ---------------------------
+
+    @property
+    def admin_url(self) -> str:
+        if not self.admin_port:
+            raise RuntimeError("this broker has no admin server: start it with admin=True")
+        return f"http://{HOST}:{self.admin_port}"
+
+    def control(self):
+        """The Python API of the control service (``broker.admin.client.ControlClient``)."""
+        from broker.admin.client import ControlClient
+
+        return ControlClient(self.admin_url)
+
+    def stop_node(self, node_id: int) -> dict:
+        return self.control().call("node_stop", node_id=node_id)
+
+    def kill_node(self, node_id: int) -> dict:
+        return self.control().call("node_kill", node_id=node_id)
+
+    def start_node(self, node_id: int) -> dict:
+        return self.control().call("node_start", node_id=node_id)
+
+    def pause_node(self, node_id: int) -> dict:
+        return self.control().call("node_pause", node_id=node_id)
+
+    def resume_node(self, node_id: int) -> dict:
+        return self.control().call("node_resume", node_id=node_id)
+
+    def transactions(self) -> list[dict]:
+        """Every transactional id as its coordinator holds it (state, producer id and
+        epoch, partitions, age, coordinator node): the console's view."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.admin_url + "/console/state", timeout=30) as answer:
+            return json.load(answer)["transactions"]

@@ -23,11 +23,16 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 class InProcessBroker(BrokerHelpers):
-    def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0) -> None:
+    def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0,
+                 nodes: int = 1, admin: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.port = port
+        self.nodes = nodes
+        self.admin = admin
+        self.admin_port = 0
         self.broker = None  # broker.app.Broker while running
+        self._admin_server = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -36,6 +41,8 @@ class InProcessBroker(BrokerHelpers):
         from broker.config import BrokerConfig
 
         config = BrokerConfig.load(None, [f"{k}={v}" for k, v in self.overrides.items()])
+        if self.nodes != 1:
+            config.set("node.count", self.nodes)
         self._loop = _new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"eosbroker-{id(self):x}", daemon=True)
         self._thread.start()
@@ -43,6 +50,12 @@ class InProcessBroker(BrokerHelpers):
         async def start() -> Any:
             broker = Broker(config, self.data_dir, HOST, self.port)
             await broker.start()
+            if self.admin:
+                from broker.admin import AdminServer
+
+                self._admin_server = AdminServer(broker, HOST, self.admin_port)
+                await self._admin_server.start()
+                self.admin_port = self._admin_server.port
             return broker
 
         try:
@@ -62,6 +75,9 @@ class InProcessBroker(BrokerHelpers):
     def stop(self, timeout: float = 20.0) -> int:
         if self.broker is not None:
             try:
+                if self._admin_server is not None:
+                    self.call(self._admin_server.stop, timeout)
+                    self._admin_server = None
                 self.call(self.broker.stop, timeout)
             finally:
                 self.broker = None

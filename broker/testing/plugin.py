@@ -50,12 +50,9 @@ def _ini_settings(config: pytest.Config) -> dict[str, str]:
 
 def new_broker(data_dir: Path, settings: dict[str, object] | None = None, *, in_process: bool = False,
                nodes: int = 1, admin: bool = False):
-    """A broker handle, not yet started. ``nodes`` > 1 or ``admin`` (the control API,
-    ``.control()``) run it as a subprocess."""
-    if nodes != 1 or admin:
-        return BrokerProcess(data_dir, settings, nodes=nodes, admin=admin)
+    """A broker handle, not yet started; ``admin`` serves the control API (``.control()``)."""
     cls = InProcessBroker if in_process else BrokerProcess
-    return cls(data_dir, settings)
+    return cls(data_dir, settings, nodes=nodes, admin=admin)
 
 
 @pytest.fixture(scope="session")

@@ -29,16 +29,6 @@ class BrokerProcess(BrokerHelpers):
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._stderr = None
 
-    @property
-    def admin_url(self) -> str:
-        return f"http://{HOST}:{self.admin_port}"
-
-    def control(self):
-        """The Python API of the control service (needs ``admin=True``)."""
-        from broker.admin.client import ControlClient
-
-        return ControlClient(self.admin_url)
-
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         args = [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
                 "--data-dir", str(self.data_dir), *self.extra_args]

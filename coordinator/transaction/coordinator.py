@@ -385,14 +385,26 @@ class TransactionCoordinator:
         for state in self._serving(partition):
             for md in state.transactions.values():
                 if md.state is S.ONGOING and md.txn_start_timestamp_ms + md.txn_timeout_ms < now_ms:
-                    aborting = md.prepare_fence_producer_epoch().prepare_abort_or_commit(
-                        S.PREPARE_ABORT, now_ms
-                    )
-                    results.append(Result(
-                        records=(self._record(aborting),),
-                        effects=(self._send_markers(aborting, state.coordinator_epoch, False),),
-                    ))
+                    results.append(self._fence_and_abort(md, state.coordinator_epoch, now_ms))
         return results
+
+    def abort_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
+        """Fence the producer and abort its ongoing transaction now, as its timeout
+        would: an operator ending a transaction that hangs (the control service)."""
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is None and md is None:
+            error = E.transactional_id_not_found
+        if error is None and md.state is not S.ONGOING:
+            error = E.invalid_txn_state
+        if error is not None:
+            return Result(response=error)
+        aborted = self._fence_and_abort(md, coordinator_epoch, now_ms)
+        return Result(records=aborted.records, effects=aborted.effects, response=E.none)
+
+    def _fence_and_abort(self, md: TransactionMetadata, coordinator_epoch: int, now_ms: int) -> Result[None]:
+        aborting = md.prepare_fence_producer_epoch().prepare_abort_or_commit(S.PREPARE_ABORT, now_ms)
+        return Result(records=(self._record(aborting),),
+                      effects=(self._send_markers(aborting, coordinator_epoch, False),))
 
     def expire_transactional_ids(self, now_ms: int, partition: int | None = None) -> list[Result]:
         """Tombstone idle ids (Empty/Complete*) untouched for transactional.id.expiration.ms

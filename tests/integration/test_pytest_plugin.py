@@ -164,3 +164,20 @@ def test_in_process_broker_shows_its_state_and_restarts(tmp_path):
     finally:
         b.stop()
     assert not b.alive
+
+
+@pytest.mark.parametrize("in_process", [False, True])
+def test_a_cluster_with_its_control_api(eosbroker_cluster, in_process):
+    b = eosbroker_cluster(nodes=3, admin=True, in_process=in_process)
+    topic = b.create_topic(partitions=3)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "plugin-" + topic})
+    p.init_transactions(10)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    assert p.flush(10) == 0
+    (txn,) = [t for t in b.transactions() if t["transactional_id"] == "plugin-" + topic]
+    assert txn["state"] == "Ongoing" and txn["partitions"] == [f"{topic}-0"]
+    assert b.stop_node(2)["node"]["state"] == "stopped"
+    assert b.start_node(2)["node"]["state"] == "running"
+    p.commit_transaction(30)
+    b.assert_topic_holds(topic, ["open"], within=15)

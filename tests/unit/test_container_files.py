@@ -67,7 +67,7 @@ def test_the_cluster_service(compose, dockerfile):
     broker = compose["services"]["eosbroker"]
     assert broker["build"]["target"] == "broker" and "BASE_IMAGE" in broker["build"]["args"]
     command = broker["command"]
-    assert command[0] == "serve"
+    assert command[:3] == ["serve", "--nodes", "3"] and "--admin-port" in command
     _parses(["eosbroker", *command])
     assert broker["environment"]["EOSBROKER_HOST"] == "127.0.0.1"  # only loopback addresses
     assert broker["healthcheck"]["test"] == ["CMD", "eosbroker", "healthcheck"]

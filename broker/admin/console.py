@@ -1,0 +1,79 @@
+"""The live console at ``/`` on the admin port: one static page fed by server-sent
+events (``/console/events``), each event the whole state as JSON (``/console/state``
+answers the same once). The page's buttons call the control API's own routes; an
+action is offered only when the control service has the operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib.resources import files
+
+from aiohttp import web
+
+from broker.admin import snapshot
+from broker.control import OPERATIONS_BY_NAME
+
+# How often the events stream looks for a change, and how often it sends the state
+# anyway (transactions age).
+POLL_S = 0.2
+REFRESH_S = 1.0
+# The page's actions and the control operations they call.
+ACTIONS = {"node_stop": "node_stop", "node_start": "node_start", "abort_transaction": "transaction_abort"}
+
+
+def state(broker) -> dict:
+    now_ms = broker.cluster.clock.now_ms()  # the broker's clock: virtual time moves ages too
+    return {
+        "now_ms": now_ms,
+        "nodes": snapshot.nodes(broker),
+        "transactions": snapshot.transactions(broker, now_ms),
+        "partitions": snapshot.partitions(broker),
+        "producers": snapshot.producers(broker),
+        "groups": snapshot.groups(broker),
+        "actions": {action: OPERATIONS_BY_NAME[op].path for action, op in ACTIONS.items() if op in OPERATIONS_BY_NAME},
+    }
+
+
+def add_routes(admin) -> None:
+    page = files("broker.admin").joinpath("console.html").read_bytes()
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(body=page, content_type="text/html", charset="utf-8")
+
+    async def current(request: web.Request) -> web.Response:
+        return web.json_response(state(admin.broker))
+
+    closing = asyncio.Event()  # set at shutdown: open streams end instead of holding it up
+
+    async def close_streams(app: web.Application) -> None:
+        closing.set()
+
+    admin.app.on_shutdown.append(close_streams)
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        last, last_sent = None, 0.0
+        try:
+            while not closing.is_set():
+                s = state(admin.broker)
+                # A change is sent at once; ages (which change all the time) once a second.
+                body = json.dumps({k: v for k, v in s.items() if k != "now_ms"} | {"transactions": [
+                    {k: v for k, v in t.items() if k != "age_ms"} for t in s["transactions"]]}, sort_keys=True)
+                if body != last or admin.broker.clock.monotonic() - last_sent >= REFRESH_S:
+                    await response.write(f"data: {json.dumps(s)}\n\n".encode())
+                    last, last_sent = body, admin.broker.clock.monotonic()
+                try:
+                    await asyncio.wait_for(closing.wait(), POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+        except ConnectionError:  # the browser went away
+            pass
+        return response
+
+    # Not in /openapi.json, which describes the control service's operations.
+    admin.add_route("GET", "/", index)
+    admin.add_route("GET", "/console/state", current)
+    admin.add_route("GET", "/console/events", events)

@@ -1,0 +1,173 @@
+"""GET /metrics on the admin port: Prometheus text format (prometheus-client).
+
+Names follow Kafka's JMX metrics as the Prometheus JMX exporter renders them
+(``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=9``
+becomes ``kafka_network_requestmetrics_requests_total{request="Produce",version="9"}``)
+where Kafka has one; ``eosbroker_*`` where it has none (the last stable offset, open
+transactions by state).
+
+Two kinds: counters of answered requests, counted as the server answers them; and
+gauges read at scrape time from the live state (``broker.admin.snapshot``), the same
+objects the request handlers read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter as Tally
+from functools import lru_cache
+
+from aiohttp import web
+from kio.schema.errors import ErrorCode
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+
+from broker.admin import snapshot
+from protocol.apis import api_name
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+# A counter's time of creation is one more series per label set, which Kafka's JMX
+# metrics do not have (process-wide: the admin server is the only exporter).
+disable_created_metrics()
+
+
+@lru_cache(maxsize=None)
+def _error_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(field name, holds entities) for the fields of a response class worth walking."""
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name == "error_code":
+            out.append((f.name, False))
+        elif f.metadata.get("kafka_type") is None:  # nested entities (or tuples of them)
+            out.append((f.name, True))
+    return tuple(out)
+
+
+def error_codes(message) -> Tally:
+    """Every error_code in a response and its nested entities, counted (Kafka's
+    ``AbstractResponse.errorCounts``: one per partition, group, transactional id...)."""
+    found: Tally = Tally()
+    stack = [message]
+    while stack:
+        m = stack.pop()
+        if not dataclasses.is_dataclass(m):
+            continue
+        for name, nested in _error_fields(type(m)):
+            value = getattr(m, name)
+            if not nested:
+                found[int(value)] += 1
+            elif isinstance(value, tuple):
+                stack.extend(value)
+            elif value is not None:
+                stack.append(value)
+    return found
+
+
+class RequestMetrics:
+    """Counted as requests are answered: the server calls ``observe`` for each."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests answered (Kafka: RequestsPerSec)",
+                                ["request", "version"], registry=registry)
+        self.total_time = Histogram("kafka_network_requestmetrics_totaltime_seconds",
+                                    "Time from a request read to its response written out (Kafka: TotalTimeMs)",
+                                    ["request"], buckets=_LATENCY_BUCKETS, registry=registry)
+        self.errors = Counter("kafka_network_requestmetrics_errors", "Error codes in responses (Kafka: ErrorsPerSec)",
+                              ["request", "error"], registry=registry)
+        self.bytes_in = Counter("kafka_server_socket_server_metrics_incoming_byte",
+                                "Request bytes read (Kafka: socket-server-metrics incoming-byte-total)",
+                                registry=registry)
+        self.bytes_out = Counter("kafka_server_socket_server_metrics_outgoing_byte",
+                                 "Response bytes written (Kafka: socket-server-metrics outgoing-byte-total)",
+                                 registry=registry)
+
+    def observe(self, api_key: int, version: int, seconds: float, request_bytes: int, response_bytes: int,
+                response) -> None:
+        name = api_name(api_key)  # Kafka's request label: Produce, InitProducerId
+        self.requests.labels(name, str(version)).inc()
+        self.total_time.labels(name).observe(seconds)
+        self.bytes_in.inc(request_bytes)
+        self.bytes_out.inc(response_bytes)
+        if response is not None:
+            for code, n in error_codes(response).items():
+                self.errors.labels(name, _error_name(code)).inc(n)
+
+
+@lru_cache(maxsize=None)
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+class StateCollector:
+    """Gauges read from the broker's live state at every scrape."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def collect(self):
+        broker = self.broker
+        now_ms = broker.cluster.clock.now_ms()
+        labels = ["topic", "partition"]
+        log_start = GaugeMetricFamily("kafka_log_log_logstartoffset", "First offset of the log (Kafka: Log LogStartOffset)", labels=labels)
+        log_end = GaugeMetricFamily("kafka_log_log_logendoffset", "Offset after the last record (Kafka: Log LogEndOffset)", labels=labels)
+        high = GaugeMetricFamily("eosbroker_partition_high_watermark", "High watermark", labels=labels)
+        lso = GaugeMetricFamily("eosbroker_partition_last_stable_offset", "Last stable offset: where read_committed consumers stop", labels=labels)
+        lag = GaugeMetricFamily("eosbroker_partition_lso_lag", "High watermark minus last stable offset: records held back by open transactions", labels=labels)
+        open_txns = GaugeMetricFamily("eosbroker_partition_open_transactions", "Transactions open on the partition", labels=labels)
+        aborted = GaugeMetricFamily("eosbroker_partition_aborted_transactions", "Entries in the partition's aborted-transaction index", labels=labels)
+        partitions = snapshot.partitions(broker)
+        for p in partitions:
+            key = [p["topic"], str(p["partition"])]
+            log_start.add_metric(key, p["log_start_offset"])
+            log_end.add_metric(key, p["high_watermark"])
+            high.add_metric(key, p["high_watermark"])
+            lso.add_metric(key, p["last_stable_offset"])
+            lag.add_metric(key, p["high_watermark"] - p["last_stable_offset"])
+            open_txns.add_metric(key, p["open_transactions"])
+            aborted.add_metric(key, p["aborted_transactions"])
+        yield from (log_start, log_end, high, lso, lag, open_txns, aborted)
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions (Kafka: ReplicaManager PartitionCount)",
+                                value=len(partitions))
+        yield GaugeMetricFamily("kafka_server_replicamanager_produceridcount",
+                                "Producer ids with state in some partition (Kafka: ReplicaManager ProducerIdCount)",
+                                value=len({p.producer_id for part in broker.cluster.partitions.values()
+                                           for p in part.producer_state.entries().values()}))
+        transactions = snapshot.transactions(broker, now_ms)
+        by_state = GaugeMetricFamily("eosbroker_transactions", "Transactional ids by coordinator state", labels=["state"])
+        for state, n in sorted(Tally(t["state"] for t in transactions).items()):
+            by_state.add_metric([state], n)
+        yield by_state
+        ages = [t["age_ms"] for t in transactions if t["age_ms"] is not None]
+        yield GaugeMetricFamily("eosbroker_transaction_oldest_open_age_seconds",
+                                "Age of the oldest transaction still open (0: none)", value=max(ages, default=0) / 1000)
+        node_state = GaugeMetricFamily("eosbroker_node_state", "1 for the state each node is in", labels=["node", "state"])
+        for n in snapshot.nodes(broker):
+            node_state.add_metric([str(n["node_id"]), n["state"]], 1)
+        yield node_state
+        yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
+                                "Consumer groups (Kafka: GroupMetadataManager NumGroups)",
+                                value=len(snapshot.groups(broker)))
+
+
+def add_routes(admin) -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    admin.broker.request_observer = RequestMetrics(registry).observe
+    registry.register(StateCollector(admin.broker))
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    admin.add_route("GET", "/metrics", metrics)  # not a control operation: not in /openapi.json

@@ -1,0 +1,71 @@
+"""The live console in a real browser (Debian's chromium driven by playwright-core,
+headless): a transaction a client opens shows up with its partitions, and aborting it
+from the page lets a read_committed reader get past it. `make console-test`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from broker.testing import wait_until
+
+pytestmark = pytest.mark.browser
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "console.mjs"
+
+
+@pytest.fixture(scope="module")
+def node_modules():
+    if not (HERE / "node_modules" / "playwright-core").is_dir():
+        pytest.fail("playwright-core is not installed: run `make console-test` (npm install in tests/browser)")
+    if not shutil.which(os.environ.get("CHROMIUM", "chromium")):
+        pytest.fail("chromium is not installed: run `make console-test` (apt-get install chromium)")
+
+
+def _lso_and_hw(broker, topic: str) -> tuple[int, int]:
+    with urllib.request.urlopen(broker.admin_url + "/console/state", timeout=30) as answer:
+        parts = {(p["topic"], p["partition"]): p for p in json.load(answer)["partitions"]}
+    p = parts[(topic, 0)]
+    return p["last_stable_offset"], p["high_watermark"]
+
+
+def test_a_transaction_appears_and_is_aborted_from_the_page(node_modules, eosbroker_cluster, tmp_path):
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    transactional_id = "console-" + topic
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id,
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, b"held-%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    # the open transaction holds read_committed readers at its first offset
+    assert broker.read_committed(topic) == []
+    assert _lso_and_hw(broker, topic) == (0, 3)
+
+    screenshot = Path(os.environ.get("CONSOLE_SCREENSHOT", tmp_path / "console.png"))
+    run = subprocess.run(["node", str(DRIVER), broker.admin_url + "/", transactional_id, topic, str(screenshot)],
+                         cwd=HERE, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "Ongoing" in seen["row"] and f"{topic}-0" in seen["row"]
+    assert "Abort" in seen["after"]  # PrepareAbort or CompleteAbort
+    assert screenshot.stat().st_size > 0
+
+    # the reader gets past the aborted records: the LSO reaches the high watermark
+    wait_until(lambda: _lso_and_hw(broker, topic) == (4, 4), 15, message="the abort marker")
+    later = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    later.produce(topic, b"after", partition=0)
+    assert later.flush(10) == 0
+    broker.assert_topic_holds(topic, ["after"])
+    # and the client that opened it is fenced
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)

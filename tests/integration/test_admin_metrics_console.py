@@ -1,0 +1,139 @@
+"""/metrics, the console's state and events, and the control API's transaction_abort,
+on a real broker with its admin server, driven by real clients."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from click.testing import CliRunner
+
+from broker.admin.client import ControlRefused
+from broker.cli import main
+from broker.admin.metrics import error_codes
+from broker.testing import wait_until
+from protocol import messages
+
+
+@pytest.fixture(scope="module")
+def admin_broker(tmp_path_factory):
+    from broker.testing import BrokerProcess
+
+    b = BrokerProcess(tmp_path_factory.mktemp("admin") / "data", admin=True).start()
+    yield b
+    b.stop()
+
+
+def _get(broker, path: str) -> str:
+    with urllib.request.urlopen(broker.admin_url + path, timeout=30) as answer:
+        return answer.read().decode()
+
+
+def _metric(text: str, name: str, **labels) -> float | None:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.fullmatch(r"([a-z_]+)(?:\{(.*)\})? (\S+)", line)
+        if m and m.group(1) == name and ",".join(sorted((m.group(2) or "").split(","))) == want:
+            return float(m.group(3))
+    return None
+
+
+def _state(broker) -> dict:
+    return json.loads(_get(broker, "/console/state"))
+
+
+def _open_transaction(broker, topic: str, transactional_id: str, n: int = 3) -> Producer:
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id,
+                  "transaction.timeout.ms": 600_000})
+    p.init_transactions(10)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, b"v%d" % i, partition=0)
+    assert p.flush(10) == 0
+    return p
+
+
+def test_error_codes_are_counted_per_partition():
+    response = messages.build_response(0, 9, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0}, {"index": 1, "error_code": 6}, {"index": 2, "error_code": 6}]}]})
+    assert error_codes(response) == {0: 1, 6: 2}
+
+
+def test_metrics_follow_requests_and_the_partition_state(admin_broker, topic_name):
+    b = admin_broker
+    b.create_topic(topic_name)
+    refused = CliRunner().invoke(main, ["topics", "--bootstrap-server", b.bootstrap_servers, "create",
+                                        "--topic", topic_name])
+    assert "TOPIC_ALREADY_EXISTS" in refused.output
+    producer = _open_transaction(b, topic_name, "metrics-" + topic_name)
+    text = _get(b, "/metrics")
+    assert _metric(text, "kafka_network_requestmetrics_errors_total", request="CreateTopics",
+                   error="TOPIC_ALREADY_EXISTS") == 1
+    assert _metric(text, "kafka_network_requestmetrics_requests_total", request="CreateTopics", version="7") >= 1
+    assert any(line.startswith('kafka_network_requestmetrics_totaltime_seconds_bucket{le="+Inf",request="Produce"}')
+               for line in text.splitlines())
+    assert _metric(text, "eosbroker_partition_high_watermark", topic=topic_name, partition="0") == 3
+    assert _metric(text, "eosbroker_partition_last_stable_offset", topic=topic_name, partition="0") == 0
+    assert _metric(text, "eosbroker_partition_lso_lag", topic=topic_name, partition="0") == 3
+    assert _metric(text, "eosbroker_partition_open_transactions", topic=topic_name, partition="0") == 1
+    assert _metric(text, "eosbroker_transactions", state="Ongoing") >= 1
+    assert _metric(text, "kafka_server_replicamanager_produceridcount") >= 1
+    assert _metric(text, "kafka_server_socket_server_metrics_incoming_byte_total") > 0
+    producer.commit_transaction(10)
+    wait_until(lambda: _metric(_get(b, "/metrics"), "eosbroker_partition_lso_lag", topic=topic_name,
+                               partition="0") == 0, 15, message="the commit marker")
+
+
+def test_console_state_and_events(admin_broker, topic_name):
+    b = admin_broker
+    b.create_topic(topic_name)
+    transactional_id = "console-" + topic_name
+    producer = _open_transaction(b, topic_name, transactional_id)
+    (txn,) = [t for t in _state(b)["transactions"] if t["transactional_id"] == transactional_id]
+    assert txn["state"] == "Ongoing" and txn["partitions"] == [f"{topic_name}-0"] and txn["open"]
+    assert txn["coordinator"] == 1 and txn["timeout_ms"] == 600_000 and txn["age_ms"] >= 0
+    (part,) = [p for p in _state(b)["partitions"] if p["topic"] == topic_name]
+    assert (part["last_stable_offset"], part["high_watermark"], part["open_transactions"]) == (0, 3, 1)
+    assert any(p["topic"] == topic_name and p["current_txn_start_offset"] == 0 for p in _state(b)["producers"])
+    with urllib.request.urlopen(b.admin_url + "/console/events", timeout=30) as stream:
+        assert stream.headers["Content-Type"] == "text/event-stream"
+        line = stream.readline()
+        while not line.startswith(b"data: "):
+            line = stream.readline()
+        event = json.loads(line[len(b"data: "):])
+    assert transactional_id in {t["transactional_id"] for t in event["transactions"]}
+    assert event["actions"]["abort_transaction"] == "/transactions/{transactional_id}/abort"
+    producer.abort_transaction(10)
+
+    # a group with committed offsets
+    consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": topic_name + "-g",
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 2)], asynchronous=False)
+    consumer.close()
+    (group,) = [g for g in _state(b)["groups"] if g["group_id"] == topic_name + "-g"]
+    assert group["offsets"] == [{"topic": topic_name, "partition": 0, "offset": 2, "pending": False}]
+
+
+def test_transaction_abort_through_the_control_api(admin_broker, topic_name):
+    b = admin_broker
+    b.create_topic(topic_name)
+    transactional_id = "abort-" + topic_name
+    producer = _open_transaction(b, topic_name, transactional_id)
+    answer = b.control().call("transaction_abort", transactional_id=transactional_id)
+    assert answer["transactional_id"] == transactional_id and answer["producer_epoch"] == 1  # fenced
+    wait_until(lambda: [(p["last_stable_offset"], p["high_watermark"]) for p in _state(b)["partitions"]
+                        if p["topic"] == topic_name] == [(4, 4)], 15, message="the abort marker")
+    b.assert_topic_holds(topic_name, [])
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)
+    # not ongoing any more, and unknown ids, are refused with the field named
+    with pytest.raises(ControlRefused) as refused:
+        b.control().call("transaction_abort", transactional_id=transactional_id)
+    assert refused.value.status == 409 and refused.value.field == "transactional_id"
+    assert "has no ongoing transaction" in refused.value.message
+    with pytest.raises(ControlRefused) as unknown:
+        b.control().call("transaction_abort", transactional_id="never-used-" + topic_name)
+    assert unknown.value.status == 404 and "has no transaction state" in unknown.value.message
