@@ -186,6 +186,17 @@ class BrokerHelpers:
     def resume_node(self, node_id: int) -> dict:
         return self.control().call("node_resume", node_id=node_id)
 
+    def advance_clock(self, by: str | int) -> dict:
+        """Moves the broker's clock forward (``"30s"``, ``"7d"`` or milliseconds):
+        timeouts and expirations act as if that time had passed."""
+        return self.control().call("clock_advance", by=str(by))
+
+    def fault(self, action: str, **match) -> dict:
+        """Adds a request fault rule (``delay``, ``drop_response``, ``close_after``,
+        ``close_before``) matched on ``api_key``, ``node_id``, ``client_id``,
+        ``transactional_id``, with ``skip``/``count``/``delay_ms``; returns the rule."""
+        return self.control().call("fault_add", action=action, **match)
+
     def transactions(self) -> list[dict]:
         """Every transactional id as its coordinator holds it (state, producer id and
         epoch, partitions, age, coordinator node): the console's view."""

@@ -181,3 +181,19 @@ def test_a_cluster_with_its_control_api(eosbroker_cluster, in_process):
     assert b.start_node(2)["node"]["state"] == "running"
     p.commit_transaction(30)
     b.assert_topic_holds(topic, ["open"], within=15)
+
+
+def test_clock_and_fault_handles(eosbroker_cluster):
+    b = eosbroker_cluster(admin=True)
+    topic = b.create_topic()
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "clock-" + topic,
+                  "transaction.timeout.ms": 60_000})
+    p.init_transactions(10)
+    p.begin_transaction()
+    p.produce(topic, b"held", partition=0)
+    assert p.flush(10) == 0
+    b.advance_clock("2m")  # past the transaction's timeout: the coordinator aborts it
+    wait_until(lambda: [t["state"] for t in b.transactions() if t["transactional_id"] == "clock-" + topic]
+               == ["CompleteAbort"], 15, message="the timeout abort")
+    rule = b.fault("close_before", api_key=3)  # Metadata
+    assert rule["action"] == "close_before"
