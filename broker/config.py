@@ -121,6 +121,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("emulate.fault.coordinator.load.ms", _long, 0,
                 doc="fault injection: loading a coordinator partition takes at least this long "
                     "(COORDINATOR_LOAD_IN_PROGRESS meanwhile)"),
+        Setting("emulate.concurrent.transactions.hold.ms", _long, 0,
+                doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0 a request that meets "
+                    "markers in flight is held up to this long and then run again"),
         Setting("emulate.kafka.version", _str, "4.0",
                 doc="version profile: 4.0 (newest behaviour) or 2.4 (pre-KIP-360 producer state rules)"),
     ]

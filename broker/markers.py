@@ -1,6 +1,12 @@
 """The WriteTxnMarkers sender: delivers COMMIT/ABORT markers from the coordinator's node
 to each partition's leader through the in-process network, and retries until every
 partition has acknowledged, as Kafka's TransactionMarkerChannelManager does.
+
+As in Kafka's TransactionMarkerRequestCompletionHandler, an answer saying the marker
+was fenced (INVALID_PRODUCER_EPOCH: the partition has seen a newer epoch of the
+producer; TRANSACTION_COORDINATOR_FENCED: a newer coordinator wrote there) cancels
+the transaction's markers: retrying cannot succeed, and the transaction stays in its
+Prepare state here until a newer coordinator or producer epoch takes it over.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ WRITE_TXN_MARKERS = 27
 VERSION = 1
 # Partitions that no longer exist cannot take a marker: Kafka drops those too.
 _DONE = {0, 3}  # NONE, UNKNOWN_TOPIC_OR_PARTITION
+_CANCEL = {47, 52}  # INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED
 _RETRY_BACKOFF_S = 0.05
 _REQUEST_TIMEOUT_S = 30.0
 
@@ -62,19 +69,27 @@ class MarkerSender:
                 by_leader[self.cluster.leader_of(topic, partition)].append((topic, partition))
             for node_id, partitions in by_leader.items():
                 try:
-                    acked = await self._write(node_id, markers, partitions)
+                    acked, fenced = await self._write(node_id, markers, partitions)
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
                     if failures % 100 == 0:  # the first failure, then every few seconds
                         log.info("marker delivery for %s from node %d to node %d failed (%s); retrying",
                                  markers.transactional_id, self.node_id, node_id, e or type(e).__name__)
                     failures += 1
                     continue
+                if fenced:
+                    log.warning("cancelling the %s markers of %s (producer %d, epoch %d): %s",
+                                "COMMIT" if markers.commit else "ABORT", markers.transactional_id,
+                                markers.producer_id, markers.producer_epoch, fenced)
+                    return
                 pending -= acked
             if pending:
                 await self.cluster.clock.sleep(_RETRY_BACKOFF_S)
         await self._on_done(markers)
 
-    async def _write(self, node_id: int, markers: SendMarkers, partitions: list[tuple[str, int]]) -> set:
+    async def _write(self, node_id: int, markers: SendMarkers,
+                     partitions: list[tuple[str, int]]) -> tuple[set, str | None]:
+        """Sends one WriteTxnMarkers request; returns the partitions that took their
+        marker and, when a partition answered that the marker is fenced, why."""
         topics: dict[str, list[int]] = defaultdict(list)
         for topic, partition in partitions:
             topics[topic].append(partition)
@@ -86,15 +101,18 @@ class MarkerSender:
             "coordinator_epoch": markers.coordinator_epoch,
         }]}, timeout=_REQUEST_TIMEOUT_S)
         acked = set()
+        fenced = None
         for marker in response.markers:
             for topic in marker.topics:
                 for p in topic.partitions:
                     if int(p.error_code) in _DONE:
                         acked.add((topic.name, p.partition_index))
+                    elif int(p.error_code) in _CANCEL:
+                        fenced = f"{p.error_code.name} from {topic.name}-{p.partition_index}"
                     else:
                         log.info("marker for %s-%d of %s: %s; retrying", topic.name, p.partition_index,
                                  markers.transactional_id, p.error_code.name)
-        return acked
+        return acked, fenced
 
     async def close(self) -> None:
         tasks = list(self._tasks)

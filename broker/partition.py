@@ -76,7 +76,7 @@ class Partition:
                 if txn.is_aborted:
                     aborted.add(txn.producer_id, txn.first_offset, txn.last_offset)
 
-            state.rebuild(log_.batches(start), now_ms, on_completed)
+            state.rebuild(log_.batches(start), on_completed)
         return cls(topic, index, log_, state, aborted)
 
     @property
@@ -85,8 +85,13 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, clamped to the log start
+        offset (DeleteRecords or retention may have passed it, as in Kafka's
+        updateFirstUnstableOffset), else the high watermark."""
         first_unstable = self.producer_state.first_unstable_offset()
-        return self.high_watermark if first_unstable is None else first_unstable
+        if first_unstable is None:
+            return self.high_watermark
+        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
 
     @property
     def log_start_offset(self) -> int:
@@ -154,7 +159,7 @@ class Partition:
 
     def append(self, batch: RecordBatch, now_ms: int) -> AppendInfo:
         info = self.log.append(batch, now_ms)
-        self.producer_state.update(batch, now_ms)
+        self.producer_state.update(batch)
         self.wake_fetchers()
         return info
 

@@ -16,25 +16,15 @@ from pathlib import Path
 from broker.config import TOPIC_DEFAULTS, BrokerConfig
 from broker.storage.files import replace_atomically
 from protocol.names import INTERNAL_TOPICS
+from broker.topic_configs import PUBLIC_TOPIC_CONFIGS, TOPIC_CONFIGS, InvalidTopicConfig, validate_values
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 
+# Python types of the topic configs, for callers that only need a value's kind.
 TOPIC_CONFIG_TYPES: dict[str, type] = {
-    "cleanup.policy": str,
-    "compression.type": str,
-    "delete.retention.ms": int,
-    "flush.messages": int,
-    "flush.ms": int,
-    "index.interval.bytes": int,
-    "max.message.bytes": int,
-    "message.timestamp.type": str,
-    "min.cleanable.dirty.ratio": float,
-    "min.insync.replicas": int,
-    "retention.bytes": int,
-    "retention.ms": int,
-    "segment.bytes": int,
-    "segment.ms": int,
+    name: {"BOOLEAN": bool, "INT": int, "LONG": int, "DOUBLE": float}.get(d.kind, str)
+    for name, d in TOPIC_CONFIGS.items()
 }
 
 
@@ -57,22 +47,25 @@ def validate_topic_name(name: str) -> None:
 
 
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
-    out = {}
+    """Checks names and values as Kafka's LogConfig does; returns the configs to store
+    (values normalised, a null value meaning "the default" dropped)."""
+    out: dict[str, str] = {}
+    typed: dict[str, object] = {}
     for key, value in configs.items():
-        kind = TOPIC_CONFIG_TYPES.get(key)
-        if kind is None:
-            raise TopicError("INVALID_CONFIG", f"unknown topic config {key!r}")
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            raise TopicError("INVALID_CONFIG", f"Unknown topic config name: {key}")
         if value is None:
             continue
         try:
-            kind(value)
-        except ValueError:
-            raise TopicError("INVALID_CONFIG", f"invalid value {value!r} for topic config {key}") from None
-        if key == "cleanup.policy" and not set(value.replace(" ", "").split(",")) <= {"delete", "compact"}:
-            raise TopicError("INVALID_CONFIG", f"invalid cleanup.policy {value!r}")
-        if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-            raise TopicError("INVALID_CONFIG", f"invalid message.timestamp.type {value!r}")
-        out[key] = value
+            typed[key] = definition.parse(value)
+        except InvalidTopicConfig as e:
+            raise TopicError("INVALID_CONFIG", str(e)) from None
+        out[key] = definition.render(typed[key])
+    try:
+        validate_values(typed)
+    except InvalidTopicConfig as e:
+        raise TopicError("INVALID_CONFIG", str(e)) from None
     return out
 
 
@@ -88,14 +81,20 @@ class TopicInfo:
         return self.name in INTERNAL_TOPICS
 
 
-def effective_topic_config(topic: TopicInfo, broker: BrokerConfig) -> dict[str, object]:
-    """Every topic config with its value: the override, else the broker default."""
-    out: dict[str, object] = {}
-    for key, kind in TOPIC_CONFIG_TYPES.items():
+def effective_topic_config(topic: TopicInfo, broker: BrokerConfig) -> dict[str, str]:
+    """Every (public) topic config with its value as Kafka renders it: the topic's
+    override, else the broker default it follows, else Kafka's default."""
+    out: dict[str, str] = {}
+    for key in PUBLIC_TOPIC_CONFIGS:
+        definition = TOPIC_CONFIGS[key]
         if key in topic.configs:
-            out[key] = kind(topic.configs[key])
+            out[key] = topic.configs[key]
         elif key in TOPIC_DEFAULTS:
-            out[key] = broker.topic_default(key)
+            out[key] = definition.render(broker.topic_default(key))
+        else:
+            out[key] = definition.render(definition.default)
+    if "internal.segment.bytes" in topic.configs:  # Kafka's test-only override of segment.bytes
+        out["segment.bytes"] = topic.configs["internal.segment.bytes"]
     return out
 
 

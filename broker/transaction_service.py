@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 TOPIC = TRANSACTION_STATE
 # What a producer gets when verification fails (TRANSACTION_ABORTABLE is newer than
 # the clients we serve); coordinator trouble is retriable for a producer.
-MARKER_WAIT_S = 1.0
 _PRODUCE_VERIFY_ERRORS = {
     ErrorCode.producer_fenced: "INVALID_PRODUCER_EPOCH",
     ErrorCode.invalid_producer_epoch: "INVALID_PRODUCER_EPOCH",
@@ -48,6 +47,7 @@ class TransactionService:
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
+        self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
         self.topic = CoordinatorTopic(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
             {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
@@ -86,20 +86,21 @@ class TransactionService:
     async def run(self, transactional_id: str | None, handler):
         """Runs a coordinator handler through the runtime on the id's partition.
 
-        An answer of CONCURRENT_TRANSACTIONS while the id's markers are being written
-        is held until they are (at most MARKER_WAIT_S) and the request is then run
-        again: the client would retry anyway, and librdkafka and the Java client back
-        off 20 ms or more before they do, which is most of a commit's latency.
+        CONCURRENT_TRANSACTIONS is answered at once, as Kafka does. With
+        emulate.concurrent.transactions.hold.ms set, that answer is instead held while
+        the id's markers are being written (up to that long) and the request is then
+        run again: it saves the client's retry back-off, at the price of never
+        exercising the client's retry path.
         """
         self.topic.start()
         partition = self.coordinator.partition_for(transactional_id or "")
         response = self.runtime.run(partition, handler, self.clock.now_ms())
-        if getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
+        if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
             return response
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
         if self._markers_pending(transactional_id):
             try:
-                await self.clock.wait_for(completed.wait(), MARKER_WAIT_S)
+                await self.clock.wait_for(completed.wait(), self._hold_s)
             except asyncio.TimeoutError:
                 return response
         return self.runtime.run(partition, handler, self.clock.now_ms())

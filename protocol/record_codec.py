@@ -117,6 +117,24 @@ def decode_records(batch: RecordBatch, max_decompressed_bytes: int = MAX_DECOMPR
     return records
 
 
+def check_keys_for_compaction(batch: RecordBatch, partition_name: str) -> None:
+    """A compacted topic takes only keyed records: Kafka's LogValidator refuses the
+    whole batch with INVALID_RECORD and names every keyless record's index."""
+    errors = tuple(
+        (i, f"Compacted topic cannot accept message without key in topic partition {partition_name}.")
+        for i, record in enumerate(decode_records(batch))
+        if record.key is None
+    )
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise InvalidBatch(
+            f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+            f"showing the first three errors at most: [{shown}]",
+            "INVALID_RECORD",
+            errors,
+        )
+
+
 def _read_varint(data, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     raw = 0
     shift = 0

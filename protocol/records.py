@@ -54,9 +54,12 @@ _LENGTH_AND_MAGIC = struct.Struct(">qiiB")
 class InvalidBatch(ValueError):
     """A batch that cannot be read: the Kafka error to answer is in ``error_name``."""
 
-    def __init__(self, message: str, error_name: str = "CORRUPT_MESSAGE") -> None:
+    def __init__(self, message: str, error_name: str = "CORRUPT_MESSAGE",
+                 record_errors: tuple[tuple[int, str], ...] = ()) -> None:
         super().__init__(message)
         self.error_name = error_name
+        # (index of the record in its batch, why it was refused): ProduceResponse's RecordErrors
+        self.record_errors = record_errors
 
 
 class BatchHeader(NamedTuple):

@@ -68,7 +68,7 @@ async def handle(ctx, request):
                 num_partitions=info.partitions,
                 replication_factor=replication,
                 configs=[
-                    {"name": k, "value": str(v), "read_only": False,
+                    {"name": k, "value": v, "read_only": False,
                      "config_source": 1 if k in info.configs else 5, "is_sensitive": False}
                     for k, v in sorted(configs.items())
                 ],

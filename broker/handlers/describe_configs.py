@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from broker.config import SETTINGS, TOPIC_DEFAULTS
 from broker.errors import code
-from broker.topics import TOPIC_CONFIG_TYPES, effective_topic_config
+from broker.topic_configs import TOPIC_CONFIGS
+from broker.topics import effective_topic_config
 
 API_KEY = 32
 TOPIC, BROKER = 2, 4
 # ConfigSource ids (DescribeConfigsResponse.json)
 TOPIC_CONFIG, DYNAMIC_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 4, 5
-# ConfigType ids (v3+)
-_TYPES = {bool: 1, str: 2, int: 5, float: 7}
+# ConfigType ids (v3+), by Kafka's ConfigDef type name and by Python type
+CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
+                   "CLASS": 8, "PASSWORD": 9}
+_TYPES = {bool: 1, str: 2, int: 5, float: 6}
 
 
 def _entry(name, value, source, synonyms, kind, doc, read_only=False) -> dict:
     return {"name": name, "value": None if value is None else _render(value), "read_only": read_only,
             "config_source": source, "is_sensitive": False,
-            "synonyms": synonyms, "config_type": _TYPES.get(kind, 0), "documentation": doc or None}
+            "synonyms": synonyms, "config_type": CONFIG_TYPE_IDS.get(kind, 0) if isinstance(kind, str)
+            else _TYPES.get(kind, 0), "documentation": doc or None}
 
 
 def _render(value) -> str:
@@ -42,7 +46,7 @@ def _topic_entries(ctx, name: str, keys, with_synonyms: bool) -> list[dict]:
         if broker_key and with_synonyms:
             synonyms.append({"name": broker_key, "value": _render(cluster.config[broker_key]),
                              "source": STATIC_BROKER if broker_key in cluster.config.explicit else DEFAULT})
-        out.append(_entry(key, value, source, synonyms if with_synonyms else [], TOPIC_CONFIG_TYPES[key], ""))
+        out.append(_entry(key, value, source, synonyms if with_synonyms else [], TOPIC_CONFIGS[key].kind, ""))
     return out
 
 

@@ -15,6 +15,7 @@ from broker.partition import ProduceRejected
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
+from protocol.record_codec import check_keys_for_compaction
 from protocol.records import RECORD_BATCH_OVERHEAD, InvalidBatch, RecordBatch, validate_produce_records
 
 API_KEY = 0
@@ -27,14 +28,15 @@ _NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION
                            "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"})
 
 
-def _error(index: int, error: str, log_start_offset: int = -1, message: str | None = None) -> dict:
+def _error(index: int, error: str, log_start_offset: int = -1, message: str | None = None,
+           record_errors: tuple[tuple[int, str], ...] = ()) -> dict:
     return {
         "index": index,
         "error_code": code(error),
         "base_offset": -1,
         "log_append_time": None,
         "log_start_offset": -1 if error in _NO_LOG_START else log_start_offset,
-        "record_errors": [],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors],
         "error_message": message,
     }
 
@@ -51,8 +53,10 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
                       f"Cannot append to internal topic {topic}")
     try:
         batch = validate_produce_records(data.records or b"", cluster.max_message_bytes(topic))
+        if partition.log.config.compacts:
+            check_keys_for_compaction(batch, f"{topic}-{data.index}")
     except InvalidBatch as e:
-        return _error(data.index, e.error_name, partition.log_start_offset, str(e))
+        return _error(data.index, e.error_name, partition.log_start_offset, str(e), e.record_errors)
     if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
         partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
         error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,

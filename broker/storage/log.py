@@ -94,6 +94,11 @@ class LogConfig:
             )
 
     @property
+    def compacts(self) -> bool:
+        """Whether the cleaner compacts the log (cleanup.policy contains compact)."""
+        return "compact" in self.cleanup_policy
+
+    @property
     def deletes(self) -> bool:
         """Whether time and size retention apply (cleanup.policy contains delete)."""
         return "delete" in self.cleanup_policy

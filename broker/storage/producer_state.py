@@ -2,13 +2,15 @@
 open transactions and the first unstable offset.
 
 Sans-IO: time is passed in as ``now_ms``; snapshot files are broker/storage/producer_snapshots.py's.
+A producer's last activity is the max timestamp of its last batch (or marker), as in
+Kafka, so a producer writing old CreateTime timestamps expires at the next check.
 
 Use on the produce path::
 
     check = state.check(batch, log_start_offset)   # pure, before append
     if check.error: answer check.error
     elif check.duplicate_of: answer NONE with check.duplicate_of.first_offset
-    else: append (assigns offsets), then state.update(batch, now_ms)
+    else: append (assigns offsets), then state.update(batch)
 
 Markers: ``check_marker`` before appending a COMMIT/ABORT batch, then
 ``complete_transaction`` with the offset it got (one check, before the append).
@@ -293,9 +295,10 @@ class ProducerStateManager:
             )
         return ACCEPT
 
-    def update(self, batch: RecordBatch, now_ms: int) -> None:
+    def update(self, batch: RecordBatch) -> None:
         """Records a data batch appended at its (now assigned) offsets. No validation:
-        this is also the replay path."""
+        this is also the replay path. The batch's max timestamp is the producer's last
+        activity (Kafka's lastTimestamp), whatever the broker's clock says."""
         self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
         pid = batch.producer_id
         if pid < 0:
@@ -318,7 +321,7 @@ class ProducerStateManager:
             entry,
             batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:],
             current_txn_first_offset=txn_first,
-            last_timestamp=now_ms,
+            last_timestamp=batch.max_timestamp,
         )
 
     # transaction markers ---------------------------------------------------
@@ -387,20 +390,20 @@ class ProducerStateManager:
         return sorted(expired)
 
     # recovery --------------------------------------------------------------
-    def rebuild(self, batches: Iterable[RecordBatch], now_ms: int,
+    def rebuild(self, batches: Iterable[RecordBatch],
                 on_completed: Callable[[CompletedTxn], None] | None = None) -> None:
         """Replays stored batches that this state does not cover yet (those ending at
         or after ``map_end_offset``), without validation: the log is the truth.
 
-        Replayed producers count as active at ``now_ms``, so a restart never makes a
-        producer expire earlier than it would have. ``on_completed`` sees every
-        transaction a replayed marker completes (to rebuild the aborted index).
+        Activity times come from the batches' timestamps, as they did when the batches
+        were appended. ``on_completed`` sees every transaction a replayed marker
+        completes (to rebuild the aborted index).
         """
         for batch in batches:
             if batch.last_offset < self.map_end_offset:
                 continue
             if not batch.is_control:
-                self.update(batch, now_ms)
+                self.update(batch)
                 continue
             self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
             try:
@@ -410,7 +413,8 @@ class ProducerStateManager:
                 continue
             commit = control_type == CONTROL_TYPE_COMMIT
             completed = self.complete_transaction(
-                batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch, now_ms
+                batch.producer_id, batch.producer_epoch, batch.base_offset, commit, coordinator_epoch,
+                batch.max_timestamp
             )
             if completed is not None and on_completed is not None:
                 on_completed(completed)

@@ -36,6 +36,7 @@ from coordinator.transaction.messages import (
 from coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    InvalidTransition,
     ProducerFenced,
     TransactionMetadata,
     is_epoch_exhausted,
@@ -205,8 +206,8 @@ class TransactionCoordinator:
                 txn_start_timestamp_ms=-1,
                 txn_last_update_timestamp_ms=now_ms,
             )
-        if md.state.is_prepare:
-            return _init_error(E.concurrent_transactions)
+        # KIP-360 fencing comes before anything else, as in Kafka: a fenced producer is
+        # told so even while markers are in flight.
         fenced = _fenced_error(api_version, 4)
         if expected_given and not (
             md.producer_epoch == NO_PRODUCER_EPOCH
@@ -214,6 +215,8 @@ class TransactionCoordinator:
             or (producer_id == md.previous_producer_id and is_epoch_exhausted(producer_epoch))
         ):
             return _init_error(fenced)
+        if md.state.is_prepare:
+            return _init_error(E.concurrent_transactions)
         if md.state is S.ONGOING:
             # Fence the running producer and abort its transaction; this epoch is never
             # handed out. The client retries and gets the next one (or a new producer id).
@@ -240,6 +243,10 @@ class TransactionCoordinator:
                 )
         except ProducerFenced:
             return _init_error(fenced)
+        except InvalidTransition:
+            # Kafka's IllegalStateException ("Cannot allocate any more producer epochs"):
+            # an exhausted epoch that is not the caller's own cannot be bumped.
+            return _init_error(E.unknown_server_error)
         taken = (ProducerIdTaken(next_producer_id),) if new.producer_id == next_producer_id else ()
         return Result(
             records=(self._record(new),),

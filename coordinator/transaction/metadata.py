@@ -67,6 +67,11 @@ class TransactionMetadata:
         self, new_txn_timeout_ms: int, expected_epoch: int | None, now_ms: int
     ) -> TransactionMetadata:
         """InitProducerId on an idle id: bump the epoch (KIP-360 rules when an epoch is given)."""
+        if self.is_producer_epoch_exhausted:
+            # Kafka checks this first: even a retry of the bump to MAX-1 is refused.
+            raise InvalidTransition(
+                f"cannot allocate more epochs for producer id {self.producer_id}"
+            )
         known = self.producer_epoch != NO_PRODUCER_EPOCH
         if expected_epoch is not None and known and expected_epoch != self.producer_epoch:
             if expected_epoch != self.last_producer_epoch:
@@ -75,12 +80,7 @@ class TransactionMetadata:
                     f"{self.producer_epoch} nor last epoch {self.last_producer_epoch}"
                 )
             # A retry of a bump that succeeded: answer with the current epoch again.
-            # (Checked before exhaustion, so a retry at epoch MAX-1 is answered too.)
             epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
-        elif self.is_producer_epoch_exhausted:
-            raise InvalidTransition(
-                f"cannot allocate more epochs for producer id {self.producer_id}"
-            )
         elif expected_epoch is None:
             # A new producer instance: a later retry of an older instance must be fenced.
             epoch, last_epoch = self.producer_epoch + 1, NO_PRODUCER_EPOCH
@@ -120,10 +120,8 @@ class TransactionMetadata:
         The result is never persisted as is; ``prepare_abort_or_commit(PREPARE_ABORT)`` on it
         gives the PrepareAbort record carrying the bumped epoch.
         """
-        if self.producer_epoch >= MAX_EPOCH:
-            raise InvalidTransition(
-                f"fencing producer id {self.producer_id} would overflow epoch {self.producer_epoch}"
-            )
+        # At MAX the epoch stays (Kafka 4 logs an error instead of failing): the abort
+        # still goes through, and the next InitProducerId rotates the producer id.
         # The fenced epoch is kept as the last epoch: Kafka 4.x aborts with the server's
         # transaction version (2, an epoch bump that records the last epoch), so after a
         # timeout abort the producer's own KIP-360 InitProducerId(pid, fenced epoch) is
@@ -131,7 +129,7 @@ class TransactionMetadata:
         # InitProducerId (no epoch given) clears it, so a real zombie stays fenced.
         return self._transit(
             TransactionState.PREPARE_EPOCH_FENCE,
-            producer_epoch=self.producer_epoch + 1,
+            producer_epoch=min(self.producer_epoch + 1, MAX_EPOCH),
             last_producer_epoch=self.producer_epoch,
         )
 

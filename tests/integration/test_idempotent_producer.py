@@ -101,8 +101,8 @@ class Wire:
         assert r.error_code == 0
         return r.producer_id, r.producer_epoch
 
-    async def produce(self, pid: int, epoch: int, seq: int, count: int = 1, tag: str = "v"):
-        batch = build_batch([(None, f"{tag}{seq + i}".encode(), (), 1000 + i) for i in range(count)],
+    async def produce(self, pid: int, epoch: int, seq: int, count: int = 1, tag: str = "v", timestamp: int = 1000):
+        batch = build_batch([(None, f"{tag}{seq + i}".encode(), (), timestamp + i) for i in range(count)],
                             producer_id=pid, producer_epoch=epoch, base_sequence=seq)
         r = await self.conn.request(0, 8, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
                                            "topic_data": [{"name": self.topic, "partition_data": [
@@ -245,6 +245,25 @@ async def test_producer_state_expires_after_inactivity(broker_factory, topic_nam
     while await w.producers() and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     assert await w.producers() == ()
+    await w.conn.close()
+
+
+async def test_producer_expiration_goes_by_the_batch_timestamp(broker_factory, topic_name):
+    # Kafka takes a producer's last activity from its batch's max timestamp: one that
+    # writes hour-old CreateTime timestamps loses its state at the next check.
+    broker = broker_factory({"producer.id.expiration.ms": 600_000, "producer.id.expiration.check.interval.ms": 100})
+    w = await _wire(broker, topic_name)
+    old_pid, old_epoch = await w.init_pid()
+    new_pid, new_epoch = await w.init_pid()
+    now = int(time.time() * 1000)
+    await w.produce(old_pid, old_epoch, 0, timestamp=now - 3_600_000)
+    await w.produce(new_pid, new_epoch, 0, timestamp=now)
+    deadline = time.monotonic() + 20
+    while len(await w.producers()) == 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert [p.producer_id for p in await w.producers()] == [new_pid]
+    # the expired producer is unknown now: it may go on at any sequence (KIP-360)
+    assert (await w.produce(old_pid, old_epoch, 7, timestamp=now)).error_code == 0
     await w.conn.close()
 
 

@@ -339,7 +339,7 @@ def test_a_producers_last_batch_stays_as_an_empty_header(pdir: Path) -> None:
     assert theirs.validate_crc() and list(theirs) == [] and theirs.next_offset == 4
     # Producer state rebuilt from the compacted log still knows the last sequence.
     state = ProducerStateManager()
-    state.rebuild(log.batches(), T)
+    state.rebuild(log.batches())
     assert state.entry(5).last_seq == 3
 
 
@@ -363,7 +363,7 @@ def test_an_aborted_transaction_that_is_a_producers_last_data_keeps_its_header_a
     batches = list(log.batches())
     assert [(b.base_offset, b.records_count, b.is_control) for b in batches] == [(0, 0, False), (abort_at, 1, True)]
     state = ProducerStateManager()
-    state.rebuild(log.batches(), T)
+    state.rebuild(log.batches())
     assert state.first_unstable_offset() is None
 
 

@@ -168,15 +168,16 @@ def test_aborted_transaction_index(tmp_path):
 
 def test_producer_snapshot(tmp_path):
     manager = ProducerStateManager()
-    manager.update(RecordBatch(build_batch([(None, b"v", [], T0)] * 3, base_offset=5, producer_id=42,
-                                           producer_epoch=1, base_sequence=0, transactional=True)), T0 + 50)
+    manager.update(RecordBatch(build_batch([(None, b"v", [], T0), (None, b"v", [], T0), (None, b"v", [], T0 + 50)],
+                                           base_offset=5, producer_id=42, producer_epoch=1, base_sequence=0,
+                                           transactional=True)))
     path = write_snapshot(manager, tmp_path, 8)
     result = dump(path)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1:] == [
         "producerId: 42 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: 5 "
         f"lastTimestamp: {T0 + 50} firstSequence: 0 lastSequence: 2 lastOffset: 7 offsetDelta: 2 "
-        f"timestamp: {T0} cachedBatches: 1"]
+        f"timestamp: {T0 + 50} cachedBatches: 1"]
     path.write_bytes(path.read_bytes()[:-3])
     result = dump(path)
     assert result.exit_code == 1

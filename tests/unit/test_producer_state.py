@@ -73,14 +73,14 @@ class Partition:
         self.log_end = 0
         self.log_start = 0
 
-    def produce(self, batch: RecordBatch, now_ms: int = NOW):
+    def produce(self, batch: RecordBatch):
         check = self.state.check(batch, self.log_start)
         if check.error or check.duplicate_of:
             return check
         batch.set_base_offset(self.log_end)
         self.log_end = batch.next_offset
         self.batches.append(batch)
-        self.state.update(batch, now_ms)
+        self.state.update(batch)
         return check
 
     def marker(self, pid=PID, epoch=0, commit=True, coordinator_epoch=0, now_ms=NOW):
@@ -260,7 +260,7 @@ def test_partial_retention_before_2_5_keeps_producer():
 
 def test_prepare_update_does_not_mutate():
     state = ProducerStateManager()
-    state.update(data_batch(seq=0), NOW)
+    state.update(data_batch(seq=0))
     before = state.entries()
     for batch in (data_batch(seq=1), data_batch(seq=5), data_batch(epoch=1, seq=0), data_batch(seq=0)):
         state.check(batch, 0)
@@ -367,12 +367,12 @@ def test_coordinator_fencing(commit):
 
 def test_describe_producers():
     p = Partition()
-    p.produce(data_batch(pid=1, epoch=2, seq=0, count=4), now_ms=NOW)
-    p.produce(data_batch(pid=2, epoch=0, seq=0, transactional=True), now_ms=NOW + 5)
+    p.produce(data_batch(pid=1, epoch=2, seq=0, count=4, ts=NOW))
+    p.produce(data_batch(pid=2, epoch=0, seq=0, transactional=True, ts=NOW + 5))
     p.marker(pid=2, commit=True, coordinator_epoch=9, now_ms=NOW + 6)
-    p.produce(data_batch(pid=2, epoch=0, seq=1, transactional=True), now_ms=NOW + 7)
+    p.produce(data_batch(pid=2, epoch=0, seq=1, transactional=True, ts=NOW + 7))
     assert p.state.describe() == [
-        ProducerDescription(1, 2, 3, NOW, -1, -1),
+        ProducerDescription(1, 2, 3, NOW + 3, -1, -1),  # the batch's max timestamp
         ProducerDescription(2, 0, 1, NOW + 7, 9, 6),
     ]
 
@@ -381,8 +381,8 @@ def test_describe_producers():
 
 def test_pid_expiration_timeout():
     p = Partition()
-    p.produce(data_batch(pid=1, seq=0), now_ms=NOW)
-    p.produce(data_batch(pid=2, seq=0), now_ms=NOW + 500)
+    p.produce(data_batch(pid=1, seq=0, ts=NOW))
+    p.produce(data_batch(pid=2, seq=0, ts=NOW + 500))
     assert p.state.remove_expired(NOW + 999, 1000) == []
     assert p.state.remove_expired(NOW + 1000, 1000) == [1]
     assert p.state.entry(1) is None and p.state.entry(2) is not None
@@ -390,9 +390,32 @@ def test_pid_expiration_timeout():
     assert p.produce(data_batch(pid=1, seq=1)).accepted
 
 
+def test_expiration_uses_the_batch_max_timestamp_not_the_clock():
+    # Kafka's lastTimestamp is the batch's max timestamp: a producer writing day-old
+    # CreateTime timestamps is expired at the next check, however recently it wrote.
+    p = Partition()
+    day = 86_400_000
+    p.produce(data_batch(pid=1, seq=0, ts=NOW - day))
+    p.produce(data_batch(pid=2, seq=0, count=3, ts=NOW - day))  # max timestamp NOW - day + 2
+    assert p.state.entry(1).last_timestamp == NOW - day
+    assert p.state.remove_expired(NOW, day) == [1]
+    assert p.state.remove_expired(NOW + 2, day) == [2]
+
+
+def test_rebuild_takes_activity_times_from_the_batches():
+    p = Partition()
+    p.produce(data_batch(pid=1, seq=0, ts=NOW - 50))
+    p.produce(data_batch(pid=2, seq=0, transactional=True, ts=NOW - 40))
+    p.batches.append(marker_batch(pid=2, offset=p.log_end))  # marker at NOW
+    rebuilt = ProducerStateManager()
+    rebuilt.rebuild(p.batches)
+    assert rebuilt.entry(1).last_timestamp == NOW - 50
+    assert rebuilt.entry(2).last_timestamp == NOW
+
+
 def test_producers_with_ongoing_transactions_dont_expire():
     p = Partition()
-    p.produce(data_batch(seq=0, transactional=True), now_ms=NOW)
+    p.produce(data_batch(seq=0, transactional=True, ts=NOW))
     assert p.state.remove_expired(NOW + 10_000_000, 1000) == []
     assert p.state.has_open_transaction(PID)
     p.marker(commit=False, now_ms=NOW + 10_000_000)
@@ -461,7 +484,7 @@ def test_recover_from_snapshot_empty_transaction(tmp_path):
 def test_take_snapshot_keeps_newest_two(tmp_path):
     state = ProducerStateManager()
     for offset in (5, 10, 20):
-        state.update(data_batch(seq=offset, offset=offset - 1), NOW)
+        state.update(data_batch(seq=offset, offset=offset - 1))
         write_snapshot(state, tmp_path, offset)
     assert [o for o, _ in list_snapshots(tmp_path)] == [10, 20]
     loaded, offset = load_latest_snapshot(tmp_path)
@@ -523,7 +546,7 @@ def test_snapshot_beyond_log_end_is_ignored(tmp_path):
 def test_rebuild_from_batches_equals_incremental_state():
     p = busy_partition()
     rebuilt = ProducerStateManager()
-    rebuilt.rebuild(p.batches, NOW)
+    rebuilt.rebuild(p.batches)
     assert rebuilt.entries() == p.state.entries()
     assert rebuilt.map_end_offset == p.log_end
     assert rebuilt.open_transactions() == p.state.open_transactions() == [OpenTxn(2, 10)]
@@ -539,7 +562,7 @@ def test_rebuild_after_snapshot_replays_only_the_tail(tmp_path):
     loaded, offset = load_latest_snapshot(tmp_path)
     assert offset == snapshot_end
     # all batches are given; those the snapshot covers are skipped
-    loaded.rebuild(p.batches, NOW)
+    loaded.rebuild(p.batches)
     assert loaded.entries() == p.state.entries()
     assert loaded.first_unstable_offset() is None
 
@@ -547,29 +570,29 @@ def test_rebuild_after_snapshot_replays_only_the_tail(tmp_path):
 def test_no_validation_on_first_entry_when_loading_log():
     # the log is the truth: replay accepts what check() would refuse
     state = ProducerStateManager(emulate_older_than_2_5=True)
-    state.rebuild([data_batch(epoch=3, seq=50, offset=0), data_batch(epoch=3, seq=70, offset=1)], NOW)
+    state.rebuild([data_batch(epoch=3, seq=50, offset=0), data_batch(epoch=3, seq=70, offset=1)])
     assert state.entry(PID).last_seq == 70
 
 
 def test_rebuild_skips_other_control_batches(caplog):
     state = ProducerStateManager()
     with caplog.at_level(logging.WARNING):
-        state.rebuild([leader_change_batch(offset=0), data_batch(seq=0, offset=1)], NOW)
+        state.rebuild([leader_change_batch(offset=0), data_batch(seq=0, offset=1)])
     assert list(state.entries()) == [PID] and state.map_end_offset == 2
     assert "skipping control batch at offset 0" in caplog.text
 
 
 def test_rebuild_applies_marker_coordinator_epoch():
     state = ProducerStateManager()
-    state.rebuild([data_batch(seq=0, transactional=True, offset=0), marker_batch(epoch=0, commit=False, coordinator_epoch=12, offset=1)], NOW)
+    state.rebuild([data_batch(seq=0, transactional=True, offset=0), marker_batch(epoch=0, commit=False, coordinator_epoch=12, offset=1)])
     assert not state.has_open_transaction(PID) and state.entry(PID).coordinator_epoch == 12
     assert state.check_marker(PID, 0, 11).error == "TRANSACTION_COORDINATOR_FENCED"
 
 
 def test_remove_expired_pids_on_reload(tmp_path):
     p = Partition()
-    p.produce(data_batch(pid=1, seq=0), now_ms=NOW)
-    p.produce(data_batch(pid=2, seq=0), now_ms=NOW + 5000)
+    p.produce(data_batch(pid=1, seq=0, ts=NOW))
+    p.produce(data_batch(pid=2, seq=0, ts=NOW + 5000))
     write_snapshot(p.state, tmp_path, p.log_end)
     loaded, _ = load_latest_snapshot(tmp_path)
     assert loaded.remove_expired(NOW + 6000, 2000) == [1]

@@ -249,6 +249,30 @@ def test_should_wait_for_commit_to_complete_on_handle_init_pid_in_prepare_state(
     assert result == Result(response=InitProducerIdResponse(E.concurrent_transactions))
 
 
+@pytest.mark.parametrize("state", [S.PREPARE_COMMIT, S.PREPARE_ABORT])
+def test_kip_360_fencing_comes_before_concurrent_transactions(state):
+    # Kafka checks the expected producer id before the Prepare* state
+    h = owned(meta(state, pid=PID + 1, previous=PID))
+    assert h.init_producer_id(TID, TIMEOUT, PID - 5, EPOCH, INIT_V, NOW).response.error is E.producer_fenced
+    assert h.init_producer_id(TID, TIMEOUT, PID + 1, EPOCH, INIT_V, NOW).response.error is E.concurrent_transactions
+
+
+def test_exhausted_epoch_is_bumped_only_by_its_own_producer():
+    # rotation needs the caller's epoch to be the exhausted one; anything else hits
+    # Kafka's IllegalStateException, which clients see as UNKNOWN_SERVER_ERROR
+    h = owned(meta(S.EMPTY, epoch=MAX - 1, last_epoch=MAX - 2), first_pid=500)
+    assert h.init_producer_id(TID, TIMEOUT, PID, MAX - 2, INIT_V, NOW).response.error is E.unknown_server_error
+    rotated = h.append(h.init_producer_id(TID, TIMEOUT, PID, MAX - 1, INIT_V, NOW))
+    assert rotated.response == InitProducerIdResponse(E.none, 500, 0)
+
+
+def test_timed_out_transaction_at_max_epoch_is_aborted_without_overflow():
+    h = owned(meta(S.ONGOING, epoch=MAX, start=NOW - 10 * TIMEOUT))
+    [result] = h.abort_timed_out_transactions(NOW)
+    _, value = only_record(result)
+    assert (value.producer_epoch, value.transaction_status) == (MAX, S.PREPARE_ABORT.id)
+
+
 def test_should_not_bump_epoch_with_pending_transaction():
     h = owned(meta(S.PREPARE_COMMIT))
     result = h.init_producer_id(TID, TIMEOUT, PID, 10, INIT_V, NOW)

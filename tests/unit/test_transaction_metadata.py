@@ -127,9 +127,10 @@ def test_invalid_transition_from_complete_or_empty_to_fence(state):
         metadata(MAX_EPOCH - 1, state=state).prepare_fence_producer_epoch()
 
 
-def test_fence_producer_not_allowed_if_it_would_overflow():
-    with pytest.raises(InvalidTransition):
-        metadata(MAX_EPOCH, state=S.ONGOING).prepare_fence_producer_epoch()
+def test_fence_producer_at_max_epoch_keeps_the_epoch():
+    # Kafka 4 lets the fence (and the abort after it) through without overflowing
+    fencing = metadata(MAX_EPOCH, state=S.ONGOING).prepare_fence_producer_epoch()
+    assert (fencing.state, fencing.producer_epoch) == (S.PREPARE_EPOCH_FENCE, MAX_EPOCH)
 
 
 def test_rotate_producer_id():
@@ -165,10 +166,11 @@ def test_attempted_epoch_bump_with_last_epoch():
     assert (new.producer_epoch, new.last_producer_epoch) == (735, 734)
 
 
-def test_retry_with_last_epoch_is_answered_even_when_exhausted():
+def test_no_bump_at_all_once_exhausted_not_even_a_retry():
+    # Kafka's prepareIncrementProducerEpoch checks exhaustion before the retry case
     md = metadata(MAX_EPOCH - 1, last_epoch=MAX_EPOCH - 2)
-    new = md.prepare_increment_producer_epoch(30000, MAX_EPOCH - 2, NOW)
-    assert (new.producer_epoch, new.last_producer_epoch) == (MAX_EPOCH - 1, MAX_EPOCH - 2)
+    with pytest.raises(InvalidTransition):
+        md.prepare_increment_producer_epoch(30000, MAX_EPOCH - 2, NOW)
 
 
 def test_attempted_epoch_bump_with_fenced_epoch():
