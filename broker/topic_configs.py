@@ -1,4 +1,4 @@
-"""Every topic config Kafka 4.x knows (LogConfig), with its type, default and bounds.
+"""Every topic config Kafka 4.4 knows (LogConfig), with its type, default and bounds.
 
 A name not in this table is refused as Kafka refuses it ("Unknown topic config name").
 The names the log acts on are those of ``broker.storage.log.LogConfig``; the others
@@ -22,7 +22,7 @@ class InvalidTopicConfig(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class TopicConfigDef:
+class ConfigDef:
     name: str
     kind: str  # Kafka's ConfigDef type: BOOLEAN, STRING, INT, LONG, DOUBLE, LIST
     default: object
@@ -89,45 +89,49 @@ def _num(x: float) -> str:
 
 
 _DEFS = [
-    TopicConfigDef("cleanup.policy", "LIST", ["delete"], choices=("compact", "delete")),
-    TopicConfigDef("compression.gzip.level", "INT", -1, -1, 9),
-    TopicConfigDef("compression.lz4.level", "INT", 9, 1, 17),
-    TopicConfigDef("compression.type", "STRING", "producer", choices=COMPRESSION_TYPES),
-    TopicConfigDef("compression.zstd.level", "INT", 3, -131072, 22),
-    TopicConfigDef("delete.retention.ms", "LONG", 86400000, 0),
-    TopicConfigDef("file.delete.delay.ms", "LONG", 60000, 0),
-    TopicConfigDef("flush.messages", "LONG", LONG_MAX, 1),
-    TopicConfigDef("flush.ms", "LONG", LONG_MAX, 0),
-    TopicConfigDef("follower.replication.throttled.replicas", "LIST", []),
-    TopicConfigDef("index.interval.bytes", "INT", 4096, 0),
-    TopicConfigDef("leader.replication.throttled.replicas", "LIST", []),
-    TopicConfigDef("local.retention.bytes", "LONG", -2, -2),
-    TopicConfigDef("local.retention.ms", "LONG", -2, -2),
-    TopicConfigDef("max.compaction.lag.ms", "LONG", LONG_MAX, 1),
-    TopicConfigDef("max.message.bytes", "INT", 1048588, 0),
-    TopicConfigDef("message.timestamp.after.max.ms", "LONG", LONG_MAX, 0),
-    TopicConfigDef("message.timestamp.before.max.ms", "LONG", LONG_MAX, 0),
-    TopicConfigDef("message.timestamp.type", "STRING", "CreateTime", choices=("CreateTime", "LogAppendTime")),
-    TopicConfigDef("min.cleanable.dirty.ratio", "DOUBLE", 0.5, 0, 1),
-    TopicConfigDef("min.compaction.lag.ms", "LONG", 0, 0),
-    TopicConfigDef("min.insync.replicas", "INT", 1, 1),
-    TopicConfigDef("preallocate", "BOOLEAN", False),
-    TopicConfigDef("remote.log.copy.disable", "BOOLEAN", False),
-    TopicConfigDef("remote.log.delete.on.disable", "BOOLEAN", False),
-    TopicConfigDef("remote.storage.enable", "BOOLEAN", False),
-    TopicConfigDef("retention.bytes", "LONG", -1),
-    TopicConfigDef("retention.ms", "LONG", 604800000, -1),
+    ConfigDef("cleanup.policy", "LIST", ["delete"], choices=("compact", "delete")),
+    ConfigDef("compression.gzip.level", "INT", -1, -1, 9),
+    ConfigDef("compression.lz4.level", "INT", 9, 1, 17),
+    ConfigDef("compression.type", "STRING", "producer", choices=COMPRESSION_TYPES),
+    ConfigDef("compression.zstd.level", "INT", 3, -131072, 22),
+    ConfigDef("delete.retention.ms", "LONG", 86400000, 0),
+    ConfigDef("errors.deadletterqueue.group.enable", "BOOLEAN", False),
+    ConfigDef("file.delete.delay.ms", "LONG", 60000, 0),
+    ConfigDef("flush.messages", "LONG", LONG_MAX, 1),
+    ConfigDef("flush.ms", "LONG", LONG_MAX, 0),
+    ConfigDef("follower.replication.throttled.replicas", "LIST", []),
+    ConfigDef("index.interval.bytes", "INT", 4096, 0),
+    ConfigDef("leader.replication.throttled.replicas", "LIST", []),
+    ConfigDef("local.retention.bytes", "LONG", -2, -2),
+    ConfigDef("local.retention.ms", "LONG", -2, -2),
+    ConfigDef("max.compaction.lag.ms", "LONG", LONG_MAX, 1),
+    ConfigDef("max.decompressed.message.bytes", "INT", 2147483639, 0),
+    ConfigDef("max.message.bytes", "INT", 1048588, 0),
+    ConfigDef("message.timestamp.after.max.ms", "LONG", 3600000, 0),
+    ConfigDef("message.timestamp.before.max.ms", "LONG", LONG_MAX, 0),
+    ConfigDef("message.timestamp.type", "STRING", "CreateTime", choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("min.cleanable.dirty.ratio", "DOUBLE", 0.5, 0, 1),
+    ConfigDef("min.compaction.lag.ms", "LONG", 0, 0),
+    ConfigDef("min.insync.replicas", "INT", 1, 1),
+    ConfigDef("preallocate", "BOOLEAN", False),
+    ConfigDef("remote.copy.lag.bytes", "LONG", -1, -1),
+    ConfigDef("remote.copy.lag.ms", "LONG", 0, -1),
+    ConfigDef("remote.log.copy.disable", "BOOLEAN", False),
+    ConfigDef("remote.log.delete.on.disable", "BOOLEAN", False),
+    ConfigDef("remote.storage.enable", "BOOLEAN", False),
+    ConfigDef("retention.bytes", "LONG", -1),
+    ConfigDef("retention.ms", "LONG", 604800000, -1),
     # Kafka 4 wants at least 1 MiB here (tests use internal.segment.bytes); the emulator
     # keeps the old floor of 14 bytes so that small segments stay easy to test.
-    TopicConfigDef("segment.bytes", "INT", 1073741824, 14),
-    TopicConfigDef("segment.index.bytes", "INT", 10485760, 4),
-    TopicConfigDef("segment.jitter.ms", "LONG", 0, 0),
-    TopicConfigDef("segment.ms", "LONG", 604800000, 1),
-    TopicConfigDef("unclean.leader.election.enable", "BOOLEAN", False),
+    ConfigDef("segment.bytes", "INT", 1073741824, 14),
+    ConfigDef("segment.index.bytes", "INT", 10485760, 4),
+    ConfigDef("segment.jitter.ms", "LONG", 0, 0),
+    ConfigDef("segment.ms", "LONG", 604800000, 1),
+    ConfigDef("unclean.leader.election.enable", "BOOLEAN", False),
 ]
-TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 # Kafka accepts this internal name too (LogConfig.configNames includes internal configs).
-TOPIC_CONFIGS["internal.segment.bytes"] = TopicConfigDef("internal.segment.bytes", "INT", None, 14)
+TOPIC_CONFIGS["internal.segment.bytes"] = ConfigDef("internal.segment.bytes", "INT", None, 14)
 # Shown by DescribeConfigs (Kafka hides internal configs).
 PUBLIC_TOPIC_CONFIGS = tuple(n for n in sorted(TOPIC_CONFIGS) if n != "internal.segment.bytes")
 

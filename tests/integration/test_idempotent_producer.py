@@ -239,7 +239,7 @@ async def test_producer_state_expires_after_inactivity(broker_factory, topic_nam
     broker = broker_factory({"producer.id.expiration.ms": 500, "producer.id.expiration.check.interval.ms": 100})
     w = await _wire(broker, topic_name)
     pid, epoch = await w.init_pid()
-    await w.produce(pid, epoch, 0)
+    await w.produce(pid, epoch, 0, timestamp=int(time.time() * 1000))  # activity is the batch's timestamp
     assert len(await w.producers()) == 1
     deadline = time.monotonic() + 10
     while await w.producers() and time.monotonic() < deadline:
