@@ -6,14 +6,17 @@ import asyncio
 import logging
 from pathlib import Path
 
+from broker.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.cluster import STOPPED, Cluster
 from broker.config import BrokerConfig
+from broker.dynamic_configs import DynamicConfigs
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
 from broker.faults import FaultRules
 from broker.network import Network
 from broker.node import BrokerNode
+from broker.scram_credentials import ScramCredentials
 from broker.timers import every
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
@@ -38,6 +41,11 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
+        meta = self.data_dir / "meta"
+        self.dynamic_configs = DynamicConfigs(meta, config)  # before any log config is computed
+        self.authorizer = Authorizer(meta, bool(config["authorizer.class.name"]), config["super.users"],
+                                     config["allow.everyone.if.no.acl.found"])
+        self.scram_credentials = ScramCredentials(meta)
         self.cluster = Cluster(config, self.data_dir, clock)
         self._cleaner = None
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")

@@ -116,6 +116,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.refuse.sequence.reuse", _bool, False,
                 doc="refuse with OUT_OF_ORDER_SEQUENCE_NUMBER a transactional batch whose sequences match a "
                     "batch of an already-ended transaction (Kafka answers it as a duplicate)"),
+        Setting("authorizer.class.name", _str, "",
+                doc="any value turns the ACL authorizer on (Kafka names StandardAuthorizer here)"),
+        Setting("super.users", _str, "", doc="principals that pass every ACL check, ';'-separated"),
+        Setting("allow.everyone.if.no.acl.found", _bool, False),
         Setting("emulate.fault.hold.txn.markers", _bool, False,
                 doc="fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers"),
         Setting("emulate.fault.coordinator.load.ms", _long, 0,
@@ -143,6 +147,10 @@ class BrokerConfig:
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
         self.explicit: set[str] = set()
+        # Set at run time by AlterConfigs (broker.dynamic_configs): for this broker, and
+        # the cluster-wide default; both win over the properties file.
+        self.dynamic: dict[str, Any] = {}
+        self.dynamic_default: dict[str, Any] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
 
@@ -159,10 +167,36 @@ class BrokerConfig:
             self._values["node.id"] = self._values[key]
 
     def __getitem__(self, key: str) -> Any:
+        if key in self.dynamic:
+            return self.dynamic[key]
+        if key in self.dynamic_default:
+            return self.dynamic_default[key]
         return self._values[key]
 
     def items(self):
-        return self._values.items()
+        return ((key, self[key]) for key in self._values)
+
+    def source(self, key: str) -> str:
+        """Where a setting's value comes from, as DescribeConfigs names it."""
+        if key in self.dynamic:
+            return "dynamic"
+        if key in self.dynamic_default:
+            return "dynamic_default"
+        return "static" if key in self.explicit else "default"
+
+    def static_value(self, key: str) -> Any:
+        """The value from the properties file, overrides or default, ignoring AlterConfigs."""
+        return self._values[key]
+
+    def parse(self, key: str, raw: Any) -> Any:
+        """The typed value of a setting, or ConfigError."""
+        setting = SETTINGS.get(key)
+        if setting is None:
+            raise ConfigError(f"unknown setting {key!r}")
+        try:
+            return setting.parse(raw)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"bad value for {key}: {raw!r} ({e})") from e
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "BrokerConfig":
@@ -178,7 +212,7 @@ class BrokerConfig:
         return config
 
     def topic_default(self, topic_key: str) -> Any:
-        return self._values[TOPIC_DEFAULTS[topic_key]]
+        return self[TOPIC_DEFAULTS[topic_key]]
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -85,13 +85,18 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset of the oldest open transaction, clamped to the log start
-        offset (DeleteRecords or retention may have passed it, as in Kafka's
-        updateFirstUnstableOffset), else the high watermark."""
+        """The first offset of the oldest open transaction, else the high watermark.
+
+        When DeleteRecords or retention has moved the log start past that offset, Kafka
+        (updateFirstUnstableOffset) re-reads the offset metadata at the log start: the
+        LSO becomes the base offset of the batch holding the log start offset."""
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
             return self.high_watermark
-        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
+        start = self.log_start_offset
+        if first_unstable < start:
+            first_unstable = next((b.base_offset for b in self.log.batches(start)), start)
+        return min(first_unstable, self.high_watermark)
 
     @property
     def log_start_offset(self) -> int:

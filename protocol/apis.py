@@ -38,8 +38,8 @@ class ApiRange:
 # ("flexibleVersions"); tests check it against kio's schemas. Absent: never flexible.
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
-    19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 32: 4, 37: 2, 42: 2, 43: 2, 45: 0, 46: 0,
-    60: 0, 61: 0, 65: 0, 66: 0,
+    19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2,
+    35: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0,
 }
 NEVER_FLEXIBLE = 1 << 15
 
@@ -75,13 +75,21 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     26: ("EndTxn", 0, 0, 4),
     27: ("WriteTxnMarkers", 1, 1, 2),
     28: ("TxnOffsetCommit", 0, 0, 5),
+    29: ("DescribeAcls", 1, 1, 3),
+    30: ("CreateAcls", 1, 1, 3),
+    31: ("DeleteAcls", 1, 1, 3),
     32: ("DescribeConfigs", 1, 1, 4),
+    33: ("AlterConfigs", 0, 0, 2),
+    35: ("DescribeLogDirs", 1, 1, 4),
     37: ("CreatePartitions", 0, 0, 3),
     42: ("DeleteGroups", 0, 0, 2),
     43: ("ElectLeaders", 0, 0, 2),
+    44: ("IncrementalAlterConfigs", 0, 0, 1),
     45: ("AlterPartitionReassignments", 0, 0, 0),
     46: ("ListPartitionReassignments", 0, 0, 0),
     47: ("OffsetDelete", 0, 0, 0),
+    50: ("DescribeUserScramCredentials", 0, 0, 0),
+    51: ("AlterUserScramCredentials", 0, 0, 0),
     60: ("DescribeCluster", 0, 0, 1),
     61: ("DescribeProducers", 0, 0, 0),
     65: ("DescribeTransactions", 0, 0, 0),
@@ -95,7 +103,8 @@ PROFILE_MAXIMA: dict[str, dict[int, int | None]] = {
     "2.4": {
         0: 8, 1: 11, 2: 5, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5,
         16: 3, 18: 3, 19: 5, 20: 4, 21: 1, 22: 2, 24: 1, 25: 1, 26: 1, 27: 0, 28: 2,
-        23: 3, 32: 2, 37: 1, 42: 2, 43: 2, 45: 0, 46: 0, 47: 0, 60: None, 61: None, 65: None, 66: None,
+        23: 3, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 35: 1, 37: 1, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0,
+        50: None, 51: None, 60: None, 61: None, 65: None, 66: None,
     },
 }
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "2.4": {0: 3, 2: 1, 8: 2}}

@@ -121,7 +121,7 @@ def check_keys_for_compaction(batch: RecordBatch, partition_name: str) -> None:
     """A compacted topic takes only keyed records: Kafka's LogValidator refuses the
     whole batch with INVALID_RECORD and names every keyless record's index."""
     errors = tuple(
-        (i, f"Compacted topic cannot accept message without key in topic partition {partition_name}.")
+        (i, f"Compacted topic cannot accept message without key in topic partition {partition_name}")
         for i, record in enumerate(decode_records(batch))
         if record.key is None
     )

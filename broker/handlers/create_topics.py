@@ -1,5 +1,6 @@
 """CreateTopics (19), v2-v7: validates names, counts and configs as Kafka does."""
 
+from broker.acls import CLUSTER, CLUSTER_NAME, CREATE, TOPIC, allowed
 from broker.errors import code
 from broker.topics import TopicError, effective_topic_config
 
@@ -40,6 +41,10 @@ async def handle(ctx, request):
             results.append(result)
             continue
         seen.add(t.name)
+        if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, t.name)):
+            result.update(error_code=code("TOPIC_AUTHORIZATION_FAILED"), error_message="Authorization failed.")
+            results.append(result)
+            continue
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
             result.update(error_code=code("INVALID_REQUEST"), error_message=(

@@ -1,5 +1,7 @@
 """DescribeCluster (60): the emulated nodes, as admin clients list brokers."""
 
+from broker.acls import CLUSTER, CLUSTER_NAME, NOT_REQUESTED, authorized_operations
+
 API_KEY = 60
 
 
@@ -11,5 +13,6 @@ async def handle(ctx, request):
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.controller_id,
         "brokers": [{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.live_nodes],
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        if request.include_cluster_authorized_operations else NOT_REQUESTED,
     }

@@ -1,16 +1,19 @@
-"""DescribeConfigs (32): topic and broker configs with their sources and synonyms."""
+"""DescribeConfigs (32): topic, broker and group configs with Kafka's sources and synonyms."""
 
 from __future__ import annotations
 
 from broker.config import SETTINGS, TOPIC_DEFAULTS
+from broker.dynamic_configs import DYNAMIC_BROKER_SETTINGS, GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS
 from broker.errors import code
 from broker.topic_configs import TOPIC_CONFIGS
 from broker.topics import effective_topic_config
 
 API_KEY = 32
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 # ConfigSource ids (DescribeConfigsResponse.json)
-TOPIC_CONFIG, DYNAMIC_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 4, 5
+TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 2, 3, 4, 5, 8
+_SOURCES = {"dynamic": DYNAMIC_BROKER, "dynamic_default": DYNAMIC_DEFAULT_BROKER, "static": STATIC_BROKER,
+            "default": DEFAULT}
 # ConfigType ids (v3+), by Kafka's ConfigDef type name and by Python type
 CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
                    "CLASS": 8, "PASSWORD": 9}
@@ -28,6 +31,19 @@ def _render(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _broker_synonyms(config, key: str) -> list[dict]:
+    """A broker setting at every level that sets it, most specific first (Kafka's order)."""
+    out = []
+    if key in config.dynamic:
+        out.append({"name": key, "value": _render(config.dynamic[key]), "source": DYNAMIC_BROKER})
+    if key in config.dynamic_default:
+        out.append({"name": key, "value": _render(config.dynamic_default[key]), "source": DYNAMIC_DEFAULT_BROKER})
+    if key in config.explicit:
+        out.append({"name": key, "value": _render(config.static_value(key)), "source": STATIC_BROKER})
+    out.append({"name": key, "value": _render(SETTINGS[key].default), "source": DEFAULT})
+    return out
+
+
 def _topic_entries(ctx, name: str, keys, with_synonyms: bool) -> list[dict]:
     cluster = ctx.cluster
     info = cluster.topics.by_name[name]
@@ -42,23 +58,38 @@ def _topic_entries(ctx, name: str, keys, with_synonyms: bool) -> list[dict]:
             source = TOPIC_CONFIG
             synonyms.append({"name": key, "value": info.configs[key], "source": TOPIC_CONFIG})
         else:
-            source = STATIC_BROKER if broker_key in cluster.config.explicit else DEFAULT
-        if broker_key and with_synonyms:
-            synonyms.append({"name": broker_key, "value": _render(cluster.config[broker_key]),
-                             "source": STATIC_BROKER if broker_key in cluster.config.explicit else DEFAULT})
+            source = _SOURCES[cluster.config.source(broker_key)] if broker_key else DEFAULT
+        if broker_key:
+            synonyms += _broker_synonyms(cluster.config, broker_key)
         out.append(_entry(key, value, source, synonyms if with_synonyms else [], TOPIC_CONFIGS[key].kind, ""))
     return out
 
 
-def _broker_entries(ctx, keys) -> list[dict]:
+def _broker_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
     config = ctx.cluster.config
     out = []
     for key, value in sorted(config.items()):
         if keys is not None and key not in keys:
             continue
-        source = STATIC_BROKER if key in config.explicit else DEFAULT
-        # Broker settings are static: they change only with a restart.
-        out.append(_entry(key, value, source, [], type(SETTINGS[key].default), SETTINGS[key].doc, read_only=True))
+        synonyms = _broker_synonyms(config, key) if with_synonyms else []
+        # Only the settings that are topic defaults change at run time (AlterConfigs).
+        out.append(_entry(key, value, _SOURCES[config.source(key)], synonyms, type(SETTINGS[key].default),
+                          SETTINGS[key].doc, read_only=key not in DYNAMIC_BROKER_SETTINGS))
+    return out
+
+
+def _group_entries(ctx, group: str, keys, with_synonyms: bool) -> list[dict]:
+    dynamic = ctx.broker.dynamic_configs
+    out = []
+    for key, definition in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and key not in keys:
+            continue
+        value, overridden = dynamic.group_value(group, key)
+        synonyms = [{"name": key, "value": value, "source": GROUP_CONFIG}] if overridden else []
+        synonyms.append({"name": GROUP_CONFIG_SYNONYMS[key], "value": definition.render(definition.default),
+                         "source": DEFAULT})
+        out.append(_entry(key, value, GROUP_CONFIG if overridden else DEFAULT,
+                          synonyms if with_synonyms else [], definition.kind, ""))
     return out
 
 
@@ -80,7 +111,12 @@ async def handle(ctx, request):
                 result.update(error_code=code("INVALID_REQUEST"),
                               error_message=f"Unexpected broker id, expected {ctx.connection.node_id}")
             else:
-                result["configs"] = _broker_entries(ctx, keys)
+                result["configs"] = _broker_entries(ctx, keys, with_synonyms)
+        elif r.resource_type == GROUP:
+            if not r.resource_name:
+                result.update(error_code=code("INVALID_REQUEST"), error_message="Group name must not be empty")
+            else:
+                result["configs"] = _group_entries(ctx, r.resource_name, keys, with_synonyms)
         else:
             result.update(error_code=code("INVALID_REQUEST"),
                           error_message=f"Unsupported resource type {r.resource_type}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.acls import READ, TOPIC, allowed
 from broker.errors import code
 from broker.storage.log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
@@ -42,8 +43,11 @@ class _Plan:
                 name = t.topic
                 missing = "UNKNOWN_TOPIC_OR_PARTITION"
             entries = []
+            readable = name is None or allowed(ctx, READ, TOPIC, name)
             for p in t.partitions:
                 part, error = ctx.led_partition(name, p.partition, missing, getattr(p, "current_leader_epoch", -1))
+                if not readable:
+                    part, error = None, "TOPIC_AUTHORIZATION_FAILED"
                 if error is None:
                     entries.append((p, part))
                     continue

@@ -7,6 +7,8 @@ which persists the new epoch before this answer leaves; it is handed the id a ne
 mapping would get and reports whether it took it.
 """
 
+from broker.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
+from broker.errors import code
 from protocol.messages import ms
 
 API_KEY = 22
@@ -14,7 +16,11 @@ API_KEY = 22
 
 async def handle(ctx, request):
     if request.transactional_id is None:
+        if not may_write_idempotently(ctx):
+            return {"error_code": code("CLUSTER_AUTHORIZATION_FAILED"), "producer_id": -1, "producer_epoch": -1}
         return {"error_code": 0, "producer_id": ctx.broker.producer_ids.next_producer_id(), "producer_epoch": 0}
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"error_code": code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), "producer_id": -1, "producer_epoch": -1}
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.init_producer_id(
         request.transactional_id,

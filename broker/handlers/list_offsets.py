@@ -6,6 +6,7 @@ timestamp lookup finds the batch through the time index and the record inside it
 
 from __future__ import annotations
 
+from broker.acls import DESCRIBE, TOPIC, allowed
 from broker.errors import code
 from protocol import record_codec
 
@@ -43,9 +44,12 @@ async def handle(ctx, request):
     topics = []
     for t in request.topics:
         partitions = []
+        describable = allowed(ctx, DESCRIBE, TOPIC, t.name)
         for p in t.partitions:
             part, error = ctx.led_partition(t.name, p.partition_index,
                                             current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+            if not describable:
+                part, error = None, "TOPIC_AUTHORIZATION_FAILED"
             result = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                       "leader_epoch": -1}
             if error is not None:

@@ -4,6 +4,16 @@ v0: an empty topic list means all topics. v1+: null means all, empty means none.
 v10+ carries topic ids and accepts topics by id.
 """
 
+from broker.acls import (
+    CLUSTER,
+    CLUSTER_NAME,
+    CREATE,
+    DESCRIBE,
+    NOT_REQUESTED,
+    TOPIC,
+    allowed,
+    authorized_operations,
+)
 from broker.errors import ProtocolViolation, code
 from broker.topics import TopicError, validate_topic_name
 from protocol.messages import ZERO_UUID
@@ -29,14 +39,15 @@ def _partitions(ctx, topic) -> list[dict]:
     return out
 
 
-def _topic(ctx, topic) -> dict:
+def _topic(ctx, topic, with_operations: bool = False) -> dict:
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
         "partitions": _partitions(ctx, topic),
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": authorized_operations(ctx, TOPIC, topic.name) if with_operations
+        else NOT_REQUESTED,
     }
 
 
@@ -48,8 +59,10 @@ async def handle(ctx, request):
     cluster = ctx.cluster
     registry = cluster.topics
     requested = request.topics
+    ops = getattr(request, "include_topic_authorized_operations", False)
     if requested is None or (ctx.version == 0 and len(requested) == 0):
-        topics = [_topic(ctx, t) for t in registry.by_name.values()]
+        # only the topics the client may describe are listed (Kafka's rule with ACLs)
+        topics = [_topic(ctx, t, ops) for t in registry.by_name.values() if allowed(ctx, DESCRIBE, TOPIC, t.name)]
     else:
         auto_create = getattr(request, "allow_auto_topic_creation", True) and cluster.config["auto.create.topics.enable"]
         topics = []
@@ -62,10 +75,18 @@ async def handle(ctx, request):
                 raise ProtocolViolation(f"Topic name can not be null for Metadata version {ctx.version}")
             if name is None:
                 info = registry.by_id.get(topic_id)
-                topics.append(_topic(ctx, info) if info else _error_topic(None, "UNKNOWN_TOPIC_ID", topic_id))
+                if info is not None and not allowed(ctx, DESCRIBE, TOPIC, info.name):
+                    info = None  # an id the client may not describe is unknown to it
+                topics.append(_topic(ctx, info, ops) if info else _error_topic(None, "UNKNOWN_TOPIC_ID", topic_id))
+                continue
+            if not allowed(ctx, DESCRIBE, TOPIC, name):
+                topics.append(_error_topic(name, "TOPIC_AUTHORIZATION_FAILED"))
                 continue
             info = registry.by_name.get(name)
             if info is None and auto_create:
+                if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, name)):
+                    topics.append(_error_topic(name, "TOPIC_AUTHORIZATION_FAILED"))
+                    continue
                 try:
                     validate_topic_name(name)
                     info = cluster.create_topic(name)
@@ -74,12 +95,13 @@ async def handle(ctx, request):
                     continue
                 # Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; we
                 # elect leaders at once, so clients can use it right away.
-            topics.append(_topic(ctx, info) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
+            topics.append(_topic(ctx, info, ops) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
     return {
         "brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.live_nodes],
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        if getattr(request, "include_cluster_authorized_operations", False) else NOT_REQUESTED,
         "error_code": 0,
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from broker.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from broker.errors import ProtocolViolation, code
 from broker.partition import ProduceRejected
 from protocol import messages
@@ -43,6 +44,8 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
 
 def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | None) -> dict:
     cluster = ctx.cluster
+    if not allowed(ctx, WRITE, TOPIC, topic):
+        return _error(data.index, "TOPIC_AUTHORIZATION_FAILED")
     partition, error = ctx.led_partition(topic, data.index)
     if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
         return _error(data.index, error) | {"current_leader": ctx.current_leader(topic, data.index)}
@@ -102,10 +105,14 @@ async def handle(ctx, request):
             {"name": topic.name, "partition_responses": [
                 _error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") for data in topic.partition_data]}
             for topic in request.topic_data]}
+    txn_denied = request.transactional_id is not None and not allowed(
+        ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id)
     for topic in request.topic_data:
         results = []
         for data in topic.partition_data:
-            if acks not in (0, 1, -1):
+            if txn_denied:
+                results.append(_error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))
+            elif acks not in (0, 1, -1):
                 results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
             else:
                 results.append(_produce_partition(ctx, topic.name, data, now, request.transactional_id))

@@ -1,0 +1,219 @@
+"""ACLs and an authorizer with the rules of Kafka's StandardAuthorizer.
+
+Bindings are kept in ``meta/acls.json``. The authorizer is on when
+``authorizer.class.name`` is set (any non-empty value, as Kafka's name for
+StandardAuthorizer); then every request is checked: DENY beats ALLOW, ALL covers every
+operation, READ/WRITE/DELETE/ALTER imply DESCRIBE and ALTER_CONFIGS implies
+DESCRIBE_CONFIGS, ``super.users`` pass every check, and a resource without any ACL is
+open only with ``allow.everyone.if.no.acl.found``. Clients connect without SASL here,
+so every client is ``User:ANONYMOUS`` from its address.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from broker.storage.files import replace_atomically
+
+# ResourceType, PatternType, AclOperation and AclPermissionType ids (Kafka's enums)
+ANY_RESOURCE, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER = 1, 2, 3, 4, 5, 6, 7
+ANY_PATTERN, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
+ANY_OP, ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION = 1, 2, 3, 4, 5, 6, 7, 8, 9
+DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS, TWO_PHASE_COMMIT = (
+    10, 11, 12, 13, 14, 15)
+ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
+CLUSTER_NAME = "kafka-cluster"
+WILDCARD = "*"
+ANONYMOUS = "User:ANONYMOUS"
+_IMPLY_DESCRIBE = {READ, WRITE, DELETE, ALTER}
+# Operations that exist per resource type, for authorized-operations bit sets.
+OPERATIONS = {
+    TOPIC: (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    GROUP: (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    CLUSTER: (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE),
+    TRANSACTIONAL_ID: (WRITE, DESCRIBE, TWO_PHASE_COMMIT),
+}
+
+
+class AclError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class AclFilter:
+    resource_type: int
+    resource_name: str | None
+    pattern_type: int
+    principal: str | None
+    host: str | None
+    operation: int
+    permission_type: int
+
+    def validate(self) -> None:
+        if self.resource_type < ANY_RESOURCE or self.resource_type > USER:
+            raise AclError(f"Invalid resource type: {self.resource_type}")
+        if self.pattern_type < ANY_PATTERN or self.pattern_type > PREFIXED:
+            raise AclError(f"Invalid pattern type: {self.pattern_type}")
+        if self.operation < ANY_OP or self.operation > TWO_PHASE_COMMIT:
+            raise AclError(f"Invalid operation: {self.operation}")
+        if self.permission_type < ANY_PERMISSION or self.permission_type > ALLOW:
+            raise AclError(f"Invalid permission type: {self.permission_type}")
+
+    def matches(self, b: AclBinding) -> bool:
+        if self.resource_type != ANY_RESOURCE and self.resource_type != b.resource_type:
+            return False
+        if not self._matches_pattern(b):
+            return False
+        return ((self.principal is None or self.principal == b.principal)
+                and (self.host is None or self.host == b.host)
+                and (self.operation == ANY_OP or self.operation == b.operation)
+                and (self.permission_type == ANY_PERMISSION or self.permission_type == b.permission_type))
+
+    def _matches_pattern(self, b: AclBinding) -> bool:
+        if self.pattern_type == MATCH:
+            # every binding that applies to a resource of this name
+            if self.resource_name is None:
+                return True
+            if b.pattern_type == LITERAL:
+                return b.resource_name in (self.resource_name, WILDCARD)
+            return self.resource_name.startswith(b.resource_name)
+        if self.pattern_type != ANY_PATTERN and self.pattern_type != b.pattern_type:
+            return False
+        return self.resource_name is None or self.resource_name == b.resource_name
+
+
+def validate_new(b: AclBinding) -> None:
+    """The checks Kafka's AclControlManager makes on a new binding."""
+    if b.resource_type not in (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER):
+        raise AclError(f"Invalid resourceType {b.resource_type}")
+    if b.pattern_type not in (LITERAL, PREFIXED):
+        raise AclError(f"Invalid patternType {b.pattern_type}")
+    if b.operation < ALL or b.operation > TWO_PHASE_COMMIT:
+        raise AclError(f"Invalid operation {b.operation}")
+    if b.permission_type not in (DENY, ALLOW):
+        raise AclError(f"Invalid permissionType {b.permission_type}")
+    if not b.resource_name:
+        raise AclError("Resource name should not be empty")
+    if b.resource_type == CLUSTER and (b.pattern_type != LITERAL or b.resource_name != CLUSTER_NAME):
+        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    if b.host is None or b.host == "":
+        raise AclError("Invalid host")
+    kind, sep, name = (b.principal or "").partition(":")
+    if not sep or not kind or not name:
+        raise AclError(f"Could not parse principal from `{b.principal}` (no colon is present separating the "
+                       "principal type from name)")
+
+
+class Authorizer:
+    def __init__(self, meta_dir: Path, enabled: bool, super_users: str = "",
+                 allow_if_no_acl: bool = False) -> None:
+        self._path = Path(meta_dir) / "acls.json"
+        self.enabled = enabled
+        self.super_users = {u.strip() for u in super_users.split(";") if u.strip()}
+        self.allow_if_no_acl = allow_if_no_acl
+        self.bindings: list[AclBinding] = []
+        if self._path.exists():
+            self.bindings = [AclBinding(**b) for b in json.loads(self._path.read_text())]
+
+    # -- the ACL APIs -----------------------------------------------------------------------
+
+    def create(self, bindings: list[AclBinding]) -> None:
+        for b in bindings:
+            if b not in self.bindings:
+                self.bindings.append(b)
+        self._save()
+
+    def describe(self, f: AclFilter) -> list[AclBinding]:
+        return [b for b in self.bindings if f.matches(b)]
+
+    def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
+        deleted = [[b for b in self.bindings if f.matches(b)] for f in filters]
+        gone = {b for group in deleted for b in group}
+        if gone:
+            self.bindings = [b for b in self.bindings if b not in gone]
+            self._save()
+        return deleted
+
+    # -- authorization ----------------------------------------------------------------------
+
+    def authorize(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
+        if not self.enabled or principal in self.super_users:
+            return True
+        applicable = [b for b in self.bindings if b.resource_type == resource_type and _covers(b, name)]
+        if not applicable:
+            return self.allow_if_no_acl
+        mine = [b for b in applicable if b.principal in (principal, "User:*") and b.host in (host, WILDCARD)]
+        if any(b.permission_type == DENY and b.operation in (operation, ALL) for b in mine):
+            return False
+        allowed = {operation, ALL}
+        if operation == DESCRIBE:
+            allowed |= _IMPLY_DESCRIBE
+        elif operation == DESCRIBE_CONFIGS:
+            allowed.add(ALTER_CONFIGS)
+        return any(b.permission_type == ALLOW and b.operation in allowed for b in mine)
+
+    def allows_some(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        """Kafka's authorizeByResourceType, simplified: some ALLOW binding of the type
+        grants the operation (idempotent producers may write with WRITE on any topic)."""
+        if not self.enabled or principal in self.super_users:
+            return True
+        return any(b.resource_type == resource_type and b.permission_type == ALLOW
+                   and b.operation in (operation, ALL) and b.principal in (principal, "User:*")
+                   and b.host in (host, WILDCARD) for b in self.bindings)
+
+    def authorized_operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
+        """The bit set KIP-430 answers: bit n set when operation n is allowed."""
+        bits = 0
+        for op in OPERATIONS.get(resource_type, ()):
+            if self.authorize(principal, host, op, resource_type, name):
+                bits |= 1 << op
+        return bits
+
+    def _save(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        replace_atomically(self._path, json.dumps([asdict(b) for b in self.bindings], indent=1).encode())
+
+
+def _covers(b: AclBinding, name: str) -> bool:
+    if b.pattern_type == LITERAL:
+        return b.resource_name in (name, WILDCARD)
+    return name.startswith(b.resource_name)
+
+
+def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
+    """Whether the request's client may do ``operation`` on the resource."""
+    authorizer = ctx.broker.authorizer
+    if not authorizer.enabled:
+        return True
+    host = ctx.connection.peer.rsplit(":", 1)[0]
+    return authorizer.authorize(ANONYMOUS, host, operation, resource_type, name)
+
+
+def may_write_idempotently(ctx) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3+)."""
+    host = ctx.connection.peer.rsplit(":", 1)[0]
+    authorizer = ctx.broker.authorizer
+    return (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+            or authorizer.allows_some(ANONYMOUS, host, WRITE, TOPIC))
+
+
+def authorized_operations(ctx, resource_type: int, name: str) -> int:
+    """KIP-430's bit set for the request's client (every operation when ACLs are off)."""
+    host = ctx.connection.peer.rsplit(":", 1)[0]
+    return ctx.broker.authorizer.authorized_operations(ANONYMOUS, host, resource_type, name)
+
+
+NOT_REQUESTED = -2147483648  # Int32.MIN: authorized operations were not asked for

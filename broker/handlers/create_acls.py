@@ -1,0 +1,25 @@
+"""CreateAcls (30): adds ACL bindings (ALTER on the cluster needed when ACLs are enforced)."""
+
+from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclBinding, AclError, allowed, validate_new
+from broker.errors import code
+
+API_KEY = 30
+
+
+async def handle(ctx, request):
+    if not allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
+        return {"results": [{"error_code": code("CLUSTER_AUTHORIZATION_FAILED"),
+                             "error_message": "Cluster authorization failed."} for _ in request.creations]}
+    results, valid = [], []
+    for c in request.creations:
+        binding = AclBinding(int(c.resource_type), c.resource_name, int(getattr(c, "resource_pattern_type", 3)),
+                             c.principal, c.host, int(c.operation), int(c.permission_type))
+        try:
+            validate_new(binding)
+        except AclError as e:
+            results.append({"error_code": code("INVALID_REQUEST"), "error_message": str(e)})
+            continue
+        valid.append(binding)
+        results.append({"error_code": 0, "error_message": None})
+    ctx.broker.authorizer.create(valid)
+    return {"results": results}

@@ -1,0 +1,34 @@
+"""DeleteAcls (31): removes the bindings each filter matches and lists them."""
+
+from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclError, allowed
+from broker.errors import code
+from broker.handlers.describe_acls import acl_filter
+
+API_KEY = 31
+
+
+async def handle(ctx, request):
+    if not allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
+        return {"filter_results": [{"error_code": code("CLUSTER_AUTHORIZATION_FAILED"),
+                                    "error_message": "Cluster authorization failed.", "matching_acls": []}
+                                   for _ in request.filters]}
+    filters, errors = [], {}
+    for i, raw in enumerate(request.filters):
+        f = acl_filter(raw)
+        try:
+            f.validate()
+            filters.append(f)
+        except AclError as e:
+            errors[i] = str(e)
+    deleted = iter(ctx.broker.authorizer.delete(filters))
+    results = []
+    for i in range(len(request.filters)):
+        if i in errors:
+            results.append({"error_code": code("INVALID_REQUEST"), "error_message": errors[i], "matching_acls": []})
+            continue
+        results.append({"error_code": 0, "error_message": None, "matching_acls": [
+            {"error_code": 0, "error_message": None, "resource_type": b.resource_type,
+             "resource_name": b.resource_name, "pattern_type": b.pattern_type, "principal": b.principal,
+             "host": b.host, "operation": b.operation, "permission_type": b.permission_type}
+            for b in next(deleted)]})
+    return {"filter_results": results}

@@ -1,0 +1,31 @@
+"""DescribeAcls (29): the bindings matching one filter, grouped by resource pattern."""
+
+from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, AclError, AclFilter, allowed
+from broker.errors import code
+
+API_KEY = 29
+
+
+def acl_filter(f) -> AclFilter:
+    """An AclFilter from a DescribeAcls request or a DeleteAcls filter (same field names)."""
+    return AclFilter(int(f.resource_type_filter), f.resource_name_filter,
+                     int(getattr(f, "pattern_type_filter", 3)), f.principal_filter, f.host_filter,
+                     int(f.operation), int(f.permission_type))
+
+
+async def handle(ctx, request):
+    if not allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return {"error_code": code("CLUSTER_AUTHORIZATION_FAILED"), "error_message": "Cluster authorization failed.",
+                "resources": []}
+    f = acl_filter(request)
+    try:
+        f.validate()
+    except AclError as e:
+        return {"error_code": code("INVALID_REQUEST"), "error_message": str(e), "resources": []}
+    by_resource: dict[tuple[int, str, int], list[dict]] = {}
+    for b in ctx.broker.authorizer.describe(f):
+        by_resource.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
+            {"principal": b.principal, "host": b.host, "operation": b.operation, "permission_type": b.permission_type})
+    return {"error_code": 0, "error_message": None, "resources": [
+        {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+        for (t, n, p), acls in by_resource.items()]}

@@ -1,0 +1,30 @@
+"""DescribeLogDirs (35): the one data directory, its partitions' sizes and the disk's
+total and usable bytes (v4)."""
+
+import shutil
+
+API_KEY = 35
+
+
+async def handle(ctx, request):
+    cluster = ctx.cluster
+    wanted = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), part in sorted(cluster.partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        if cluster.leader_of(topic, index) != ctx.connection.node_id:
+            continue
+        by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": part.log.size_bytes,
+                                               "offset_lag": 0, "is_future_key": False})
+    try:
+        usage = shutil.disk_usage(cluster.data_dir)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    return {"error_code": 0, "results": [{
+        "error_code": 0, "log_dir": str(cluster.data_dir.resolve()),
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        "total_bytes": total, "usable_bytes": usable}]}

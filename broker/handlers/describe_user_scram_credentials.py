@@ -1,0 +1,28 @@
+"""DescribeUserScramCredentials (50): mechanisms and iteration counts per user."""
+
+from collections import Counter
+
+from broker.errors import code
+from broker.scram_credentials import CredentialError
+
+API_KEY = 50
+
+
+async def handle(ctx, request):
+    credentials = ctx.broker.scram_credentials
+    names = sorted(credentials.users) if request.users is None else [u.name for u in request.users]
+    twice = {n for n, count in Counter(names).items() if count > 1}
+    results = []
+    for name in dict.fromkeys(names):
+        result = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
+        if name in twice:
+            result.update(error_code=code("DUPLICATE_RESOURCE"),
+                          error_message=f"Cannot describe SCRAM credentials for the same user twice in a single "
+                                        f"request: {name}")
+        else:
+            try:
+                result["credential_infos"] = [{"mechanism": m, "iterations": i} for m, i in credentials.describe(name)]
+            except CredentialError as e:
+                result.update(error_code=code(e.error_name), error_message=str(e))
+        results.append(result)
+    return {"error_code": 0, "error_message": None, "results": results}

@@ -1,0 +1,93 @@
+"""The differences issue 13 lists, run against eosbroker and Apache Kafka alike: both
+must answer the same codes, messages and offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from broker.client import KafkaConnection
+from broker.errors import code
+from tests.integration.test_kafka_parity import _begin, _create, _end, _offsets, _produce
+
+HOST = "127.0.0.1"
+BROKERS = ["eosbroker", "kafka"]
+
+
+async def _ready(conn: KafkaConnection, topic: str) -> None:
+    """Until the new topic's partition has a leader (Kafka's metadata reaches the broker
+    a little after CreateTopics answers)."""
+    deadline = time.monotonic() + 30
+    while True:
+        r = await conn.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                       "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False})
+        t = r.topics[0]
+        if t.error_code == 0 and t.partitions and t.partitions[0].leader_id >= 0:
+            return
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+
+
+async def _keyless_on_compacted(port: int, topic: str):
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        assert (await _create(conn, topic, {"cleanup.policy": "compact"})).error_code == 0
+        await _ready(conn, topic)
+        refused = await _produce(conn, topic, [(b"k", b"v", (), 1), (None, b"v", (), 2)])
+        return (refused.error_code, [(e.batch_index, e.batch_index_error_message) for e in refused.record_errors],
+                (refused.error_message or "").replace(topic, "T"), await _offsets(conn, topic))
+
+
+async def test_keyless_record_on_compacted_topic(brokers, topic_name):
+    answers = {name: await _keyless_on_compacted(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    assert answers["eosbroker"][0] == code("INVALID_RECORD")
+    normalised = {n: (a[0], [(i, m.replace(f"{topic_name}-{n}", "T")) for i, m in a[1]],
+                      a[2].replace(f"{topic_name}-{n}", "T"), a[3]) for n, a in answers.items()}
+    assert normalised["eosbroker"] == normalised["kafka"]
+
+
+async def _topic_configs(port: int, topic: str):
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        unknown = await _create(conn, topic, {"no.such.config": "1"})
+        created = await _create(conn, topic, {"file.delete.delay.ms": "1000", "max.compaction.lag.ms": "5000"})
+        r = await conn.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                                      "configuration_keys": None}],
+                                       "include_synonyms": False, "include_documentation": False})
+        described = {c.name: (c.value, c.config_source) for c in r.results[0].configs}
+        return (unknown.error_code, unknown.error_message), created.error_code, described
+
+
+async def test_topic_config_names_and_overrides(brokers, topic_name):
+    answers = {name: await _topic_configs(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    ours, kafkas = answers["eosbroker"], answers["kafka"]
+    assert ours[0] == kafkas[0] == (code("INVALID_CONFIG"), "Unknown topic config name: no.such.config")
+    assert ours[1] == kafkas[1] == 0
+    assert sorted(ours[2]) == sorted(kafkas[2])
+    for name in ("file.delete.delay.ms", "max.compaction.lag.ms"):
+        assert ours[2][name] == kafkas[2][name]
+    # defaults that do not depend on the broker's own settings are Kafka's
+    for name, (value, source) in kafkas[2].items():
+        if source == 5 and name not in ("segment.bytes",):
+            assert ours[2][name] == (value, source), name
+
+
+async def _lso_after_delete_records(port: int, topic: str):
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        await _create(conn, topic)
+        await _ready(conn, topic)
+        await _produce(conn, topic, [(None, b"plain", (), 1)])
+        pid, epoch = await _begin(conn, topic, topic)
+        await _produce(conn, topic, [(None, b"open", (), 1)], transactional_id=topic, producer_id=pid,
+                       producer_epoch=epoch, base_sequence=0, transactional=True)
+        await _produce(conn, topic, [(None, b"after", (), 1), (None, b"after", (), 2)])
+        seen = [await _offsets(conn, topic)]
+        await conn.request(21, 1, {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": 3}]}],
+                                   "timeout_ms": 5000})
+        seen.append(await _offsets(conn, topic))
+        await _end(conn, topic, pid, epoch, commit=False)
+        return seen
+
+
+async def test_lso_clamped_to_log_start_after_delete_records(brokers, topic_name):
+    answers = {name: await _lso_after_delete_records(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    assert answers["eosbroker"] == answers["kafka"] == [(1, 4), (2, 4)]
