@@ -129,7 +129,8 @@ SETTINGS: dict[str, Setting] = {
                 doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0 a request that meets "
                     "markers in flight is held up to this long and then run again"),
         Setting("emulate.kafka.version", _str, "4.0",
-                doc="version profile: 4.0 (newest behaviour) or 2.4 (pre-KIP-360 producer state rules)"),
+                doc="version profile: 2.4, 2.8, 3.6, 3.9, 4.0 or 4.4: that release's API versions and features; "
+                    "below 2.5 the pre-KIP-360 producer state rules"),
     ]
 }
 

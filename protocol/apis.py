@@ -107,7 +107,24 @@ PROFILE_MAXIMA: dict[str, dict[int, int | None]] = {
         50: None, 51: None, 60: None, 61: None, 65: None, 66: None,
     },
 }
-PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "2.4": {0: 3, 2: 1, 8: 2}}
+# From each release's message definitions (validVersions), capped at what is implemented.
+PROFILE_MAXIMA["2.8"] = {
+    0: 9, 1: 12, 2: 6, 3: 11, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 18: 3, 19: 7,
+    20: 6, 21: 2, 22: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 37: 3,
+    42: 2, 44: 1, 47: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: None, 66: None,
+}
+PROFILE_MAXIMA["3.6"] = {
+    0: 9, 1: 15, 2: 8, 3: 12, 9: 8, 10: 4, 16: 4, 18: 3, 22: 4, 24: 4, 25: 3, 26: 3, 28: 3, 60: 0, 66: 0,
+}
+PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 60: 1, 66: 1}
+PROFILE_MAXIMA["4.4"] = {}  # everything implemented is within what 4.4 advertises
+_OLD_MINIMA = {0: 3, 2: 1, 8: 2}  # versions Kafka 4 removed (KIP-896) stay refused here
+PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.4": {}, "2.4": _OLD_MINIMA, "2.8": _OLD_MINIMA,
+                                             "3.6": _OLD_MINIMA, "3.9": _OLD_MINIMA}
+# transaction.version (KIP-890) a profile supports and finalizes, or None before 4.0. The
+# coordinator implements transaction version 1 rules, so nothing above 1 is offered.
+TRANSACTION_VERSION: dict[str, int | None] = {"2.4": None, "2.8": None, "3.6": None, "3.9": None,
+                                              "4.0": 1, "4.4": 1}
 
 
 class ApiTable:
@@ -138,6 +155,12 @@ class ApiTable:
     def accepts(self, api_key: int, version: int) -> bool:
         r = self.ranges.get(api_key)
         return r is not None and r.accepted_min <= version <= r.max
+
+    @property
+    def features(self) -> dict[str, int]:
+        """Finalized feature levels ApiVersions v3+ reports (name -> level)."""
+        level = TRANSACTION_VERSION.get(self.profile)
+        return {} if level is None else {"transaction.version": level}
 
 
 def api_name(api_key: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
@@ -265,3 +266,28 @@ def test_no_pending_task_warnings_after_transactions_and_shutdown(broker_factory
     assert broker.stop() == 0
     assert "Task was destroyed but it is pending" not in broker.log_text()
     assert "Traceback" not in broker.log_text()
+
+
+# --- version profiles ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile,produce_max,features", [
+    ("2.8", 9, []), ("3.9", 11, []), ("4.4", 12, [("transaction.version", 1, 1)])])
+async def test_version_profile_answers_api_versions_as_that_release(broker_factory, profile, produce_max, features):
+    broker = broker_factory({"emulate.kafka.version": profile})
+    async with await KafkaConnection.connect(HOST, broker.port) as conn:
+        r = await conn.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert {k.api_key: k.max_version for k in r.api_keys}[0] == produce_max
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == features
+
+
+def test_kafka_python_infers_the_emulated_release(broker_factory):
+    from kafka import KafkaAdminClient
+
+    broker = broker_factory({"emulate.kafka.version": "2.8"})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.list_topics()
+        assert admin._manager.broker_version[:2] == (2, 8)
+    finally:
+        admin.close()

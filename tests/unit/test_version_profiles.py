@@ -1,0 +1,34 @@
+"""Version profiles: each emulated release advertises that release's API versions (capped
+at what is implemented) and features."""
+
+import pytest
+
+from broker.handlers import HANDLERS
+from protocol.apis import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
+
+
+@pytest.mark.parametrize("profile", ["2.4", "2.8", "3.6", "3.9", "4.0", "4.4"])
+def test_every_profile_is_known_and_within_the_implemented_ranges(profile):
+    table = ApiTable(set(HANDLERS), profile)
+    for key, r in table.ranges.items():
+        assert key in HANDLERS
+        assert r.advertised_min <= r.accepted_min <= r.max <= KAFKA_4_0[key][3]
+
+
+def test_releases_differ_as_kafka_did():
+    maxima = {p: {k: r.max for k, r in ApiTable(set(HANDLERS), p).ranges.items()} for p in PROFILE_MAXIMA}
+    assert [maxima[p][0] for p in ("2.4", "2.8", "3.6", "3.9", "4.0")] == [8, 9, 9, 11, 12]  # Produce
+    assert [maxima[p][1] for p in ("2.4", "2.8", "3.6", "3.9", "4.0")] == [11, 12, 15, 17, 17]  # Fetch
+    assert 65 not in maxima["2.8"] and maxima["3.6"][65] == 0  # DescribeTransactions came with 3.0
+    assert 50 not in maxima["2.4"] and maxima["2.8"][50] == 0  # SCRAM admin APIs came with 2.7
+
+
+def test_transaction_version_feature_from_4_0():
+    assert ApiTable(set(HANDLERS), "3.9").features == {}
+    assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 1}
+    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 1}
+
+
+def test_unknown_profile_is_refused():
+    with pytest.raises(ValueError, match="unknown emulate.kafka.version"):
+        ApiTable(set(HANDLERS), "3.5")
