@@ -99,16 +99,22 @@ class Broker:
         return self.cluster.node(self.cluster.leader_of(topic, partition))
 
     def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int) -> str | None:
+                       topic: str, partition: int, api_version: int = 0) -> str | None:
         """A partition leader asks the id's coordinator whether the partition is in the
         producer's transaction (KIP-890); a coordinator that is down is retriable."""
         if transactional_id is None:
             return "INVALID_TXN_STATE"
+        txns = self.transactions_for(transactional_id)
+        if txns is None:
+            return "NOT_ENOUGH_REPLICAS"
+        return txns.verify_produce(transactional_id, producer_id, producer_epoch, topic, partition, api_version)
+
+    def transactions_for(self, transactional_id: str):
+        """The transaction service of the node coordinating ``transactional_id``, or None
+        while that node is down."""
         info = self.coordinator_node(transactional_id, 1)
         node = None if info is None else self.node(info.node_id)
-        if node is None or not node.is_up:
-            return "NOT_ENOUGH_REPLICAS"
-        return node.transactions.verify_produce(transactional_id, producer_id, producer_epoch, topic, partition)
+        return node.transactions if node is not None and node.is_up else None
 
     def start_coordinators(self, topic: str) -> None:
         """Starts the coordinator of ``topic`` on every node that is up, so each loads the

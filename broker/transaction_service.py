@@ -116,13 +116,19 @@ class TransactionService:
         Returns the error a producer gets, or None."""
         if transactional_id is None:
             return "INVALID_TXN_STATE"
-        self.ensure_ready()
-        errors = self.coordinator.verify_partitions_in_txn(
-            transactional_id, producer_id, producer_epoch, [(topic, partition)]).response.errors
-        error = errors.get((topic, partition), ErrorCode.none)
+        error = self.verify(transactional_id, producer_id, producer_epoch, topic, partition)
         if error is ErrorCode.none:
             return None
         return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               topic: str, partition: int) -> ErrorCode:
+        """The coordinator's answer on whether the partition is in the producer's ongoing
+        transaction: NONE, TRANSACTION_ABORTABLE when it is not, or why it cannot tell."""
+        self.ensure_ready()
+        errors = self.coordinator.verify_partitions_in_txn(
+            transactional_id, producer_id, producer_epoch, [(topic, partition)]).response.errors
+        return errors.get((topic, partition), ErrorCode.none)
 
     # -- timers: events for the runtime ------------------------------------------------
 

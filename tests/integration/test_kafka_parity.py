@@ -291,3 +291,57 @@ def test_kafka_python_infers_the_emulated_release(broker_factory):
         assert admin._manager.broker_version[:2] == (2, 8)
     finally:
         admin.close()
+
+
+# --- TxnOffsetCommit verified like Produce (KIP-890) -------------------------------------------
+
+
+async def txn_offset_commit_without_add_offsets(conn: KafkaConnection, topic: str) -> dict:
+    """TxnOffsetCommit v3, v4 and v5 in a transaction that never called AddOffsetsToTxn:
+    the error each version gets, and what a read_committed OffsetFetch sees after the
+    commit. (Shared with the differential test against Kafka.)"""
+    await _create(conn, topic)
+    out = {}
+    for version in (3, 4, 5):
+        tid, group = f"{topic}-tx{version}", f"{topic}-g{version}"
+        pid, epoch = await _begin(conn, tid, topic)
+        deadline = time.monotonic() + 60
+        while True:  # the group coordinator may still be loading
+            await conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+            r = await conn.request(28, version, {
+                "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                             "committed_leader_epoch": -1,
+                                                             "committed_metadata": ""}]}]})
+            error = r.topics[0].partitions[0].error_code
+            if error not in (code("COORDINATOR_LOAD_IN_PROGRESS"), code("NOT_COORDINATOR"),
+                             code("COORDINATOR_NOT_AVAILABLE")) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        ended = await _end(conn, tid, pid, epoch, commit=True)
+        deadline = time.monotonic() + 30
+        while True:
+            fetched = await conn.request(9, 7, {"group_id": group, "require_stable": True, "topics": [
+                {"name": topic, "partition_indexes": [0]}]})
+            # Kafka lists no partitions for a group that has no offsets at all
+            fetch_error, offset = fetched.error_code, -1
+            if fetched.topics and fetched.topics[0].partitions:
+                p = fetched.topics[0].partitions[0]
+                fetch_error, offset = p.error_code or fetch_error, p.committed_offset
+            retriable = (code("UNSTABLE_OFFSET_COMMIT"), code("NOT_COORDINATOR"), code("COORDINATOR_LOAD_IN_PROGRESS"))
+            if fetch_error not in retriable or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        out[version] = (error, ended.error_code, fetch_error, offset)
+    return out
+
+
+async def test_txn_offset_commit_is_verified_like_produce(shared_broker, topic_name):
+    async with await KafkaConnection.connect(HOST, shared_broker.port) as conn:
+        answers = await txn_offset_commit_without_add_offsets(conn, topic_name)
+    assert answers == {
+        3: (code("INVALID_TXN_STATE"), 0, 0, -1),  # refused, and nothing stays pending
+        4: (code("TRANSACTION_ABORTABLE"), 0, 0, -1),
+        5: (0, 0, 0, 7),  # added to the transaction implicitly, committed with it
+    }

@@ -91,3 +91,13 @@ async def _lso_after_delete_records(port: int, topic: str):
 async def test_lso_clamped_to_log_start_after_delete_records(brokers, topic_name):
     answers = {name: await _lso_after_delete_records(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
     assert answers["eosbroker"] == answers["kafka"] == [(1, 4), (2, 4)]
+
+
+async def test_txn_offset_commit_without_add_offsets(brokers, topic_name):
+    from tests.integration.test_kafka_parity import txn_offset_commit_without_add_offsets
+
+    answers = {}
+    for name, b in brokers.items():
+        async with await KafkaConnection.connect(HOST, b.port) as conn:
+            answers[name] = await txn_offset_commit_without_add_offsets(conn, f"{topic_name}-{name}")
+    assert answers["eosbroker"] == answers["kafka"]
