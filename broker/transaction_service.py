@@ -20,8 +20,10 @@ from protocol.names import TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE
-# What a producer gets when verification fails (TRANSACTION_ABORTABLE is newer than
-# the clients we serve); coordinator trouble is retriable for a producer.
+# What a producer gets when verification fails; coordinator trouble is retriable for a
+# producer. A partition missing from the transaction is TRANSACTION_ABORTABLE from Produce
+# v11 (Kafka 3.8+), INVALID_TXN_STATE before.
+FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
 _PRODUCE_VERIFY_ERRORS = {
     ErrorCode.producer_fenced: "INVALID_PRODUCER_EPOCH",
     ErrorCode.invalid_producer_epoch: "INVALID_PRODUCER_EPOCH",
@@ -29,6 +31,11 @@ _PRODUCE_VERIFY_ERRORS = {
     ErrorCode.not_coordinator: "NOT_ENOUGH_REPLICAS",
     ErrorCode.concurrent_transactions: "NOT_ENOUGH_REPLICAS",
 }
+
+
+def produce_error(error: ErrorCode) -> str:
+    """The error a producer gets for a coordinator's answer about its transaction."""
+    return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
 
 
 class TransactionService:
@@ -110,7 +117,7 @@ class TransactionService:
         return md is not None and md.state.is_prepare and not self.markers.hold
 
     def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int) -> str | None:
+                       topic: str, partition: int, api_version: int = 0) -> str | None:
         """KIP-890 verification of a transaction's first batch on a partition: the
         coordinator must list the partition in the producer's ongoing transaction.
         Returns the error a producer gets, or None."""
@@ -119,7 +126,9 @@ class TransactionService:
         error = self.verify(transactional_id, producer_id, producer_epoch, topic, partition)
         if error is ErrorCode.none:
             return None
-        return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
+        if error is ErrorCode.transaction_abortable and api_version >= FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
+            return "TRANSACTION_ABORTABLE"
+        return produce_error(error)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                topic: str, partition: int) -> ErrorCode:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from kio.schema.errors import ErrorCode
+
 from broker.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from broker.errors import ProtocolViolation, code
 from broker.partition import ProduceRejected
@@ -17,10 +19,17 @@ from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
 from protocol.record_codec import check_keys_for_compaction
-from protocol.records import RECORD_BATCH_OVERHEAD, InvalidBatch, RecordBatch, validate_produce_records
+from protocol.records import (
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG,
+    InvalidBatch,
+    RecordBatch,
+    validate_produce_records,
+)
 
 API_KEY = 0
 KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
+FIRST_VERSION_WITH_IMPLICIT_ADD = 12
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +72,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
         partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
         error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
-                                         topic, data.index)
+                                          topic, data.index, ctx.version)
         if error is not None:
             return _error(data.index, error, partition.log_start_offset,
                           f"partition {topic}-{data.index} is not part of producer {batch.producer_id}'s transaction")
@@ -94,6 +103,37 @@ def _has_transactional_records(request) -> bool:
     )
 
 
+async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
+    """Produce v12+ (KIP-890 part 2, as Kafka 4.4 answers): a transactional batch for a
+    partition the transaction does not hold yet adds it, as AddPartitionsToTxn would.
+    Returns the produce error of each partition the coordinator refused."""
+    wanted, producer = [], None
+    for t in request.topic_data:
+        for d in t.partition_data:
+            part = ctx.cluster.partition(t.name, d.index)
+            records = d.records or b""
+            if part is None or len(records) < RECORD_BATCH_OVERHEAD:
+                continue  # the append path answers these
+            header = RecordBatch(records).header  # the batch itself is validated later
+            if header.attributes & TRANSACTIONAL_FLAG and not part.producer_state.has_open_transaction(
+                    header.producer_id):
+                wanted.append((t.name, d.index))
+                producer = (header.producer_id, header.producer_epoch)
+    if not wanted:
+        return {}
+    from broker.transactions import produce_error  # the coordinator loads only for transactions
+
+    tid = request.transactional_id
+    txns = ctx.broker.transactions_for(tid)
+    if txns is None:
+        return dict.fromkeys(wanted, "NOT_ENOUGH_REPLICAS")  # retriable, as for verification
+    response = await txns.run(tid, lambda: txns.coordinator.add_partitions_to_txn(
+        tid, producer[0], producer[1], wanted, FIRST_VERSION_WITH_IMPLICIT_ADD, now_ms()))
+    if response.error is ErrorCode.none:
+        return {}
+    return dict.fromkeys(wanted, produce_error(response.error))
+
+
 async def handle(ctx, request):
     now = ctx.clock.now_ms()
     acks = request.acks
@@ -107,11 +147,16 @@ async def handle(ctx, request):
             for topic in request.topic_data]}
     txn_denied = request.transactional_id is not None and not allowed(
         ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id)
+    refused = {}
+    if request.transactional_id and not txn_denied and ctx.version >= FIRST_VERSION_WITH_IMPLICIT_ADD:
+        refused = await _add_to_transaction(ctx, request)
     for topic in request.topic_data:
         results = []
         for data in topic.partition_data:
             if txn_denied:
                 results.append(_error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))
+            elif (topic.name, data.index) in refused:
+                results.append(_error(data.index, refused[(topic.name, data.index)]))
             elif acks not in (0, 1, -1):
                 results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
             else:

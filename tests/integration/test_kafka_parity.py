@@ -345,3 +345,37 @@ async def test_txn_offset_commit_is_verified_like_produce(shared_broker, topic_n
         4: (code("TRANSACTION_ABORTABLE"), 0, 0, -1),
         5: (0, 0, 0, 7),  # added to the transaction implicitly, committed with it
     }
+
+
+# --- Produce to a partition the transaction does not hold --------------------------------------
+
+
+async def produce_without_add_partitions(conn: KafkaConnection, topic: str) -> dict:
+    """A transactional Produce (v9-v12) for a partition never added to the transaction:
+    the error, then EndTxn(commit) and the offsets. (Shared with the differential test.)"""
+    await _create(conn, topic)
+    out = {}
+    for version in (9, 11, 12):
+        tid = f"{topic}-tx{version}"
+        init = await _init(conn, tid)
+        r = await _produce(conn, topic, [(None, b"x", (), 1)], transactional_id=tid, version=version,
+                           producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0,
+                           transactional=True)
+        ended = await _end(conn, tid, init.producer_id, init.producer_epoch, commit=True)
+        out[version] = (r.error_code, ended.error_code)
+    deadline = time.monotonic() + 30
+    while (offsets := await _offsets(conn, topic))[0] != offsets[1] and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    out["offsets"] = offsets
+    return out
+
+
+async def test_produce_v12_adds_the_partition_to_the_transaction(shared_broker, topic_name):
+    async with await KafkaConnection.connect(HOST, shared_broker.port) as conn:
+        answers = await produce_without_add_partitions(conn, topic_name)
+    assert answers == {
+        9: (code("INVALID_TXN_STATE"), code("INVALID_TXN_STATE")),  # nothing to commit either
+        11: (code("TRANSACTION_ABORTABLE"), code("INVALID_TXN_STATE")),
+        12: (0, 0),  # added implicitly and committed: one record and its marker
+        "offsets": (2, 2),
+    }

@@ -101,3 +101,15 @@ async def test_txn_offset_commit_without_add_offsets(brokers, topic_name):
         async with await KafkaConnection.connect(HOST, b.port) as conn:
             answers[name] = await txn_offset_commit_without_add_offsets(conn, f"{topic_name}-{name}")
     assert answers["eosbroker"] == answers["kafka"]
+
+
+async def test_produce_without_add_partitions(brokers, topic_name):
+    from tests.integration.test_kafka_parity import produce_without_add_partitions
+
+    answers = {}
+    for name, b in brokers.items():
+        async with await KafkaConnection.connect(HOST, b.port) as conn:
+            await _create(conn, f"{topic_name}-{name}")
+            await _ready(conn, f"{topic_name}-{name}")
+            answers[name] = await produce_without_add_partitions(conn, f"{topic_name}-{name}")
+    assert answers["eosbroker"] == answers["kafka"]
