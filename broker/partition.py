@@ -113,13 +113,13 @@ class Partition:
                 for t in self.aborted.overlapping(fetch_offset, end)]
 
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                     now_ms: int) -> None:
+                     now_ms: int, transaction_version: int = 0) -> None:
         """Appends a COMMIT/ABORT marker and ends the producer's transaction here.
 
         Raises ProduceRejected when the marker is fenced (older producer or
         coordinator epoch): nothing is appended then.
         """
-        check = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        check = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
         if check.error is not None:
             raise ProduceRejected(check.error, check.message)
         batch = RecordBatch(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms), 0)

@@ -1,6 +1,7 @@
 """WriteTxnMarkers (27): the partition leader appends a COMMIT or ABORT control batch for
 each listed partition and ends the producer's transaction there (LSO moves, aborted
-index grows). Fenced markers (older producer or coordinator epoch) are refused.
+index grows). Fenced markers (older producer or coordinator epoch) are refused; a v2
+marker of transaction version 2 must carry an epoch newer than the partition's (KIP-1228).
 
 A marker on a __consumer_offsets partition also decides the producer's pending
 transactional offsets there: it goes through the group coordinator's runtime, which
@@ -22,7 +23,7 @@ def _write(ctx, marker, topic: str, index: int, now: int):
         if topic == CONSUMER_OFFSETS:  # an event of the group coordinator's runtime
             ctx.node.groups.write_marker(index, *args)
         else:
-            part.write_marker(*args)
+            part.write_marker(*args, getattr(marker, "transaction_version", 0))
     except ProduceRejected as e:
         return code(e.error_name)
     return 0

@@ -325,11 +325,22 @@ class ProducerStateManager:
         )
 
     # transaction markers ---------------------------------------------------
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> Check:
-        """Validates a COMMIT/ABORT marker before it is appended. Pure."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> Check:
+        """Validates a COMMIT/ABORT marker before it is appended. Pure.
+
+        Transaction version 2 coordinators bump the epoch before writing markers, so a
+        TV2 marker must carry a newer epoch than the partition has seen (KIP-1228); older
+        versions' markers carry the transaction's own epoch."""
         entry = self._producers.get(producer_id)
         if entry is None:
             return ACCEPT
+        if transaction_version >= 2 and producer_epoch == entry.producer_epoch:
+            return _error(
+                "INVALID_PRODUCER_EPOCH",
+                f"TV2 marker for producer {producer_id} has epoch {producer_epoch}, not newer than "
+                f"{entry.producer_epoch}",
+            )
         if producer_epoch < entry.producer_epoch:
             return _error(
                 "INVALID_PRODUCER_EPOCH",

@@ -379,3 +379,32 @@ async def test_produce_v12_adds_the_partition_to_the_transaction(shared_broker, 
         12: (0, 0),  # added implicitly and committed: one record and its marker
         "offsets": (2, 2),
     }
+
+
+# --- WriteTxnMarkers v2: the marker's transaction version (KIP-1228) --------------------------
+
+
+async def markers_by_transaction_version(conn: KafkaConnection, topic: str) -> list:
+    """Markers at the partition's current epoch and one above, as transaction version 1
+    and 2 markers."""
+    await _create(conn, topic)
+    init = await conn.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                      "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = init.producer_id, init.producer_epoch
+    written = await _produce(conn, topic, [(None, b"x", (), 1)], producer_id=pid, producer_epoch=epoch,
+                             base_sequence=0)
+    assert written.error_code == 0
+    out = []
+    for marker_epoch, version in ((epoch, 2), (epoch, 1), (epoch + 1, 2)):
+        r = await conn.request(27, 2, {"markers": [{
+            "producer_id": pid, "producer_epoch": marker_epoch, "transaction_result": False,
+            "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0,
+            "transaction_version": version}]})
+        out.append((marker_epoch - epoch, version, r.markers[0].topics[0].partitions[0].error_code))
+    return out
+
+
+async def test_transaction_version_2_markers_need_a_newer_epoch(shared_broker, topic_name):
+    async with await KafkaConnection.connect(HOST, shared_broker.port) as conn:
+        answers = await markers_by_transaction_version(conn, topic_name)
+    assert answers == [(0, 2, code("INVALID_PRODUCER_EPOCH")), (0, 1, 0), (1, 2, 0)]

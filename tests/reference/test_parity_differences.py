@@ -113,3 +113,4 @@ async def test_produce_without_add_partitions(brokers, topic_name):
             await _ready(conn, f"{topic_name}-{name}")
             answers[name] = await produce_without_add_partitions(conn, f"{topic_name}-{name}")
     assert answers["eosbroker"] == answers["kafka"]
+

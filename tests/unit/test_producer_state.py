@@ -610,8 +610,8 @@ def test_snapshot_keeps_profile(tmp_path):
 
 def _txn_then_abort(state: ProducerStateManager) -> None:
     """seq 0 at offset 0 and seq 1 at offset 1 in a transaction, ABORT marker at 2."""
-    state.update(data_batch(seq=0, transactional=True, offset=0), NOW)
-    state.update(data_batch(seq=1, transactional=True, offset=1), NOW)
+    state.update(data_batch(seq=0, transactional=True, offset=0))
+    state.update(data_batch(seq=1, transactional=True, offset=1))
     state.complete_transaction(PID, 0, 2, commit=False, coordinator_epoch=0)
 
 
@@ -624,14 +624,14 @@ def test_duplicate_of_a_batch_before_the_marker_is_stale():
 
 def test_duplicate_within_the_open_transaction_is_not_stale():
     state = ProducerStateManager()
-    state.update(data_batch(seq=0, transactional=True, offset=0), NOW)
+    state.update(data_batch(seq=0, transactional=True, offset=0))
     check = state.check(data_batch(seq=0, transactional=True), 0)
     assert check.duplicate_of.first_offset == 0 and not check.stale
 
 
 def test_idempotent_duplicate_is_not_stale():
     state = ProducerStateManager()
-    state.update(data_batch(seq=0, offset=0), NOW)
+    state.update(data_batch(seq=0, offset=0))
     check = state.check(data_batch(seq=0), 0)
     assert check.duplicate_of is not None and not check.stale
 
@@ -644,7 +644,7 @@ def test_verification_blocks_sequences_above_the_lowest_seen_until_an_append():
     assert state.verification(PID).lowest_seq == 2
     assert state.check(data_batch(seq=3, transactional=True), 0).error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
     assert state.check(data_batch(seq=2, transactional=True), 0).accepted
-    state.update(data_batch(seq=2, transactional=True, offset=3), NOW)
+    state.update(data_batch(seq=2, transactional=True, offset=3))
     assert state.verification(PID) is None
     assert state.check(data_batch(seq=3, transactional=True), 0).accepted
 
@@ -661,7 +661,7 @@ def test_verification_follows_a_new_epoch_and_ends_with_a_marker():
 
 def test_no_verification_while_the_transaction_is_ongoing():
     state = ProducerStateManager()
-    state.update(data_batch(seq=0, transactional=True, offset=0), NOW)
+    state.update(data_batch(seq=0, transactional=True, offset=0))
     state.start_verification(PID, 1, 0, NOW)
     assert state.verification(PID) is None
 
@@ -673,3 +673,12 @@ def test_lingering_verification_expires_with_producer_ids():
     assert state.verification(PID) is not None
     state.remove_expired(NOW + 100, 100)
     assert state.verification(PID) is None
+
+
+def test_transaction_version_2_markers_need_a_newer_epoch():
+    p = Partition()
+    p.produce(data_batch(epoch=3, seq=0, transactional=True))
+    assert p.state.check_marker(PID, 3, 0, transaction_version=2).error == "INVALID_PRODUCER_EPOCH"
+    assert p.state.check_marker(PID, 3, 0, transaction_version=1).error is None
+    assert p.state.check_marker(PID, 2, 0, transaction_version=1).error == "INVALID_PRODUCER_EPOCH"
+    assert p.state.check_marker(PID, 4, 0, transaction_version=2).error is None
