@@ -16,9 +16,6 @@ from tests.reference.wire import Wire
 
 # scenario id -> {step label: (Kafka's value, eosbroker's value)}
 KNOWN: dict[str, dict[str, tuple]] = {
-    # KIP-890 part 1 for offsets: Kafka verifies a TxnOffsetCommit with the transaction
-    # coordinator (the protocol-parity work adds this).
-    "txn_offsets_without_add_offsets": {"txn_offsets a g": ([(0, "INVALID_TXN_STATE")], [(0, "NONE")])},
     # Kafka verifies a transactional batch with the coordinator before it looks inside;
     # eosbroker validates the batch first. Only a batch that is both invalid and foreign shows it.
     "produce_unverifiable_marker": {"foreign marker": (("INVALID_PRODUCER_ID_MAPPING", -1), ("INVALID_RECORD", -1))},
