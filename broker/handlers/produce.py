@@ -128,7 +128,7 @@ async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
     if txns is None:
         return dict.fromkeys(wanted, "NOT_ENOUGH_REPLICAS")  # retriable, as for verification
     response = await txns.run(tid, lambda: txns.coordinator.add_partitions_to_txn(
-        tid, producer[0], producer[1], wanted, FIRST_VERSION_WITH_IMPLICIT_ADD, now_ms()))
+        tid, producer[0], producer[1], wanted, FIRST_VERSION_WITH_IMPLICIT_ADD, ctx.clock.now_ms()))
     if response.error is ErrorCode.none:
         return {}
     return dict.fromkeys(wanted, produce_error(response.error))
