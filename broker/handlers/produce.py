@@ -121,7 +121,7 @@ async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
                 producer = (header.producer_id, header.producer_epoch)
     if not wanted:
         return {}
-    from broker.transactions import produce_error  # the coordinator loads only for transactions
+    from broker.transaction_service import produce_error  # the coordinator loads only for transactions
 
     tid = request.transactional_id
     txns = ctx.broker.transactions_for(tid)
