@@ -108,6 +108,15 @@ def _read_exact(s: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
+def _cluster_id() -> str:
+    """A random cluster id as Kafka makes them: one starting with '-' reads as an option
+    on the storage tool's command line (a format that failed now and then)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 class KafkaBroker:
     def __init__(self, workdir: Path, overrides: dict[str, object] | None = None) -> None:
         self.workdir = Path(workdir)
@@ -116,7 +125,7 @@ class KafkaBroker:
         self.controller_port = 0
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / "server.log"
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = _cluster_id()
 
     @property
     def bootstrap(self) -> str:
