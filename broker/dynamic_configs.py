@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.errors import code
 from broker.config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, ConfigError
 from broker.storage.files import replace_atomically
 from broker.topic_configs import TOPIC_CONFIGS, ConfigDef, InvalidTopicConfig
@@ -168,6 +169,24 @@ class DynamicConfigs:
         data = {"broker": self._broker, "broker_default": self._broker_default, "groups": self.groups}
         self._path.parent.mkdir(parents=True, exist_ok=True)
         replace_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+
+def answer_alter_configs(ctx, request, incremental: bool) -> dict:
+    """The response of AlterConfigs and IncrementalAlterConfigs: each resource altered on
+    its own, its error (if any) in its own entry."""
+    responses = []
+    for r in request.resources:
+        result = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                  "resource_name": r.resource_name}
+        changes = [ConfigChange(c.name, c.value, c.config_operation) if incremental else ConfigChange(c.name, c.value)
+                   for c in r.configs]
+        try:
+            ctx.broker.dynamic_configs.alter(ctx.cluster, r.resource_type, r.resource_name, changes,
+                                             incremental=incremental, validate_only=request.validate_only)
+        except ConfigChangeError as e:
+            result.update(error_code=code(e.error_name), error_message=str(e))
+        responses.append(result)
+    return {"responses": responses}
 
 
 def _apply(current: dict[str, str], changes: list[ConfigChange], defs: dict[str, ConfigDef] | None,

@@ -1,22 +1,10 @@
 """IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's, a
 broker's or a group's overrides."""
 
-from broker.dynamic_configs import ConfigChange, ConfigChangeError
-from broker.errors import code
+from broker.dynamic_configs import answer_alter_configs
 
 API_KEY = 44
 
 
 async def handle(ctx, request):
-    responses = []
-    for r in request.resources:
-        result = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
-                  "resource_name": r.resource_name}
-        try:
-            ctx.broker.dynamic_configs.alter(ctx.cluster, r.resource_type, r.resource_name,
-                                             [ConfigChange(c.name, c.value, c.config_operation) for c in r.configs],
-                                             incremental=True, validate_only=request.validate_only)
-        except ConfigChangeError as e:
-            result.update(error_code=code(e.error_name), error_message=str(e))
-        responses.append(result)
-    return {"responses": responses}
+    return answer_alter_configs(ctx, request, incremental=True)
