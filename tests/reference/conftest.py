@@ -32,3 +32,9 @@ def eos_reference(tmp_path_factory):
     broker = BrokerProcess(tmp_path_factory.mktemp("eos-reference") / "data", DIFFERENTIAL).start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def brokers(shared_broker, kafka_broker):
+    """Both brokers by name: the same scenario runs against each."""
+    return {"eosbroker": shared_broker, "kafka": kafka_broker}
