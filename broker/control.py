@@ -35,7 +35,7 @@ class ControlError(Exception):
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
-    type: str  # "integer", "string" or "integer[]"
+    type: str  # "integer", "long", "number", "string", "duration" or "integer[]"
     where: str = "body"  # "path", "query" or "body"
     required: bool = True
     doc: str = ""
@@ -92,20 +92,42 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("network_heal", "POST", "/network/heal", "Remove every inter-node link fault"),
     Operation("faults", "GET", "/faults", "The request fault rules, with how often each matched and fired"),
     Operation("fault_add", "POST", "/faults",
-              "Add a request fault rule: requests matching every given field get the action "
-              "(delay, drop_response, close_after, close_before)",
-              (Param("action", "string", doc="delay | drop_response | close_after | close_before"),
+              "Add a request fault rule: requests matching every given field get the action: delay, "
+              "drop_response (process, never answer), close_after, close_before, error (answer an error code "
+              "without processing, on every partition the request names), hold (until released)",
+              (Param("action", "string", doc="delay | drop_response | close_after | close_before | error | hold"),
                Param("api_key", "integer", required=False, doc="only this API", minimum=0),
+               Param("min_version", "integer", required=False, doc="only this API version or newer", minimum=0),
+               Param("max_version", "integer", required=False, doc="only this API version or older", minimum=0),
                Param("node_id", "integer", required=False, doc="only requests to this node", minimum=0),
                Param("client_id", "string", required=False, doc="only this client id"),
-               Param("transactional_id", "string", required=False, doc="only this transactional id"),
-               Param("delay_ms", "integer", required=False, doc="for delay", minimum=0),
+               Param("transactional_id", "string", required=False, doc="only requests naming this transactional id"),
+               Param("producer_id", "long", required=False,
+                     doc="only requests naming this producer id (in a field or a Produce batch)", minimum=0),
+               Param("group_id", "string", required=False, doc="only requests naming this group id"),
+               Param("topic", "string", required=False, doc="only requests naming this topic"),
+               Param("partition", "integer", required=False,
+                     doc="only requests naming this partition (of topic, when given)", minimum=0),
+               Param("error", "string", required=False,
+                     doc="for error: the Kafka error name (NOT_ENOUGH_REPLICAS) or code (19)"),
+               Param("delay_ms", "duration", required=False, doc="for delay: milliseconds or 500ms, 2s, 1m"),
                Param("skip", "integer", required=False, doc="let this many matching requests through first",
                      minimum=0),
-               Param("count", "integer", required=False, doc="fire at most this many times", minimum=1))),
-    Operation("fault_remove", "POST", "/faults/{rule_id}/remove", "Remove one request fault rule",
+               Param("count", "integer", required=False, doc="fire at most this many times (default: until removed)",
+                     minimum=1),
+               Param("nth", "integer", required=False, doc="fire only on the nth matching request", minimum=1),
+               Param("probability", "number", required=False,
+                     doc="fire on each eligible request with this probability (0 < p <= 1)"),
+               Param("seed", "long", required=False,
+                     doc="the seed of the rule's random draws (same seed, same firings; chosen and shown when absent)",
+                     minimum=0))),
+    Operation("fault_remove", "POST", "/faults/{rule_id}/remove",
+              "Remove one request fault rule (requests it holds go on)",
               (Param("rule_id", "integer", "path", doc="the rule's id", minimum=0),)),
-    Operation("faults_clear", "POST", "/faults/clear", "Remove every request fault rule"),
+    Operation("fault_release", "POST", "/faults/{rule_id}/release",
+              "Let the requests a hold rule holds go on (the rule keeps holding later ones until removed)",
+              (Param("rule_id", "integer", "path", doc="the rule's id", minimum=0),)),
+    Operation("faults_clear", "POST", "/faults/clear", "Remove every request fault rule (held requests go on)"),
     Operation("clock", "GET", "/clock", "The broker's clock: now and how far it was moved forward"),
     Operation("clock_advance", "POST", "/clock/advance",
               "Move the broker's clock forward: timeouts, expirations and retention act as if that time "
@@ -158,8 +180,25 @@ def _check_value(p: Param, value: Any, from_text: bool) -> Any:
         if not isinstance(value, list):
             raise ControlError(f"{p.name} must be a list of integers", p.name)
         return [_integer(p, v, from_text) for v in value]
-    if p.type == "integer":
+    if p.type in ("integer", "long"):
         return _integer(p, value, from_text)
+    if p.type == "number":
+        if from_text and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ControlError(f"{p.name} must be a number, not {value!r}", p.name) from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ControlError(f"{p.name} must be a number", p.name)
+        return float(value)
+    if p.type == "duration":
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        try:
+            return parse_duration_ms(value)
+        except (ValueError, AttributeError):
+            raise ControlError(f"{p.name} must be milliseconds or a duration like 500ms, 2s, 1m, not {value!r}",
+                               p.name) from None
     if not isinstance(value, str) or not value:
         raise ControlError(f"{p.name} must be a non-empty string", p.name)
     return value
@@ -175,7 +214,7 @@ def _integer(p: Param, value: Any, from_text: bool) -> int:
         raise ControlError(f"{p.name} must be an integer", p.name)
     if p.minimum is not None and value < p.minimum:
         raise ControlError(f"{p.name} must be at least {p.minimum}", p.name)
-    if value > 2**31 - 1:
+    if value > (2**63 - 1 if p.type == "long" else 2**31 - 1):
         raise ControlError(f"{p.name} is out of range", p.name)
     return value
 
@@ -314,36 +353,87 @@ class ControlService:
     def faults(self) -> dict:
         return {"rules": [r.describe() for r in self.broker.faults.rules.values()]}
 
-    def fault_add(self, action: str, api_key: int | None = None, node_id: int | None = None,
-                  client_id: str | None = None, transactional_id: str | None = None, delay_ms: int = 0,
-                  skip: int = 0, count: int | None = None) -> dict:
-        from broker.faults import ACTIONS
+    def fault_add(self, action: str, error: str | None = None, delay_ms: int | None = None, skip: int = 0,
+                  count: int | None = None, nth: int | None = None, probability: float | None = None,
+                  seed: int | None = None, **match) -> dict:
+        from broker.fault_answers import parse_error
+        from broker.faults import ACTIONS, Match
 
         if action not in ACTIONS:
             raise ControlError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}", "action")
-        if api_key is not None and self.broker.apis.get(api_key) is None:
-            raise ControlError(f"this broker serves no API {api_key}", "api_key")
-        if node_id is not None and self.broker.node(node_id) is None:
-            raise ControlError(f"no node {node_id}", "node_id", 404)
-        if action == "delay" and not delay_ms:
-            raise ControlError("a delay rule needs delay_ms", "delay_ms")
-        if delay_ms > 3_600_000:
-            raise ControlError("delay_ms is more than an hour", "delay_ms")
-        rule = self.broker.faults.add(action, api_key=api_key, node_id=node_id, client_id=client_id,
-                                      transactional_id=transactional_id, delay_ms=delay_ms, skip=skip, count=count)
+        match = Match(**match)
+        self._check_match(match)
+        if (action == "delay") != (delay_ms is not None):
+            raise ControlError("delay_ms goes with action delay, and a delay rule needs it", "delay_ms")
+        if delay_ms is not None and not 0 < delay_ms <= 3_600_000:
+            raise ControlError("delay_ms must be more than 0 and at most an hour", "delay_ms")
+        if (action == "error") != (error is not None):
+            raise ControlError("error goes with action error, and an error rule needs it", "error")
+        code = None
+        if error is not None:
+            try:
+                code = parse_error(error)
+            except ValueError:
+                raise ControlError(f"error must be a Kafka error name such as NOT_ENOUGH_REPLICAS or its code, "
+                                   f"not {error!r}", "error") from None
+        if nth is not None:
+            if skip or count is not None:
+                raise ControlError("nth cannot be combined with skip or count", "nth")
+            skip, count = nth - 1, 1
+        if probability is not None and not 0 < probability <= 1:
+            raise ControlError("probability must be more than 0 and at most 1", "probability")
+        if seed is not None and probability is None:
+            raise ControlError("seed goes with probability", "seed")
+        rule = self.broker.faults.add(action, match, delay_ms=delay_ms or 0, error=code, skip=skip, count=count,
+                                      nth=nth, probability=probability, seed=seed)
         log.info("control: added fault rule %s", rule.describe())
         return rule.describe()
 
+    def _check_match(self, match) -> None:
+        """Refuses a match that names an unknown API or node, or that no request can
+        satisfy (a version range outside the API's, a topic on an API without topics)."""
+        from broker.fault_fields import kinds_named_by
+
+        if match.node_id is not None and self.broker.node(match.node_id) is None:
+            raise ControlError(f"no node {match.node_id}", "node_id", 404)
+        for name in ("min_version", "max_version"):
+            if getattr(match, name) is not None and match.api_key is None:
+                raise ControlError(f"{name} needs api_key", name)
+        if match.api_key is None:
+            return
+        api = self.broker.apis.get(match.api_key)
+        if api is None:
+            raise ControlError(f"this broker serves no API {match.api_key}", "api_key")
+        low = max(api.accepted_min, match.min_version if match.min_version is not None else 0)
+        high = min(api.max, match.max_version if match.max_version is not None else api.max)
+        if low > high:
+            raise ControlError(f"{api.name} is served in versions {api.accepted_min}-{api.max}: no request has "
+                               f"versions {match.min_version}-{match.max_version}",
+                               "min_version" if match.min_version is not None else "max_version")
+        kinds = set().union(*(kinds_named_by(match.api_key, v) for v in range(low, high + 1)))
+        for name in ("transactional_id", "producer_id", "group_id", "topic", "partition"):
+            if getattr(match, name) is not None and name not in kinds:
+                raise ControlError(f"{api.name} v{low}-{high} requests never name a {name.replace('_', ' ')}", name)
+
     def fault_remove(self, rule_id: int) -> dict:
-        rule = self.broker.faults.rules.pop(rule_id, None)
+        rule = self.broker.faults.remove(rule_id)
         if rule is None:
             raise ControlError(f"no fault rule {rule_id}", "rule_id", 404)
         log.info("control: removed fault rule %d (fired %d times)", rule_id, rule.fired)
         return rule.describe()
 
+    def fault_release(self, rule_id: int) -> dict:
+        rule = self.broker.faults.rules.get(rule_id)
+        if rule is None:
+            raise ControlError(f"no fault rule {rule_id}", "rule_id", 404)
+        if rule.action != "hold":
+            raise ControlError(f"fault rule {rule_id} is a {rule.action} rule, not a hold rule", "rule_id", 409)
+        released = rule.release()
+        log.info("control: released %d requests held by fault rule %d", released, rule_id)
+        return rule.describe() | {"released": released}
+
     def faults_clear(self) -> dict:
-        cleared = len(self.broker.faults.rules)
-        self.broker.faults.rules.clear()
+        cleared = self.broker.faults.clear()
         log.info("control: cleared %d fault rules", cleared)
         return {"rules": []}
 

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from protocol import messages
 from protocol.framing import RequestHeader
@@ -78,7 +79,18 @@ class Network:
         request = messages.build_request(api_key, version, body)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
         conn = Connection(next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None)
-        result = await HANDLERS[api_key](RequestContext(self.broker, header, conn), request)
+        ctx = RequestContext(self.broker, header, conn)
+        if not self.broker.faults.active:
+            result = await HANDLERS[api_key](ctx, request)
+        else:  # request fault rules apply between nodes too (client id eosbroker-node-N)
+            seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
+            rule = self.broker.faults.consult(seen)
+            try:
+                result = await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[api_key](ctx, request))
+            except FaultClose as e:
+                raise Unreachable(str(e)) from None
+            if result is DROPPED:
+                await asyncio.Event().wait()  # never answered; the caller's timeout ends it
         if isinstance(result, dict):
             result = messages.build_response(api_key, version, result)
         return result

@@ -20,6 +20,7 @@ from broker.clock import Clock
 from broker.cluster import Cluster
 from broker.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
+from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from protocol import messages
 from protocol.apis import ApiTable, api_name
@@ -314,17 +315,12 @@ class Server:
             raise ProtocolViolation(str(e)) from None
         ctx = RequestContext(self.broker, header, conn)
         faults = self.broker.faults
-        fault = faults.consult(self.node_id, header.api_key, header.client_id, request) if faults.rules else None
-        if fault is not None:
-            if fault.action == "close_before":
-                raise ProtocolViolation(f"fault rule {fault.id}: closing before processing")
-            if fault.action == "delay":
-                await self.broker.clock.sleep(fault.delay_ms / 1000)
-        result = await HANDLERS[header.api_key](ctx, request)
-        if fault is not None and fault.action == "drop_response":
-            return None
-        if fault is not None and fault.action == "close_after":
-            raise ProtocolViolation(f"fault rule {fault.id}: closing after processing")
+        if faults.active:
+            result = await self._under_faults(faults, ctx, request)
+            if result is DROPPED:
+                return None
+        else:
+            result = await HANDLERS[header.api_key](ctx, request)
         out = None
         if result is not None:
             if isinstance(result, dict):
@@ -339,6 +335,15 @@ class Server:
             except Exception:  # metrics never cost a client its answer
                 log.exception("request metrics failed for %s v%d", api_name(header.api_key), version)
         return out
+
+    async def _under_faults(self, faults, ctx: RequestContext, request):
+        header = ctx.header
+        seen = seen_by(self.broker, self.node_id, header.api_key, header.api_version, header.client_id, request)
+        rule = faults.consult(seen)
+        try:
+            return await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[header.api_key](ctx, request))
+        except FaultClose as e:
+            raise ProtocolViolation(str(e)) from None
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         r = self.broker.apis.get(API_VERSIONS)

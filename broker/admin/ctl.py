@@ -6,7 +6,7 @@
     eosbroker ctl --admin URL coordinator move --transactional-id ID|--group-id ID --to NODE
     eosbroker ctl --admin URL leaders elect|shuffle
     eosbroker ctl --admin URL clock show|advance 7d
-    eosbroker ctl --admin URL fault add --do drop_response --api-key 0 --count 1 | list | remove ID | clear
+    eosbroker ctl --admin URL fault add --do drop_response --api-key 0 --count 1 | list | remove ID | release ID | clear
 """
 
 from __future__ import annotations
@@ -156,28 +156,41 @@ def clock(ctx, action: str, by: str | None) -> None:
 
 
 @ctl.command()
-@click.argument("action", type=click.Choice(["add", "list", "remove", "clear"]))
+@click.argument("action", type=click.Choice(["add", "list", "remove", "release", "clear"]))
 @click.argument("rule_id", required=False, type=int)
-@click.option("--do", "do", help="delay | drop_response | close_after | close_before (for add)")
+@click.option("--do", "do", help="delay | drop_response | close_after | close_before | error | hold (for add)")
 @click.option("--api-key", type=int, default=None)
+@click.option("--min-version", type=int, default=None, help="only this API version or newer")
+@click.option("--max-version", type=int, default=None, help="only this API version or older")
 @click.option("--node", "node_id", type=int, default=None)
 @click.option("--client-id", default=None)
 @click.option("--transactional-id", default=None)
-@click.option("--delay-ms", type=int, default=None)
+@click.option("--producer-id", type=int, default=None)
+@click.option("--group-id", default=None)
+@click.option("--topic", default=None)
+@click.option("--partition", type=int, default=None)
+@click.option("--error", default=None, help="for --do error: NOT_ENOUGH_REPLICAS, or the code")
+@click.option("--delay-ms", default=None, help="for --do delay: milliseconds, or 500ms, 2s")
 @click.option("--skip", type=int, default=None, help="let this many matching requests through first")
 @click.option("--count", type=int, default=None, help="fire at most this many times")
+@click.option("--nth", type=int, default=None, help="fire only on the nth matching request")
+@click.option("--probability", type=float, default=None, help="fire with this probability (0 < p <= 1)")
+@click.option("--seed", type=int, default=None, help="seed of the probability draws")
 @click.pass_context
-def fault(ctx, action: str, rule_id: int | None, do: str | None, **match) -> None:
-    """Request fault rules: add --do drop_response --api-key 0 --count 1 | list | remove ID | clear."""
+def fault(ctx, action: str, rule_id: int | None, do: str | None, delay_ms: str | None, **match) -> None:
+    """Request fault rules: add --do error --api-key 0 --topic T --error NOT_ENOUGH_REPLICAS | list |
+    remove ID | release ID | clear."""
     if action == "list":
         _run(ctx, "faults")
     elif action == "clear":
         _run(ctx, "faults_clear")
-    elif action == "remove":
+    elif action in ("remove", "release"):
         if rule_id is None:
-            raise click.UsageError("fault remove needs the rule's id")
-        _run(ctx, "fault_remove", rule_id=rule_id)
+            raise click.UsageError(f"fault {action} needs the rule's id")
+        _run(ctx, f"fault_{action}", rule_id=rule_id)
     else:
         if do is None:
             raise click.UsageError("fault add needs --do ACTION")
+        if delay_ms is not None:
+            match["delay_ms"] = int(delay_ms) if delay_ms.strip().isdigit() else delay_ms
         _run(ctx, "fault_add", action=do, **{k: v for k, v in match.items() if v is not None})

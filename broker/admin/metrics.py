@@ -27,7 +27,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from broker.admin import snapshot
 from protocol.apis import api_name
@@ -161,10 +161,25 @@ class StateCollector:
                                 value=len(snapshot.groups(broker)))
 
 
+class FaultFiringsCollector:
+    """Firings of the request fault rules, per rule and action (removed rules included)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def collect(self):
+        firings = CounterMetricFamily("eosbroker_fault_firings", "Requests a fault rule acted on",
+                                      labels=["rule", "action"])
+        for (rule_id, action), n in sorted(self.broker.faults.firings.items()):
+            firings.add_metric([str(rule_id), action], n)
+        yield firings
+
+
 def add_routes(admin) -> None:
     registry = CollectorRegistry(auto_describe=False)
     admin.broker.request_observer = RequestMetrics(registry).observe
     registry.register(StateCollector(admin.broker))
+    registry.register(FaultFiringsCollector(admin.broker))
 
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(registry)

@@ -193,9 +193,15 @@ class BrokerHelpers:
 
     def fault(self, action: str, **match) -> dict:
         """Adds a request fault rule (``delay``, ``drop_response``, ``close_after``,
-        ``close_before``) matched on ``api_key``, ``node_id``, ``client_id``,
-        ``transactional_id``, with ``skip``/``count``/``delay_ms``; returns the rule."""
+        ``close_before``, ``error``, ``hold``) matched on ``api_key``, ``min_version``,
+        ``max_version``, ``node_id``, ``client_id``, ``transactional_id``, ``producer_id``,
+        ``group_id``, ``topic``, ``partition``, with ``skip``/``count``/``nth``,
+        ``probability``/``seed``, ``delay_ms``, ``error``; returns the rule (its ``id``)."""
         return self.control().call("fault_add", action=action, **match)
+
+    def release_fault(self, rule_id: int) -> dict:
+        """Lets the requests a ``hold`` rule holds go on."""
+        return self.control().call("fault_release", rule_id=rule_id)
 
     def transactions(self) -> list[dict]:
         """Every transactional id as its coordinator holds it (state, producer id and
