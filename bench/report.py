@@ -49,7 +49,7 @@ def judge(workloads: list[Workload], med: Medians) -> list[Verdict]:
                 verdicts.append(Verdict(w.name, t, "n/a", f"{SUBJECT} not measured"))
                 continue
             if t.below is not None:
-                ok = subject < t.below
+                ok = subject <= t.below
                 verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT} {subject:,.1f}"))
             if t.min_ratio_to_peer is not None or t.max_ratio_to_peer is not None:
                 peer = med.get(PEER, {}).get((w.name, t.metric))

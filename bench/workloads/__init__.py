@@ -2,12 +2,13 @@
 and one line here; ``resources`` stays last so it covers the others."""
 
 from bench.workloads import (
-    consume, idempotent_produce, produce, resources, spark_stream, spark_write, startup, transactions, txn_state_startup,
+    consume, idempotent_produce, produce, resources, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_state_startup,
 )
 from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 
 WORKLOADS: tuple[Workload, ...] = (
     startup.WORKLOAD,
+    startup_3_nodes.WORKLOAD,
     produce.WORKLOAD,
     consume.WORKLOAD,
     idempotent_produce.WORKLOAD,

@@ -31,7 +31,7 @@ class Target:
     """One acceptance figure for eosbroker on one metric.
 
     ``min_ratio_to_peer``: eosbroker >= ratio x peer.  ``max_ratio_to_peer``: eosbroker
-    <= ratio x peer (for lower-is-better metrics).  ``below``: eosbroker < value.
+    <= ratio x peer (for lower-is-better metrics).  ``below``: eosbroker <= value.
     """
 
     metric: str

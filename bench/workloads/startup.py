@@ -16,5 +16,5 @@ WORKLOAD = Workload(
     description="spawn to first Metadata answer",
     run=run,
     metrics=(Metric("ms", "ms", "lower"),),
-    targets=(Target("ms", "start-up < 250 ms", below=250.0),),
+    targets=(Target("ms", "start-up <= 150 ms", below=150.0),),
 )

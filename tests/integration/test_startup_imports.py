@@ -1,0 +1,53 @@
+"""What a broker process imports on its way to serving clients.
+
+Start-up time is the bench's business; this guards its cause without a clock: a
+``serve`` process without ``--admin-port``, started in a fresh working directory (as the
+bench and containers start it), answers a real client and is stopped, and Python's own
+import log (``-X importtime``) must name none of the packages that path never needs.
+Hypothesis (pulled in by kio when installed) once cost ~2 s there.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from confluent_kafka.admin import AdminClient
+
+# packages the serve path must not load: test-only, the control API's, the Spark client's
+NOT_ON_THE_SERVE_PATH = ("hypothesis", "aiohttp", "prometheus_client", "pyspark", "pandas", "pyarrow")
+
+
+def _imported(import_log: str) -> set[str]:
+    """Top-level packages loaded, from a ``-X importtime`` log. A submodule's line alone
+    does not count: an import refused before loading (the broker keeps Hypothesis out
+    that way) is logged under the submodule's name only."""
+    names = set()
+    for line in import_log.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if "." not in name and name != "imported package":
+                names.add(name)
+    return names
+
+
+def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "broker.cli", "serve", "--port", "0",
+         "--data-dir", str(tmp_path / "data"), "--override", "num.partitions=1"],
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("eosbroker listening on "), line
+        admin = AdminClient({"bootstrap.servers": line.split()[-1]})
+        assert admin.list_topics(timeout=30).brokers  # ApiVersions + Metadata from a real client
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    imported = _imported(stderr)
+    assert {"broker", "kio", "asyncio"} <= imported  # the log is the real one
+    assert not imported & set(NOT_ON_THE_SERVE_PATH), sorted(imported & set(NOT_ON_THE_SERVE_PATH))
+    assert not (workdir / ".hypothesis").exists()
