@@ -58,6 +58,9 @@ class Connection:
     last_active: float
     writer: asyncio.StreamWriter
     processor: asyncio.Task | None = None
+    # responses answered in this event-loop turn, sent together at its end (one writev
+    # instead of one send per pipelined response); None when nothing is waiting
+    unsent: list[bytes] | None = None
     # cleared while responses wait for a peer that does not read them: no read-ahead then,
     # as Kafka mutes a channel whose response is still being sent
     output_flowing: asyncio.Event = field(default_factory=asyncio.Event)
@@ -167,6 +170,31 @@ class Server:
                 log.warning("node %d: listener did not close within %.0f s", self.node_id, _DRAIN_GRACE_S)
             self._server = None
 
+    @staticmethod
+    def _send(conn: Connection, response: bytes) -> None:
+        """Queues a response for this loop turn's single write to the connection."""
+        if conn.unsent is None:
+            conn.unsent = [response]
+            asyncio.get_running_loop().call_soon(Server._flush, conn)
+        else:
+            conn.unsent.append(response)
+
+    @staticmethod
+    def _flush(conn: Connection) -> None:
+        unsent, conn.unsent = conn.unsent, None
+        if not unsent or conn.writer.is_closing():
+            return
+        if len(unsent) == 1:
+            conn.writer.write(unsent[0])
+        else:
+            conn.writer.writelines(unsent)
+
+    def _close(self, conn: Connection) -> None:
+        """Closes after sending what was already answered (a fault's close_after, a bad
+        next request)."""
+        self._flush(conn)
+        conn.writer.close()
+
     def close_idle(self, max_idle_s: float) -> None:
         cutoff = self.broker.clock.monotonic() - max_idle_s
         for conn in list(self.connections.values()):
@@ -235,7 +263,7 @@ class Server:
                 if (left := queue.get_nowait()) is not None:
                     self.limits.release(len(left))
             self.connections.pop(conn.id, None)
-            writer.close()
+            self._close(conn)
 
     async def _enqueue(self, queue: asyncio.Queue, frame: bytes, processor: asyncio.Task) -> bool:
         """Waits for request memory and room in the read-ahead queue, unless the processor
@@ -270,16 +298,17 @@ class Server:
                     self.limits.release(len(frame))
             except ProtocolViolation as e:
                 log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
-                writer.close()
+                self._close(conn)
                 return
             except Exception:
                 log.exception("closing connection %s from %s: unexpected error handling a request", conn.id, conn.peer)
-                writer.close()
+                self._close(conn)
                 return
             if out is not None:
-                writer.write(out)
+                self._send(conn, out)
                 conn.last_active = self.broker.clock.monotonic()
-                if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                if writer.transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
+                    self._flush(conn)
                     conn.output_flowing.clear()
                     try:
                         await writer.drain()

@@ -6,9 +6,12 @@ key this way, so an emulated cluster sends clients to the same partition Kafka w
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _INT32_MIN = -(1 << 31)
 
 
+@lru_cache(maxsize=1 << 16)  # asked on every transactional request for the same few ids
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, as a signed int32."""
     h = 0

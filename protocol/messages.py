@@ -137,6 +137,10 @@ def _value(kafka_type: str | None, v: Any) -> Any:
     return v
 
 
+# kafka types whose dict values need converting; every other value is taken as it is
+_CONVERTED = frozenset({"error_code", *_TIME_TYPES})
+
+
 @cache
 def _names_in_any_version(cls: type) -> frozenset[str]:
     """Field names that ``cls``'s namesake has in any version of its API."""
@@ -174,13 +178,13 @@ def build(cls: type, data: dict[str, Any]):
                 kwargs[name] = zero
             continue
         if kind == "value":
-            kwargs[name] = _value(arg, v)
+            kwargs[name] = _value(arg, v) if arg in _CONVERTED else v
         elif kind == "entity":
             kwargs[name] = None if v is None else (v if is_dataclass(v) else build(arg, v))
         elif kind == "entities":
             kwargs[name] = None if v is None else tuple(x if is_dataclass(x) else build(arg, x) for x in v)
         else:
-            kwargs[name] = None if v is None else tuple(_value(arg, x) for x in v)
+            kwargs[name] = None if v is None else (tuple(_value(arg, x) for x in v) if arg in _CONVERTED else tuple(v))
     return cls(**kwargs)
 
 
