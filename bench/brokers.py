@@ -242,6 +242,16 @@ class RunningBroker:
         self._spawn()
         return stopped_s
 
+    def crash_restart(self) -> None:
+        """kill -9, then spawns it again on the same port and data dir: a crash recovery."""
+        self.check_alive()
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.sampler = None
+        self.process.kill()
+        self.process.wait(STOP_TIMEOUT_S)
+        self._spawn()
+
     def stop(self) -> None:
         self._terminate()
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -53,6 +53,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="about how many records txn-state-startup writes to __transaction_state (default 100000)",
     )
     p.add_argument(
+        "--txn-state-data-mb",
+        type=int,
+        default=1000,
+        help="MB of partition data txn-state-startup writes before its kill -9 restart (default 1000)",
+    )
+    p.add_argument(
         "--only",
         type=lambda v: _names(v, BY_NAME, "workload"),
         default=None,
@@ -73,6 +79,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
     args = p.parse_args(argv)
+    if args.txn_state_data_mb < 0:
+        p.error("--txn-state-data-mb cannot be negative")
     if min(args.runs, args.records, args.record_size, args.transactions, args.txn_state_records) < 1:
         p.error("--runs, --records, --record-size, --transactions and --txn-state-records must be positive")
     return args
@@ -139,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout,
         transactions=args.transactions,
         txn_state_records=args.txn_state_records,
+        txn_state_data_mb=args.txn_state_data_mb,
     )
     env = environment()
     print(

@@ -48,6 +48,7 @@ class Settings:
     timeout_s: float
     transactions: int = 2_000
     txn_state_records: int = 100_000
+    txn_state_data_mb: int = 1000
 
 
 @dataclass

@@ -26,14 +26,25 @@ Then the broker gets SIGTERM and is spawned again on the same port and data dir:
   new id in that partition, started at the same moment (right after the Metadata
   answer) in a thread. While the partition loads, librdkafka retries its InitProducerId
   about every 800 ms, so this is what a client sees, rounded up by that backoff.
-- ``load ms``: the coordinator's own load time from its log line (from the start of the
-  load, which begins after the logs are opened, not from the spawn).
+- ``load ms``: the coordinator's own load time, summed over its per-partition log lines
+  (loading begins after the logs are opened, not at the spawn).
+
+Before that restart, ``--txn-state-data-mb`` of plain records (10 kB each) go to the
+data topic, so the crash recovery below has partition data to cope with as well.
+
+Then it is killed with SIGKILL right after a new transaction's records and spawned
+again (crash recovery: no clean-shutdown marker, so the logs are recovered):
+
+- ``kill -9 ready ms``: spawn to the first InitProducerId answered without error, as
+  ``ready ms``; the target is 1 s.
+- ``kill -9 metadata ms``: spawn to the first Metadata answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 import re
 import time
 import uuid
@@ -42,8 +53,8 @@ from concurrent.futures import ThreadPoolExecutor
 from confluent_kafka import KafkaException, Producer
 
 from bench.brokers import HOST, BrokerFailed, RunningBroker
-from bench.workloads.base import Metric, RunContext, Workload, WorkloadFailed
-from bench.workloads.produce import create_topic
+from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
+from bench.workloads.produce import DeliveryTally, create_topic
 from broker.client import KafkaConnection
 from broker.errors import code
 from coordinator.partitioning import partition_for
@@ -55,13 +66,15 @@ MAX_IDS = 200
 RECORDS_PER_TRANSACTION = PARTITIONS_PER_TRANSACTION + 2  # + PrepareCommit, CompleteCommit
 RECORDS_PER_ID = 2  # the first and the closing InitProducerId
 CONNECTIONS = 8
+DATA_RECORD_BYTES = 10_000
 FILL_TIMEOUTS = 3  # the fill may take this many --timeout; the restart gets one more
 _RETRY_PAUSE_S = 0.005
 READY_POLL_S = 0.005
 
 METADATA, LIST_OFFSETS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 3, 2, 22, 24, 26
 _RETRIABLE = {code("CONCURRENT_TRANSACTIONS"), code("COORDINATOR_LOAD_IN_PROGRESS")}
-_LOADED = re.compile(r"transaction coordinator loaded (\d+) records from __transaction_state in (\d+) ms")
+# one line per loaded partition
+_LOADED = re.compile(r"transaction coordinator of node \d+ loaded (\d+) records from __transaction_state-\d+ in (\d+) ms")
 
 
 def fill_plan(target_records: int) -> tuple[int, int]:
@@ -186,6 +199,37 @@ async def _time_coordinator_ready(broker: RunningBroker, transactional_id: str, 
             await asyncio.sleep(READY_POLL_S)
 
 
+def _fill_data(bootstrap: str, topic: str, megabytes: int, timeout_s: float) -> None:
+    """About ``megabytes`` MB of 10 kB records over the data topic's partitions."""
+    tally = DeliveryTally()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "compression.type": "none", "on_delivery": tally})
+    value = os.urandom(DATA_RECORD_BYTES)
+    deadline = time.perf_counter() + timeout_s
+    for n in range(megabytes * 1_000_000 // DATA_RECORD_BYTES):
+        while True:
+            try:
+                producer.produce(topic, value, partition=n % DATA_PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if n % 1000 == 0 and time.perf_counter() > deadline:
+            raise WorkloadFailed(f"txn-state-startup: data fill unfinished after {timeout_s} s")
+    producer.flush(timeout_s)
+    if tally.failed:
+        raise WorkloadFailed(f"txn-state-startup: data fill: {tally.failed} records failed: {tally.first_error}")
+
+
+def _crash_restart(broker: RunningBroker, partitions: int, timeout_s: float) -> tuple[float, float]:
+    """kill -9 and a new spawn; (seconds to a ready coordinator, seconds to Metadata)."""
+    try:
+        broker.crash_restart()
+    except BrokerFailed as e:
+        raise WorkloadFailed(f"txn-state-startup: restart after kill -9: {e}") from e
+    ready_s = asyncio.run(_time_coordinator_ready(broker, _id_in_partition(partitions - 1, partitions), timeout_s))
+    return ready_s, broker.startup_s
+
+
 def run(ctx: RunContext) -> dict[str, float]:
     ids, per_id = fill_plan(ctx.settings.txn_state_records)
     timeout_s = ctx.settings.timeout_s
@@ -196,6 +240,8 @@ def run(ctx: RunContext) -> dict[str, float]:
         asyncio.run(_fill(broker.port, topic, ids, per_id, FILL_TIMEOUTS * timeout_s))
         fill_s = time.perf_counter() - started
         fill_cpu_s = broker.sampler.cpu_seconds() - cpu_before
+        if ctx.settings.txn_state_data_mb:
+            _fill_data(broker.bootstrap, topic, ctx.settings.txn_state_data_mb, FILL_TIMEOUTS * timeout_s)
         partitions, records = asyncio.run(_transaction_state_size(broker.port))
         try:
             stop_s = broker.restart()
@@ -208,25 +254,29 @@ def run(ctx: RunContext) -> dict[str, float]:
             init_txn = pool.submit(_time_init_transactions, broker, client_id, timeout_s)
             ready_s = asyncio.run(_time_coordinator_ready(broker, raw_id, timeout_s))
             init_txn_s = init_txn.result()
-        loaded = _LOADED.search(broker.log_since_spawn())
+        loaded = [(int(n), int(ms)) for n, ms in _LOADED.findall(broker.log_since_spawn())]
         _, after = asyncio.run(_transaction_state_size(broker.port))
         if after != records + 2:  # + the two probes' InitProducerId
             raise WorkloadFailed(
                 f"txn-state-startup: {records} records in {TOPIC} before the restart, {after} after "
                 f"(expected two more, from the probes' InitProducerId)"
             )
+        clean_metadata_s = broker.startup_s
+        crash_ready_s, crash_metadata_s = _crash_restart(broker, partitions, timeout_s)
         metrics = {
+            "kill -9 ready ms": crash_ready_s * 1000,
+            "kill -9 metadata ms": crash_metadata_s * 1000,
             "records": float(records),
             "fill s": fill_s,
             "fill CPU s": fill_cpu_s,
             "stop ms": stop_s * 1000,
-            "metadata ms": broker.startup_s * 1000,
+            "metadata ms": clean_metadata_s * 1000,
             "ready ms": ready_s * 1000,
             "init_txn ms": init_txn_s * 1000,
         }
-        if loaded is not None:
-            metrics["loaded records"] = float(loaded.group(1))
-            metrics["load ms"] = float(loaded.group(2))
+        if loaded:
+            metrics["loaded records"] = float(sum(n for n, _ in loaded))
+            metrics["load ms"] = float(sum(ms for _, ms in loaded))
         return metrics
 
 
@@ -244,6 +294,9 @@ WORKLOAD = Workload(
         Metric("init_txn ms", "ms", "lower", ",.0f"),
         Metric("loaded records", "records", "higher", ",.0f"),
         Metric("load ms", "ms", "lower", ",.0f"),
+        Metric("kill -9 metadata ms", "ms", "lower", ",.0f"),
+        Metric("kill -9 ready ms", "ms", "lower", ",.0f"),
     ),
+    targets=(Target("kill -9 ready ms", "ready for InitProducerId <= 1 s after kill -9", below=1000.0),),
     brokers=("eosbroker",),
 )
