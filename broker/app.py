@@ -78,6 +78,8 @@ class Broker:
             self.clock, self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
+        self._tasks.append(asyncio.create_task(every(
+            self.clock, self.config["log.flush.offset.checkpoint.interval.ms"], self.cluster.checkpoint_recovery_points)))
         self._tasks.append(asyncio.create_task(
             every(self.clock, self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)))
         idle_ms = self.config["connections.max.idle.ms"]

@@ -7,6 +7,7 @@ NOT_COORDINATOR consistently.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from broker.partition import Partition
 from broker.replicas import Leadership, ReplicaState
 from broker.storage.files import fsync_dir, replace_atomically
 from broker.storage.log import LogConfig
+from broker.storage.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
+from broker.storage.recovery_points import read_recovery_points, write_recovery_points
 from broker.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
 from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
@@ -108,13 +111,16 @@ class Cluster:
         """Opens (and so recovers) every partition of every known topic.
 
         After a clean shutdown the active segments' index files are trusted; otherwise
-        each active segment is validated batch by batch.
+        each active segment is validated batch by batch from its recovery point.
         """
         started = self.clock.now_ms()
         clean = self._take_clean_shutdown_marker()
+        points = {} if clean else read_recovery_points(self.recovery_points_path)
         for topic in list(self.topics.by_name.values()):
-            self._open_partitions(topic, 0, clean, self.default_replication_factor(_replication_setting(topic.name)))
+            self._open_partitions(topic, 0, clean, self.default_replication_factor(_replication_setting(topic.name)),
+                                  recovery_points=points)
         self.replicas.save()
+        self._write_recovery_points()
         if self.partitions:
             if clean:
                 log.info("opened %d partitions in %d ms after a clean shutdown (index files trusted)",
@@ -122,6 +128,33 @@ class Cluster:
             else:
                 log.info("recovered %d partitions in %d ms after an unclean shutdown (active segments validated)",
                          len(self.partitions), self.clock.now_ms() - started)
+
+    @property
+    def recovery_points_path(self) -> Path:
+        return self.data_dir / "meta" / RECOVERY_POINTS_FILE
+
+    def _write_recovery_points(self) -> None:
+        points = {key: p.recovery_point for key, p in self.partitions.items() if p.recovery_point is not None}
+        try:
+            write_recovery_points(self.recovery_points_path, points)
+        except OSError as e:
+            log.warning("could not write %s: %s", self.recovery_points_path, e)
+
+    async def checkpoint_recovery_points(self) -> None:
+        """Moves every partition's recovery point to its log end (log fsynced, producer
+        state snapshotted there), off the event loop, then records them all
+        (log.flush.offset.checkpoint.interval.ms): a crash recovery validates only
+        what was appended after."""
+        taken = [c for p in list(self.partitions.values()) if (c := p.checkpoint()) is not None]
+        if taken:
+            try:
+                await asyncio.to_thread(lambda: [c.write() for c in taken])
+            except OSError as e:  # a segment or partition went away meanwhile: next time
+                log.info("recovery point checkpoint skipped: %s", e)
+                return
+            for c in taken:
+                c.partition.recovery_point = c.end
+        self._write_recovery_points()
 
     def _take_clean_shutdown_marker(self) -> bool:
         path = self.clean_shutdown_path
@@ -133,13 +166,15 @@ class Cluster:
         return True
 
     def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False,
-                         replication_factor: int = 1, assignments: dict[int, list[int]] | None = None) -> None:
+                         replication_factor: int = 1, assignments: dict[int, list[int]] | None = None,
+                         recovery_points: dict[tuple[str, int], int] | None = None) -> None:
         cfg = self.log_config(topic)
         t = self.clock.now_ms()
         for i in range(first, topic.partitions):
             leadership = self.replicas.assign(topic.name, i, replication_factor, (assignments or {}).get(i))
             part = self.partitions[(topic.name, i)] = Partition.open(
-                topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5, clean_shutdown
+                topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5, clean_shutdown,
+                (recovery_points or {}).get((topic.name, i)),
             )
             part.set_leader_epoch(leadership.leader_epoch)
 
@@ -215,6 +250,7 @@ class Cluster:
             self.replicas.forget(name, i)
         self.topics.remove(name)
         self.replicas.save()
+        self._write_recovery_points()  # a topic created again under the name starts without one
         log.info("deleted topic %s", name)
         return topic
 

@@ -90,6 +90,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("log.message.timestamp.type", _str, "CreateTime", "message.timestamp.type"),
         Setting("log.flush.interval.messages", _long, 2**63 - 1, "flush.messages"),
         Setting("log.flush.interval.ms", _long, 2**63 - 1, "flush.ms"),
+        Setting("log.flush.offset.checkpoint.interval.ms", _long, 60000,
+                doc="how often the recovery points are recorded (a crash recovery validates only beyond them)"),
         Setting("min.insync.replicas", _long, 1, "min.insync.replicas"),
         Setting("compression.type", _str, "producer", "compression.type"),
         Setting("offsets.topic.num.partitions", _long, 50),

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.storage.leader_epochs import LeaderEpochCache
 from broker.storage.log import AppendInfo, LogConfig, PartitionLog
-from broker.storage.producer_snapshots import load_latest_snapshot, write_snapshot
+from broker.storage.producer_snapshots import encode_snapshot, load_latest_snapshot, write_snapshot, write_snapshot_bytes
 from broker.storage.producer_state import CompletedTxn, ProducerStateManager
 from broker.storage.txn_index import AbortedTxnIndex
 from protocol.record_codec import build_control_batch
@@ -38,6 +39,22 @@ class Appended:
     duplicate: bool = False
 
 
+@dataclass(frozen=True)
+class RecoveryCheckpoint:
+    partition: "Partition"
+    end: int
+    snapshot: bytes
+    fds: tuple[int, ...]
+
+    def write(self) -> None:
+        """fsyncs the log up to ``end`` and writes the producer snapshot taken there. Any
+        thread: segment files only grow meanwhile; a segment closed meanwhile raises
+        OSError and the recovery point stays where it was."""
+        for fd in self.fds:
+            os.fsync(fd)
+        write_snapshot_bytes(self.snapshot, self.partition.log.directory, self.end)
+
+
 class Partition:
     def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager,
                  aborted: AbortedTxnIndex) -> None:
@@ -50,6 +67,8 @@ class Partition:
         # Duplicates that matched a batch of an already-ended transaction (a client
         # reused a sequence after an abort): a metric, and a WARN each time.
         self.sequence_reuse_after_marker = 0
+        # below it the log was flushed and checked (recovery-point-offset-checkpoint)
+        self.recovery_point: int | None = None
         self.leader_epochs = LeaderEpochCache(log_.directory)
         log_.roll_listeners.append(self._snapshot_at_roll)
 
@@ -62,8 +81,9 @@ class Partition:
 
     @classmethod
     def open(cls, topic: str, index: int, directory: Path, config: LogConfig, now_ms: int,
-             emulate_older_than_2_5: bool = False, clean_shutdown: bool = False) -> "Partition":
-        log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown)
+             emulate_older_than_2_5: bool = False, clean_shutdown: bool = False,
+             recovery_point: int | None = None) -> "Partition":
+        log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown, recovery_point)
         aborted = AbortedTxnIndex(directory)
         aborted.truncate_to(log_.log_end_offset)
         loaded = load_latest_snapshot(directory, emulate_older_than_2_5, log_.log_end_offset)
@@ -77,7 +97,12 @@ class Partition:
                     aborted.add(txn.producer_id, txn.first_offset, txn.last_offset)
 
             state.rebuild(log_.batches(start), on_completed)
-        return cls(topic, index, log_, state, aborted)
+        part = cls(topic, index, log_, state, aborted)
+        if clean_shutdown or start == log_.log_end_offset:
+            part.recovery_point = log_.log_end_offset  # flushed at close, a snapshot there
+        elif recovery_point is not None and recovery_point <= log_.log_end_offset:
+            part.recovery_point = recovery_point  # still true: what lies below it is unchanged
+        return part
 
     @property
     def high_watermark(self) -> int:
@@ -167,6 +192,15 @@ class Partition:
         self.producer_state.update(batch)
         self.wake_fetchers()
         return info
+
+    def checkpoint(self) -> RecoveryCheckpoint | None:
+        """What makes the log end offset the next recovery point: the producer state
+        encoded now and the segment files to fsync (``RecoveryCheckpoint.write``, off the
+        event loop); None when nothing was appended since the last one."""
+        end = self.log.log_end_offset
+        if end == self.recovery_point:
+            return None
+        return RecoveryCheckpoint(self, end, encode_snapshot(self.producer_state), self.log.segment_fds())
 
     def _snapshot_at_roll(self, new_segment_base: int) -> None:
         write_snapshot(self.producer_state, self.log.directory, new_segment_base)

@@ -38,6 +38,7 @@ from protocol.record_codec import (
     build_batch,
     build_control_batch,
     decode_records,
+    keyed_records,
     read_control_record,
 )
 from protocol.records import InvalidBatch, RecordBatch
@@ -121,12 +122,13 @@ class CoordinatorRuntime:
         for batch in batches:
             if batch.is_control:
                 continue
-            for record in decode_records(batch):
-                latest.pop(record.key, None)  # re-insert so dict order stays log order
-                latest[record.key] = record
+            for record in keyed_records(batch):  # (key, value, offset, timestamp)
+                key = record[0]
+                latest.pop(key, None)  # re-insert so dict order stays log order
+                latest[key] = record
                 count += 1
-        for record in latest.values():
-            self.machine.replay(CoordinatorRecord(record.key, record.value), record.offset, record.timestamp)
+        for key, value, offset, timestamp in latest.values():
+            self.machine.replay(CoordinatorRecord(key, value), offset, timestamp)
         return count
 
     def _replay_batch(self, partition: int, batch: RecordBatch) -> int:

@@ -117,6 +117,50 @@ def decode_records(batch: RecordBatch, max_decompressed_bytes: int = MAX_DECOMPR
     return records
 
 
+def keyed_records(batch: RecordBatch) -> list[tuple[bytes | None, bytes | None, int, int]]:
+    """(key, value, offset, timestamp) of every record, headers skipped: what a coordinator
+    load needs of its many small batches. Uncompressed batches are read in place, with
+    one-byte varints (small keys, single-record batches) taken inline; anything else goes
+    through ``decode_records``. Malformed input raises InvalidBatch, as there."""
+    if batch.compression != COMPRESSION_NONE or batch.magic != MAGIC_V2:
+        return [(r.key, r.value, r.offset, r.timestamp) for r in decode_records(batch)]
+    data = batch.buf
+    pos = batch.pos + RECORD_BATCH_OVERHEAD
+    end = batch.pos + batch.size
+    if end < pos or end > len(data):
+        raise _corrupt(f"batch length {batch.header.batch_length} does not fit the buffer")
+    count = batch.records_count
+    if count < 0:
+        raise _corrupt(f"negative record count {count}")
+    base_offset = batch.base_offset
+    base_timestamp = batch.base_timestamp
+    append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    out = []
+    append = out.append
+    for _ in range(count):
+        length, pos = _read_varint(data, pos, end, 5)
+        if length <= 0 or length > end - pos:
+            raise _corrupt(f"record length {length} with {end - pos} bytes left")
+        record_end = pos + length
+        # attributes (unused in v2), then the timestamp and offset deltas: one byte each
+        # in a coordinator's single-record batch
+        p = pos + 1
+        if p + 2 <= record_end and data[p] < 0x80 and data[p + 1] < 0x80:
+            t, o = data[p], data[p + 1]
+            timestamp_delta, offset_delta, p = (t >> 1) ^ -(t & 1), (o >> 1) ^ -(o & 1), p + 2
+        else:
+            timestamp_delta, p = _read_varint(data, p, record_end, 10)
+            offset_delta, p = _read_varint(data, p, record_end, 5)
+        key, p = _read_bytes(data, p, record_end)
+        value, p = _read_bytes(data, p, record_end)
+        append((key, value, base_offset + offset_delta,
+                append_time if append_time is not None else base_timestamp + timestamp_delta))
+        pos = record_end
+    if pos != end:
+        raise _corrupt(f"{end - pos} bytes left after the {count} records the batch declares")
+    return out
+
+
 def check_keys_for_compaction(batch: RecordBatch, partition_name: str) -> None:
     """A compacted topic takes only keyed records: Kafka's LogValidator refuses the
     whole batch with INVALID_RECORD and names every keyless record's index."""
@@ -153,7 +197,11 @@ def _read_varint(data, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
 
 
 def _read_bytes(data, pos: int, end: int) -> tuple[bytes | None, int]:
-    n, pos = _read_varint(data, pos, end, 5)
+    if pos < end and data[pos] < 0x80:  # a length below 64: one byte
+        b = data[pos]
+        n, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        n, pos = _read_varint(data, pos, end, 5)
     if n < 0:  # Java reads any negative length as null
         return None, pos
     if n > end - pos:

@@ -142,11 +142,13 @@ class PartitionLog:
 
     # opening and recovery ------------------------------------------------
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, now_ms: int, clean_shutdown: bool = False) -> PartitionLog:
+    def open(cls, directory: Path, config: LogConfig, now_ms: int, clean_shutdown: bool = False,
+             recovery_point: int | None = None) -> PartitionLog:
         """Opens the log in ``directory``, recovering the active segment unless
         ``clean_shutdown`` (the broker closed every log last time and nothing has run
         since): then its index files are loaded, falling back to recovery if they or
-        the batches after their last entry look wrong."""
+        the batches after their last entry look wrong. A ``recovery_point`` inside the
+        active segment limits recovery to the batches from it on."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         if os.listdir(directory):  # a new partition has nothing to recover: skip the scans
@@ -166,7 +168,7 @@ class PartitionLog:
                 active = LogSegment(directory, bases[-1])
                 segments.append(active)
                 if not (clean_shutdown and _load_active_after_clean_shutdown(directory, active)):
-                    _recover_active(directory, active, config.index_interval_bytes)
+                    _recover_active(directory, active, config.index_interval_bytes, recovery_point)
                 if active.size:
                     first = active.batch_at(0).max_timestamp
                     active.roll_base_ms = first if first >= 0 else now_ms
@@ -294,6 +296,11 @@ class PartitionLog:
         self._flushed_offset = self._active.next_offset
         if now_ms is not None:
             self._last_flush_ms = now_ms
+
+    def segment_fds(self) -> tuple[int, ...]:
+        """The files a recovery-point checkpoint fsyncs: segments written since their
+        last flush."""
+        return tuple(seg.fd for seg in self._segments if seg.unflushed)
 
     # reading -------------------------------------------------------------
     def _check_offset(self, offset: int) -> None:
@@ -624,8 +631,14 @@ def _load_active_after_clean_shutdown(directory: Path, seg: LogSegment) -> bool:
     return why is None
 
 
-def _recover_active(directory: Path, seg: LogSegment, index_interval_bytes: int) -> None:
-    valid, problem = seg.rebuild_indexes(index_interval_bytes, validate=True, inactive=False)
+def _recover_active(directory: Path, seg: LogSegment, index_interval_bytes: int,
+                    recovery_point: int | None = None) -> None:
+    recovered = None
+    if recovery_point is not None and recovery_point > seg.base_offset:
+        recovered = seg.recover_beyond(recovery_point, index_interval_bytes)
+    if recovered is None:
+        recovered = seg.rebuild_indexes(index_interval_bytes, validate=True, inactive=False)
+    valid, problem = recovered
     if problem is not None:
         dropped = seg.size - valid
         log.warning(

@@ -107,8 +107,14 @@ def decode_snapshot(data: bytes, emulate_older_than_2_5: bool = False) -> Produc
 def write_snapshot(manager: ProducerStateManager, directory: Path, offset: int) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    return write_snapshot_bytes(encode_snapshot(manager), directory, offset)
+
+
+def write_snapshot_bytes(snapshot: bytes, directory: Path, offset: int) -> Path:
+    """Writes an encoded snapshot into an existing partition directory (never creating
+    it: the partition may have been deleted meanwhile) and drops the oldest."""
     path = snapshot_path(directory, offset)
-    replace_atomically(path, encode_snapshot(manager))
+    replace_atomically(path, snapshot)
     for _, old in list_snapshots(directory)[:-SNAPSHOTS_TO_KEEP]:
         old.unlink(missing_ok=True)
     return path

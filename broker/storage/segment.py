@@ -199,14 +199,46 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             if index is not None:
                 index.close()
+        return self._scan(0, self.base_offset, array("i"), array("i"), array("q"), array("i"), NO_TIMESTAMP, -1,
+                          index_interval_bytes, validate, inactive)
+
+    def recover_beyond(self, recovery_point: int, index_interval_bytes: int) -> tuple[int, str | None] | None:
+        """Crash recovery of the active segment from a recovery point (Kafka's
+        recovery-point-offset-checkpoint: what lies below it was flushed and checked).
+
+        The index entries at or below the recovery point are kept; from the batch of
+        the last of them on, every batch is validated (CRC included) and indexed again,
+        stopping at the first bad one, as ``rebuild_indexes`` does from the start.
+        Returns (bytes of valid batches, problem or None), or None when the index
+        files cannot be used (the caller then validates the whole segment).
+        """
+        try:
+            offset_index = OffsetIndex.load(self.index_path, self.base_offset, self.size, INT32_MAX)
+            time_index = TimeIndex.load(self.time_index_path, self.base_offset, INT32_MAX)
+        except (FileNotFoundError, CorruptIndex):
+            return None
+        offset_index.close()
+        time_index.close()
+        kept = [(o, p) for o, p in offset_index.entries() if o <= recovery_point]
+        offsets, positions = array("i", (o - self.base_offset for o, _ in kept)), array("i", (p for _, p in kept))
+        start, expected = (kept[-1][1], kept[-1][0]) if kept else (0, self.base_offset)
+        last_kept = kept[-1][0] if kept else -1
+        times = [(t, o) for t, o in time_index.entries() if o <= last_kept]
+        ts_values, ts_offsets = array("q", (t for t, _ in times)), array("i", (o - self.base_offset for _, o in times))
+        max_ts, offset_of_max = times[-1] if times else (NO_TIMESTAMP, -1)
+        return self._scan(start, expected, offsets, positions, ts_values, ts_offsets, max_ts, offset_of_max,
+                          index_interval_bytes, True, False)
+
+    def _scan(self, pos: int, expected: int, offsets: array, positions: array, ts_values: array, ts_offsets: array,
+              max_ts: int, offset_of_max: int, index_interval_bytes: int, validate: bool,
+              inactive: bool) -> tuple[int, str | None]:
+        """Indexes (and with ``validate`` checks) the batches from ``pos``, whose first
+        has offset ``expected``, after the given index entries and timestamp state;
+        writes both index files."""
         base = self.base_offset
-        offsets, positions = array("i"), array("i")
-        ts_values, ts_offsets = array("q"), array("i")
-        max_ts, offset_of_max = NO_TIMESTAMP, -1
         since = 0
-        expected = base
         problem = None
-        fd, size, pos = self.fd, self.size, 0
+        fd, size = self.fd, self.size
         while pos < size and problem is None:
             remaining = size - pos
             if remaining < RECORD_BATCH_OVERHEAD:

@@ -9,9 +9,11 @@ Hypothesis (pulled in by kio when installed) once cost ~2 s there.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
@@ -38,7 +40,8 @@ def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "broker.cli", "serve", "--port", "0",
          "--data-dir", str(tmp_path / "data"), "--override", "num.partitions=1"],
-        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # this checkout's broker
     try:
         line = proc.stdout.readline()
         assert line.startswith("eosbroker listening on "), line

@@ -1043,3 +1043,88 @@ def test_the_clean_shutdown_marker_is_taken_at_start_so_a_later_crash_gets_full_
     assert "CRC mismatch" in caplog.text
     assert cluster.partition("t", 0).log.log_end_offset == 5
     cluster.close()
+
+
+# recovery from a recovery point (recovery-point-offset-checkpoint) -----------------
+
+@pytest.mark.parametrize("index_interval_bytes", [0, 250, 10**6])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_recovery_from_a_recovery_point_gives_the_state_of_a_full_recovery(
+        tmp_path: Path, index_interval_bytes: int, seed: int) -> None:
+    rng = random.Random(seed)
+    config = dict(segment_bytes=10**6, index_interval_bytes=index_interval_bytes, segment_ms=10**6)
+    original = tmp_path / "original"
+    log = open_log(original, **config)
+    for _ in range(60):
+        log.append(view(make_batch(rng.randint(1, 3), rng.choice([-1, rng.randrange(1000, 5000)]), 60)), now_ms=100)
+    recovery_point = log.log_end_offset
+    for _ in range(30):
+        log.append(view(make_batch(rng.randint(1, 3), rng.randrange(1000, 6000), 60)), now_ms=100)
+    log.close()
+    with open(original / f"{0:020d}.log", "ab") as f:  # a torn tail beyond the recovery point
+        f.write(make_batch(records=2)[:40])
+    from_point, full_dir = tmp_path / "from-point", tmp_path / "full"
+    shutil.copytree(original, from_point)
+    shutil.copytree(original, full_dir)
+
+    recovered = PartitionLog.open(from_point, LogConfig(**config), 200, recovery_point=recovery_point)
+    full = PartitionLog.open(full_dir, LogConfig(**config), 200)
+    probes = list(range(900, 6200, 97)) + [-1, 0]
+    assert _observed(recovered, probes) == _observed(full, probes)
+    assert recovered.size_bytes == full.size_bytes  # the torn tail is cut in both
+    assert _index_files(from_point) == _index_files(full_dir)
+    batch = make_batch(2, 7000, 60)
+    assert recovered.append(view(batch), now_ms=300) == full.append(view(batch), now_ms=300)
+    recovered.close()
+    full.close()
+
+
+def test_recovery_from_a_recovery_point_checks_every_batch_beyond_it(
+        pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir, index_interval_bytes=0)
+    fill(log, 5)
+    log.close()
+    path = pdir / f"{0:020d}.log"
+    raw = bytearray(path.read_bytes())
+    raw[4 * BATCH_SIZE - 1] ^= 0xFF  # batch 3 (offset 3): its header still parses
+    path.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=0), 0, recovery_point=2)
+    assert "CRC mismatch in the batch at offset 3" in caplog.text
+    assert log.log_end_offset == 3
+    assert spans(log.read(0, 1 << 20)) == [(0, 0), (1, 1), (2, 2)]
+    log.close()
+
+
+def test_what_lies_below_the_recovery_point_is_trusted(pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """As in Kafka: below its recovery point a log was flushed and checked, so recovery
+    does not read it again (a damaged batch there is not what a crash leaves)."""
+    log = open_log(pdir, index_interval_bytes=0)
+    fill(log, 5)
+    log.close()
+    path = pdir / f"{0:020d}.log"
+    raw = bytearray(path.read_bytes())
+    raw[BATCH_SIZE - 1] ^= 0xFF  # batch 0
+    path.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=0), 0, recovery_point=4)
+    assert "CRC mismatch" not in caplog.text
+    assert log.log_end_offset == 5
+    log.close()
+
+
+def test_recovery_point_with_unusable_index_files_validates_the_whole_segment(
+        pdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = open_log(pdir, index_interval_bytes=0)
+    fill(log, 5)
+    log.close()
+    (pdir / f"{0:020d}.index").write_bytes(b"\x00" * 5)  # not a whole entry
+    path = pdir / f"{0:020d}.log"
+    raw = bytearray(path.read_bytes())
+    raw[BATCH_SIZE - 1] ^= 0xFF
+    path.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+        log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=0), 0, recovery_point=4)
+    assert "CRC mismatch in the batch at offset 0" in caplog.text
+    assert log.log_end_offset == 0
+    log.close()
