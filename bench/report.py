@@ -48,9 +48,9 @@ def judge(workloads: list[Workload], med: Medians) -> list[Verdict]:
             if subject is None:
                 verdicts.append(Verdict(w.name, t, "n/a", f"{SUBJECT} not measured"))
                 continue
-            if t.below is not None:
-                ok = subject <= t.below
-                verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT} {subject:,.1f}"))
+            if t.below is not None or t.above is not None:
+                ok = (t.below is None or subject <= t.below) and (t.above is None or subject >= t.above)
+                verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT} {subject:,.2f}"))
             if t.min_ratio_to_peer is not None or t.max_ratio_to_peer is not None:
                 peer = med.get(PEER, {}).get((w.name, t.metric))
                 if not peer:
@@ -84,10 +84,15 @@ def _cell(workload: Workload, broker: str, value: float | None, fmt: str) -> str
     return "-" if value is None else format(value, fmt)
 
 
-def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: dict[str, int]) -> str:
+def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: dict[str, int],
+          verdicts: list[Verdict] = ()) -> str:
     peers = [b for b in brokers if b != SUBJECT] if SUBJECT in brokers else []
     header = ["workload", "metric (better)", *(f"{b} (n={runs_ok.get(b, 0)})" for b in brokers)]
     header += [f"ratio {SUBJECT}/{p}" for p in peers]
+    header += ["target", "verdict"]
+    judged: dict[tuple[str, str], list[Verdict]] = {}
+    for v in verdicts:
+        judged.setdefault((v.workload, v.target.metric), []).append(v)
     rows = [header]
     for w in workloads:
         for m in w.metrics:
@@ -97,6 +102,8 @@ def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: 
             for p in peers:
                 s, v = med.get(SUBJECT, {}).get(key), med.get(p, {}).get(key)
                 row.append(f"{s / v:.2f}x" if s is not None and v else "-")
+            mine = judged.get(key, [])
+            row += ["; ".join(_target_text(v.target) for v in mine), "/".join(v.outcome for v in mine)]
             rows.append(row)
     notes = "medians over successful runs; MB = 10^6 bytes of record values"
     if peers:
@@ -104,6 +111,16 @@ def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: 
             f"\nratio = {SUBJECT} / peer: above 1.00 is better for (higher) metrics, below 1.00 for (lower) ones"
         )
     return _cells(rows) + "\n" + notes
+
+
+def _target_text(t: Target) -> str:
+    if t.min_ratio_to_peer is not None:
+        return f">= {t.min_ratio_to_peer:g}x {PEER}"
+    if t.max_ratio_to_peer is not None:
+        return f"<= {t.max_ratio_to_peer:g}x {PEER}"
+    if t.below is not None:
+        return f"<= {t.below:g}"
+    return f">= {t.above:g}"
 
 
 def verdict_lines(verdicts: list[Verdict]) -> str:

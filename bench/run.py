@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     runs_ok = {b: sum(1 for r in results if r.broker == b and r.error is None) for b in args.brokers}
     verdicts = judge(reported, med)
     print()
-    print(table(reported, args.brokers, med, runs_ok))
+    print(table(reported, args.brokers, med, runs_ok, verdicts))
     if verdicts:
         print("\ntargets (eosbroker):")
         print(verdict_lines(verdicts))

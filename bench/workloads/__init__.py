@@ -2,7 +2,7 @@
 and one line here; ``resources`` stays last so it covers the others."""
 
 from bench.workloads import (
-    consume, idempotent_produce, produce, resources, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_state_startup,
+    concurrent_transactions, consume, idempotent_produce, idle_connections, produce, resources, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_state_startup,
 )
 from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 
@@ -13,6 +13,8 @@ WORKLOADS: tuple[Workload, ...] = (
     consume.WORKLOAD,
     idempotent_produce.WORKLOAD,
     transactions.WORKLOAD,
+    concurrent_transactions.WORKLOAD,
+    idle_connections.WORKLOAD,
     txn_state_startup.WORKLOAD,
     spark_write.WORKLOAD,
     spark_stream.WORKLOAD,

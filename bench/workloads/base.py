@@ -32,6 +32,7 @@ class Target:
 
     ``min_ratio_to_peer``: eosbroker >= ratio x peer.  ``max_ratio_to_peer``: eosbroker
     <= ratio x peer (for lower-is-better metrics).  ``below``: eosbroker <= value.
+    ``above``: eosbroker >= value.
     """
 
     metric: str
@@ -39,6 +40,7 @@ class Target:
     min_ratio_to_peer: float | None = None
     max_ratio_to_peer: float | None = None
     below: float | None = None
+    above: float | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ transactions of 10 records (5 to each partition of a fresh 2-partition topic).
 transactions/s is timed from the first begin_transaction() to the last
 commit_transaction() returning; commit latency is the time of each
 commit_transaction() call (librdkafka flushes the transaction's records, then sends
-EndTxn and waits for its answer). init_transactions() is not timed.
+EndTxn and waits for its answer). init_transactions() is not timed. CPU ms/txn is the
+broker's user+system CPU over the timed part divided by the transactions (CPU time, so
+it holds on a shared machine where wall times do not).
 
 Afterwards a read_committed consumer must see exactly 10 x N records, each once
 (every value starts with its transaction and record number); anything else fails the
@@ -125,16 +127,19 @@ def run(ctx: RunContext) -> dict[str, float]:
     transactions = ctx.settings.transactions
     topic = f"bench-transactions-{uuid.uuid4().hex[:12]}"
     create_topic(ctx.bootstrap, topic, min(30.0, ctx.settings.timeout_s), partitions=PARTITIONS)
+    cpu_before = ctx.broker.sampler.cpu_seconds()
     try:
         elapsed, latencies = run_transactions(ctx, topic, transactions)
     except KafkaException as e:
         raise WorkloadFailed(f"transactions: {e}") from e
+    cpu_s = ctx.broker.sampler.cpu_seconds() - cpu_before
     verify_committed(ctx, topic, transactions)
     latencies.sort()
     return {
         "txn/s": transactions / elapsed,
         "commit p50 ms": percentile(latencies, 0.50) * 1000,
         "commit p99 ms": percentile(latencies, 0.99) * 1000,
+        "CPU ms/txn": cpu_s * 1000 / transactions,
     }
 
 
@@ -146,9 +151,11 @@ WORKLOAD = Workload(
         Metric("txn/s", "transactions/s", "higher", ",.0f"),
         Metric("commit p50 ms", "ms", "lower", ",.2f"),
         Metric("commit p99 ms", "ms", "lower", ",.2f"),
+        Metric("CPU ms/txn", "ms", "lower", ",.2f"),
     ),
     targets=(
         Target("txn/s", "transactions/s >= 1.2x tansu", min_ratio_to_peer=1.2),
         Target("commit p99 ms", "commit p99 latency <= tansu's", max_ratio_to_peer=1.0),
+        Target("CPU ms/txn", "broker CPU per transaction <= 1.2x tansu's", max_ratio_to_peer=1.2),
     ),
 )

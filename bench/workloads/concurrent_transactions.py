@@ -1,0 +1,184 @@
+"""Concurrent transactions: 50 transactional producers at once, each committing
+transactions of 10 records spread over a fresh 4-partition topic; once with
+confluent-kafka (one thread per producer) and once with aiokafka (one task per
+producer on one event loop).
+
+Each producer commits ``--transactions`` / 50 transactions (at least 10). txn/s is the
+aggregate: all transactions over the time from the first begin to the last commit
+(init_transactions()/start() are done before, not timed). Afterwards a read_committed
+consumer must see every record exactly once (values carry library, producer,
+transaction and record numbers), else the run fails. CPU ms/txn: the broker's CPU time
+over both, per transaction. A peer broker that refuses aiokafka's transactional
+producer gets no aiokafka figure (a note is printed); eosbroker failing it fails the run.
+Likewise a committed record missing or read twice fails eosbroker's run, and is counted
+(records missing / duplicated) for a peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import threading
+import time
+import uuid
+
+from aiokafka import AIOKafkaProducer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from aiokafka.errors import KafkaError as KafkaErrorFromAiokafka
+
+from bench.workloads.base import SUBJECT, Metric, RunContext, Workload, WorkloadFailed
+from bench.workloads.produce import create_topic
+
+PRODUCERS = 50
+PARTITIONS = 4
+RECORDS_PER_TRANSACTION = 10
+MIN_TRANSACTIONS_PER_PRODUCER = 10
+_IDENTITY = struct.Struct(">BHIB")  # library (0 confluent, 1 aiokafka), producer, transaction, record
+_BATCH = 10_000
+
+
+def _per_producer(ctx: RunContext) -> int:
+    return max(MIN_TRANSACTIONS_PER_PRODUCER, ctx.settings.transactions // PRODUCERS)
+
+
+def _value(library: int, producer: int, txn: int, record: int, filler: bytes) -> bytes:
+    return _IDENTITY.pack(library, producer, txn, record) + filler
+
+
+def _confluent(ctx: RunContext, topic: str, per_producer: int, filler: bytes) -> float:
+    timeout_s = ctx.settings.timeout_s
+    producers = [Producer({"bootstrap.servers": ctx.bootstrap, "linger.ms": 5, "log_level": 3,
+                           "transactional.id": f"bench-concurrent-{uuid.uuid4().hex[:12]}"})
+                 for _ in range(PRODUCERS)]
+    for p in producers:
+        p.init_transactions(timeout_s)
+    errors: list[BaseException] = []
+    start = threading.Barrier(PRODUCERS + 1)
+
+    def work(n: int, producer: Producer) -> None:
+        try:
+            start.wait(timeout_s)
+            for t in range(per_producer):
+                producer.begin_transaction()
+                for r in range(RECORDS_PER_TRANSACTION):
+                    producer.produce(topic, _value(0, n, t, r, filler), partition=r % PARTITIONS)
+                producer.commit_transaction(timeout_s)
+        except BaseException as e:  # reported below, with the others' results
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n, p), daemon=True) for n, p in enumerate(producers)]
+    for t in threads:
+        t.start()
+    start.wait(timeout_s)
+    began = time.perf_counter()
+    for t in threads:
+        t.join(timeout_s * 2)
+    elapsed = time.perf_counter() - began
+    if errors or any(t.is_alive() for t in threads):
+        raise WorkloadFailed(f"concurrent-transactions: confluent-kafka producers failed: {errors[:3]!r}")
+    for p in producers:
+        p.flush(0)
+    return elapsed
+
+
+async def _aiokafka(ctx: RunContext, topic: str, per_producer: int, filler: bytes) -> float:
+    producers = [AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, linger_ms=5, enable_idempotence=True,
+                                  transactional_id=f"bench-concurrent-aio-{uuid.uuid4().hex[:12]}")
+                 for _ in range(PRODUCERS)]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(p.start() for p in producers)), ctx.settings.timeout_s)
+
+        async def work(n: int, producer: AIOKafkaProducer) -> None:
+            for t in range(per_producer):
+                async with producer.transaction():
+                    sends = [await producer.send(topic, _value(1, n, t, r, filler), partition=r % PARTITIONS)
+                             for r in range(RECORDS_PER_TRANSACTION)]
+                await asyncio.gather(*sends)
+
+        began = time.perf_counter()
+        await asyncio.wait_for(asyncio.gather(*(work(n, p) for n, p in enumerate(producers))),
+                               ctx.settings.timeout_s)
+        return time.perf_counter() - began
+    finally:
+        await asyncio.gather(*(p.stop() for p in producers), return_exceptions=True)
+
+
+def _read_committed(ctx: RunContext, topic: str, expected: set[tuple]) -> tuple[int, set[tuple]]:
+    """(records read, distinct identities) under read_committed, up to the end of every
+    partition once ``expected`` many were read, or until the workload's timeout."""
+    consumer = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": f"bench-concurrent-{uuid.uuid4().hex[:12]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "fetch.queue.backoff.ms": 10})
+    seen: set[tuple] = set()
+    received = 0
+    at_end: set[int] = set()
+    deadline = ctx.deadline()
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        while (received < len(expected) or len(at_end) < PARTITIONS) and time.perf_counter() < deadline:
+            for msg in consumer.consume(num_messages=_BATCH, timeout=0.5):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                        continue
+                    raise WorkloadFailed(f"concurrent-transactions: read_committed consumer: {error}")
+                at_end.discard(msg.partition())
+                received += 1
+                seen.add(_IDENTITY.unpack_from(msg.value()))
+    finally:
+        consumer.close()
+    return received, seen
+
+
+def run(ctx: RunContext) -> dict[str, float]:
+    per_producer = _per_producer(ctx)
+    filler = bytes(max(0, ctx.settings.record_size - _IDENTITY.size))
+    topic = f"bench-concurrent-{uuid.uuid4().hex[:12]}"
+    create_topic(ctx.bootstrap, topic, min(30.0, ctx.settings.timeout_s), partitions=PARTITIONS)
+    cpu_before = ctx.broker.sampler.cpu_seconds()
+    confluent_s = _confluent(ctx, topic, per_producer, filler)
+    libraries = [0]
+    try:
+        aiokafka_s = asyncio.run(_aiokafka(ctx, topic, per_producer, filler))
+        libraries.append(1)
+    except KafkaErrorFromAiokafka as e:
+        if ctx.broker.kind.name == SUBJECT:
+            raise WorkloadFailed(f"concurrent-transactions: aiokafka: {e!r}") from e
+        # a peer that refuses aiokafka's transactional producer (Tansu answers its
+        # InitProducerId with UNKNOWN_SERVER_ERROR): its figure stays empty
+        print(f"    concurrent-transactions: aiokafka against {ctx.broker.kind.name} failed: {e!r}", flush=True)
+        aiokafka_s = None
+    cpu_s = ctx.broker.sampler.cpu_seconds() - cpu_before
+    expected = {(lib, n, t, r) for lib in libraries for n in range(PRODUCERS)
+                for t in range(per_producer) for r in range(RECORDS_PER_TRANSACTION)}
+    received, seen = _read_committed(ctx, topic, expected)
+    missing, extra = len(expected - seen), received - len(seen & expected)
+    if missing or extra:
+        problem = (f"concurrent-transactions: read_committed consumer saw {received} records ({len(seen)} distinct): "
+                   f"{missing} committed records missing, {extra} duplicated or unexpected")
+        if ctx.broker.kind.name == SUBJECT:
+            raise WorkloadFailed(problem)
+        print(f"    {ctx.broker.kind.name}: {problem}", flush=True)  # a peer's failure is a figure, not an abort
+    total = PRODUCERS * per_producer
+    metrics = {"confluent txn/s": total / confluent_s, "CPU ms/txn": cpu_s * 1000 / (len(libraries) * total),
+               "records missing": float(missing), "records duplicated": float(extra)}
+    if aiokafka_s is not None:
+        metrics["aiokafka txn/s"] = total / aiokafka_s
+    return metrics
+
+
+WORKLOAD = Workload(
+    name="concurrent-transactions",
+    description=f"{PRODUCERS} transactional producers at once (confluent-kafka, then aiokafka), "
+                f"{RECORDS_PER_TRANSACTION} records per transaction over {PARTITIONS} partitions",
+    run=run,
+    metrics=(
+        Metric("confluent txn/s", "transactions/s", "higher", ",.0f"),
+        Metric("aiokafka txn/s", "transactions/s", "higher", ",.0f"),
+        Metric("CPU ms/txn", "ms", "lower", ",.2f"),
+        Metric("records missing", "records", "lower", ",.0f"),
+        Metric("records duplicated", "records", "lower", ",.0f"),
+    ),
+)
