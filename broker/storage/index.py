@@ -92,6 +92,10 @@ class _SparseIndex:
     def __len__(self) -> int:
         return len(self._keys)
 
+    def holds(self, keys: array, values: array) -> bool:
+        """Whether the entries are exactly these (relative) columns."""
+        return self._keys == keys and self._values == values
+
     def _append(self, key: int, value: int) -> None:
         self._keys.append(key)
         self._values.append(value)

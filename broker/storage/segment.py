@@ -217,8 +217,6 @@ class LogSegment:
             time_index = TimeIndex.load(self.time_index_path, self.base_offset, INT32_MAX)
         except (FileNotFoundError, CorruptIndex):
             return None
-        offset_index.close()
-        time_index.close()
         kept = [(o, p) for o, p in offset_index.entries() if o <= recovery_point]
         offsets, positions = array("i", (o - self.base_offset for o, _ in kept)), array("i", (p for _, p in kept))
         start, expected = (kept[-1][1], kept[-1][0]) if kept else (0, self.base_offset)
@@ -227,14 +225,16 @@ class LogSegment:
         ts_values, ts_offsets = array("q", (t for t, _ in times)), array("i", (o - self.base_offset for _, o in times))
         max_ts, offset_of_max = times[-1] if times else (NO_TIMESTAMP, -1)
         return self._scan(start, expected, offsets, positions, ts_values, ts_offsets, max_ts, offset_of_max,
-                          index_interval_bytes, True, False)
+                          index_interval_bytes, True, False, reuse=(offset_index, time_index))
 
     def _scan(self, pos: int, expected: int, offsets: array, positions: array, ts_values: array, ts_offsets: array,
               max_ts: int, offset_of_max: int, index_interval_bytes: int, validate: bool,
-              inactive: bool) -> tuple[int, str | None]:
+              inactive: bool, reuse: tuple[OffsetIndex, TimeIndex] | None = None) -> tuple[int, str | None]:
         """Indexes (and with ``validate`` checks) the batches from ``pos``, whose first
         has offset ``expected``, after the given index entries and timestamp state;
-        writes both index files."""
+        writes both index files, unless the open ``reuse`` ones already hold exactly
+        those entries (the usual case after a crash: an index entry is written right
+        after its batch)."""
         base = self.base_offset
         since = 0
         problem = None
@@ -284,8 +284,14 @@ class LogSegment:
         if inactive and max_ts > (ts_values[-1] if ts_values else NO_TIMESTAMP):
             ts_values.append(max_ts)
             ts_offsets.append(offset_of_max - base)
-        self.offset_index = OffsetIndex.create(self.index_path, base, offsets, positions)
-        self.time_index = TimeIndex.create(self.time_index_path, base, ts_values, ts_offsets)
+        if reuse is not None and reuse[0].holds(offsets, positions) and reuse[1].holds(ts_values, ts_offsets):
+            self.offset_index, self.time_index = reuse
+        else:
+            if reuse is not None:
+                reuse[0].close()
+                reuse[1].close()
+            self.offset_index = OffsetIndex.create(self.index_path, base, offsets, positions)
+            self.time_index = TimeIndex.create(self.time_index_path, base, ts_values, ts_offsets)
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max
         self.bytes_since_last_index_entry = since
         if not inactive:
