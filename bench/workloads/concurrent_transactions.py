@@ -17,6 +17,7 @@ Likewise a committed record missing or read twice fails eosbroker's run, and is 
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import threading
 import time
@@ -140,6 +141,11 @@ def run(ctx: RunContext) -> dict[str, float]:
     cpu_before = ctx.broker.sampler.cpu_seconds()
     confluent_s = _confluent(ctx, topic, per_producer, filler)
     libraries = [0]
+    aiokafka_log = logging.getLogger("aiokafka")
+    quiet = ctx.broker.kind.name != SUBJECT  # a peer refusing it: one line below, not one per retry
+    level = aiokafka_log.level
+    if quiet:
+        aiokafka_log.setLevel(logging.CRITICAL)
     try:
         aiokafka_s = asyncio.run(_aiokafka(ctx, topic, per_producer, filler))
         libraries.append(1)
@@ -150,6 +156,8 @@ def run(ctx: RunContext) -> dict[str, float]:
         # InitProducerId with UNKNOWN_SERVER_ERROR): its figure stays empty
         print(f"    concurrent-transactions: aiokafka against {ctx.broker.kind.name} failed: {e!r}", flush=True)
         aiokafka_s = None
+    finally:
+        aiokafka_log.setLevel(level)
     cpu_s = ctx.broker.sampler.cpu_seconds() - cpu_before
     expected = {(lib, n, t, r) for lib in libraries for n in range(PRODUCERS)
                 for t in range(per_producer) for r in range(RECORDS_PER_TRANSACTION)}
