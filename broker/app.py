@@ -52,6 +52,9 @@ class Broker:
         self.host = host
         self.network = Network(self)
         self.faults = FaultRules()
+        # The loaded scenario (broker.scenarios) and its triggers, consulted per request.
+        self.scenario = None
+        self.triggers = None
         # Consecutive ports from ``port``; port 0 lets every node pick a free one.
         self.nodes = [BrokerNode(self, info, host, port + i if port else 0)
                       for i, info in enumerate(self.cluster.nodes)]

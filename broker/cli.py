@@ -21,7 +21,7 @@ class _LazyGroup(click.Group):
 
     lazy = {"transactions": "broker.tools.transaction_admin:transactions", "dump-log": "broker.tools.dump_log:dump_log",
             "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck",
-            "ctl": "broker.admin.ctl:ctl"}
+            "ctl": "broker.admin.ctl:ctl", "scenarios": "broker.scenarios.cli:scenarios"}
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -59,28 +59,45 @@ def main(log_level: str) -> None:
 @click.option("--admin-host", default="127.0.0.1", show_default=True)
 @click.option("--admin-token", envvar="EOSBROKER_ADMIN_TOKEN", default=None,
               help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")
+@click.option("--scenario", "scenario_name", metavar="NAME|FILE", default=None,
+              help="run a scenario: a catalogue name (eosbroker scenarios) or a TOML file; its settings and "
+                   "node count win over the others")
 def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overrides: tuple[str, ...],
-          nodes: int | None, admin_port: int | None, admin_host: str, admin_token: str | None) -> None:
+          nodes: int | None, admin_port: int | None, admin_host: str, admin_token: str | None,
+          scenario_name: str | None) -> None:
     """Start the broker and serve until SIGINT or SIGTERM.
 
     Settings also come from environment variables named after them (EOSBROKER_LOG_RETENTION_MS
     or KAFKA_LOG_RETENTION_MS for log.retention.ms), between the --config file and --override."""
+    _without_hypothesis()  # before a scenario's checks import kio
     try:
         config = BrokerConfig.load(config_file, [*environment_overrides(os.environ), *overrides])
         if nodes is not None:
             config.set("node.count", nodes)
+        scenario = None
+        if scenario_name is not None:
+            from broker.scenarios import ScenarioError, read_scenario
+
+            try:
+                scenario = read_scenario(scenario_name)
+            except ScenarioError as e:
+                raise click.BadParameter(str(e), param_hint="--scenario") from None
+            for key, value in scenario.settings.items():
+                config.set(key, value)
+            if nodes is not None and nodes != scenario.nodes:
+                raise ConfigError(f"--nodes {nodes}: the scenario {scenario.name!r} runs {scenario.nodes} node(s)")
+            config.set("node.count", scenario.nodes)
         if not 1 <= config["node.count"] <= 64:
             raise ConfigError(f"node.count must be between 1 and 64, not {config['node.count']}")
     except (ConfigError, OSError) as e:
         raise click.UsageError(str(e)) from None
     admin = None if admin_port is None else (admin_host, admin_port, admin_token)
-    _without_hypothesis()
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
         uvloop = None
     runner = uvloop.run if uvloop is not None else asyncio.run
-    runner(_serve(config, data_dir, host, port, admin))
+    runner(_serve(config, data_dir, host, port, admin, scenario))
 
 
 def _without_hypothesis() -> None:
@@ -96,12 +113,12 @@ def _without_hypothesis() -> None:
         sys.modules.setdefault("hypothesis", None)  # None: `import hypothesis` raises ImportError
 
 
-async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin) -> None:
+async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin, scenario=None) -> None:
     from broker.app import Broker
 
     started = SYSTEM_CLOCK.monotonic()
     clock = None
-    if admin is not None:  # the control API can move time: give the broker a clock that can jump
+    if admin is not None or scenario is not None:  # time can be moved: give the broker a clock that can jump
         from broker.virtual_clock import VirtualClock
 
         clock = VirtualClock()
@@ -120,6 +137,17 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
         except OSError as e:
             await broker.stop()
             raise click.ClickException(f"cannot serve the control API: {e}") from None
+    if scenario is not None:
+        from broker.control import ControlError, ControlService
+        from broker.scenarios import load_into
+
+        try:
+            await load_into(admin_server.control if admin_server is not None else ControlService(broker), scenario)
+        except ControlError as e:
+            if admin_server is not None:
+                await admin_server.stop()
+            await broker.stop()
+            raise click.ClickException(f"cannot load the scenario: {e.field}: {e.message}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -131,6 +159,8 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
             print(f"eosbroker node {node.node_id} listening on {host}:{node.server.port}", flush=True)
     if admin_server is not None:
         print(f"eosbroker admin listening on {admin_server.url}", flush=True)
+    if scenario is not None:
+        print(f"eosbroker scenario {scenario.name} loaded: {scenario.title}", flush=True)
     logging.getLogger("broker").info(
         "started in %.0f ms, data in %s, profile emulate.kafka.version=%s",
         (SYSTEM_CLOCK.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],

@@ -133,6 +133,19 @@ OPERATIONS: tuple[Operation, ...] = (
               "Move the broker's clock forward: timeouts, expirations and retention act as if that time "
               "had passed, timers firing in order (clients keep real time)",
               (Param("by", "string", doc="a duration: 500ms, 30s, 15m, 2h, 7d (or milliseconds)"),)),
+    Operation("scenarios", "GET", "/scenarios", "The scenario catalogue shipped with eosbroker, and the loaded one"),
+    Operation("scenario_show", "GET", "/scenarios/{scenario}", "One catalogue scenario: its settings, faults, "
+              "setup and triggers, and its file",
+              (Param("scenario", "string", "path", doc="the scenario's name"),)),
+    Operation("scenario", "GET", "/scenario", "The loaded scenario, with how often each trigger matched and fired"),
+    Operation("scenario_load", "POST", "/scenario/load",
+              "Load a scenario (a catalogue name, or a file's TOML text): checked whole, then its fault rules, "
+              "setup steps and triggers replace the loaded scenario's; its settings and node count must "
+              "be the broker's (serve --scenario applies them)",
+              (Param("scenario", "string", required=False, doc="a catalogue scenario's name"),
+               Param("toml", "string", required=False, doc="a scenario file's text"))),
+    Operation("scenario_unload", "POST", "/scenario/unload",
+              "Remove the loaded scenario's fault rules and triggers"),
     Operation("transaction_abort", "POST", "/transactions/{transactional_id}/abort",
               "Fence the producer of a transactional id and abort its ongoing transaction now, as its "
               "timeout would (for a transaction that hangs)",
@@ -501,6 +514,53 @@ class ControlService:
                  transactional_id, md.producer_id, md.producer_epoch)
         return {"transactional_id": transactional_id, "coordinator": node.node_id, "state": md.state.state_name,
                 "producer_id": md.producer_id, "producer_epoch": md.producer_epoch}
+
+    # -- scenarios -----------------------------------------------------------------------
+
+    def scenarios(self) -> dict:
+        from broker.scenarios import catalogue, parse
+
+        loaded = getattr(self.broker, "scenario", None)
+        return {"catalogue": [{k: v for k, v in parse(text, name).describe().items()
+                               if k in ("name", "title", "summary", "nodes")}
+                              for name, text in catalogue().items()],
+                "loaded": None if loaded is None else loaded.scenario.name}
+
+    def scenario_show(self, scenario: str) -> dict:
+        from broker.scenarios import catalogue, parse
+        from broker.scenarios.loader import unknown_name
+
+        text = catalogue().get(scenario)
+        if text is None:
+            raise ControlError(unknown_name(scenario), "scenario", 404)
+        return parse(text, scenario).describe() | {"toml": text}
+
+    def scenario(self) -> dict:
+        loaded = getattr(self.broker, "scenario", None)
+        return {"loaded": None} if loaded is None else {"loaded": loaded.describe()}
+
+    async def scenario_load(self, scenario: str | None = None, toml: str | None = None) -> dict:
+        from broker.scenarios import ScenarioError, catalogue, load_into, parse
+        from broker.scenarios.loader import unknown_name
+
+        if (scenario is None) == (toml is None):
+            raise ControlError("give exactly one of scenario and toml", "scenario" if scenario is None else "toml")
+        text = toml
+        if scenario is not None:
+            text = catalogue().get(scenario)
+            if text is None:
+                raise ControlError(unknown_name(scenario), "scenario", 404)
+        try:
+            parsed = parse(text, scenario or "toml")
+        except ScenarioError as e:
+            raise ControlError(e.message, e.field or "toml") from None
+        loaded = await load_into(self, parsed)
+        return {"loaded": loaded.describe()}
+
+    async def scenario_unload(self) -> dict:
+        from broker.scenarios import unload
+
+        return {"unloaded": await unload(self)}
 
     # -- inspection ----------------------------------------------------------------------
 

@@ -344,12 +344,19 @@ class Server:
             raise ProtocolViolation(str(e)) from None
         ctx = RequestContext(self.broker, header, conn)
         faults = self.broker.faults
+        triggers = self.broker.triggers
+        if triggers is not None:  # a scenario's triggers may pause or stop this very node
+            await triggers.arrived(self.node, header.api_key, header.client_id, request)
+            await self._still_serving()
         if faults.active:
             result = await self._under_faults(faults, ctx, request)
-            if result is DROPPED:
-                return None
         else:
             result = await HANDLERS[header.api_key](ctx, request)
+        if triggers is not None:
+            await triggers.answering(self.node, header.api_key, header.client_id, request)
+            await self._still_serving()
+        if result is DROPPED:
+            return None
         out = None
         if result is not None:
             if isinstance(result, dict):
@@ -373,6 +380,13 @@ class Server:
             return await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[header.api_key](ctx, request))
         except FaultClose as e:
             raise ProtocolViolation(str(e)) from None
+
+    async def _still_serving(self) -> None:
+        """After a scenario trigger: wait out a pause; a stopped node answers nothing."""
+        if not self.node.serving.is_set():
+            await self.node.serving.wait()
+        if not self.node.is_up:
+            raise ProtocolViolation("the node stopped (scenario trigger)")
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         r = self.broker.apis.get(API_VERSIONS)

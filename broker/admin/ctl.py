@@ -7,6 +7,7 @@
     eosbroker ctl --admin URL leaders elect|shuffle
     eosbroker ctl --admin URL clock show|advance 7d
     eosbroker ctl --admin URL fault add --do drop_response --api-key 0 --count 1 | list | remove ID | release ID | clear
+    eosbroker ctl --admin URL scenario list | show NAME | load NAME|FILE | state | unload
 """
 
 from __future__ import annotations
@@ -194,3 +195,41 @@ def fault(ctx, action: str, rule_id: int | None, do: str | None, delay_ms: str |
         if delay_ms is not None:
             match["delay_ms"] = int(delay_ms) if delay_ms.strip().isdigit() else delay_ms
         _run(ctx, "fault_add", action=do, **{k: v for k, v in match.items() if v is not None})
+
+
+@ctl.command()
+@click.argument("action", type=click.Choice(["list", "show", "load", "state", "unload"]))
+@click.argument("scenario", required=False, metavar="NAME|FILE")
+@click.pass_context
+def scenario(ctx, action: str, scenario: str | None) -> None:
+    """Scenarios: list | show NAME | load NAME|FILE | state | unload."""
+    if action in ("show", "load") and scenario is None:
+        raise click.UsageError(f"scenario {action} needs a catalogue name" + (" or a file" if action == "load" else ""))
+    if action == "list":
+        _run(ctx, "scenarios", lambda a: _table([[s["name"], s["nodes"], s["title"]] for s in a["catalogue"]],
+                                                ["NAME", "NODES", "TITLE"]))
+    elif action == "show":
+        _run(ctx, "scenario_show", lambda a: click.echo(a["toml"], nl=False), scenario=scenario)
+    elif action == "state":
+        _run(ctx, "scenario")
+    elif action == "unload":
+        _run(ctx, "scenario_unload")
+    else:
+        from pathlib import Path
+
+        path = Path(scenario)
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise click.BadParameter(f"cannot read {scenario}: {e}", param_hint="NAME|FILE") from None
+            _run(ctx, "scenario_load", _show_loaded, toml=text)
+        else:
+            _run(ctx, "scenario_load", _show_loaded, scenario=scenario)
+
+
+def _show_loaded(answer: dict) -> None:
+    s = answer["loaded"]
+    click.echo(f"scenario {s['name']} loaded: {s['title']}")
+    click.echo(f"  {len(s['fault_rule_ids'])} fault rule(s), {len(s['setup'])} setup step(s), "
+               f"{len(s['triggers'])} trigger(s)")

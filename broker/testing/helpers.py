@@ -203,6 +203,22 @@ class BrokerHelpers:
         """Lets the requests a ``hold`` rule holds go on."""
         return self.control().call("fault_release", rule_id=rule_id)
 
+    def load_scenario(self, scenario: str) -> dict:
+        """Loads a scenario (a catalogue name or a TOML file's path) into this broker,
+        whose settings and node count must be the scenario's (``eosbroker_cluster(
+        scenario=...)`` starts one so); returns the loaded scenario."""
+        from pathlib import Path
+
+        from broker.scenarios.loader import catalogue
+
+        if scenario in catalogue():
+            return self.control().call("scenario_load", scenario=scenario)["loaded"]
+        return self.control().call("scenario_load", toml=Path(scenario).read_text(encoding="utf-8"))["loaded"]
+
+    def scenario_state(self) -> dict | None:
+        """The loaded scenario with how often each trigger matched and fired."""
+        return self.control().call("scenario")["loaded"]
+
     def transactions(self) -> list[dict]:
         """Every transactional id as its coordinator holds it (state, producer id and
         epoch, partitions, age, coordinator node): the console's view."""

@@ -48,7 +48,12 @@ class InProcessBroker(BrokerHelpers):
         self._thread.start()
 
         async def start() -> Any:
-            broker = Broker(config, self.data_dir, HOST, self.port)
+            if self.admin:  # the control API can move time, as `serve --admin-port` allows
+                from broker.virtual_clock import VirtualClock
+
+                broker = Broker(config, self.data_dir, HOST, self.port, VirtualClock())
+            else:
+                broker = Broker(config, self.data_dir, HOST, self.port)
             await broker.start()
             if self.admin:
                 from broker.admin import AdminServer

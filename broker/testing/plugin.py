@@ -67,20 +67,31 @@ def eosbroker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Con
 @pytest.fixture
 def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config):
     """``eosbroker_cluster(settings={...}, in_process=False, data_dir=None, nodes=1,
-    admin=False)`` starts a broker the test owns and returns its handle (``stop``,
-    ``restart``, ``kill``; with ``nodes=3`` a cluster of three nodes in one process,
-    with ``admin=True`` its control API: ``.control().node_stop(node_id=2)``)."""
+    admin=False, scenario=None)`` starts a broker the test owns and returns its handle
+    (``stop``, ``restart``, ``kill``; with ``nodes=3`` a cluster of three nodes in one
+    process, with ``admin=True`` its control API: ``.control().node_stop(node_id=2)``;
+    with ``scenario="zombie-fencing"`` (or a TOML file) the scenario's settings and nodes,
+    the control API, and the scenario loaded)."""
     started = []
     counter = itertools.count()
     default_in_process = _in_process_default(pytestconfig)
 
     def make(settings: dict[str, object] | None = None, *, in_process: bool | None = None,
-             data_dir: Path | None = None, nodes: int = 1, admin: bool = False):
+             data_dir: Path | None = None, nodes: int = 1, admin: bool = False, scenario: str | None = None):
+        if scenario is not None:  # the scenario's settings and node count, its control API
+            from broker.scenarios import read_scenario
+
+            loaded = read_scenario(scenario)
+            settings = {**(settings or {}), **loaded.settings}
+            nodes, admin = loaded.nodes, True
         broker = new_broker(data_dir or tmp_path / f"eosbroker{next(counter)}",
                             settings, in_process=default_in_process if in_process is None else in_process,
                             nodes=nodes, admin=admin)
         started.append(broker)
-        return broker.start()
+        broker.start()
+        if scenario is not None:
+            broker.load_scenario(scenario)
+        return broker
 
     yield make
     for broker in started:
