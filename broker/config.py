@@ -115,6 +115,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _long, 3600000),
         Setting("producer.id.expiration.ms", _long, 86400000),
         Setting("producer.id.expiration.check.interval.ms", _long, 600000),
+        Setting("transaction.partition.verification.enable", _bool, True,
+                doc="verify with the coordinator that a transactional Produce's partition is in the "
+                    "producer's transaction (KIP-890); false: accept it unverified, as Kafka before 3.6"),
         Setting("transaction.refuse.sequence.reuse", _bool, False,
                 doc="refuse with OUT_OF_ORDER_SEQUENCE_NUMBER a transactional batch whose sequences match a "
                     "batch of an already-ended transaction (Kafka answers it as a duplicate)"),

@@ -69,7 +69,8 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
             check_keys_for_compaction(batch, f"{topic}-{data.index}")
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e), e.record_errors)
-    if batch.is_transactional and not partition.producer_state.has_open_transaction(batch.producer_id):
+    if (batch.is_transactional and cluster.config["transaction.partition.verification.enable"]
+            and not partition.producer_state.has_open_transaction(batch.producer_id)):
         partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
         error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
                                           topic, data.index, ctx.version)

@@ -43,6 +43,7 @@ from broker.config import SETTINGS, ConfigError, BrokerConfig
 from broker.control import OPERATIONS_BY_NAME, ControlError, check_args, parse_duration_ms
 
 NODE_PLACEHOLDER = "$node"
+OLD_VERSIONS_PREFIX = "v3_and_below_"
 # Operations a scenario may not run from inside itself.
 _NOT_FROM_SCENARIOS = {"scenarios", "scenario_show", "scenario_load", "scenario_state"}
 _TOP_KEYS = {"name", "title", "summary", "nodes", "settings", "faults", "setup", "triggers"}
@@ -354,9 +355,10 @@ def request_field_types(api_key: int) -> dict[str, type | None]:
         except Exception:  # a version kio does not have
             continue
         for f in dataclasses.fields(cls):
-            if f.name in out and out[f.name] is not None:
+            name = f.name.removeprefix(OLD_VERSIONS_PREFIX)  # kio's name for fields later versions moved
+            if name in out and out[name] is not None:
                 continue
-            out[f.name] = _scalar_type(f.type)
+            out[name] = _scalar_type(f.type)
     return out
 
 

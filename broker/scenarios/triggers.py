@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.scenarios.format import NODE_PLACEHOLDER, TriggerSpec
+from broker.scenarios.format import NODE_PLACEHOLDER, OLD_VERSIONS_PREFIX, TriggerSpec
 from protocol.apis import api_name
 from protocol.messages import ms
 
@@ -35,14 +35,17 @@ class Trigger:
             return False
         if (w.node_id is not None and w.node_id != node_id) or (w.client_id is not None and w.client_id != client_id):
             return False
-        return all(_value(getattr(request, name, None)) == want for name, want in w.fields.items())
+        return all(_field(request, name) == want for name, want in w.fields.items())
 
     def describe(self) -> dict:
         return {"id": self.id, "matched": self.matched, "fired": self.fired, "errors": list(self.errors)} \
             | self.spec.describe()
 
 
-def _value(v: Any) -> Any:
+def _field(request: Any, name: str) -> Any:
+    v = getattr(request, name, None)
+    if v is None:
+        v = getattr(request, OLD_VERSIONS_PREFIX + name, None)
     if hasattr(v, "total_seconds"):
         return ms(v)
     return v

@@ -19,12 +19,13 @@ def classpath() -> str:
     return os.pathsep.join([str(jar), maven.classpath(PROJECT / "pom.xml", "java-driver-deps")])
 
 
-def run(scenario: str, bootstrap: str, name: str, timeout: float = 240) -> dict:
-    """Runs one scenario of eosbroker.driver.Main; its last stdout line is a JSON object."""
+def run(scenario: str, bootstrap: str, name: str, *extra: str, timeout: float = 240) -> dict:
+    """Runs one scenario of eosbroker.driver.Main (``extra``: its further arguments);
+    its last stdout line is a JSON object."""
     result = subprocess.run(
         [maven.require("java"), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
          "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(), "eosbroker.driver.Main",
-         scenario, bootstrap, name],
+         scenario, bootstrap, name, *extra],
         capture_output=True, text=True, timeout=timeout,
     )
     if result.returncode != 0:

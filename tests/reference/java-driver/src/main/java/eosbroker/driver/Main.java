@@ -35,7 +35,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * Runs one capability scenario with the Java client against a broker and prints one JSON
  * line with what it saw. Usage: Main SCENARIO BOOTSTRAP NAME, where NAME prefixes the
- * topics, transactional ids and groups the scenario creates.
+ * topics, transactional ids and groups the scenario creates. The scenario-* ones run the
+ * client side of an eosbroker catalogue scenario (docs/scenarios/), with the transactional
+ * and client ids the scenario file names; scenario-zombie-fencing takes the control API's
+ * URL as a fourth argument.
  */
 public final class Main {
     private static final Duration READ_TIMEOUT = Duration.ofSeconds(60);
@@ -53,6 +56,8 @@ public final class Main {
             case "fencing" -> fencing(bootstrap, name, out);
             case "ctp" -> consumeTransformProduce(bootstrap, name, out);
             case "admin" -> admin(bootstrap, name, out);
+            case "scenario-zombie-fencing" -> scenarioZombieFencing(bootstrap, name, args[3], out);
+            case "scenario-transaction-timeout" -> scenarioTransactionTimeout(bootstrap, name, out);
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
         System.out.println(toJson(out));
@@ -205,6 +210,94 @@ public final class Main {
             successor.beginTransaction();
             successor.send(new ProducerRecord<>(topic, 0, null, "successor"));
             successor.commitTransaction();
+        }
+        out.put("read_committed", readAll(bootstrap, topic, 1, true));
+    }
+
+    /** The exception a call failed with, unwrapped from ExecutionException/KafkaException. */
+    static String failure(Exception e) {
+        Throwable cause = e;
+        while ((cause instanceof java.util.concurrent.ExecutionException
+                || cause.getClass() == KafkaException.class) && cause.getCause() != null) {
+            cause = cause.getCause();
+        }
+        return cause.getClass().getSimpleName();
+    }
+
+    /** Polls GET /faults until every rule fired once: the zombie's Produce is being held. */
+    static void awaitFaultFired(String admin) throws Exception {
+        java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        java.net.http.HttpRequest get = java.net.http.HttpRequest.newBuilder(java.net.URI.create(admin + "/faults")).build();
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (System.nanoTime() < deadline) {
+            String body = http.send(get, java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+            if (body.contains("\"fired\": 1") || body.contains("\"fired\":1")) {
+                return;
+            }
+            Thread.sleep(50);
+        }
+        throw new IllegalStateException("the zombie's Produce was never held: " + admin);
+    }
+
+    static void scenarioZombieFencing(String bootstrap, String name, String admin, Map<String, Object> out)
+            throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 1, topic);
+        Map<String, Object> zombieConfig = new HashMap<>();
+        zombieConfig.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "zombie-app");
+        zombieConfig.put(ProducerConfig.CLIENT_ID_CONFIG, "zombie");
+        KafkaProducer<String, String> zombie = producer(bootstrap, zombieConfig);
+        zombie.initTransactions();
+        zombie.beginTransaction();
+        java.util.concurrent.Future<RecordMetadata> held = zombie.send(new ProducerRecord<>(topic, 0, null, "zombie"));
+        awaitFaultFired(admin);
+        Map<String, Object> successorConfig = new HashMap<>(zombieConfig);
+        successorConfig.put(ProducerConfig.CLIENT_ID_CONFIG, "successor");
+        try (KafkaProducer<String, String> successor = producer(bootstrap, successorConfig)) {
+            successor.initTransactions();  // fences the zombie; the scenario then releases its Produce
+            try {
+                held.get();
+                out.put("zombie_send", "acknowledged");
+            } catch (Exception e) {
+                out.put("zombie_send", failure(e));
+            }
+            try {
+                zombie.commitTransaction();
+                out.put("zombie_commit", "committed");
+            } catch (Exception e) {
+                out.put("zombie_commit", failure(e));
+            } finally {
+                zombie.close(Duration.ofSeconds(5));
+            }
+            successor.beginTransaction();
+            successor.send(new ProducerRecord<>(topic, 0, null, "successor"));
+            successor.commitTransaction();
+        }
+        out.put("read_committed", readAll(bootstrap, topic, 1, true));
+    }
+
+    static void scenarioTransactionTimeout(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 1, topic);
+        Map<String, Object> config = new HashMap<>();
+        config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "slow-app");
+        config.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 60000);
+        try (KafkaProducer<String, String> producer = producer(bootstrap, config)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "timed-out")).get();  // then the clock jumps 2 minutes
+            try {
+                producer.commitTransaction();
+                out.put("commit", "committed");
+            } catch (Exception e) {
+                out.put("commit", failure(e));
+            }
+        }
+        try (KafkaProducer<String, String> restarted = producer(bootstrap, config)) {
+            restarted.initTransactions();
+            restarted.beginTransaction();
+            restarted.send(new ProducerRecord<>(topic, 0, null, "after"));
+            restarted.commitTransaction();
         }
         out.put("read_committed", readAll(bootstrap, topic, 1, true));
     }
