@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 HOST = "127.0.0.1"
@@ -31,7 +31,7 @@ def read_committed(broker, topic: str, partitions: int, expected: int, timeout: 
     quiet second passed (so a duplicate would be seen)."""
     consumer = Consumer({"bootstrap.servers": bootstrap(broker), "group.id": f"check-{uuid.uuid4().hex[:6]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
     quiet_since = time.monotonic()
