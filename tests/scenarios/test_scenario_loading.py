@@ -93,3 +93,10 @@ def test_serve_with_a_scenario_runs_it(tmp_path):
         assert broker.control().clock()["virtual"]
     finally:
         broker.stop()
+
+
+def test_an_in_process_broker_runs_a_scenario_on_a_virtual_clock(broker_factory):
+    broker = broker_factory(scenario="transaction-timeout", in_process=True)
+    assert broker.scenario_state()["name"] == "transaction-timeout"
+    assert broker.control().clock()["virtual"]
+    assert broker.broker.triggers is not None
