@@ -45,7 +45,7 @@ from broker.control import OPERATIONS_BY_NAME, ControlError, check_args, parse_d
 NODE_PLACEHOLDER = "$node"
 OLD_VERSIONS_PREFIX = "v3_and_below_"
 # Operations a scenario may not run from inside itself.
-_NOT_FROM_SCENARIOS = {"scenarios", "scenario_show", "scenario_load", "scenario_state"}
+_NOT_FROM_SCENARIOS = {"scenarios", "scenario_show", "scenario", "scenario_load", "scenario_unload"}
 _TOP_KEYS = {"name", "title", "summary", "nodes", "settings", "faults", "setup", "triggers"}
 _WHEN_KEYS = {"api", "at", "node_id", "client_id", "nth", "skip", "count", "repeat"}
 AT = ("arrival", "answer")

@@ -57,6 +57,7 @@ def test_a_good_scenario():
     (('at = "answer"', 'at = "later"'), "triggers[0].when.at"),
     (('"node_kill"', '"node_explode"'), "triggers[0].do[0].op"),
     (('node_id = "$node"', 'node_id = 4'), "triggers[0].do[0].node_id"),
+    (('"node_kill"', '"scenario_unload"'), "triggers[0].do[0].op"),
     (('node_id = "$node"', 'nod_id = 1'), "triggers[0].do[0].nod_id"),
     (('by = "2h"', 'by = "2 fortnights"'), "triggers[1].do[0].by"),
     (("nth = 100", "nth = 100, count = 2"), "triggers[1].when.nth"),
