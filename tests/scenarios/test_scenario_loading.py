@@ -100,3 +100,18 @@ def test_an_in_process_broker_runs_a_scenario_on_a_virtual_clock(broker_factory)
     assert broker.scenario_state()["name"] == "transaction-timeout"
     assert broker.control().clock()["virtual"]
     assert broker.broker.triggers is not None
+
+
+def test_the_catalogue_without_a_broker():
+    from broker.scenarios import catalogue
+
+    listed = subprocess.run([sys.executable, "-m", "broker.cli", "scenarios"], capture_output=True, text=True,
+                            timeout=60)
+    assert listed.returncode == 0
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(catalogue())
+    shown = subprocess.run([sys.executable, "-m", "broker.cli", "scenarios", "zombie-fencing"], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout == catalogue()["zombie-fencing"]
+    unknown = subprocess.run([sys.executable, "-m", "broker.cli", "scenarios", "zombie"], capture_output=True,
+                             text=True, timeout=60)
+    assert unknown.returncode == 1 and "no scenario 'zombie'" in unknown.stderr and "zombie-fencing" in unknown.stderr
