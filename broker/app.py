@@ -14,6 +14,7 @@ from broker.dynamic_configs import DynamicConfigs
 from broker.handlers import HANDLERS
 from broker.producer_ids import ProducerIdAllocator
 from broker.faults import FaultRules
+from broker.replication import Replication
 from broker.network import Network
 from broker.node import BrokerNode
 from broker.scram_credentials import ScramCredentials
@@ -55,6 +56,7 @@ class Broker:
         # The loaded scenario (broker.scenarios) and its triggers, consulted per request.
         self.scenario = None
         self.triggers = None
+        self.replication = Replication(self)
         # Consecutive ports from ``port``; port 0 lets every node pick a free one.
         self.nodes = [BrokerNode(self, info, host, port + i if port else 0)
                       for i, info in enumerate(self.cluster.nodes)]

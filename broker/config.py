@@ -93,6 +93,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("log.flush.offset.checkpoint.interval.ms", _long, 60000,
                 doc="how often the recovery points are recorded (a crash recovery validates only beyond them)"),
         Setting("min.insync.replicas", _long, 1, "min.insync.replicas"),
+        Setting("replica.lag.time.max.ms", _long, 30000,
+                doc="a follower that cannot fetch this long leaves the ISR (emulated replication)"),
         Setting("compression.type", _str, "producer", "compression.type"),
         Setting("offsets.topic.num.partitions", _long, 50),
         Setting("offsets.topic.replication.factor", _long, 3, doc="capped at the node count"),

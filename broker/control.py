@@ -35,7 +35,7 @@ class ControlError(Exception):
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
-    type: str  # "integer", "long", "number", "string", "duration" or "integer[]"
+    type: str  # "integer", "long", "number", "boolean", "string", "duration" or "integer[]"
     where: str = "body"  # "path", "query" or "body"
     required: bool = True
     doc: str = ""
@@ -74,6 +74,19 @@ OPERATIONS: tuple[Operation, ...] = (
               (_TOPIC, _PARTITION,
                Param("leader", "integer", required=False, doc="the new leader (one of the replicas)", minimum=0),
                Param("replicas", "integer[]", required=False, doc="the new replica list", minimum=0))),
+    Operation("partition_truncate", "POST", "/partitions/{topic}/{partition}/truncate",
+              "Data loss as an unclean leader election causes it: drop the partition's records from offset on "
+              "(whole batches; acknowledged acks=1 records included), rebuild its producer state from what is "
+              "left, and bump the leader epoch (moving the leader when given)",
+              (_TOPIC, _PARTITION,
+               Param("offset", "long", doc="the first offset to lose", minimum=0),
+               Param("leader", "integer", required=False, doc="the replica that becomes leader", minimum=0))),
+    Operation("producers", "GET", "/partitions/{topic}/{partition}/producers",
+              "The producer state of a partition, as DescribeProducers tells it", (_TOPIC, _PARTITION)),
+    Operation("producer_state_delete", "POST", "/partitions/{topic}/{partition}/producers/{producer_id}/delete",
+              "Data loss in the producer state: forget a producer id on one partition (its next batch is judged "
+              "as an unknown producer's: UNKNOWN_PRODUCER_ID before KIP-360, accepted after)",
+              (_TOPIC, _PARTITION, Param("producer_id", "long", "path", doc="the producer id", minimum=0))),
     Operation("coordinator_move", "POST", "/coordinators/move",
               "Move the coordinator of a transactional id or group to a node (its coordinator partition's "
               "leadership moves, with every id placed on that partition)",
@@ -85,11 +98,28 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("leaders_shuffle", "POST", "/leaders/shuffle",
               "Give every partition with more than one ISR member a different leader"),
     Operation("network_cut", "POST", "/network/cut",
-              "Cut the inter-node link from one node to another (or to every node): markers and other "
-              "node-to-node requests fail until healed; clients still reach both nodes",
+              "Cut the inter-node link from one node to another (or to every node; both directions with "
+              "both=true): markers and the emulated replication fail until healed; clients still reach both nodes",
               (Param("source", "integer", doc="the sending node", minimum=0),
-               Param("target", "integer", required=False, doc="the receiving node; all when absent", minimum=0))),
-    Operation("network_heal", "POST", "/network/heal", "Remove every inter-node link fault"),
+               Param("target", "integer", required=False, doc="the receiving node; all when absent", minimum=0),
+               Param("both", "boolean", required=False, doc="the link the other way too"))),
+    Operation("network_link", "POST", "/network/link",
+              "Slow down or make lossy the inter-node link from one node to another (both directions with "
+              "both=true): each message (marker, replica fetch) is delayed by delay_ms and lost with probability "
+              "loss, drawn from an RNG seeded by seed",
+              (Param("source", "integer", doc="the sending node", minimum=0),
+               Param("target", "integer", required=False, doc="the receiving node; all when absent", minimum=0),
+               Param("delay_ms", "duration", required=False, doc="milliseconds or 200ms, 2s"),
+               Param("loss", "number", required=False, doc="probability a message is lost (0 <= loss <= 1)"),
+               Param("seed", "long", required=False, doc="seed of the loss draws (chosen and shown when absent)",
+                     minimum=0),
+               Param("both", "boolean", required=False, doc="the link the other way too"))),
+    Operation("network_heal", "POST", "/network/heal",
+              "Remove the inter-node link faults: every one, or those from source (to target; both directions "
+              "with both=true)",
+              (Param("source", "integer", required=False, doc="the sending node", minimum=0),
+               Param("target", "integer", required=False, doc="the receiving node", minimum=0),
+               Param("both", "boolean", required=False, doc="the link the other way too"))),
     Operation("faults", "GET", "/faults", "The request fault rules, with how often each matched and fired"),
     Operation("fault_add", "POST", "/faults",
               "Add a request fault rule: requests matching every given field get the action: delay, "
@@ -195,6 +225,12 @@ def _check_value(p: Param, value: Any, from_text: bool) -> Any:
         return [_integer(p, v, from_text) for v in value]
     if p.type in ("integer", "long"):
         return _integer(p, value, from_text)
+    if p.type == "boolean":
+        if from_text and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise ControlError(f"{p.name} must be true or false", p.name)
+        return value
     if p.type == "number":
         if from_text and isinstance(value, str):
             try:
@@ -267,6 +303,7 @@ class ControlService:
         if self._up_nodes() == [node]:
             raise ControlError(f"node {node_id} is the last live node; refusing to {verb} it", "node_id", 409)
         moved = await self.broker.stop_node(node_id, crash=crash)
+        self._links_changed()
         log.info("control: %s node %d; %s", "killed" if crash else "stopped", node_id, self._moves(moved))
         return {"node": node.info.describe(), "moved": self._describe_moves(moved)}
 
@@ -278,6 +315,7 @@ class ControlService:
         if not node.is_up:
             raise ControlError(f"node {node_id} is stopped", "node_id", 409)
         node.pause()
+        self._links_changed()  # its followers stop fetching
         log.info("control: paused node %d (requests are read, not answered)", node_id)
         return {"node": node.info.describe(), "moved": []}
 
@@ -286,6 +324,7 @@ class ControlService:
         if not node.is_up:
             raise ControlError(f"node {node_id} is stopped; start it instead", "node_id", 409)
         node.resume()
+        self._links_changed()
         log.info("control: resumed node %d", node_id)
         return {"node": node.info.describe(), "moved": []}
 
@@ -295,6 +334,7 @@ class ControlService:
             raise ControlError(f"node {node_id} is already running", "node_id", 409)
         try:
             moved = await self.broker.start_node(node_id)
+            self._links_changed()
         except OSError as e:
             raise ControlError(f"node {node_id} cannot listen on port {node.info.port}: {e}", "node_id", 409) from None
         log.info("control: started node %d on port %d; %s", node_id, node.info.port, self._moves(moved))
@@ -316,6 +356,54 @@ class ControlService:
             raise ControlError(str(e), e.field, e.status) from None
         log.info("control: moved %s-%d from %s to %s", topic, partition, before, state.describe())
         return {"topic": topic, "partition": partition} | state.describe()
+
+    def _user_partition(self, topic: str, partition: int):
+        if topic in (TRANSACTION_STATE, CONSUMER_OFFSETS):
+            raise ControlError(f"{topic} is internal: its data-loss faults are not emulated", "topic")
+        part = self.broker.cluster.partition(topic, partition)
+        if part is None:
+            field = "topic" if topic not in self.broker.cluster.topics.by_name else "partition"
+            raise ControlError(f"no partition {topic}-{partition}", field, 404)
+        return part
+
+    def partition_truncate(self, topic: str, partition: int, offset: int, leader: int | None = None) -> dict:
+        part = self._user_partition(topic, partition)
+        replicas = self.broker.cluster.replicas
+        state = self.broker.cluster.leadership(topic, partition)
+        if not part.log_start_offset <= offset < part.high_watermark:
+            raise ControlError(f"offset must be from the log start {part.log_start_offset} to below the log end "
+                               f"{part.high_watermark}", "offset")
+        if leader is not None and (leader not in state.replicas or leader not in replicas.up):
+            raise ControlError(f"node {leader} is not a live replica of {topic}-{partition} "
+                               f"(replicas {state.replicas})", "leader")
+        before_end = part.high_watermark
+        end = part.truncate_to(offset)
+        if leader is None or not replicas.set_leader(topic, partition, leader, "unclean leader election (fault)"):
+            old = state.leader
+            state.leader_epoch += 1  # an unclean election: a new epoch even for the same node
+            log.info("%s-%d: leader %d, epoch %d (unclean leader election, fault)", topic, partition, old,
+                     state.leader_epoch)
+            for listener in replicas.listeners:
+                listener(topic, partition, old, state)
+        replicas.save()
+        log.warning("control: truncated %s-%d from log end %d to %d (asked %d): acknowledged records lost",
+                    topic, partition, before_end, end, offset)
+        return {"topic": topic, "partition": partition, "log_end_offset": end, "lost_from": end,
+                "lost_until": before_end} | state.describe()
+
+    def producers(self, topic: str, partition: int) -> dict:
+        import dataclasses
+
+        part = self._user_partition(topic, partition)
+        return {"topic": topic, "partition": partition,
+                "producers": [dataclasses.asdict(d) for d in part.producer_state.describe()]}
+
+    def producer_state_delete(self, topic: str, partition: int, producer_id: int) -> dict:
+        part = self._user_partition(topic, partition)
+        if not part.producer_state.forget(producer_id):
+            raise ControlError(f"{topic}-{partition} has no state for producer id {producer_id}", "producer_id", 404)
+        log.warning("control: forgot producer id %d on %s-%d", producer_id, topic, partition)
+        return {"topic": topic, "partition": partition, "producer_id": producer_id}
 
     def coordinator_move(self, to: int, transactional_id: str | None = None, group_id: str | None = None) -> dict:
         if (transactional_id is None) == (group_id is None):
@@ -347,19 +435,62 @@ class ControlService:
 
     # -- the network between nodes -------------------------------------------------------
 
-    def network_cut(self, source: int, target: int | None = None) -> dict:
+    def _link_keys(self, source: int | None, target: int | None, both: bool) -> list[tuple]:
         for field, node_id in (("source", source), ("target", target)):
             if node_id is not None and self.broker.node(node_id) is None:
                 raise ControlError(f"no node {node_id}", field, 404)
-        self.broker.network.links[(source, target)] = LinkFaults(cut=True)
-        log.info("control: cut the link from node %d to %s", source, "every node" if target is None else f"node {target}")
+        if source is not None and source == target:
+            raise ControlError("a link joins two different nodes", "target")
+        return [(source, target), (target, source)] if both else [(source, target)]
+
+    def _links_changed(self) -> None:
+        self.broker.replication.refresh()
+
+    def network_cut(self, source: int, target: int | None = None, both: bool = False) -> dict:
+        for key in self._link_keys(source, target, both):
+            self.broker.network.links[key] = LinkFaults(cut=True)
+        self._links_changed()
+        log.info("control: cut the link from node %d to %s%s", source,
+                 "every node" if target is None else f"node {target}", " and back" if both else "")
         return {"links": self._links()}
 
-    def network_heal(self) -> dict:
-        healed = len(self.broker.network.links)
-        self.broker.network.links.clear()
+    def network_link(self, source: int, target: int | None = None, delay_ms: int | None = None,
+                     loss: float | None = None, seed: int | None = None, both: bool = False) -> dict:
+        if delay_ms is None and loss is None:
+            raise ControlError("give delay_ms, loss or both", "delay_ms")
+        if delay_ms is not None and delay_ms > 3_600_000:
+            raise ControlError("delay_ms is more than an hour", "delay_ms")
+        if loss is not None and not 0 <= loss <= 1:
+            raise ControlError("loss must be between 0 and 1", "loss")
+        if seed is not None and not loss:
+            raise ControlError("seed goes with loss", "seed")
+        keys = self._link_keys(source, target, both)
+        for i, key in enumerate(keys):
+            # the other direction draws from its own RNG, seeded one further
+            self.broker.network.links[key] = LinkFaults(delay_ms=delay_ms or 0, loss=loss or 0.0,
+                                                        seed=None if seed is None else seed + i)
+        self._links_changed()
+        log.info("control: link from node %d to %s%s: delay %d ms, loss %s", source,
+                 "every node" if target is None else f"node {target}", " and back" if both else "",
+                 delay_ms or 0, loss or 0)
+        return {"links": self._links()}
+
+    def network_heal(self, source: int | None = None, target: int | None = None, both: bool = False) -> dict:
+        links = self.broker.network.links
+        if source is None and target is None:
+            healed = len(links)
+            links.clear()
+        else:
+            if source is None:
+                raise ControlError("give source (and target) to heal one link, nothing to heal all", "source")
+            keys = self._link_keys(source, target, both)
+            healed = sum(links.pop(key, None) is not None for key in keys)
+            if not healed:
+                raise ControlError(f"no link fault from node {source} to "
+                                   f"{'every node' if target is None else f'node {target}'}", "source", 404)
+        self._links_changed()
         log.info("control: healed %d link faults", healed)
-        return {"links": []}
+        return {"links": self._links()}
 
     # -- request faults ------------------------------------------------------------------
 
@@ -471,8 +602,7 @@ class ControlService:
         return self.clock() | {"timers_fired": fired}
 
     def _links(self) -> list[dict]:
-        return [{"source": s, "target": t, "cut": f.cut, "delay_ms": f.delay_ms, "loss": f.loss}
-                for (s, t), f in self.broker.network.links.items()]
+        return [{"source": s, "target": t} | f.describe() for (s, t), f in self.broker.network.links.items()]
 
     def _describe_moves(self, moved: list[tuple[str, int]]) -> list[dict]:
         cluster = self.broker.cluster

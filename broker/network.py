@@ -5,7 +5,9 @@ goes through ``Network.request``: the request is built as the kio message the wi
 would carry and handed to the same handler a TCP connection reaches, on the target
 node's behalf; the response comes back as the kio response a client would decode.
 A stopped target refuses the connection, a paused one never answers (the caller's
-timeout fires), and the fault points (cut links, delay, loss) live here, in one place.
+timeout fires), and the fault points (cut links, delay, loss, each per direction: the
+request crosses source->target, the answer target->source) live here, in one place.
+The emulated replication (broker/replication.py) reads the same link faults.
 """
 
 from __future__ import annotations
@@ -31,11 +33,25 @@ class Unreachable(ConnectionError):
 
 @dataclass
 class LinkFaults:
-    """What happens to messages between two nodes (``None`` matches any node)."""
+    """What happens to messages from one node to another (``None`` matches any node)."""
 
     cut: bool = False
     delay_ms: int = 0
-    loss: float = 0.0  # probability a request is lost (the caller sees a timeout)
+    loss: float = 0.0  # probability a message is lost (the caller sees a timeout)
+    seed: int | None = None  # of the loss draws: same seed, same losses
+
+    def __post_init__(self) -> None:
+        if self.seed is None:
+            self.seed = random.randrange(2**31)
+        self._rng = random.Random(self.seed)
+
+    def lost(self) -> bool:
+        """Draws whether the next message on this link is lost."""
+        return bool(self.loss) and self._rng.random() < self.loss
+
+    def describe(self) -> dict:
+        return {"cut": self.cut, "delay_ms": self.delay_ms, "loss": self.loss,
+                "seed": self.seed if self.loss else None}
 
 
 @dataclass
@@ -71,7 +87,7 @@ class Network:
                 raise Unreachable(f"the link from node {source} to node {target} is cut")
             if faults.delay_ms:
                 await self.broker.clock.sleep(faults.delay_ms / 1000)
-            if faults.loss and random.random() < faults.loss:
+            if faults.lost():
                 await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
         await node.serving.wait()
         if not node.is_up:
@@ -91,6 +107,14 @@ class Network:
                 raise Unreachable(str(e)) from None
             if result is DROPPED:
                 await asyncio.Event().wait()  # never answered; the caller's timeout ends it
+        back = self.faults(target, source)
+        if back is not None:  # the answer crosses the link the other way
+            if back.cut:
+                raise Unreachable(f"the link from node {target} to node {source} is cut: no answer")
+            if back.delay_ms:
+                await self.broker.clock.sleep(back.delay_ms / 1000)
+            if back.lost():
+                await asyncio.Event().wait()
         if isinstance(result, dict):
             result = messages.build_response(api_key, version, result)
         return result

@@ -79,6 +79,24 @@ class Partition:
         first = not self.leader_epochs.entries
         self.leader_epochs.assign(epoch, self.log.log_start_offset if first else self.log.log_end_offset)
 
+    def truncate_to(self, offset: int) -> int:
+        """Drops the records from ``offset`` on (whole batches), as an unclean leader
+        election loses them: the producer state and the aborted-transaction index are
+        rebuilt for the log that is left, as Kafka's truncateAndReload does. Returns the
+        new log end offset."""
+        self.log.truncate_to(offset)
+        end = self.log.log_end_offset
+        self.aborted.truncate_to(end)
+        self.producer_state, _ = _load_producer_state(self.log, self.aborted,
+                                                      self.producer_state.emulate_older_than_2_5)
+        if self.recovery_point is not None and self.recovery_point > end:
+            self.recovery_point = end
+        # epochs that began past the new end never had records here
+        self.leader_epochs.entries = [(e, o) for i, (e, o) in enumerate(self.leader_epochs.entries)
+                                      if i == 0 or o < end]
+        self.wake_fetchers()
+        return end
+
     @classmethod
     def open(cls, topic: str, index: int, directory: Path, config: LogConfig, now_ms: int,
              emulate_older_than_2_5: bool = False, clean_shutdown: bool = False,
@@ -86,17 +104,7 @@ class Partition:
         log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown, recovery_point)
         aborted = AbortedTxnIndex(directory)
         aborted.truncate_to(log_.log_end_offset)
-        loaded = load_latest_snapshot(directory, emulate_older_than_2_5, log_.log_end_offset)
-        if loaded is None:
-            state, start = ProducerStateManager(emulate_older_than_2_5), log_.log_start_offset
-        else:
-            state, start = loaded[0], max(loaded[1], log_.log_start_offset)
-        if start < log_.log_end_offset:
-            def on_completed(txn: CompletedTxn) -> None:
-                if txn.is_aborted:
-                    aborted.add(txn.producer_id, txn.first_offset, txn.last_offset)
-
-            state.rebuild(log_.batches(start), on_completed)
+        state, start = _load_producer_state(log_, aborted, emulate_older_than_2_5)
         part = cls(topic, index, log_, state, aborted)
         if clean_shutdown or start == log_.log_end_offset:
             part.recovery_point = log_.log_end_offset  # flushed at close, a snapshot there
@@ -239,3 +247,22 @@ class Partition:
             self._waiters.remove(fut)
         except ValueError:
             pass
+
+
+def _load_producer_state(log_: PartitionLog, aborted: AbortedTxnIndex,
+                         emulate_older_than_2_5: bool) -> tuple[ProducerStateManager, int]:
+    """The producer state of the log as it is: the newest snapshot not past its end,
+    then the batches after it replayed (aborted transactions found again indexed);
+    and the offset the replay started from."""
+    loaded = load_latest_snapshot(log_.directory, emulate_older_than_2_5, log_.log_end_offset)
+    if loaded is None:
+        state, start = ProducerStateManager(emulate_older_than_2_5), log_.log_start_offset
+    else:
+        state, start = loaded[0], max(loaded[1], log_.log_start_offset)
+    if start < log_.log_end_offset:
+        def on_completed(txn: CompletedTxn) -> None:
+            if txn.is_aborted:
+                aborted.add(txn.producer_id, txn.first_offset, txn.last_offset)
+
+        state.rebuild(log_.batches(start), on_completed)
+    return state, start

@@ -18,7 +18,7 @@ ERROR_SCHEMA = {
     "properties": {"error": {"type": "string"}, "field": {"type": "string", "nullable": True}},
 }
 _TYPES = {"integer": {"type": "integer", "format": "int32"}, "string": {"type": "string", "minLength": 1},
-          "long": {"type": "integer", "format": "int64"}, "number": {"type": "number"},
+          "long": {"type": "integer", "format": "int64"}, "number": {"type": "number"}, "boolean": {"type": "boolean"},
           "duration": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\d+(ms|s|m|h|d)?$"}]},
           "integer[]": {"type": "array", "items": {"type": "integer", "format": "int32"}}}
 

@@ -3,6 +3,9 @@
     eosbroker ctl --admin http://127.0.0.1:PORT cluster
     eosbroker ctl --admin URL node stop|kill|pause|resume|start ID
     eosbroker ctl --admin URL partition move TOPIC PARTITION --leader ID [--replicas 1,2,3]
+    eosbroker ctl --admin URL partition truncate TOPIC PARTITION OFFSET [--leader ID] | producers TOPIC PARTITION
+        | forget-producer TOPIC PARTITION PRODUCER_ID
+    eosbroker ctl --admin URL network cut|link|heal SOURCE [--target ID] [--both] [--delay-ms 200] [--loss 0.1 --seed 7]
     eosbroker ctl --admin URL coordinator move --transactional-id ID|--group-id ID --to NODE
     eosbroker ctl --admin URL leaders elect|shuffle
     eosbroker ctl --admin URL clock show|advance 7d
@@ -117,6 +120,82 @@ def partition_move(ctx, topic: str, partition_index: int, leader: int | None, re
         raise click.BadParameter(f"not a comma-separated list of node ids: {replicas!r}", param_hint="--replicas")
     _run(ctx.parent, "partition_move", _show_moves, topic=topic, partition=partition_index, leader=leader,
          replicas=replica_list)
+
+
+@partition.command("truncate")
+@click.argument("topic")
+@click.argument("partition_index", metavar="PARTITION", type=int)
+@click.argument("offset", type=int)
+@click.option("--leader", type=int, default=None, help="the replica that becomes leader")
+@click.pass_context
+def partition_truncate(ctx, topic: str, partition_index: int, offset: int, leader: int | None) -> None:
+    """Lose the records from OFFSET on, as an unclean leader election does."""
+    _run(ctx.parent, "partition_truncate", topic=topic, partition=partition_index, offset=offset, leader=leader)
+
+
+@partition.command("producers")
+@click.argument("topic")
+@click.argument("partition_index", metavar="PARTITION", type=int)
+@click.pass_context
+def partition_producers(ctx, topic: str, partition_index: int) -> None:
+    """The partition's producer state."""
+    _run(ctx.parent, "producers", topic=topic, partition=partition_index)
+
+
+@partition.command("forget-producer")
+@click.argument("topic")
+@click.argument("partition_index", metavar="PARTITION", type=int)
+@click.argument("producer_id", type=int)
+@click.pass_context
+def partition_forget_producer(ctx, topic: str, partition_index: int, producer_id: int) -> None:
+    """Delete a producer id's state on the partition."""
+    _run(ctx.parent, "producer_state_delete", topic=topic, partition=partition_index, producer_id=producer_id)
+
+
+@ctl.group()
+def network() -> None:
+    """Faults on the links between nodes (markers, replication)."""
+
+
+def _link_args(target, both) -> dict:
+    return {"target": target, "both": True if both else None}
+
+
+@network.command("cut")
+@click.argument("source", type=int)
+@click.option("--target", type=int, default=None, help="only the link to this node")
+@click.option("--both", is_flag=True, help="the link back too")
+@click.pass_context
+def network_cut(ctx, source: int, target: int | None, both: bool) -> None:
+    """Cut the link from SOURCE (to --target, or every node)."""
+    _run(ctx.parent, "network_cut", source=source, **_link_args(target, both))
+
+
+@network.command("link")
+@click.argument("source", type=int)
+@click.option("--target", type=int, default=None, help="only the link to this node")
+@click.option("--delay-ms", default=None, help="delay each message: milliseconds, or 200ms, 2s")
+@click.option("--loss", type=float, default=None, help="lose each message with this probability")
+@click.option("--seed", type=int, default=None, help="seed of the loss draws")
+@click.option("--both", is_flag=True, help="the link back too")
+@click.pass_context
+def network_link(ctx, source: int, target: int | None, delay_ms: str | None, loss: float | None,
+                 seed: int | None, both: bool) -> None:
+    """Delay or make lossy the link from SOURCE (to --target, or every node)."""
+    if delay_ms is not None and delay_ms.strip().isdigit():
+        delay_ms = int(delay_ms)
+    _run(ctx.parent, "network_link", source=source, delay_ms=delay_ms, loss=loss, seed=seed,
+         **_link_args(target, both))
+
+
+@network.command("heal")
+@click.argument("source", type=int, required=False)
+@click.option("--target", type=int, default=None, help="only the link to this node")
+@click.option("--both", is_flag=True, help="the link back too")
+@click.pass_context
+def network_heal(ctx, source: int | None, target: int | None, both: bool) -> None:
+    """Heal every link fault, or those from SOURCE (to --target)."""
+    _run(ctx.parent, "network_heal", source=source, **_link_args(target, both))
 
 
 @ctl.group()

@@ -8,6 +8,7 @@ version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -163,6 +164,8 @@ async def handle(ctx, request):
             else:
                 results.append(_produce_partition(ctx, topic.name, data, now, request.transactional_id))
         responses.append({"name": topic.name, "partition_responses": results})
+    if acks == -1 and not ctx.broker.replication.quiet():
+        await _wait_for_isr(ctx, request, responses)
     if acks == 0:
         failed = [(t["name"], p) for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:
@@ -174,6 +177,19 @@ async def handle(ctx, request):
     leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
                if "current_leader" in p}
     return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}
+
+
+async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:
+    """acks=all: each appended partition waits for its ISR (broker/replication.py); a
+    partition that could not be replicated in time answers REQUEST_TIMED_OUT instead."""
+    appended = [p for t in responses for p in t["partition_responses"] if not p["error_code"]]
+    names = [t["name"] for t in responses for p in t["partition_responses"] if not p["error_code"]]
+    timeout_s = max(messages.ms(request.timeout), 0) / 1000
+    errors = await asyncio.gather(*(ctx.broker.replication.wait_for_isr(name, p["index"], timeout_s)
+                                    for name, p in zip(names, appended)))
+    for p, error in zip(appended, errors):
+        if error is not None:
+            p.update(_error(p["index"], error))
 
 
 def unsupported_v2_response(header: RequestHeader, frame: bytes, pos: int) -> bytes:

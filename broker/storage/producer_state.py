@@ -178,6 +178,11 @@ class ProducerStateManager:
     def entries(self) -> dict[int, ProducerStateEntry]:
         return dict(self._producers)
 
+    def forget(self, producer_id: int) -> bool:
+        """Drops a producer's state (a data-loss fault); False if there was none."""
+        self._verifications.pop(producer_id, None)
+        return self._producers.pop(producer_id, None) is not None
+
     def has_open_transaction(self, producer_id: int) -> bool:
         e = self._producers.get(producer_id)
         return e is not None and e.current_txn_first_offset is not None

@@ -187,6 +187,20 @@ def hanging(candidates: list[OpenTransaction], transactional_ids: dict[int, str]
     return found
 
 
+def awaiting_markers(candidates: list[OpenTransaction], transactional_ids: dict[int, str],
+                     descriptions: dict[str, Description | ErrorCode]) -> list[tuple[OpenTransaction, Description]]:
+    """The candidates whose coordinator has decided (PrepareCommit/PrepareAbort) but whose
+    marker has not arrived (a leader it cannot reach): not hanging, as the coordinator
+    keeps sending it, and never to be aborted by hand (the decision may be commit)."""
+    found = []
+    for txn in candidates:
+        description = descriptions.get(transactional_ids.get(txn.producer.producer_id, ""))
+        if isinstance(description, Description) and description.state in ("PrepareCommit", "PrepareAbort") \
+                and (txn.topic, txn.partition) in description.partitions:
+            found.append((txn, description))
+    return found
+
+
 # -- commands ------------------------------------------------------------------------
 
 
@@ -274,6 +288,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
         candidates = open_transactions(await admin.describe_producers(leaders), SYSTEM_CLOCK.now_ms(),
                                        max_timeout_minutes * 60_000)
         found: list[OpenTransaction] = []
+        waiting: list[tuple[OpenTransaction, Description]] = []
         if candidates:
             producer_ids = {c.producer.producer_id for c in candidates}
             transactional_ids = {t.producer_id: t.transactional_id
@@ -283,6 +298,7 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
                 if d is not ErrorCode.transactional_id_not_found and not isinstance(d, Description):
                     raise ToolError(f"cannot describe transactional-id `{transactional_id}`: {error_name(d)}")
             found = hanging(candidates, transactional_ids, descriptions)
+            waiting = awaiting_markers(candidates, transactional_ids, descriptions)
         now = SYSTEM_CLOCK.now_ms()
         rows = [[t.topic, str(t.partition), str(t.producer.producer_id), str(t.producer.producer_epoch),
                  str(t.producer.coordinator_epoch), str(t.producer.current_txn_start_offset),
@@ -290,6 +306,11 @@ def find_hanging_command(bootstrap: str, topic: str | None, partition: int | Non
                 for t in found]
         click.echo(format_table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
                                  "StartOffset", "LastTimestamp", "Duration(min)"], rows))
+        for t, d in waiting:
+            click.echo(f"\nNot hanging, awaiting its {'COMMIT' if d.state == 'PrepareCommit' else 'ABORT'} marker: "
+                       f"{t.topic}-{t.partition} from offset {t.producer.current_txn_start_offset}, transactional id "
+                       f"{d.transactional_id} ({d.state} on coordinator {d.coordinator}, which keeps sending it; "
+                       "do not abort it)")
 
     run_admin(bootstrap, command, TransactionAdmin)
 

@@ -84,10 +84,11 @@ def test_coordinator_node_fails_before_during_and_after_end_txn(cluster, topic_n
     control.node_start(node_id=first)
     # during EndTxn, after PREPARE_COMMIT is written: the markers cannot leave the
     # coordinator's node; it fails and the next coordinator sends them
-    control.network_cut(source=second)
+    # (a fault rule on the markers alone: a cut link would also stop replication)
+    control.fault_add(action="close_before", api_key=27, client_id=f"eosbroker-node-{second}")
     run_transaction(producer, topic_name, "c", committed)
     getattr(control, f"node_{action}")(node_id=second)
-    control.network_heal()
+    control.faults_clear()
     # after EndTxn: the next transaction goes to yet another coordinator
     run_transaction(producer, topic_name, "d", committed)
     run_transaction(producer, topic_name, "e", committed, commit=False)

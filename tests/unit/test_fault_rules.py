@@ -129,3 +129,13 @@ def test_error_names_and_codes():
     for bad in ("NONE", "0", "nope", "31337"):
         with pytest.raises(ValueError):
             parse_error(bad)
+
+
+def test_a_lossy_link_loses_the_messages_its_seed_says():
+    from broker.network import LinkFaults
+
+    link = LinkFaults(loss=0.3, seed=5)
+    draws = random.Random(5)
+    assert [link.lost() for _ in range(100)] == [draws.random() < 0.3 for _ in range(100)]
+    assert not any(LinkFaults(delay_ms=10).lost() for _ in range(100))
+    assert LinkFaults(loss=0.5).describe()["seed"] is not None  # chosen, so a run can be repeated
