@@ -257,3 +257,19 @@ def test_impossible_or_malformed_rules_are_refused_naming_the_field(broker_facto
     assert "refused (400): InitProducerId" in refused.stderr and "never name a topic" in refused.stderr
     assert "[field: topic]" in refused.stderr
     assert [r["id"] for r in control.faults()["rules"]] == [ok["id"]]
+
+
+def test_close_before_processing_on_a_node_and_version_range_is_retried_and_stored_once(broker_factory, topic_name):
+    broker = broker_factory(admin=True)
+    create(broker.bootstrap, topic_name, 1)
+    control = broker.control()
+    node_id = control.cluster()["nodes"][0]["node_id"]
+    never = control.fault_add(action="close_before", api_key=0, max_version=3)  # librdkafka speaks newer
+    rule = control.fault_add(action="close_before", api_key=0, min_version=4, node_id=node_id, topic=topic_name,
+                             count=2)
+    values = [b"c%d" % i for i in range(3)]
+    assert _produce_all(_idempotent(broker.bootstrap), topic_name, values) == [None] * 3
+    states = {r["id"]: r for r in control.faults()["rules"]}
+    assert states[never["id"]]["matched"] == 0
+    assert states[rule["id"]]["fired"] == 2 and states[rule["id"]]["matched"] >= 5
+    assert_exactly_once(read_committed(broker.bootstrap, topic_name, 1, 3), values)
