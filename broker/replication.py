@@ -3,10 +3,10 @@ shrinks and grows back.
 
 Storage is shared, so a follower never copies bytes; what is emulated is whether it
 *could* fetch from its leader: it can when its node is running (not paused or stopped)
-and neither direction of the link between it and the leader is cut. A follower that
-cannot fetch falls behind; after ``replica.lag.time.max.ms`` (on the broker's clock, so
-``ctl clock advance`` moves it) the leader drops it from the ISR, as Kafka's
-``Partition.maybeShrinkIsr`` does. When it can fetch again it rejoins the ISR.
+and neither direction of the link between it and the leader is cut (or loses every
+message). A follower that cannot fetch falls behind; after ``replica.lag.time.max.ms``
+(on the broker's clock, so ``ctl clock advance`` moves it) the leader drops it from the
+ISR, as Kafka's ``Partition.maybeShrinkIsr`` does. When it can fetch again it rejoins the ISR.
 
 An ``acks=all`` produce, once appended, waits until every other ISR member could fetch
 it: at once when all can (plus the links' delays, and a fetch retry for each fetch a
@@ -47,7 +47,7 @@ class Replication:
         network = self.broker.network
         for source, target in ((follower, leader), (leader, follower)):
             faults = network.faults(source, target)
-            if faults is not None and faults.cut:
+            if faults is not None and (faults.cut or faults.loss >= 1):
                 return False
         return True
 

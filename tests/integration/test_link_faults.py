@@ -201,3 +201,42 @@ def test_link_faults_from_the_command_line(cluster):
     assert run("heal", "1", "--target", "2", "--both").returncode == 0
     assert [(link["source"], link["cut"]) for link in cluster.control().cluster()["links"]] == [(3, True)]
     assert run("heal").returncode == 0 and cluster.control().cluster()["links"] == []
+
+
+def test_markers_cross_delayed_and_lossy_links(cluster, topic_name):
+    create(cluster.bootstrap, topic_name, 1)
+    control = cluster.control()
+    txn_id = f"d-{topic_name}"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(30)
+    [txn] = [t for t in cluster.transactions() if t["transactional_id"] == txn_id]
+    coordinator = txn["coordinator"]
+    state = _partition(control, topic_name)
+    if state["leader"] == coordinator:
+        control.partition_move(topic=topic_name, partition=0,
+                               leader=next(r for r in state["replicas"] if r != coordinator))
+    leader = _partition(control, topic_name)["leader"]
+
+    def state_of():
+        return [t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id]
+
+    def commit(value: bytes) -> None:
+        producer.begin_transaction()
+        producer.produce(topic_name, value, partition=0)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30)
+
+    control.network_link(source=coordinator, target=leader, delay_ms=200, both=True)
+    commit(b"delayed")  # markers arrive late, but arrive
+    wait_until(lambda: state_of() == ["CompleteCommit"], timeout=30)
+    control.network_link(source=coordinator, target=leader, loss=1.0, seed=3)  # every marker lost
+    control.clock_advance(by="31s")  # the coordinator's node cannot fetch either: it leaves the ISR
+    assert coordinator not in _partition(control, topic_name)["isr"]
+    commit(b"lost-then-retried")
+    control.clock_advance(by="31s")  # the marker request times out and is sent again: lost again
+    assert state_of() == ["PrepareCommit"]
+    control.network_heal()
+    assert coordinator in _partition(control, topic_name)["isr"]
+    control.clock_advance(by="31s")  # the pending attempt times out; the next one arrives
+    wait_until(lambda: state_of() == ["CompleteCommit"], timeout=30)
+    assert_exactly_once(read_committed(cluster.bootstrap, topic_name, 1, 2), [b"delayed", b"lost-then-retried"])
