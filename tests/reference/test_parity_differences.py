@@ -15,8 +15,9 @@ BROKERS = ["eosbroker", "kafka"]
 
 
 async def _ready(conn: KafkaConnection, topic: str) -> None:
-    """Until the new topic's partition has a leader (Kafka's metadata reaches the broker
-    a little after CreateTopics answers)."""
+    """Until the new topic's partition has a leader that serves it (Kafka's metadata reaches
+    the broker a little after CreateTopics answers, and its replica manager becomes leader a
+    little after Metadata names one: a Produce in between gets NOT_LEADER_OR_FOLLOWER)."""
     deadline = time.monotonic() + 30
     while True:
         r = await conn.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
@@ -24,7 +25,10 @@ async def _ready(conn: KafkaConnection, topic: str) -> None:
                                        "include_topic_authorized_operations": False})
         t = r.topics[0]
         if t.error_code == 0 and t.partitions and t.partitions[0].leader_id >= 0:
-            return
+            listed = await conn.request(2, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+            if listed.topics[0].partitions[0].error_code == 0:
+                return
         assert time.monotonic() < deadline
         await asyncio.sleep(0.1)
 
