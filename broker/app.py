@@ -8,7 +8,7 @@ from pathlib import Path
 
 from broker.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster import STOPPED, Cluster
+from broker.cluster import PAUSED, STOPPED, Cluster, Node
 from broker.config import BrokerConfig
 from broker.dynamic_configs import DynamicConfigs
 from broker.handlers import HANDLERS
@@ -65,6 +65,10 @@ class Broker:
         # Told of every answered request (api key, version, seconds, bytes in, bytes out,
         # response): the admin server's /metrics sets it.
         self.request_observer = None
+        # Told of each node that starts listening after start-up (the CLI prints its line).
+        self.node_listening = None
+        # Paused nodes' session timers: a node that stops heartbeating is fenced.
+        self._session_timers: dict[int, object] = {}
 
     def node(self, node_id: int) -> BrokerNode | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)
@@ -150,6 +154,8 @@ class Broker:
         their new leaders, its listener and connections close. Returns the partitions
         whose leader changed."""
         node = self.node(node_id)
+        self._end_session_timer(node_id)
+        node.info.fenced = False
         node.info.state = STOPPED
         moved = self.cluster.replicas.node_down(node_id)
         await node.stop(crash=crash)
@@ -159,10 +165,80 @@ class Broker:
         """Starts a stopped node on its old port: it rejoins the ISR of its replicas
         (storage is shared, so it is caught up) and leads partitions that had none."""
         node = self.node(node_id)
+        self._end_session_timer(node_id)
+        node.info.fenced = False
         await node.start()
         return self.cluster.replicas.node_up(node_id)
 
+    def pause_node(self, node_id: int) -> None:
+        """A hung node: requests are read, not answered. Like a broker that stops
+        heartbeating, it is fenced after ``broker.session.timeout.ms`` of the broker's
+        clock: it leaves every ISR and its leaderships and coordinators move (it stays
+        paused, off Metadata's broker list, until resumed)."""
+        node = self.node(node_id)
+        node.pause()
+        if node_id not in self._session_timers:
+            self._session_timers[node_id] = self.clock.call_later(
+                self.config["broker.session.timeout.ms"] / 1000, lambda: self._fence(node_id))
+
+    def resume_node(self, node_id: int) -> list[tuple[str, int]]:
+        """A paused node answers again; fenced meanwhile, it rejoins the ISRs first (its
+        parked requests then meet the leaders and coordinators as they are now)."""
+        node = self.node(node_id)
+        self._end_session_timer(node_id)
+        moved = []
+        if node.info.fenced:
+            node.info.fenced = False
+            moved = self.cluster.replicas.node_up(node_id)
+            log.info("node %d resumed: unfenced, back in the ISR of its replicas", node_id)
+        node.resume()
+        return moved
+
+    def _fence(self, node_id: int) -> None:
+        self._session_timers.pop(node_id, None)
+        node = self.node(node_id)
+        if node is None or node.info.state != PAUSED:
+            return
+        node.info.fenced = True
+        moved = self.cluster.replicas.node_down(node_id)
+        log.warning("node %d answered nothing for broker.session.timeout.ms (%d ms): fenced; %d partitions got a "
+                    "new leader", node_id, self.config["broker.session.timeout.ms"], len(moved))
+
+    def _end_session_timer(self, node_id: int) -> None:
+        timer = self._session_timers.pop(node_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    async def add_node(self, node_id: int | None = None, port: int = 0) -> BrokerNode:
+        """A new node with its own listener; Metadata lists it at once. It holds no
+        partition until one is moved to it or a new topic is spread over it."""
+        if node_id is None:
+            node_id = max(n.node_id for n in self.cluster.nodes) + 1
+        info = Node(node_id, "", 0)
+        node = BrokerNode(self, info, self.host, port)
+        await node.start()  # before it is registered: a port in use leaves no trace
+        self.cluster.nodes.append(info)
+        self.nodes.append(node)
+        self.cluster.replicas.add_node(node_id)
+        if self.node_listening is not None:
+            self.node_listening(node)
+        return node
+
+    async def remove_node(self, node_id: int, plan: dict) -> list[tuple[str, int]]:
+        """Moves a node's replicas, leaderships and coordinators by ``plan``
+        (``ReplicaState.plan_removal``), then stops it and forgets it."""
+        node = self.node(node_id)
+        self._end_session_timer(node_id)
+        moved = self.cluster.replicas.remove_node(node_id, plan)
+        if node.is_up:
+            await node.stop()
+        self.nodes.remove(node)
+        self.cluster.nodes.remove(node.info)
+        return moved
+
     async def stop(self) -> None:
+        for node_id in list(self._session_timers):
+            self._end_session_timer(node_id)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -161,6 +161,9 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
         print(f"eosbroker admin listening on {admin_server.url}", flush=True)
     if scenario is not None:
         print(f"eosbroker scenario {scenario.name} loaded: {scenario.title}", flush=True)
+    # a node added through the control API announces itself as the first ones did
+    broker.node_listening = lambda node: print(
+        f"eosbroker node {node.node_id} listening on {host}:{node.server.port}", flush=True)
     logging.getLogger("broker").info(
         "started in %.0f ms, data in %s, profile emulate.kafka.version=%s",
         (SYSTEM_CLOCK.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],

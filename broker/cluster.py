@@ -52,13 +52,16 @@ class Node:
     host: str
     port: int
     state: str = RUNNING
+    # Paused past broker.session.timeout.ms: out of every ISR and off Metadata's list.
+    fenced: bool = False
 
     @property
     def is_up(self) -> bool:
         return self.state != STOPPED
 
     def describe(self) -> dict:
-        return {"node_id": self.node_id, "host": self.host, "port": self.port, "state": self.state}
+        return {"node_id": self.node_id, "host": self.host, "port": self.port, "state": self.state,
+                "fenced": self.fenced}
 
 
 class Cluster:
@@ -79,12 +82,13 @@ class Cluster:
 
     @property
     def controller_id(self) -> int:
-        return next((n.node_id for n in self.nodes if n.is_up), -1)
+        return next((n.node_id for n in self.live_nodes), -1)
 
     @property
     def live_nodes(self) -> list[Node]:
-        """The nodes a client can see in Metadata (a paused node is still registered)."""
-        return [n for n in self.nodes if n.is_up]
+        """The nodes a client can see in Metadata: a paused node is listed until its
+        session times out and it is fenced, as KRaft lists unfenced brokers only."""
+        return [n for n in self.nodes if n.is_up and not n.fenced]
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.replicas.leader_of(topic, partition)

@@ -111,6 +111,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.state.log.replication.factor", _long, 3, doc="capped at the node count"),
         Setting("auto.leader.rebalance.enable", _bool, True),
         Setting("leader.imbalance.check.interval.seconds", _long, 300),
+        Setting("broker.session.timeout.ms", _long, 9000,
+                doc="a paused node is fenced after this long (leaves the ISRs, loses its leaderships)"),
         Setting("transaction.max.timeout.ms", _long, 900000),
         Setting("transactional.id.expiration.ms", _long, 604800000),
         Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", _long, 10000),

@@ -69,6 +69,15 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("node_resume", "POST", "/nodes/{node_id}/resume", "Resume a paused node", (_NODE_ID,)),
     Operation("node_start", "POST", "/nodes/{node_id}/start",
               "Start a stopped node on its old port; it rejoins the ISRs", (_NODE_ID,)),
+    Operation("node_add", "POST", "/nodes",
+              "Add a node with its own listener; it holds no partition until one is moved to it or a new "
+              "topic is spread over it",
+              (Param("node_id", "integer", required=False, doc="its id; the highest id + 1 when absent", minimum=0),
+               Param("port", "integer", required=False, doc="its port; a free one when absent or 0", minimum=0))),
+    Operation("node_remove", "POST", "/nodes/{node_id}/remove",
+              "Remove a node: its replicas, leaderships and coordinators move to the other nodes first, then "
+              "it stops and leaves the cluster (refused if a partition would lose its last in-sync copy)",
+              (_NODE_ID,)),
     Operation("partition_move", "POST", "/partitions/{topic}/{partition}/move",
               "Move a partition's leader and/or replicas (the leader epoch goes up)",
               (_TOPIC, _PARTITION,
@@ -314,19 +323,51 @@ class ControlService:
         node = self._node(node_id)
         if not node.is_up:
             raise ControlError(f"node {node_id} is stopped", "node_id", 409)
-        node.pause()
+        self.broker.pause_node(node_id)
         self._links_changed()  # its followers stop fetching
-        log.info("control: paused node %d (requests are read, not answered)", node_id)
+        log.info("control: paused node %d (requests are read, not answered; fenced after %d ms)",
+                 node_id, self.broker.config["broker.session.timeout.ms"])
         return {"node": node.info.describe(), "moved": []}
 
     def node_resume(self, node_id: int) -> dict:
         node = self._node(node_id)
         if not node.is_up:
             raise ControlError(f"node {node_id} is stopped; start it instead", "node_id", 409)
-        node.resume()
+        moved = self.broker.resume_node(node_id)
         self._links_changed()
-        log.info("control: resumed node %d", node_id)
+        log.info("control: resumed node %d; %s", node_id, self._moves(moved))
+        return {"node": node.info.describe(), "moved": self._describe_moves(moved)}
+
+    async def node_add(self, node_id: int | None = None, port: int = 0) -> dict:
+        if node_id is not None and self.broker.node(node_id) is not None:
+            raise ControlError(f"node {node_id} already exists", "node_id", 409)
+        if port > 65535:
+            raise ControlError("port must be at most 65535", "port")
+        try:
+            node = await self.broker.add_node(node_id, port)
+        except OSError as e:
+            raise ControlError(f"cannot listen on port {port}: {e}", "port", 409) from None
+        log.info("control: added node %d listening on %s:%d", node.node_id, node.info.host, node.info.port)
         return {"node": node.info.describe(), "moved": []}
+
+    async def node_remove(self, node_id: int) -> dict:
+        from broker.replicas import RemovalRefused
+
+        node = self._node(node_id)
+        if len(self.broker.nodes) == 1:
+            raise ControlError(f"node {node_id} is the last node; refusing to remove it", "node_id", 409)
+        # Up nodes take its place, running ones first; a fenced node is not a candidate.
+        others = [n for n in self.broker.nodes if n is not node and n.is_up and not n.info.fenced]
+        if node.is_up and not others:
+            raise ControlError(f"node {node_id} is the last live node; refusing to remove it", "node_id", 409)
+        candidates = [n.node_id for n in sorted(others, key=lambda n: n.info.state != "running")]
+        try:
+            plan = self.broker.cluster.replicas.plan_removal(node_id, candidates)
+        except RemovalRefused as e:
+            raise ControlError(str(e), "node_id", 409) from None
+        moved = await self.broker.remove_node(node_id, plan)
+        log.info("control: removed node %d; moved %d partitions: %s", node_id, len(moved), self._moves(moved))
+        return {"node": node.info.describe() | {"state": "removed"}, "moved": self._describe_moves(moved)}
 
     async def node_start(self, node_id: int) -> dict:
         node = self._node(node_id)

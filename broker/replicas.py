@@ -37,6 +37,10 @@ class Leadership:
                 "isr": list(self.isr)}
 
 
+class RemovalRefused(ValueError):
+    """Removing the node would lose a partition's last in-sync copy."""
+
+
 # (topic, partition, the leadership before, the leadership now): told after every change
 LeaderListener = Callable[[str, int, int, Leadership], None]
 
@@ -138,6 +142,63 @@ class ReplicaState:
                 moved.append((topic, index))
         self.save()
         return moved
+
+    # -- nodes joining and leaving the cluster ---------------------------------------------
+
+    def add_node(self, node_id: int) -> None:
+        """A new node: new topics spread over it too; it holds nothing yet (as a new
+        Kafka broker, until partitions are reassigned to it)."""
+        self.node_ids.append(node_id)
+        self.up.add(node_id)
+
+    def plan_removal(self, node_id: int, candidates: list[int]) -> dict[tuple[str, int], tuple[list[int], int]]:
+        """Where the replicas of a node that leaves go: {partition: (new replicas, new
+        leader)} for every partition the node holds. Its place in each replica list goes
+        to the ``candidates`` member (nodes that are up, best first) holding the fewest
+        replicas so far; a list shrinks when every candidate already holds the partition.
+        The leader stays unless it is the node; then the next in-sync replica leads (or
+        the replacement, which catches up from the node before it leaves). Raises
+        RemovalRefused when a partition's only in-sync copy is on a node that is down."""
+        load = {c: 0 for c in candidates}
+        for state in self.partitions.values():
+            for r in state.replicas:
+                if r in load:
+                    load[r] += 1
+        plan = {}
+        for key, state in sorted(self.partitions.items()):
+            if node_id not in state.replicas:
+                continue
+            others = [r for r in state.isr if r != node_id]
+            if not others and node_id not in state.isr:
+                raise RemovalRefused(f"{key[0]}-{key[1]} has no in-sync replica left: removing node {node_id} "
+                                     f"would lose its data (start the node first)")
+            spare = [c for c in candidates if c not in state.replicas]
+            replacement = min(spare, key=lambda c: (load[c], candidates.index(c))) if spare else None
+            if replacement is None and not others:
+                raise RemovalRefused(f"{key[0]}-{key[1]} would have no replica left on a live node")
+            if replacement is not None:
+                load[replacement] += 1
+                replicas = [replacement if r == node_id else r for r in state.replicas]
+            else:
+                replicas = [r for r in state.replicas if r != node_id]
+            leader = state.leader
+            if leader in (node_id, NO_LEADER):
+                leader = others[0] if others else replacement
+            plan[key] = (replicas, leader)
+        return plan
+
+    def remove_node(self, node_id: int, plan: dict[tuple[str, int], tuple[list[int], int]]) -> list[tuple[str, int]]:
+        """Applies ``plan_removal``'s plan, then forgets the node. Returns the partitions
+        whose replicas or leader changed."""
+        for (topic, index), (replicas, leader) in plan.items():
+            state = self.partitions[(topic, index)]
+            state.replicas = list(replicas)
+            state.isr = [r for r in state.replicas if r in self.up and r != node_id]
+            self.set_leader(topic, index, leader, f"node {node_id} removed")
+        self.node_ids.remove(node_id)
+        self.up.discard(node_id)
+        self.save()
+        return list(plan)
 
     def elect_preferred(self, partitions: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
         """Gives each partition back to its first replica where that one is in the ISR."""

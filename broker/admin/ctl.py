@@ -1,7 +1,8 @@
 """``eosbroker ctl``: the control API from the command line.
 
     eosbroker ctl --admin http://127.0.0.1:PORT cluster
-    eosbroker ctl --admin URL node stop|kill|pause|resume|start ID
+    eosbroker ctl --admin URL node stop|kill|pause|resume|start|remove ID
+    eosbroker ctl --admin URL node add [ID] [--port PORT]
     eosbroker ctl --admin URL partition move TOPIC PARTITION --leader ID [--replicas 1,2,3]
     eosbroker ctl --admin URL partition truncate TOPIC PARTITION OFFSET [--leader ID] | producers TOPIC PARTITION
         | forget-producer TOPIC PARTITION PRODUCER_ID
@@ -93,12 +94,20 @@ def cluster(ctx, show_internal: bool) -> None:
 
 
 @ctl.command()
-@click.argument("action", type=click.Choice(["stop", "kill", "pause", "resume", "start"]))
-@click.argument("node_id", type=int)
+@click.argument("action", type=click.Choice(["stop", "kill", "pause", "resume", "start", "add", "remove"]))
+@click.argument("node_id", type=int, required=False)
+@click.option("--port", type=int, default=None, help="for add: the new node's port (a free one when absent)")
 @click.pass_context
-def node(ctx, action: str, node_id: int) -> None:
-    """Stop, kill, pause, resume or start a node."""
-    _run(ctx, f"node_{action}", _show_moves, node_id=node_id)
+def node(ctx, action: str, node_id: int | None, port: int | None) -> None:
+    """Stop, kill, pause, resume, start or remove node ID; add a node (ID optional)."""
+    if node_id is None and action != "add":
+        raise click.UsageError(f"node {action} needs the node's id")
+    if port is not None and action != "add":
+        raise click.UsageError("--port is for node add")
+    if action == "add":
+        _run(ctx, "node_add", _show_moves, node_id=node_id, port=port)
+    else:
+        _run(ctx, f"node_{action}", _show_moves, node_id=node_id)
 
 
 @ctl.group()

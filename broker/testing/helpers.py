@@ -138,6 +138,7 @@ class BrokerHelpers:
 
     port: int
     admin_port: int = 0
+    node_ports: dict[int, int]  # node id -> port of every node of the broker
 
     @property
     def bootstrap_servers(self) -> str:
@@ -185,6 +186,18 @@ class BrokerHelpers:
 
     def resume_node(self, node_id: int) -> dict:
         return self.control().call("node_resume", node_id=node_id)
+
+    def add_node(self, node_id: int | None = None, port: int | None = None) -> dict:
+        """Adds a node (the next id and a free port unless given); ``node_ports`` gets it."""
+        answer = self.control().call("node_add", node_id=node_id, port=port)
+        self.node_ports[answer["node"]["node_id"]] = answer["node"]["port"]
+        return answer
+
+    def remove_node(self, node_id: int) -> dict:
+        """Moves the node's replicas, leaderships and coordinators away, then removes it."""
+        answer = self.control().call("node_remove", node_id=node_id)
+        self.node_ports.pop(node_id, None)
+        return answer
 
     def advance_clock(self, by: str | int) -> dict:
         """Moves the broker's clock forward (``"30s"``, ``"7d"`` or milliseconds):

@@ -106,6 +106,10 @@ class InProcessBroker(BrokerHelpers):
         self._loop = self._thread = None
 
     @property
+    def node_ports(self) -> dict[int, int]:
+        return {} if self.broker is None else {n.node_id: n.info.port for n in self.broker.nodes}
+
+    @property
     def alive(self) -> bool:
         return self.broker is not None
 

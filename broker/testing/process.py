@@ -56,6 +56,7 @@ class BrokerProcess(BrokerHelpers):
             raise RuntimeError(f"broker did not start; log:\n{self.log_tail()}")
         # keep the (fixed) ports for restarts, so clients reconnect to the same addresses;
         # lines are "eosbroker listening on H:P" (one node) or "eosbroker node ID listening on H:P"
+        self.node_ports.clear()  # nodes added at run time do not come back with a restart
         for line in lines[: self.nodes]:
             words = line.split()
             self.node_ports[int(words[2]) if words[1] == "node" else 1] = int(line.rsplit(":", 1)[1])

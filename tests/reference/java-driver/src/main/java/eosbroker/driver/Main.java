@@ -1,5 +1,9 @@
 package eosbroker.driver;
 
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -8,6 +12,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.stream.Collectors;
 
@@ -34,11 +39,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * Runs one capability scenario with the Java client against a broker and prints one JSON
- * line with what it saw. Usage: Main SCENARIO BOOTSTRAP NAME, where NAME prefixes the
- * topics, transactional ids and groups the scenario creates. The scenario-* ones run the
+ * line with what it saw. Usage: Main SCENARIO BOOTSTRAP NAME [ADMIN_URL], where NAME prefixes
+ * the topics, transactional ids and groups the scenario creates. The scenario-* ones run the
  * client side of an eosbroker catalogue scenario (docs/scenarios/), with the transactional
- * and client ids the scenario file names; scenario-zombie-fencing takes the control API's
- * URL as a fourth argument.
+ * and client ids the scenario file names; scenario-zombie-fencing and cluster-failover take
+ * eosbroker's control API URL as a fourth argument.
  */
 public final class Main {
     private static final Duration READ_TIMEOUT = Duration.ofSeconds(60);
@@ -58,6 +63,7 @@ public final class Main {
             case "admin" -> admin(bootstrap, name, out);
             case "scenario-zombie-fencing" -> scenarioZombieFencing(bootstrap, name, args[3], out);
             case "scenario-transaction-timeout" -> scenarioTransactionTimeout(bootstrap, name, out);
+            case "cluster-failover" -> clusterFailover(bootstrap, name, args[3], out);
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
         System.out.println(toJson(out));
@@ -390,6 +396,88 @@ public final class Main {
             }
             out.put("describe_done_state", state);
         }
+    }
+
+    // ---------------------------------------------------------------------------------
+
+    /** POSTs to eosbroker's control API; a refusal fails the scenario. */
+    static void control(String adminUrl, String path, String jsonBody) throws Exception {
+        HttpRequest request = HttpRequest.newBuilder(URI.create(adminUrl + path))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(jsonBody)).build();
+        HttpResponse<String> answer = HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
+        if (answer.statusCode() != 200) {
+            throw new IllegalStateException("control " + path + ": " + answer.statusCode() + " " + answer.body());
+        }
+    }
+
+    static int coordinatorOf(Admin admin, String txnId) throws Exception {
+        return admin.describeTransactions(List.of(txnId)).description(txnId).get().coordinatorId();
+    }
+
+    /**
+     * Transactions over three partitions of a topic replicated on three nodes while the
+     * transaction coordinator's node is stopped with a transaction open (before EndTxn),
+     * then killed after PREPARE_COMMIT is written while its markers cannot leave it
+     * (during EndTxn); one transaction is aborted. Reports what was committed and what a
+     * read_committed reader sees.
+     */
+    static void clusterFailover(String bootstrap, String name, String adminUrl, Map<String, Object> out)
+            throws Exception {
+        String topic = name + "-t";
+        String txnId = name + "-txn";
+        int partitions = 3;
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, Optional.of(partitions), Optional.empty()))).all().get();
+        }
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        extra.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
+        extra.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        extra.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
+        extra.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "120000");
+        List<String> committed = new ArrayList<>();
+        List<Integer> coordinators = new ArrayList<>();
+        int stopped = -1;
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra);
+             Admin admin = Admin.create(common(bootstrap))) {
+            p.initTransactions();
+            for (int t = 0; t < 8; t++) {
+                p.beginTransaction();
+                List<String> values = new ArrayList<>();
+                for (int part = 0; part < partitions; part++) {
+                    String v = "t" + t + "-p" + part;
+                    p.send(new ProducerRecord<>(topic, part, null, v));
+                    values.add(v);
+                }
+                p.flush();
+                int coordinator = coordinatorOf(admin, txnId);
+                coordinators.add(coordinator);
+                if (t == 2) {  // before EndTxn: the coordinator's node stops with the transaction open
+                    control(adminUrl, "/nodes/" + coordinator + "/stop", "{}");
+                    stopped = coordinator;
+                } else if (t == 3) {
+                    control(adminUrl, "/nodes/" + stopped + "/start", "{}");
+                } else if (t == 5) {  // during EndTxn: the markers cannot leave the coordinator's node
+                    control(adminUrl, "/network/cut", "{\"source\": " + coordinator + "}");
+                }
+                if (t == 6) {
+                    p.abortTransaction();
+                } else {
+                    p.commitTransaction();
+                    committed.addAll(values);
+                }
+                if (t == 5) {  // after PREPARE_COMMIT: the node dies, the next coordinator sends the markers
+                    control(adminUrl, "/nodes/" + coordinator + "/kill", "{}");
+                    control(adminUrl, "/network/heal", "{}");
+                }
+            }
+        }
+        Collections.sort(committed);
+        out.put("committed", committed);
+        out.put("coordinators", coordinators);
+        out.put("read_committed", readAll(bootstrap, topic, partitions, true));
+        out.put("read_uncommitted_count", readAll(bootstrap, topic, partitions, false).size());
     }
 
     // ---------------------------------------------------------------------------------
