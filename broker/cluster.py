@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,11 @@ class Cluster:
         self.topics = TopicRegistry(data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
+        # Told of events that /metrics counts (set by the admin server, else None):
+        # (coordinator topic, partition, seconds from load start to loaded) and
+        # ("commit" | "abort", seconds from a transaction's start to its markers written).
+        self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
+        self.on_transaction_completed: Callable[[str, float], None] | None = None
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)

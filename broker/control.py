@@ -343,6 +343,8 @@ class ControlService:
             raise ControlError(f"node {node_id} already exists", "node_id", 409)
         if port > 65535:
             raise ControlError("port must be at most 65535", "port")
+        if len(self.broker.nodes) >= 64:
+            raise ControlError("a cluster has at most 64 nodes (as --nodes)", "node_id", 409)
         try:
             node = await self.broker.add_node(node_id, port)
         except OSError as e:

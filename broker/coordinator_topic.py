@@ -80,11 +80,14 @@ class CoordinatorTopic:
         task.add_done_callback(lambda t, p=partition: self._loads.pop(p, None) if self._loads.get(p) is t else None)
 
     async def _load(self, partition: int) -> None:
+        scheduled = self.clock.monotonic()  # Kafka's load time counts the wait for its turn too
         if self.load_delay_s:
             await asyncio.sleep(self.load_delay_s)
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         self._on_loaded()
+        if self.cluster.on_coordinator_loaded is not None:
+            self.cluster.on_coordinator_loaded(self.topic, partition, self.clock.monotonic() - scheduled)
         if records:
             log.info("%s of node %d loaded %d records from %s-%d in %d ms", self.name, self.node_id, records,
                      self.topic, partition, self.clock.now_ms() - started)

@@ -41,6 +41,7 @@ def produce_error(error: ErrorCode) -> str:
 class TransactionService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network) -> None:
         self.config = config
+        self.cluster = cluster
         self.clock = cluster.clock
         self.coordinator = TransactionCoordinator(
             TransactionConfig(
@@ -83,9 +84,15 @@ class TransactionService:
     async def _markers_written(self, m: SendMarkers) -> None:
         """The marker sender's completion: an event for the runtime like any request."""
         partition = self.coordinator.partition_for(m.transactional_id)
+        md = self.coordinator.transaction_metadata(m.transactional_id)
+        started_ms = md.txn_start_timestamp_ms if md is not None and md.state.is_prepare else -1
         self.runtime.run(partition, lambda: self.coordinator.markers_written(
             m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.clock.now_ms(),
             m.coordinator_epoch), self.clock.now_ms())
+        observe = self.cluster.on_transaction_completed
+        md = self.coordinator.transaction_metadata(m.transactional_id)
+        if observe is not None and started_ms >= 0 and md is not None and md.state.state_name.startswith("Complete"):
+            observe("commit" if m.commit else "abort", max(0, self.clock.now_ms() - started_ms) / 1000)
         completed = self._completions.pop(m.transactional_id, None)
         if completed is not None:
             completed.set()

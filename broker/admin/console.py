@@ -2,11 +2,17 @@
 events (``/console/events``), each event the whole state as JSON (``/console/state``
 answers the same once). The page's buttons call the control API's own routes; an
 action is offered only when the control service has the operation.
+
+The page itself is public; its data is not. With ``--admin-token`` the page asks for
+the token, keeps it in the tab's sessionStorage and sends it as a bearer header on
+every call, the event stream included (read with fetch, not EventSource, so the token
+never travels in a URL or a cookie).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from importlib.resources import files
 
@@ -20,7 +26,8 @@ from broker.control import OPERATIONS_BY_NAME
 POLL_S = 0.2
 REFRESH_S = 1.0
 # The page's actions and the control operations they call.
-ACTIONS = {"node_stop": "node_stop", "node_start": "node_start", "abort_transaction": "transaction_abort"}
+ACTIONS = {"node_stop": "node_stop", "node_start": "node_start", "abort_transaction": "transaction_abort",
+           "clock_advance": "clock_advance", "fault_remove": "fault_remove"}
 
 
 def state(broker) -> dict:
@@ -32,6 +39,10 @@ def state(broker) -> dict:
         "partitions": snapshot.partitions(broker),
         "producers": snapshot.producers(broker),
         "groups": snapshot.groups(broker),
+        "faults": [rule.describe() for rule in broker.faults.rules.values()],
+        "links": [{"source": src, "target": dst} | dataclasses.asdict(link)
+                  for (src, dst), link in broker.network.links.items()],
+        "clock": {"offset_ms": getattr(broker.clock, "offset_ms", 0), "virtual": hasattr(broker.clock, "advance")},
         "actions": {action: OPERATIONS_BY_NAME[op].path for action, op in ACTIONS.items() if op in OPERATIONS_BY_NAME},
     }
 
@@ -74,6 +85,6 @@ def add_routes(admin) -> None:
         return response
 
     # Not in /openapi.json, which describes the control service's operations.
-    admin.add_route("GET", "/", index)
+    admin.add_route("GET", "/", index, auth=False)  # the page holds no data
     admin.add_route("GET", "/console/state", current)
     admin.add_route("GET", "/console/events", events)

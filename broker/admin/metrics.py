@@ -23,6 +23,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -175,9 +176,53 @@ class FaultFiringsCollector:
         yield firings
 
 
+# Transactions last from milliseconds to their timeout (Kafka's default maximum: 15 min).
+_TRANSACTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
+# Kafka's MBeans of each coordinator's partition load sensor (JMX exporter names).
+_LOAD_METRICS = {"__transaction_state": "kafka_server_transaction_coordinator_metrics_partition_load_time",
+                 "__consumer_offsets": "kafka_server_group_coordinator_metrics_partition_load_time"}
+
+
+class CoordinatorMetrics:
+    """Counted as coordinators finish things: transactions completed (start to markers
+    written) and coordinator partitions loaded (scheduled to loaded)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.durations = Histogram("eosbroker_transaction_duration_seconds",
+                                   "Transactions from their first partition added to their markers written",
+                                   ["outcome"], buckets=_TRANSACTION_BUCKETS, registry=registry)
+        self.loads = Counter("eosbroker_coordinator_partition_loads", "Coordinator partitions loaded",
+                             ["coordinator"], registry=registry)
+        self.load_max = {topic: Gauge(f"{name}_max", "Longest coordinator partition load in ms "
+                                      "(Kafka: partition-load-time-max; here since start)", registry=registry)
+                         for topic, name in _LOAD_METRICS.items()}
+        self.load_avg = {topic: Gauge(f"{name}_avg", "Mean coordinator partition load in ms "
+                                      "(Kafka: partition-load-time-avg; here since start)", registry=registry)
+                         for topic, name in _LOAD_METRICS.items()}
+        self._totals: dict[str, list[float]] = {topic: [0, 0.0, 0.0] for topic in _LOAD_METRICS}  # count, ms, max
+
+    def transaction_completed(self, outcome: str, seconds: float) -> None:
+        self.durations.labels(outcome).observe(seconds)
+
+    def coordinator_loaded(self, topic: str, partition: int, seconds: float) -> None:
+        if topic not in _LOAD_METRICS:
+            return
+        ms = seconds * 1000
+        self.loads.labels("transaction" if topic == "__transaction_state" else "group").inc()
+        totals = self._totals[topic]
+        totals[0] += 1
+        totals[1] += ms
+        totals[2] = max(totals[2], ms)
+        self.load_avg[topic].set(totals[1] / totals[0])
+        self.load_max[topic].set(totals[2])
+
+
 def add_routes(admin) -> None:
     registry = CollectorRegistry(auto_describe=False)
     admin.broker.request_observer = RequestMetrics(registry).observe
+    coordinators = CoordinatorMetrics(registry)
+    admin.broker.cluster.on_transaction_completed = coordinators.transaction_completed
+    admin.broker.cluster.on_coordinator_loaded = coordinators.coordinator_loaded
     registry.register(StateCollector(admin.broker))
     registry.register(FaultFiringsCollector(admin.broker))
 

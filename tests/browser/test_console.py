@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -69,3 +70,33 @@ def test_a_transaction_appears_and_is_aborted_from_the_page(node_modules, eosbro
     # and the client that opened it is fenced
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
+
+
+def test_the_console_with_an_admin_token_shows_faults_and_moves_the_clock(node_modules, tmp_path):
+    from broker.admin.client import ControlClient, ControlRefused
+    from broker.testing import BrokerProcess
+
+    token = "console-secret-token"
+    broker = BrokerProcess(tmp_path / "data", nodes=2, admin=True, extra_args=["--admin-token", token]).start()
+    try:
+        control = ControlClient(broker.admin_url, token)
+        rule = control.fault_add(action="delay", api_key=19, delay_ms=1)  # CreateTopics answered 1 ms late
+        broker.create_topic()  # the rule fires
+        fired = control.faults()["rules"][0]["fired"]
+        assert fired >= 1
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the page's data needs the token
+            urllib.request.urlopen(broker.admin_url + "/console/state", timeout=30)
+        assert refused.value.code == 401
+
+        run = subprocess.run(["node", str(HERE / "console_token.mjs"), broker.admin_url + "/", token,
+                              str(rule["id"])], cwd=HERE, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        seen = json.loads(run.stdout.strip().splitlines()[-1])
+        assert "delay" in seen["ruleText"] and "api_key=19" in seen["ruleText"] and str(fired) in seen["ruleText"]
+        assert seen["nodes"] == 2 and not seen["promptedAgain"]
+        assert seen["cookies"] == 0 and not any(token in u for u in seen["urls"])  # only ever in a header
+        assert control.clock()["offset_ms"] == 3_600_000
+        with pytest.raises(ControlRefused):
+            ControlClient(broker.admin_url, "wrong").clock()
+    finally:
+        broker.kill()

@@ -137,3 +137,39 @@ def test_transaction_abort_through_the_control_api(admin_broker, topic_name):
     with pytest.raises(ControlRefused) as unknown:
         b.control().call("transaction_abort", transactional_id="never-used-" + topic_name)
     assert unknown.value.status == 404 and "has no transaction state" in unknown.value.message
+
+
+def test_metrics_of_transaction_durations_and_coordinator_loads(broker_factory, topic_name):
+    b = broker_factory(nodes=3, admin=True)
+    b.create_topic(topic_name)
+    transactional_id = "durations-" + topic_name
+    producer = _open_transaction(b, topic_name, transactional_id)
+    b.advance_clock("5s")  # the broker's clock: this transaction lasts at least 5 s
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"x", partition=0)
+    producer.flush(10)
+    producer.abort_transaction(30)
+
+    def durations():
+        text = _get(b, "/metrics")
+        return (_metric(text, "eosbroker_transaction_duration_seconds_count", outcome="commit"),
+                _metric(text, "eosbroker_transaction_duration_seconds_count", outcome="abort"), text)
+
+    wait_until(lambda: durations()[:2] == (1, 1), 15, message="both transactions' markers written")
+    text = durations()[2]
+    assert _metric(text, "eosbroker_transaction_duration_seconds_sum", outcome="commit") >= 5
+    assert _metric(text, "eosbroker_transaction_duration_seconds_bucket", outcome="commit", le="2.5") == 0
+    assert _metric(text, "eosbroker_transaction_duration_seconds_bucket", outcome="commit", le="10.0") == 1
+
+    # moving the coordinator loads its partition on the new node, with the load timed
+    loads = _metric(text, "eosbroker_coordinator_partition_loads_total", coordinator="transaction") or 0
+    coordinator = next(t["coordinator"] for t in b.transactions() if t["transactional_id"] == transactional_id)
+    b.control().coordinator_move(transactional_id=transactional_id, to=coordinator % 3 + 1)
+    wait_until(lambda: (_metric(_get(b, "/metrics"), "eosbroker_coordinator_partition_loads_total",
+                                coordinator="transaction") or 0) > loads, 15, message="the coordinator load")
+    text = _get(b, "/metrics")
+    assert _metric(text, "kafka_server_transaction_coordinator_metrics_partition_load_time_max") >= \
+        _metric(text, "kafka_server_transaction_coordinator_metrics_partition_load_time_avg") >= 0
+    assert _metric(text, "kafka_server_group_coordinator_metrics_partition_load_time_max") is not None
+    assert _metric(text, "eosbroker_transactions", state="CompleteAbort") == 1
