@@ -16,7 +16,8 @@ class BrokerProcess(BrokerHelpers):
     """``python -m broker.cli serve`` on a free port; its stderr goes to ``log_path``."""
 
     def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0,
-                 extra_args: list[str] | None = None, nodes: int = 1, admin: bool = False) -> None:
+                 extra_args: list[str] | None = None, nodes: int = 1, admin: bool = False,
+                 wrapper: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.port = port
@@ -25,12 +26,13 @@ class BrokerProcess(BrokerHelpers):
         self.admin = admin
         self.admin_port = 0
         self.extra_args = list(extra_args or [])
+        self.wrapper = list(wrapper or [])  # a command prefix, e.g. setpriv dropping capabilities
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._stderr = None
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
-        args = [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
+        args = [*self.wrapper, sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
                 "--data-dir", str(self.data_dir), *self.extra_args]
         if self.nodes != 1:
             args += ["--nodes", str(self.nodes)]
