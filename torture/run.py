@@ -1,6 +1,12 @@
 """The torture run: load, kill -9 at seeded random points, restart, then check everything.
 
-    python -m torture --cycles 200 [--seed N] [--workdir DIR]
+    python -m torture --cycles 200 [--seed N] [--nodes 3] [--workdir DIR]
+
+Each cycle is one fault at a seeded random point: the broker process killed -9 and
+restarted, or (through the control API) responses lost for a while (a drop_response or
+close_after rule on one of the exactly-once APIs); with several nodes also a node killed,
+paused (fenced when the pause outlasts broker.session.timeout.ms), or its links to the
+other nodes cut, then brought back.
 
 Prints one summary line and exits 1 on any anomaly, on a broker that failed to
 restart, or on a Traceback in the broker's log.
@@ -41,7 +47,13 @@ BROKER_SETTINGS = {
     "log.segment.bytes": 1 << 20,
     "transaction.state.log.segment.bytes": 1 << 20,
     "offsets.topic.segment.bytes": 1 << 20,
+    # Pauses of 0.5-5 s: some end before the session timeout, some after (fenced).
+    "broker.session.timeout.ms": 3000,
 }
+# The APIs whose lost responses the clients must survive without a duplicate or a loss:
+# Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+# EndTxn, TxnOffsetCommit, OffsetCommit.
+LOSABLE_APIS = (0, 1, 10, 22, 24, 25, 26, 28, 8)
 START_TIMEOUT_S = 120.0  # recovery on a loaded machine
 
 
@@ -68,8 +80,11 @@ class Run:
         self.producers = producers
         self.nodes = nodes
         self.rng = random.Random(seed)
-        self.broker = BrokerProcess(workdir / "data", BROKER_SETTINGS, nodes=nodes, admin=nodes > 1)
+        self.broker = BrokerProcess(workdir / "data", BROKER_SETTINGS, nodes=nodes, admin=True)
         self.node_faults = 0
+        self.lost_response_cycles = 0
+        self.responses_lost = 0
+        self.link_cuts = 0
         self.stop = threading.Event()
         self.clients = []
         self.restart_failures = 0
@@ -118,29 +133,63 @@ class Run:
                 time.sleep(1)
         raise RuntimeError("the broker does not restart")
 
+    @property
+    def cycles_done(self) -> int:
+        return self.kills + self.node_faults + self.lost_response_cycles + self.link_cuts
+
     def cycle(self) -> None:
         self.wait_for_progress()
         time.sleep(self.rng.uniform(0.0, 1.5))
-        if self.nodes > 1 and self.rng.random() < 0.6:
+        roll = self.rng.random()
+        if roll < 0.25:
+            self.lose_responses()
+        elif self.nodes > 1 and roll < 0.75:
             self.node_fault()
-            return
-        self.broker.kill()
-        self.kills += 1
-        time.sleep(self.rng.uniform(0.0, 0.3))
-        self.restart()
+        else:
+            self.broker.kill()
+            self.kills += 1
+            time.sleep(self.rng.uniform(0.0, 0.3))
+            self.restart()
+
+    def lose_responses(self) -> None:
+        """A rule loses the responses to one API (processed, never answered, or the
+        connection closed after processing) a few times, until the clients have moved on."""
+        control = self.broker.control()
+        rule = control.fault_add(action=self.rng.choice(["drop_response", "close_after"]),
+                                 api_key=self.rng.choice(LOSABLE_APIS), skip=self.rng.randint(0, 2),
+                                 count=self.rng.randint(1, 3))
+        deadline = time.monotonic() + 20.0  # the rarer APIs (FindCoordinator) may not come up
+        while time.monotonic() < deadline and self._fired(control, rule["id"]) < rule["count"]:
+            time.sleep(0.1)
+        self.wait_for_progress(outcomes=2, timeout_s=30.0)
+        self.responses_lost += control.fault_remove(rule_id=rule["id"])["fired"]
+        self.lost_response_cycles += 1
+
+    @staticmethod
+    def _fired(control, rule_id: int) -> int:
+        return next((r["fired"] for r in control.faults()["rules"] if r["id"] == rule_id), 0)
 
     def node_fault(self) -> None:
-        """With several nodes: kill or pause one node, then bring it back."""
+        """With several nodes: kill, pause or cut off one node, then bring it back."""
         node = self.rng.randint(1, self.nodes)
         control = self.broker.control()
-        if self.rng.random() < 0.5:
+        kind = self.rng.choice(["kill", "pause", "cut"])
+        if kind == "kill":
             control.node_kill(node_id=node)
             time.sleep(self.rng.uniform(0.5, 2.0))
             control.node_start(node_id=node)
-        else:
+        elif kind == "pause":  # beyond broker.session.timeout.ms the node is fenced meanwhile
             control.node_pause(node_id=node)
-            time.sleep(self.rng.uniform(0.5, 2.0))
+            time.sleep(self.rng.uniform(0.5, 5.0))
             control.node_resume(node_id=node)
+        else:  # markers and other node-to-node requests from it fail until healed
+            others = [n for n in range(1, self.nodes + 1) if n != node]
+            target = self.rng.choice([None, *others])
+            control.network_cut(source=node, **({} if target is None else {"target": target}))
+            time.sleep(self.rng.uniform(0.5, 3.0))
+            control.network_heal()
+            self.link_cuts += 1
+            return
         self.node_faults += 1
 
     def execute(self) -> int:
@@ -182,8 +231,10 @@ class Run:
         for line in hung + failed:
             print(f"client problem: {line}", file=sys.stderr)
         fatal = sum(c.fatal_errors for c in self.clients)
-        print(report.summary(f"torture: seed={self.seed} nodes={self.nodes} cycles={self.kills + self.node_faults} "
-                              f"(process kill -9={self.kills} node kill/pause={self.node_faults})")
+        print(report.summary(f"torture: seed={self.seed} nodes={self.nodes} cycles={self.cycles_done} "
+                              f"(process kill -9={self.kills} node kill/pause={self.node_faults} "
+                              f"links cut={self.link_cuts} lost-response rules={self.lost_response_cycles} "
+                              f"responses lost={self.responses_lost})")
               + f" restart_failures={self.restart_failures} broker_tracebacks={tracebacks}"
               + f" client_fatal_errors={fatal}", flush=True)
         return 0 if report.ok and not (self.restart_failures or tracebacks or hung or failed) else 1
@@ -191,11 +242,11 @@ class Run:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torture", description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=200, help="kill -9 / restart cycles")
+    parser.add_argument("--cycles", type=int, default=200, help="fault cycles (kill -9 / restart, lost responses, ...)")
     parser.add_argument("--seed", type=int, default=None, help="seed for kill points and client choices")
     parser.add_argument("--producers", type=int, default=3, help="transactional producers")
     parser.add_argument("--nodes", type=int, default=1, help="nodes in the broker process; with more than one, "
-                        "cycles also kill or pause single nodes through the control API")
+                        "cycles also kill, pause or cut off single nodes through the control API")
     parser.add_argument("--workdir", type=Path, default=None, help="keep data, histories and logs here")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)

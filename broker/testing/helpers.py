@@ -27,6 +27,33 @@ class ConsumedRecord:
     timestamp: int
 
 
+def free_port_block(count: int, attempts: int = 50) -> int:
+    """The first of ``count`` consecutive ports free right now on HOST: a cluster's nodes
+    listen on consecutive ports, and keep them across restarts (clients remember them)."""
+    import socket
+
+    for _ in range(attempts):
+        held = []
+        try:
+            first = socket.socket()
+            first.bind((HOST, 0))
+            held.append(first)
+            port = first.getsockname()[1]
+            if port + count - 1 > 65535:
+                continue
+            for p in range(port + 1, port + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind((HOST, p))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
                message: str = "condition") -> Any:
     """Polls ``predicate`` until it returns something true; AssertionError after ``timeout``."""

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from broker.testing.helpers import HOST, BrokerHelpers
+from broker.testing.helpers import HOST, BrokerHelpers, free_port_block
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -40,6 +40,8 @@ class InProcessBroker(BrokerHelpers):
         from broker.app import Broker
         from broker.config import BrokerConfig
 
+        if self.nodes > 1 and not self.port:  # a restart gives every node its port back
+            self.port = free_port_block(self.nodes)
         config = BrokerConfig.load(None, [f"{k}={v}" for k, v in self.overrides.items()])
         if self.nodes != 1:
             config.set("node.count", self.nodes)

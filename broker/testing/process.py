@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from broker.testing.helpers import HOST, BrokerHelpers
+from broker.testing.helpers import HOST, BrokerHelpers, free_port_block
 
 
 class BrokerProcess(BrokerHelpers):
@@ -32,6 +32,18 @@ class BrokerProcess(BrokerHelpers):
         self._stderr = None
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
+        if self.nodes > 1 and not self.port:
+            # a block chosen now, so a restart gives every node its port back
+            for attempt in range(3):
+                self.port = free_port_block(self.nodes)
+                try:
+                    return self._start(timeout)
+                except RuntimeError:
+                    if attempt == 2 or "cannot listen" not in self.log_tail():
+                        raise
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> "BrokerProcess":
         args = [*self.wrapper, sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
                 "--data-dir", str(self.data_dir), *self.extra_args]
         if self.nodes != 1:
