@@ -8,7 +8,7 @@ from pathlib import Path
 
 from broker.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster import PAUSED, STOPPED, Cluster, Node
+from broker.cluster import PAUSED, RUNNING, STOPPED, Cluster, Node
 from broker.config import BrokerConfig
 from broker.dynamic_configs import DynamicConfigs
 from broker.handlers import HANDLERS
@@ -251,14 +251,16 @@ class Broker:
                 await node.stop()
         self.cluster.close()
 
+    # A paused node is a hung machine: its own timers do not run either (its coordinators
+    # act again when it resumes, or their partitions move when it is fenced).
     def _abort_timed_out(self) -> None:
         for node in self.nodes:
-            if node.is_up and node._transactions is not None:
+            if node.info.state == RUNNING and node._transactions is not None:
                 node._transactions.abort_timed_out()
 
     def _expire_transactional_ids(self) -> None:
         for node in self.nodes:
-            if node.is_up and node._transactions is not None:
+            if node.info.state == RUNNING and node._transactions is not None:
                 node._transactions.expire_ids()
 
     def _retention(self) -> None:
@@ -291,5 +293,5 @@ class Broker:
 
     def _close_idle(self, idle_ms: int) -> None:
         for node in self.nodes:
-            if node.is_up:
+            if node.info.state == RUNNING:
                 node.server.close_idle(idle_ms / 1000)

@@ -242,3 +242,33 @@ def test_a_short_pause_keeps_every_leadership(cluster, topic_name):
     control.clock_advance(by="30s")  # the session timer ended with the resume
     assert partitions_of(cluster, topic_name) == before
     assert not any(n["fenced"] for n in control.cluster()["nodes"])
+
+
+def test_a_paused_coordinator_times_out_nothing_until_it_resumes(broker_factory, topic_name):
+    """A hung machine's timers do not run: the transaction it coordinates outlives its
+    timeout while the node is paused, and is aborted once the node resumes."""
+    from broker.testing import wait_until
+
+    cluster = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
+                              "broker.session.timeout.ms": 600_000}, nodes=3, admin=True)
+    create(every_node(cluster), topic_name, PARTITIONS)
+    txn_id = f"pt-{topic_name}"
+    producer = Producer({"bootstrap.servers": every_node(cluster), "transactional.id": txn_id,
+                         "transaction.timeout.ms": 2000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"held", partition=0)
+    assert producer.flush(30) == 0
+
+    def state() -> str:
+        return next(t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id)
+
+    coordinator = _coordinator_of(cluster, txn_id, 1)
+    control = cluster.control()
+    control.node_pause(node_id=coordinator)
+    control.clock_advance(by="10s")  # five times the transaction's timeout
+    control.clock_advance(by="1s")  # and the abort check has come round again since
+    assert state() == "Ongoing"
+    control.node_resume(node_id=coordinator)
+    wait_until(lambda: state() in ("PrepareAbort", "CompleteAbort"), 15, message="the timeout abort")
+    cluster.assert_topic_holds(topic_name, [], within=15)
