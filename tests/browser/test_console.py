@@ -52,6 +52,7 @@ def test_a_transaction_appears_and_is_aborted_from_the_page(node_modules, eosbro
     assert broker.read_committed(topic) == []
     assert _lso_and_hw(broker, topic) == (0, 3)
 
+    broker.fault("delay", api_key=3, delay_ms=1)  # Metadata 1 ms late: the faults section has a rule
     screenshot = Path(os.environ.get("CONSOLE_SCREENSHOT", tmp_path / "console.png"))
     run = subprocess.run(["node", str(DRIVER), broker.admin_url + "/", transactional_id, topic, str(screenshot)],
                          cwd=HERE, capture_output=True, text=True, timeout=120)
