@@ -79,7 +79,7 @@ def cluster(ctx, show_internal: bool) -> None:
         for entry in c["coordinators"]:
             counts = coordinators.setdefault(entry["node_id"], [0, 0])
             counts[0 if entry["kind"] == "transaction" else 1] += 1
-        _table([[n["node_id"], f"{n['host']}:{n['port']}", n["state"],
+        _table([[n["node_id"], f"{n['host']}:{n['port']}", n["state"] + (" (fenced)" if n.get("fenced") else ""),
                  sum(1 for p in c["partitions"] if p["leader"] == n["node_id"]),
                  *coordinators.get(n["node_id"], [0, 0])] for n in c["nodes"]],
                ["NODE", "ADDRESS", "STATE", "LEADS", "TXN-COORD", "GROUP-COORD"])

@@ -216,6 +216,9 @@ def test_a_paused_node_is_fenced_after_the_session_timeout_of_the_broker_clock(c
     assert all(c["node_id"] != coordinator for c in state["coordinators"] if c["kind"] == "transaction")
     assert coordinator not in brokers_seen(cluster.node_ports[other])
     assert _coordinator_of(cluster, txn_id, 1) != coordinator
+    table = subprocess.run([sys.executable, "-m", "broker.cli", "ctl", "--admin", cluster.admin_url, "cluster"],
+                           capture_output=True, text=True, timeout=60).stdout
+    assert any(line.split()[:1] == [str(coordinator)] and "paused (fenced)" in line for line in table.splitlines())
 
     # the producer carries on without the hung node (its requests there time out)
     run_transaction(producer, topic_name, "b", committed)
