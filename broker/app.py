@@ -249,6 +249,7 @@ class Broker:
         for node in self.nodes:
             if node.is_up:
                 await node.stop()
+        await self.cluster.wait_for_checkpoint()
         self.cluster.close()
 
     # A paused node is a hung machine: its own timers do not run either (its coordinators

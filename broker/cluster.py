@@ -70,6 +70,7 @@ class Cluster:
         self.config = config
         self.clock = clock
         self.data_dir = data_dir
+        self._checkpoint_write: asyncio.Future | None = None  # its thread, while it runs
         self.cluster_id: str = config["cluster.id"]
         first = config["node.id"]
         self.nodes: list[Node] = [Node(first + i, "", 0) for i in range(max(1, config["node.count"]))]
@@ -157,14 +158,26 @@ class Cluster:
         what was appended after."""
         taken = [c for p in list(self.partitions.values()) if (c := p.checkpoint()) is not None]
         if taken:
+            write = self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(lambda: [c.write() for c in taken]))
+            write.add_done_callback(lambda f: f.cancelled() or f.exception())  # read even if nobody awaits it
             try:
-                await asyncio.to_thread(lambda: [c.write() for c in taken])
+                await asyncio.shield(write)  # a stopping broker cancels us, not the thread
             except OSError as e:  # a segment or partition went away meanwhile: next time
                 log.info("recovery point checkpoint skipped: %s", e)
                 return
             for c in taken:
                 c.partition.recovery_point = c.end
         self._write_recovery_points()
+
+    async def wait_for_checkpoint(self) -> None:
+        """Lets a checkpoint's thread finish its snapshot files before the logs close and
+        write theirs."""
+        write = self._checkpoint_write
+        if write is not None and not write.done():
+            try:
+                await write
+            except OSError:
+                pass
 
     def _take_clean_shutdown_marker(self) -> bool:
         path = self.clean_shutdown_path
