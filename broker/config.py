@@ -31,6 +31,22 @@ def _str(v: str) -> str:
     return str(v).strip()
 
 
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def consumer_assignors(v: str | tuple) -> tuple[str, ...]:
+    """``group.consumer.assignors``: short names or Kafka's class names, comma separated."""
+    names = v if isinstance(v, tuple) else tuple(filter(None, (p.strip() for p in str(v).split(","))))
+    out = tuple(_ASSIGNOR_CLASSES.get(n, n) for n in names)
+    unknown = [n for n in out if n not in ("uniform", "range")]
+    if unknown or not out:
+        raise ValueError(f"unknown assignor(s) {unknown or names!r}; known: uniform, range")
+    return out
+
+
 def host_counts(v: str) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: "host:count,..." as Kafka writes it."""
     out: dict[str, int] = {}
@@ -105,6 +121,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("group.min.session.timeout.ms", _long, 6000),
         Setting("group.max.session.timeout.ms", _long, 1800000),
         Setting("group.max.size", _long, 2147483647),
+        Setting("group.consumer.assignors", consumer_assignors, ("uniform", "range"),
+                doc="KIP-848 server-side assignors, the first is the default: uniform, range "
+                    "(or Kafka's UniformAssignor/RangeAssignor class names)"),
+        Setting("group.consumer.session.timeout.ms", _long, 45000),
+        Setting("group.consumer.heartbeat.interval.ms", _long, 5000),
+        Setting("group.consumer.max.size", _long, 2147483647),
         Setting("offset.metadata.max.bytes", _long, 4096),
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.state.log.segment.bytes", _long, 104857600),

@@ -46,7 +46,14 @@ class CoordinatorTopic:
 
     def start(self) -> None:
         """Creates the topic on first use and starts loading, in the background, the
-        partitions this node leads. Later calls do nothing."""
+        partitions this node leads. Later calls do nothing, unless the topic was
+        deleted meanwhile: then this node resigns its partitions (requests in flight get
+        NOT_COORDINATOR) and starts over on a new topic, rather than writing to nothing."""
+        if self._started and self.topic not in self.cluster.topics.by_name:
+            log.warning("%s of node %d: %s was deleted; resigning and recreating it", self.name, self.node_id, self.topic)
+            for p in self.machine.owned_partitions() | self.machine.loading_partitions():
+                self.unload_partition(p)
+            self._started = False
         if self._started:
             return
         self._started = True

@@ -21,6 +21,7 @@ from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinator_topic import CoordinatorTopic
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
+from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.records import Result
 from protocol.names import CONSUMER_OFFSETS
 
@@ -42,7 +43,15 @@ class GroupService:
             group_max_session_timeout_ms=config["group.max.session.timeout.ms"],
             group_max_size=config["group.max.size"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            consumer=ConsumerGroupConfig(
+                assignors=config["group.consumer.assignors"],
+                session_timeout_ms=config["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                max_size=config["group.consumer.max.size"],
+            ),
         ))
+        self.coordinator.topics = lambda: {
+            t.name: (t.topic_id, t.partitions) for t in cluster.topics.by_name.values()}
         self.topic = CoordinatorTopic(
             "group coordinator", TOPIC, config["offsets.topic.num.partitions"],
             {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])},

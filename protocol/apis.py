@@ -39,7 +39,7 @@ class ApiRange:
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2,
-    35: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0,
+    35: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0, 68: 0, 69: 0,
 }
 NEVER_FLEXIBLE = 1 << 15
 
@@ -94,6 +94,8 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     61: ("DescribeProducers", 0, 0, 0),
     65: ("DescribeTransactions", 0, 0, 0),
     66: ("ListTransactions", 0, 0, 2),  # v2 (id pattern filter) is from Kafka 4.1: admin clients filter with it
+    68: ("ConsumerGroupHeartbeat", 0, 0, 1),  # KIP-848: served from Kafka 4.0
+    69: ("ConsumerGroupDescribe", 0, 0, 1),
 }
 
 # Maxima of older releases, for the version profile. Only keys that differ from 4.0
@@ -104,19 +106,20 @@ PROFILE_MAXIMA: dict[str, dict[int, int | None]] = {
         0: 8, 1: 11, 2: 5, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5,
         16: 3, 18: 3, 19: 5, 20: 4, 21: 1, 22: 2, 24: 1, 25: 1, 26: 1, 27: 0, 28: 2,
         23: 3, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 35: 1, 37: 1, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0,
-        50: None, 51: None, 60: None, 61: None, 65: None, 66: None,
+        50: None, 51: None, 60: None, 61: None, 65: None, 66: None, 68: None, 69: None,
     },
 }
 # From each release's message definitions (validVersions), capped at what is implemented.
 PROFILE_MAXIMA["2.8"] = {
     0: 9, 1: 12, 2: 6, 3: 11, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 18: 3, 19: 7,
     20: 6, 21: 2, 22: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 37: 3,
-    42: 2, 44: 1, 47: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: None, 66: None,
+    42: 2, 44: 1, 47: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: None, 66: None, 68: None, 69: None,
 }
 PROFILE_MAXIMA["3.6"] = {
     0: 9, 1: 15, 2: 8, 3: 12, 9: 8, 10: 4, 16: 4, 18: 3, 22: 4, 24: 4, 25: 3, 26: 3, 28: 3, 60: 0, 66: 0,
+    68: None, 69: None,  # KIP-848 was early access in 3.7-3.9 and off by default
 }
-PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 60: 1, 66: 1}
+PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 60: 1, 66: 1, 68: None, 69: None}
 PROFILE_MAXIMA["4.4"] = {}  # everything implemented is within what 4.4 advertises
 _OLD_MINIMA = {0: 3, 2: 1, 8: 2}  # versions Kafka 4 removed (KIP-896) stay refused here
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.4": {}, "2.4": _OLD_MINIMA, "2.8": _OLD_MINIMA,

@@ -54,6 +54,8 @@ _MODULES = {
     61: "describe_producers",
     65: "describe_transactions",
     66: "list_transactions",
+    68: "consumer_group_heartbeat",
+    69: "consumer_group_describe",
 }
 
 

@@ -11,10 +11,9 @@ FIRST_VERSION_WITH_GROUP_ERROR = 2
 FIRST_BATCHED_VERSION = 8
 
 
-def _wanted(group_id: str, topics) -> OffsetFetchGroup:
-    if topics is None:
-        return OffsetFetchGroup(group_id)
-    return OffsetFetchGroup(group_id, tuple((t.name, tuple(t.partition_indexes)) for t in topics))
+def _wanted(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1) -> OffsetFetchGroup:
+    wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
+    return OffsetFetchGroup(group_id, wanted, member_id, member_epoch)
 
 
 async def handle(ctx, request):
@@ -22,7 +21,9 @@ async def handle(ctx, request):
     await groups.ready()
     require_stable = getattr(request, "require_stable", False)
     if ctx.version >= FIRST_BATCHED_VERSION:
-        response = groups.coordinator.offset_fetch([_wanted(g.group_id, g.topics) for g in request.groups],
+        response = groups.coordinator.offset_fetch([_wanted(g.group_id, g.topics, getattr(g, "member_id", None),
+                                                                   getattr(g, "member_epoch", -1))
+                                                           for g in request.groups],
                                                    require_stable)
         return {"groups": [dataclasses.asdict(g) for g in response.groups]}
     (group,) = groups.coordinator.offset_fetch([_wanted(request.group_id, request.topics)], require_stable).groups

@@ -16,6 +16,7 @@ Kafka (see membership.py).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import log_codec
+from coordinator.group import consumer_log_codec, log_codec
+from coordinator.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroups,
+    HeartbeatAnswer,
+    HeartbeatRequest,
+    Refused,
+    TopicsSnapshot,
+    validate,
+)
 from coordinator.group.group import ClassicGroup, GroupState
 from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer
 from coordinator.group.messages import (
@@ -60,6 +71,7 @@ from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord, Result
 from protocol.names import TopicPartition
 
+log = logging.getLogger(__name__)
 E = ErrorCode
 S = GroupState
 NO_PRODUCER_ID = -1
@@ -77,6 +89,7 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     group_max_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    consumer: ConsumerGroupConfig = ConsumerGroupConfig()  # group.consumer.* (KIP-848)
 
 
 @dataclass(slots=True)
@@ -85,6 +98,9 @@ class _Partition:
     loading: bool = True
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     offsets: OffsetStore = field(default_factory=OffsetStore)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    # Session deadlines of a consumer group's first member, until its records replay.
+    new_group_deadlines: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _random_uuid() -> str:
@@ -99,6 +115,9 @@ class GroupCoordinator:
             new_member_uuid,
         )
         self._partitions: dict[int, _Partition] = {}
+        self.consumer = ConsumerGroups(self.config.consumer, new_member_uuid)
+        # The topics KIP-848 assignments are made of; the broker sets this.
+        self.topics: Callable[[], TopicsSnapshot] = dict
 
     # -- placement, ownership and inspection ----------------------------------------------
 
@@ -126,6 +145,9 @@ class GroupCoordinator:
         for group in state.groups.values():
             for member in group.members.values():
                 member.session_deadline_ms = now_ms + member.session_timeout_ms
+        for consumer_group in state.consumer_groups.values():
+            for member_id in consumer_group.members:
+                consumer_group.session_deadlines[member_id] = now_ms + self.config.consumer.session_timeout_ms
         return []
 
     def unload_partition(self, partition: int) -> list[Result]:
@@ -136,6 +158,10 @@ class GroupCoordinator:
             for group in state.groups.values():
                 self._rebalancer.unload(group, out)
         return [out.result()]
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        state = self._partitions.get(self.partition_for(group_id))
+        return None if state is None else state.consumer_groups.get(group_id)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         state = self._partitions.get(self.partition_for(group_id))
@@ -161,8 +187,13 @@ class GroupCoordinator:
         commit that stays pending until that producer's marker)."""
         try:
             key = log_codec.decode_key(record.key)
-        except log_codec.UnknownKeyVersion:
-            return  # a KIP-848/share group record: not ours, as on Kafka's classic loader
+        except log_codec.UnknownKeyVersion as e:
+            if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
+                try:
+                    self._replay_consumer(consumer_log_codec.decode_key(e.version, record.key), record.value)
+                except log_codec.LogCodecError as bad:
+                    log.warning("skipping a malformed consumer group record at offset %d: %s", offset, bad)
+            return  # a share/streams group record: not ours
         state = self._partitions.get(self.partition_for(key.group))
         if state is None:
             return  # the partition is not ours (any more)
@@ -171,6 +202,21 @@ class GroupCoordinator:
                                 None if producer_id == NO_PRODUCER_ID else producer_id)
         else:
             self._replay_group(state, key.group, record.value, timestamp_ms)
+
+    def _replay_consumer(self, key: consumer_log_codec.ConsumerKey, value: bytes | None) -> None:
+        state = self._partitions.get(self.partition_for(key.group))
+        if state is None:
+            return
+        group = state.consumer_groups.get(key.group)
+        if key.kind == consumer_log_codec.GROUP_METADATA and value is None:
+            state.consumer_groups.pop(key.group, None)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = state.consumer_groups[key.group] = ConsumerGroup(key.group)
+            group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
+        group.replay(key, value)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of ``producer_id`` reached ``partition``."""
@@ -194,7 +240,8 @@ class GroupCoordinator:
             expire_timestamp_ms=decoded.expire_timestamp_ms, record_offset=record_offset,
         )
         # Committing offsets without group membership makes a "simple" (empty) group.
-        state.groups.setdefault(key.group, ClassicGroup(key.group))
+        if key.group not in state.consumer_groups:
+            state.groups.setdefault(key.group, ClassicGroup(key.group))
         if producer_id is None:
             state.offsets.commit(key.group, tp, committed)
         else:
@@ -241,6 +288,10 @@ class GroupCoordinator:
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:
+            # Kafka lets classic members into a consumer group (online migration); not here.
+            return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
         group = state.groups.get(group_id)
         if group is None:
             if member_id:
@@ -303,6 +354,51 @@ class GroupCoordinator:
         out.response = LeaveGroupResponse(top_error, responses)
         return out.result()
 
+    # -- ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
+        try:
+            validate(request, self.config.consumer.assignors)
+            error, state = self._serving(request.group_id)
+            if state is None:
+                return Result(response=HeartbeatAnswer(error))
+            records: list[CoordinatorRecord] = []
+            group = state.consumer_groups.get(request.group_id)
+            classic = state.groups.get(request.group_id)
+            if group is None and classic is not None:
+                if request.member_epoch != 0 or classic.state is not S.EMPTY:
+                    raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a consumer group.")
+                # An empty classic group (say, offsets committed without membership)
+                # becomes a consumer group; its offsets stay.
+                records.append(log_codec.group_metadata_record(request.group_id, None))
+            changes, answer = self.consumer.heartbeat(group, request, self.topics(), now_ms)
+        except Refused as refused:
+            return Result(response=HeartbeatAnswer(refused.error, refused.message))
+        if group is None and answer.member_id is not None:
+            state.new_group_deadlines[request.group_id] = {answer.member_id: now_ms + self.config.consumer.session_timeout_ms}
+        return Result(records=tuple(records + changes), response=answer)
+
+    def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
+        """(error, message, group) as ConsumerGroupDescribe answers for one group."""
+        if not group_id:
+            return E.invalid_group_id, None, None
+        error, state = self._serving(group_id)
+        if state is None:
+            return error, None, None
+        group = state.consumer_groups.get(group_id)
+        if group is None:
+            if group_id in state.groups:
+                return E.group_id_not_found, f"Group {group_id} is not a consumer group.", None
+            return E.group_id_not_found, f"Group {group_id} not found.", None
+        return E.none, None, group
+
+    def _consumer_timers(self, group: ConsumerGroup, now_ms: int) -> list[Result]:
+        results = []
+        for member_id in self.consumer.expired_members(group, now_ms):
+            if member_id in group.members:
+                results.append(Result(records=tuple(self.consumer.fence(group, member_id, self.topics()))))
+        return results
+
     # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------
 
     def describe_groups(self, group_ids: Iterable[str]) -> DescribeGroupsResponse:
@@ -338,14 +434,14 @@ class GroupCoordinator:
             return ListGroupsResponse(E.coordinator_load_in_progress)
         states = {s.lower() for s in states_filter}
         types = {t.lower() for t in types_filter}
-        if types and "classic" not in types:
-            return ListGroupsResponse(E.none)
-        return ListGroupsResponse(E.none, tuple(
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for state in self._partitions.values()
-            for g in state.groups.values()
-            if not states or g.state.value.lower() in states
-        ))
+        listed = []
+        if not types or "classic" in types:
+            listed += [ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                       for state in self._partitions.values() for g in state.groups.values()]
+        if not types or "consumer" in types:
+            listed += [ListedGroup(g.group_id, "consumer", g.state, "consumer")
+                       for state in self._partitions.values() for g in state.consumer_groups.values()]
+        return ListGroupsResponse(E.none, tuple(g for g in listed if not states or g.group_state.lower() in states))
 
     def delete_groups(self, group_ids: Iterable[str]) -> Result[DeleteGroupsResponse]:
         records: list[CoordinatorRecord] = []
@@ -354,9 +450,11 @@ class GroupCoordinator:
             error, state = self._serving(group_id)
             if state is not None:
                 group = state.groups.get(group_id)
-                if group is None:
+                consumer_group = state.consumer_groups.get(group_id)
+                if group is None and consumer_group is None:
                     error = E.group_id_not_found
-                elif group.state is not S.EMPTY:
+                elif (group is not None and group.state is not S.EMPTY) or (
+                        consumer_group is not None and consumer_group.members):
                     error = E.non_empty_group
                 else:
                     offsets = state.offsets
@@ -364,7 +462,10 @@ class GroupCoordinator:
                         set(offsets.group_offsets(group_id)) | offsets.pending_partitions(group_id)
                     ):
                         records.append(log_codec.offset_commit_record(group_id, topic, partition, None))
-                    records.append(log_codec.group_metadata_record(group_id, None))
+                    if consumer_group is not None:
+                        records += consumer_group.deletion_records()
+                    else:
+                        records.append(log_codec.group_metadata_record(group_id, None))
             results.append(DeletableGroupResult(group_id, error or E.none))
         return Result(records=tuple(records), response=DeleteGroupsResponse(tuple(results)))
 
@@ -378,7 +479,11 @@ class GroupCoordinator:
         error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
         if state is not None:
             group = state.groups.get(group_id)
-            if group is not None:
+            consumer_group = state.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                error = self.consumer.validate_offset_commit(
+                    consumer_group, member_id, group_instance_id, generation_id, False, api_version)
+            elif group is not None:
                 error = group.validate_offset_commit(member_id, group_instance_id, generation_id, False)
             elif generation_id >= 0:
                 # No such group, yet a generation: v9+ says so, older clients expect this.
@@ -412,7 +517,11 @@ class GroupCoordinator:
         error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
         if state is not None:
             group = state.groups.get(group_id)
-            if group is not None:
+            consumer_group = state.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                error = self.consumer.validate_offset_commit(
+                    consumer_group, member_id, group_instance_id, generation_id, True, api_version)
+            elif group is not None:
                 error = group.validate_offset_commit(member_id, group_instance_id, generation_id, True)
             elif generation_id >= 0:
                 error = E.illegal_generation
@@ -454,6 +563,11 @@ class GroupCoordinator:
         error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
         if state is None:
             return OffsetFetchResponseGroup(group_id, error)
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = self.consumer.validate_offset_fetch(consumer_group, request.member_id, request.member_epoch)
+            if error is not None:
+                return OffsetFetchResponseGroup(group_id, error)
         if request.topics is None:
             wanted: dict[str, list[int]] = {}
             for topic, partition in sorted(state.offsets.group_offsets(group_id)):
@@ -488,10 +602,14 @@ class GroupCoordinator:
         if state is None:
             return Result(response=OffsetDeleteResponse(error))
         group = state.groups.get(group_id)
-        if group is None:
+        consumer_group = state.consumer_groups.get(group_id)
+        if group is None and consumer_group is None:
             return Result(response=OffsetDeleteResponse(E.group_id_not_found))
-        subscribed = group.subscribed_topics()
-        if group.state is not S.EMPTY and subscribed is None:
+        if consumer_group is not None:
+            subscribed = consumer_group.subscribed_topics(self.topics())
+        else:
+            subscribed = group.subscribed_topics()
+        if consumer_group is None and group.state is not S.EMPTY and subscribed is None:
             # Members whose subscriptions cannot be read might use any topic.
             return Result(response=OffsetDeleteResponse(E.non_empty_group))
         records = []
@@ -513,6 +631,7 @@ class GroupCoordinator:
 
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self._live_groups() for d in _group_deadlines(g)]
+        deadlines += [d for g in self._live_consumer_groups() for d in self.consumer.deadlines(g)]
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int, partition: int | None = None) -> list[Result]:
@@ -531,6 +650,8 @@ class GroupCoordinator:
                 self._fire(group, key, deadline, now_ms, out)
                 if out:
                     results.append(out.result())
+        for consumer_group in list(self._live_consumer_groups(partition)):
+            results += self._consumer_timers(consumer_group, now_ms)
         return results
 
     def _fire(self, group: ClassicGroup, key: tuple[str, str], deadline: int, now_ms: int, out: Outcome) -> None:
@@ -546,6 +667,11 @@ class GroupCoordinator:
             member = group.members.get(member_id)
             if member is not None and member.session_deadline_ms == deadline:
                 self._rebalancer.session_expired(group, member, now_ms, out)
+
+    def _live_consumer_groups(self, partition: int | None = None) -> Iterable[ConsumerGroup]:
+        for p, state in self._partitions.items():
+            if not state.loading and partition in (None, p):
+                yield from state.consumer_groups.values()
 
     def _live_groups(self, partition: int | None = None) -> Iterable[ClassicGroup]:
         for p, state in self._partitions.items():

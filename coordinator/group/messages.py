@@ -73,6 +73,8 @@ class OffsetFetchGroup:
 
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    member_id: str | None = None  # v9+: a KIP-848 member's id and epoch, checked
+    member_epoch: int = -1
 
 
 # -- responses ---------------------------------------------------------------------------

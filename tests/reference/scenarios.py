@@ -206,6 +206,54 @@ def join(group: str = "g"):
     return (f"join {group}", action)
 
 
+def heartbeat(member: str, epoch: int | str, group: str = "g", *, owned: tuple[int, ...] | None = None,
+              subscribe: tuple[str, ...] | None = None, label: str = "", **fields):
+    """ConsumerGroupHeartbeat v1 (KIP-848). ``epoch`` "last": the member's last epoch.
+    ``subscribe`` names topics ("T" is the scenario's topic); epoch 0 subscribes to T
+    with no owned partitions unless told otherwise. Answers the error and the epoch
+    (a positive one as "joined")."""
+
+    async def action(run: Run):
+        member_id = f"{run.tag}-{member}"
+        e = run.members.get(member, (0, ""))[0] if epoch == "last" else epoch
+        body = {"group_id": run.group(group) if group else "", "member_id": member_id if member else "",
+                "member_epoch": e, "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1,
+                "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
+                "topic_partitions": None}
+        topic_id = await run.wire.topic_id(run.topic)
+        if e == 0:
+            body.update(rebalance_timeout_ms=30000, subscribed_topic_names=[run.topic], topic_partitions=[])
+        if subscribe is not None:
+            body["subscribed_topic_names"] = [run.topic if t == "T" else t for t in subscribe]
+        if owned is not None:
+            body["topic_partitions"] = [{"topic_id": topic_id, "partitions": list(owned)}] if owned else []
+        body.update(fields)
+        r = await run.wire.consumer_heartbeat(body)
+        if r.error_code == 0 and r.member_epoch > 0:
+            run.members[member] = (r.member_epoch, member_id)
+        # Kafka 4.4 computes target assignments in batches (group.consumer.assignment.interval.ms,
+        # offloaded to a background thread), eosbroker at once: epochs and the heartbeat that
+        # carries an assignment differ in time, not in meaning. Errors and the leave answers compare.
+        return err(r.error_code), r.member_epoch if r.member_epoch < 1 else "joined"
+
+    return (label or f"heartbeat {member or '-'} epoch={epoch} {fields or ''}", action)
+
+
+def consumer_commit(member: str, group: str = "g", *, epoch_delta: int = 0, version: int = 9):
+    """OffsetCommit of offset 3 on partition 0 with the member's epoch (+ delta)."""
+
+    async def action(run: Run):
+        epoch, member_id = run.members.get(member, (-1, ""))
+        r = await run.wire.request("offset_commit", {
+            "group_id": run.group(group), "generation_id_or_member_epoch": epoch + epoch_delta,
+            "member_id": member_id, "group_instance_id": None, "topics": [{"name": run.topic, "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]}, version=version)
+        return err(r.topics[0].partitions[0].error_code)
+
+    return (f"offset_commit {member} epoch+{epoch_delta} v{version}", action)
+
+
 def offsets(group: str = "g", stable: bool = True, partitions: tuple[int, ...] = (0,)):
     async def action(run: Run):
         return await run.wire.offset_fetch(run.group(group), run.topic, list(partitions), stable)
@@ -384,6 +432,33 @@ SCENARIOS: list[Scenario] = [
                                             txn_offsets("a", use_group_member=True, member="nobody")]),
     Scenario("txn_offsets_empty_group_with_generation", [init("a"), add_offsets("a"),
                                                          txn_offsets("a", generation=3, member="m")], ci=False),
+    # -- ConsumerGroupHeartbeat (KIP-848) -------------------------------------------------------
+    Scenario("cgh_join_steady_leave", [
+        heartbeat("a", 0), heartbeat("a", "last", owned=(0, 1)), heartbeat("a", "last"),
+        heartbeat("a", -1), heartbeat("a", "last", label="after leaving")], partitions=2),
+    Scenario("cgh_second_member_waits_for_revocation", [
+        heartbeat("a", 0), heartbeat("b", 0), heartbeat("a", "last", owned=(0, 1, 2, 3)),
+        heartbeat("b", "last", owned=()), heartbeat("a", "last", owned=(2, 3)),
+        heartbeat("a", "last", owned=(2, 3), label="a steady"), heartbeat("b", "last", owned=())],
+        partitions=4),
+    Scenario("cgh_request_errors", [
+        heartbeat("a", 0, group=""), heartbeat("", 0), heartbeat("a", 0, rebalance_timeout_ms=-1),
+        heartbeat("a", 0, owned=(0,)), heartbeat("a", 0, subscribe=None, subscribed_topic_names=None),
+        heartbeat("a", -3), heartbeat("a", -2), heartbeat("a", 0, instance_id=""), heartbeat("a", 0, rack_id=""),
+        heartbeat("a", 0, server_assignor="nope"), heartbeat("a", 0, subscribe=(), subscribed_topic_regex="(")]),
+    Scenario("cgh_membership_errors", [
+        heartbeat("a", 3), heartbeat("a", -1), heartbeat("a", 0), heartbeat("x", 1), heartbeat("a", 5),
+        heartbeat("x", -1), heartbeat("a", 0, label="rejoin with the same id")]),
+    Scenario("cgh_static_member", [
+        heartbeat("a", 0, instance_id="i1"), heartbeat("b", 0, instance_id="i1"),
+        heartbeat("b", 1, instance_id="i1"), heartbeat("a", -2, instance_id="i1"),
+        heartbeat("b", 0, instance_id="i1", label="b takes over i1")]),
+    Scenario("cgh_classic_group_conflict", [
+        join("g"), heartbeat("a", 0), heartbeat("a", 1)]),
+    Scenario("cgh_offset_commit_fencing", [
+        heartbeat("a", 0), consumer_commit("a"), consumer_commit("a", epoch_delta=-1),
+        consumer_commit("a", epoch_delta=1), consumer_commit("a", version=8), consumer_commit("nobody"),
+        offsets()]),
     # -- Produce: idempotent --------------------------------------------------------------------
     Scenario("idem_in_order", [init("a", txn=False), produce("a", 0, "a", "b"), produce("a", 2, "c"), *READ]),
     Scenario("idem_duplicate", [init("a", txn=False), produce("a", 0), produce("a", 1), produce("a", 0),

@@ -25,6 +25,7 @@ V = {
     "txn_offset_commit": 3, "offset_fetch": 7, "offset_commit": 8, "create_topics": 5,
     "describe_transactions": 0, "list_transactions": 1, "describe_producers": 0,
     "join_group": 7, "sync_group": 5, "heartbeat": 4, "leave_group": 4, "delete_records": 2,
+    "consumer_group_heartbeat": 1, "consumer_group_describe": 0,
 }
 
 # Errors a client retries: the coordinator is loading, or markers are being written.
@@ -248,6 +249,17 @@ class Wire:
                              error_of=lambda r: r.topics[0].partitions[0].error_code)
         return {(t.name, p.partition_index): err(p.error_code) for t in r.topics for p in t.partitions}
 
+    async def topic_id(self, topic: str):
+        r = await self.request("metadata", {"topics": [{"name": topic, "topic_id": None}],
+                                            "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+        return r.topics[0].topic_id
+
+    async def consumer_heartbeat(self, body: dict[str, Any]):
+        """ConsumerGroupHeartbeat (KIP-848) to the group's coordinator, retried while it loads."""
+        await self.find_coordinator(body["group_id"], 0)
+        return await self.retry(lambda: self.request("consumer_group_heartbeat", body))
+
     async def offset_fetch(self, group: str, topic: str, partitions: list[int], require_stable: bool) -> dict:
         await self.find_coordinator(group, 0)
         r = await self.request("offset_fetch", {"group_id": group, "require_stable": require_stable,
@@ -262,7 +274,7 @@ API_KEYS = {
     "find_coordinator": 10, "join_group": 11, "heartbeat": 12, "leave_group": 13, "sync_group": 14,
     "create_topics": 19, "delete_records": 21, "init_producer_id": 22, "add_partitions": 24, "add_offsets": 25,
     "end_txn": 26, "txn_offset_commit": 28, "describe_producers": 61, "describe_transactions": 65,
-    "list_transactions": 66,
+    "list_transactions": 66, "consumer_group_heartbeat": 68, "consumer_group_describe": 69,
 }
 
 

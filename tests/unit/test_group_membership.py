@@ -487,8 +487,11 @@ def test_restart_after_delete_forgets_the_group():
 
 def test_records_of_other_group_types_are_skipped_on_replay():
     rt = Runtime()
-    rt.coordinator.replay(CoordinatorRecord(b"\x00\x05\x00\x01g", b"\x00\x00"), 0, 0)
+    rt.coordinator.replay(CoordinatorRecord(b"\x00\x0b\x00\x01g", b"\x00\x00"), 0, 0)  # a share group's
     assert rt.coordinator.group("g") is None
+    # A malformed consumer group record is skipped with a log line, not a failed load.
+    rt.coordinator.replay(CoordinatorRecord(b"\x00\x05\x00\x01g", b"\x00\x00"), 0, 0)
+    assert rt.coordinator.group("g") is None and rt.coordinator.consumer_group("g") is None
 
 
 def test_group_max_size_turns_away_the_last_to_rejoin():
