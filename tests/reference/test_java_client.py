@@ -14,7 +14,7 @@ import pytest
 
 from tests.reference import java_driver
 
-CI = {"transactional", "fencing", "ctp", "admin"}
+CI = {"transactional", "fencing", "ctp", "admin", "ctp-consumer-protocol", "consumer-protocol-group"}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_zombie_is_fenced(results, scenario):
     assert r == results(scenario, "kafka")
 
 
-@pytest.mark.parametrize("scenario", _params("ctp"))
+@pytest.mark.parametrize("scenario", _params("ctp", "ctp-consumer-protocol"))
 def test_consume_transform_produce_with_group_metadata(results, scenario):
     r = results(scenario, "eosbroker")
     assert r["processed"] == 40 and r["aborted_then_redone"] > 0
@@ -83,3 +83,11 @@ def test_admin_transaction_calls(results, scenario):
     kafka = results(scenario, "kafka")
     assert {k: v for k, v in kafka.items() if k != "describe_open_partitions"} == \
         {k: v for k, v in r.items() if k != "describe_open_partitions"}
+
+
+@pytest.mark.parametrize("scenario", _params("consumer-protocol-group"))
+def test_kip848_group_assigns_and_splits(results, scenario):
+    r = results(scenario, "eosbroker")
+    assert (r["first_alone"], r["split"], r["union"]) == (4, [2, 2], 4)
+    assert (r["describe_type"], r["describe_members"], r["describe_assigned"]) == ("Consumer", 2, 4)
+    assert r == results(scenario, "kafka")

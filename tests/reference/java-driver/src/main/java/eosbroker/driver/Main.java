@@ -9,11 +9,13 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -47,6 +49,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public final class Main {
     private static final Duration READ_TIMEOUT = Duration.ofSeconds(60);
+    /** group.protocol of the scenario's group consumers: "classic", or "consumer" (KIP-848). */
+    private static String groupProtocol = "classic";
 
     public static void main(String[] args) throws Exception {
         String scenario = args[0];
@@ -60,6 +64,11 @@ public final class Main {
             case "transactional" -> transactional(bootstrap, name, out);
             case "fencing" -> fencing(bootstrap, name, out);
             case "ctp" -> consumeTransformProduce(bootstrap, name, out);
+            case "ctp-consumer-protocol" -> {
+                groupProtocol = "consumer";
+                consumeTransformProduce(bootstrap, name, out);
+            }
+            case "consumer-protocol-group" -> consumerProtocolGroup(bootstrap, name, out);
             case "admin" -> admin(bootstrap, name, out);
             case "scenario-zombie-fencing" -> scenarioZombieFencing(bootstrap, name, args[3], out);
             case "scenario-transaction-timeout" -> scenarioTransactionTimeout(bootstrap, name, out);
@@ -96,6 +105,7 @@ public final class Main {
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         if (group != null) {
             p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, groupProtocol);
         }
         return new KafkaConsumer<>(p);
     }
@@ -362,6 +372,44 @@ public final class Main {
             Map<String, Long> byPartition = new java.util.TreeMap<>();
             committed.forEach((tp, om) -> byPartition.put(tp.toString(), om.offset()));
             out.put("committed_offsets", byPartition);
+        }
+    }
+
+    /** KIP-848: one member gets every partition, a second joins and they split them; the
+     *  group as Admin.describeConsumerGroups (ConsumerGroupDescribe) reports it. */
+    static void consumerProtocolGroup(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        groupProtocol = "consumer";
+        String topic = name + "-in";
+        String group = name + "-group";
+        createTopics(bootstrap, 4, topic);
+        try (KafkaConsumer<String, String> first = consumer(bootstrap, group, true);
+             KafkaConsumer<String, String> second = consumer(bootstrap, group, true)) {
+            first.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
+            while (first.assignment().size() < 4 && System.nanoTime() < deadline) {
+                first.poll(Duration.ofMillis(100));
+            }
+            out.put("first_alone", first.assignment().size());
+            second.subscribe(List.of(topic));
+            while (System.nanoTime() < deadline
+                   && !(first.assignment().size() == 2 && second.assignment().size() == 2)) {
+                first.poll(Duration.ofMillis(100));
+                second.poll(Duration.ofMillis(100));
+            }
+            Set<TopicPartition> both = new HashSet<>(first.assignment());
+            both.addAll(second.assignment());
+            out.put("split", List.of(first.assignment().size(), second.assignment().size()));
+            out.put("union", both.size());
+            try (Admin admin = Admin.create(common(bootstrap))) {
+                var described = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                out.put("describe_type", described.type().toString());
+                out.put("describe_members", described.members().size());
+                int assigned = 0;
+                for (var m : described.members()) {
+                    assigned += m.assignment().topicPartitions().size();
+                }
+                out.put("describe_assigned", assigned);
+            }
         }
     }
 
