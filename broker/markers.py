@@ -22,7 +22,7 @@ from coordinator.transaction.messages import SendMarkers
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS = 27
-VERSION = 1
+VERSION = 2  # carries TransactionVersion (KIP-1228)
 # Partitions that no longer exist cannot take a marker: Kafka drops those too.
 _DONE = {0, 3}  # NONE, UNKNOWN_TOPIC_OR_PARTITION
 _CANCEL = {47, 52}  # INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED
@@ -99,6 +99,7 @@ class MarkerSender:
             "transaction_result": markers.commit,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
             "coordinator_epoch": markers.coordinator_epoch,
+            "transaction_version": markers.transaction_version,
         }]}, timeout=_REQUEST_TIMEOUT_S)
         acked = set()
         fenced = None

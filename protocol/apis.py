@@ -72,7 +72,7 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     23: ("OffsetForLeaderEpoch", 2, 2, 4),
     24: ("AddPartitionsToTxn", 0, 0, 5),
     25: ("AddOffsetsToTxn", 0, 0, 4),
-    26: ("EndTxn", 0, 0, 4),
+    26: ("EndTxn", 0, 0, 5),  # v5: transaction version 2
     27: ("WriteTxnMarkers", 1, 1, 2),
     28: ("TxnOffsetCommit", 0, 0, 5),
     29: ("DescribeAcls", 1, 1, 3),
@@ -119,15 +119,16 @@ PROFILE_MAXIMA["3.6"] = {
     0: 9, 1: 15, 2: 8, 3: 12, 9: 8, 10: 4, 16: 4, 18: 3, 22: 4, 24: 4, 25: 3, 26: 3, 28: 3, 60: 0, 66: 0,
     68: None, 69: None,  # KIP-848 was early access in 3.7-3.9 and off by default
 }
-PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 60: 1, 66: 1, 68: None, 69: None}
+PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 26: 4, 60: 1, 66: 1, 68: None, 69: None}
 PROFILE_MAXIMA["4.4"] = {}  # everything implemented is within what 4.4 advertises
 _OLD_MINIMA = {0: 3, 2: 1, 8: 2}  # versions Kafka 4 removed (KIP-896) stay refused here
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.4": {}, "2.4": _OLD_MINIMA, "2.8": _OLD_MINIMA,
                                              "3.6": _OLD_MINIMA, "3.9": _OLD_MINIMA}
-# transaction.version (KIP-890) a profile supports and finalizes, or None before 4.0. The
-# coordinator implements transaction version 1 rules, so nothing above 1 is offered.
+# transaction.version (KIP-890) a profile supports and finalizes, or None before 4.0. Kafka
+# 4.x finalizes 2 on a new cluster: clients end transactions with EndTxn v5 (epoch bump),
+# add partitions with Produce v12 and TxnOffsetCommit v5.
 TRANSACTION_VERSION: dict[str, int | None] = {"2.4": None, "2.8": None, "3.6": None, "3.9": None,
-                                              "4.0": 1, "4.4": 1}
+                                              "4.0": 2, "4.4": 2}
 
 
 class ApiTable:

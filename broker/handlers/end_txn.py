@@ -1,5 +1,6 @@
-"""EndTxn (26), transaction version 1: PREPARE_COMMIT/PREPARE_ABORT is persisted before
-the answer; the markers follow, then COMPLETE_*."""
+"""EndTxn (26): PREPARE_COMMIT/PREPARE_ABORT is persisted before the answer; the markers
+follow, then COMPLETE_*. v5 is transaction version 2 (KIP-890): the epoch is bumped at
+the end of every transaction and the answer carries the producer id and new epoch."""
 
 
 API_KEY = 26
@@ -10,4 +11,5 @@ async def handle(ctx, request):
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
         ctx.clock.now_ms()))
-    return {"error_code": response.error, "producer_id": -1, "producer_epoch": -1}
+    return {"error_code": response.error, "producer_id": response.producer_id,
+            "producer_epoch": response.producer_epoch}

@@ -1,4 +1,4 @@
-"""The transaction coordinator (transaction version 1) as a sans-IO state machine.
+"""The transaction coordinator (transaction versions 1 and 2) as a sans-IO state machine.
 
 Handlers read the state and return ``Result(records, response, effects)``; they never
 change it. The runtime appends ``records`` to the __transaction_state partition of the
@@ -47,6 +47,7 @@ from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 E = ErrorCode
 S = TransactionState
+FIRST_END_TXN_VERSION_OF_TV2 = 5  # EndTxn v5+ ends the transaction with transaction version 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +340,8 @@ class TransactionCoordinator:
     ) -> Result[EndTxnResponse]:
         if not transactional_id:
             return Result(response=EndTxnResponse(E.invalid_request))
+        if api_version >= FIRST_END_TXN_VERSION_OF_TV2:
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit, now_ms)
         error, coordinator_epoch, md = self._lookup(transactional_id)
         if error is None:
             error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
@@ -360,6 +363,44 @@ class TransactionCoordinator:
             return Result(response=EndTxnResponse(E.none))  # a retry of a finished EndTxn
         if md.state is preparing:
             return Result(response=EndTxnResponse(E.concurrent_transactions))
+        return Result(response=EndTxnResponse(E.invalid_txn_state))
+
+    def _end_txn_v2(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
+    ) -> Result[EndTxnResponse]:
+        """EndTxn v5, transaction version 2 (KIP-890 part 2), as Kafka's coordinator
+        answers it: the epoch must match exactly, except for a retry of an EndTxn that
+        already bumped it (the previous epoch, the transaction ending or ended), which is
+        answered with the current id and epoch. Ending bumps the epoch; an abort without
+        a transaction is allowed and bumps it too."""
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is None and (md is None or md.producer_id != producer_id):
+            error = E.invalid_producer_id_mapping
+        if error is not None:
+            return Result(response=EndTxnResponse(error))
+        ending = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_ABORT)
+        retry = md.state in ending and producer_epoch == md.producer_epoch - 1
+        if producer_epoch != md.producer_epoch and not retry:
+            return Result(response=EndTxnResponse(E.producer_fenced))
+        current = EndTxnResponse(E.none, md.producer_id, md.producer_epoch)
+        done, preparing = (
+            (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        )
+        if md.state is preparing:
+            return Result(response=EndTxnResponse(E.concurrent_transactions))
+        if md.state is done and retry:
+            return Result(response=current)
+        abort_without_txn = not commit and not retry and md.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        if (md.state is S.ONGOING and not retry) or abort_without_txn:
+            try:
+                prepared = md.prepare_abort_or_commit(preparing, now_ms, transaction_version=2)
+            except InvalidTransition:
+                return Result(response=EndTxnResponse(E.unknown_server_error))
+            return Result(
+                records=(self._record(prepared),),
+                response=EndTxnResponse(E.none, prepared.producer_id, prepared.producer_epoch),
+                effects=(self._send_markers(prepared, coordinator_epoch, commit),),
+            )
         return Result(response=EndTxnResponse(E.invalid_txn_state))
 
     def markers_written(
@@ -534,6 +575,7 @@ class TransactionCoordinator:
             coordinator_epoch=coordinator_epoch,
             commit=commit,
             topic_partitions=tuple(sorted(md.topic_partitions)),
+            transaction_version=md.client_transaction_version,
         )
 
 

@@ -39,6 +39,7 @@ class SendMarkers:
     coordinator_epoch: int
     commit: bool
     topic_partitions: tuple[TopicPartition, ...]
+    transaction_version: int = 0  # 2: the epoch was bumped for these markers (KIP-1228 check)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,8 @@ class VerifyPartitionsResponse:
 @dataclass(frozen=True, slots=True)
 class EndTxnResponse:
     error: ErrorCode
+    producer_id: int = -1  # v5 (transaction version 2): the producer's id and new epoch
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

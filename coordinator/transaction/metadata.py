@@ -4,7 +4,8 @@ Every ``prepare_*`` helper returns the metadata the next log record will carry, 
 ``InvalidTransition`` for a move the state machine forbids (a coordinator bug, never a
 client error) and ``ProducerFenced`` when a KIP-360 caller presents a fenced epoch.
 Nothing here mutates; the coordinator persists the returned value and replay installs it.
-Rules follow Kafka's TransactionMetadata for transaction version 1.
+Rules follow Kafka's TransactionMetadata for transaction versions 1 and 2 (KIP-890 part 2:
+the end of every transaction bumps the producer epoch).
 """
 
 from __future__ import annotations
@@ -150,15 +151,27 @@ class TransactionMetadata:
             client_transaction_version=0,
         )
 
-    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int) -> TransactionMetadata:
-        """EndTxn (transaction version 1): the epoch stays; only the state and time move."""
+    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int,
+                                transaction_version: int = 1) -> TransactionMetadata:
+        """EndTxn. Transaction version 1: the epoch stays; only the state and time move.
+        Version 2: the epoch is bumped here, so the markers (and the producer's next
+        transaction) carry the new one and a zombie of the old epoch is fenced."""
         if new_state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise InvalidTransition(f"{new_state} is not a prepare state")
+        idle = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+        if transaction_version < 2 and self.state in idle:
+            raise InvalidTransition(f"{new_state} cannot follow {self.state} in transaction version 1")
+        bump = {}
+        if transaction_version >= 2:
+            if self.producer_epoch + 1 > MAX_EPOCH:
+                raise InvalidTransition(f"cannot allocate more epochs for producer id {self.producer_id}")
+            bump = {"producer_epoch": self.producer_epoch + 1, "last_producer_epoch": self.producer_epoch}
         return self._transit(
             new_state,
             next_producer_id=NO_PRODUCER_ID,
             txn_last_update_timestamp_ms=now_ms,
-            client_transaction_version=0,
+            client_transaction_version=transaction_version if transaction_version >= 2 else 0,
+            **bump,
         )
 
     def prepare_complete(self, now_ms: int) -> TransactionMetadata:

@@ -161,6 +161,27 @@ def end(name: str, commit: bool = True, *, epoch_delta: int = 0, settle: bool = 
     return (f"{'commit' if commit else 'abort'} {name}", action)
 
 
+def end_v2(name: str, commit: bool = True, *, epoch_delta: int = 0, settle: bool = True):
+    """EndTxn v5 (transaction version 2). Answers (error, producer, returned epoch minus
+    the epoch sent); a success moves the producer to the returned epoch and keeps the
+    one it sent under "<name>.old" (the zombie)."""
+
+    async def action(run: Run):
+        txn_id, pid, epoch = run.producers[name]
+        sent = epoch + epoch_delta
+        r = await run.wire.end_txn_v5(txn_id, pid, sent, commit)
+        if r.error_code == 0:
+            if r.producer_epoch != epoch:
+                run.producers[f"{name}.old"] = [txn_id, pid, epoch]
+            run.producers[name] = [txn_id, r.producer_id, r.producer_epoch]
+            if settle:
+                await wait_settled(run, name)
+        delta = r.producer_epoch - sent if r.producer_epoch >= 0 else None
+        return err(r.error_code), run.wire.alias(r.producer_id) if r.producer_id >= 0 else None, delta
+
+    return (f"end v5 {'commit' if commit else 'abort'} {name} epoch+{epoch_delta}", action)
+
+
 async def wait_settled(run: Run, name: str) -> str:
     for _ in range(400):
         state = (await run.wire.describe_transaction(run.txn_id(name)))["state"]
@@ -432,6 +453,21 @@ SCENARIOS: list[Scenario] = [
                                             txn_offsets("a", use_group_member=True, member="nobody")]),
     Scenario("txn_offsets_empty_group_with_generation", [init("a"), add_offsets("a"),
                                                          txn_offsets("a", generation=3, member="m")], ci=False),
+    # -- EndTxn v5: transaction version 2 (KIP-890 part 2) ----------------------------------------
+    Scenario("tv2_commit_bumps_epoch", [
+        *_txn(), produce("a", 0, "x"), end_v2("a", True), describe("a"), *READ,
+        add("a"), produce("a", 0, "y"), end_v2("a", True), describe("a"), *READ]),
+    Scenario("tv2_abort_bumps_epoch", [*_txn(), produce("a", 0, "x"), end_v2("a", False), describe("a"), *READ]),
+    Scenario("tv2_retry_with_previous_epoch", [
+        *_txn(), produce("a", 0, "x"), end_v2("a", True), end_v2("a", True, epoch_delta=-1),
+        end_v2("a", False, epoch_delta=-1), describe("a")]),
+    Scenario("tv2_abort_without_transaction", [init("a"), end_v2("a", False), describe("a"),
+                                               end_v2("a", True), describe("a")]),
+    Scenario("tv2_wrong_epochs", [*_txn(), end_v2("a", True, epoch_delta=1), end_v2("a", True, epoch_delta=-1),
+                                  end_v2("a", False), describe("a")]),
+    Scenario("tv2_zombie_after_commit", [
+        *_txn(), produce("a", 0, "x"), end_v2("a", True), produce("a.old", 1, "zombie"),
+        add("a.old"), describe("a"), *READ]),
     # -- ConsumerGroupHeartbeat (KIP-848) -------------------------------------------------------
     Scenario("cgh_join_steady_leave", [
         heartbeat("a", 0), heartbeat("a", "last", owned=(0, 1)), heartbeat("a", "last"),

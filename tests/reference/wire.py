@@ -116,6 +116,11 @@ class Wire:
         call = lambda: self.request("add_offsets", body)  # noqa: E731
         return err((await (self.retry(call) if retry else call())).error_code)
 
+    async def end_txn_v5(self, transactional_id: str, pid: int, epoch: int, commit: bool):
+        """EndTxn v5 (transaction version 2): the answer carries the producer id and epoch."""
+        body = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
+        return await self.retry(lambda: self.request("end_txn", body, version=5))
+
     async def end_txn(self, transactional_id: str, pid: int, epoch: int, commit: bool, retry: bool = True) -> str:
         body = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
         call = lambda: self.request("end_txn", body)  # noqa: E731

@@ -1035,3 +1035,52 @@ def test_every_handler_leaves_state_untouched():
         ]
         for call in calls:
             pure(h, call)
+
+
+# -- EndTxn v5: transaction version 2 (KIP-890 part 2) --------------------------------------
+
+TV2_V = 5
+
+
+def test_tv2_end_bumps_the_epoch_persists_it_and_marks_with_it():
+    h = owned(meta(S.ONGOING))
+    result = h.append(h.end_txn(TID, PID, EPOCH, True, TV2_V, NOW))
+    assert result.response == EndTxnResponse(E.none, PID, EPOCH + 1)
+    _key, value = only_record(result)
+    assert (value.producer_epoch, value.transaction_status, value.client_transaction_version) == (
+        EPOCH + 1, S.PREPARE_COMMIT.id, 2)
+    (markers,) = result.effects
+    assert (markers.producer_epoch, markers.transaction_version, markers.commit) == (EPOCH + 1, 2, True)
+    h.append(h.markers_written(TID, PID, EPOCH + 1, True, NOW))
+    md = h.md()
+    assert (md.state, md.producer_epoch, md.last_producer_epoch) == (S.COMPLETE_COMMIT, EPOCH + 1, EPOCH)
+
+
+def test_tv2_retry_with_the_previous_epoch_is_answered_with_the_current_one():
+    h = owned(meta(S.COMPLETE_COMMIT, epoch=EPOCH + 1, last_epoch=EPOCH))
+    assert pure(h, lambda: h.end_txn(TID, PID, EPOCH, True, TV2_V, NOW)).response == \
+        EndTxnResponse(E.none, PID, EPOCH + 1)
+    assert h.end_txn(TID, PID, EPOCH, False, TV2_V, NOW).response.error is E.invalid_txn_state
+    h2 = owned(meta(S.PREPARE_COMMIT, epoch=EPOCH + 1))
+    assert h2.end_txn(TID, PID, EPOCH, True, TV2_V, NOW).response.error is E.concurrent_transactions
+
+
+def test_tv2_epochs_must_match_exactly():
+    h = owned(meta(S.ONGOING))
+    assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.producer_fenced
+    assert h.end_txn(TID, PID, EPOCH - 1, True, TV2_V, NOW).response.error is E.producer_fenced
+    assert h.end_txn(TID, PID + 1, EPOCH, True, TV2_V, NOW).response.error is E.invalid_producer_id_mapping
+
+
+@pytest.mark.parametrize("state", [S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT])
+def test_tv2_abort_without_a_transaction_bumps_the_epoch(state):
+    h = owned(meta(state))
+    result = h.append(h.end_txn(TID, PID, EPOCH, False, TV2_V, NOW))
+    assert result.response == EndTxnResponse(E.none, PID, EPOCH + 1)
+    (markers,) = result.effects
+    assert markers.topic_partitions == ()
+    assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.invalid_txn_state
+    # Version 1 keeps its rules: no transaction, nothing to abort (CompleteAbort: a retry).
+    v1 = owned(meta(state)).end_txn(TID, PID, EPOCH, False, TXN_V, NOW)
+    assert (v1.response.error, v1.records) == (
+        E.none if state is S.COMPLETE_ABORT else E.invalid_txn_state, ())

@@ -25,8 +25,12 @@ def test_releases_differ_as_kafka_did():
 
 def test_transaction_version_feature_from_4_0():
     assert ApiTable(set(HANDLERS), "3.9").features == {}
-    assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 1}
-    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 1}
+    assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 2}
+    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 2}
+    # EndTxn v5 (the epoch bump) and KIP-848's APIs only where the feature/protocol exists.
+    assert ApiTable(set(HANDLERS), "3.9").ranges[26].max == 4
+    assert ApiTable(set(HANDLERS), "4.4").ranges[26].max == 5
+    assert 68 not in ApiTable(set(HANDLERS), "3.9").ranges and ApiTable(set(HANDLERS), "4.0").ranges[68].max == 1
 
 
 def test_unknown_profile_is_refused():
