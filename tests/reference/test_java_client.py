@@ -1,9 +1,9 @@
 """The Java client (kafka-clients 4.4.0) runs each capability scenario against eosbroker
 and against Apache Kafka; both must give the same results.
 
-Kafka 4.4 advertises transactions v2 and the Java client uses it there; eosbroker does not
-advertise it (yet), so the client speaks transactions v1 to it: the same scenario covers
-both protocol generations.
+Both brokers finalize transaction.version 2, so the client speaks transactions v2 (EndTxn
+v5 epoch bumps, implicit adds) to both; the group scenarios also run with
+group.protocol=consumer (KIP-848).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def test_commit_and_abort_with_read_committed_reader(results, scenario):
     r = results(scenario, "eosbroker")
     assert r["read_committed"] == sorted([f"committed-{i}" for i in range(6)] + ["committed-last"])
     assert r["read_uncommitted_count"] == 13
+    assert r["epoch_after_three_transactions"] == 3  # transaction version 2: a bump per transaction
     assert r == results(scenario, "kafka")
 
 

@@ -194,6 +194,11 @@ public final class Main {
             p.send(new ProducerRecord<>(topic, 0, null, "committed-last"));
             p.commitTransaction();
         }
+        // Transaction version 2 bumps the epoch at the end of each of the three transactions.
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            TransactionDescription d = admin.describeTransactions(List.of(name + "-txn")).all().get().get(name + "-txn");
+            out.put("epoch_after_three_transactions", (int) d.producerEpoch());
+        }
         out.put("read_committed", readAll(bootstrap, topic, 2, true));
         out.put("read_uncommitted_count", readAll(bootstrap, topic, 2, false).size());
     }
