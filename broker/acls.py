@@ -15,6 +15,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from broker.storage.files import replace_atomically
 
 # ResourceType, PatternType, AclOperation and AclPermissionType ids (Kafka's enums)
@@ -215,5 +217,9 @@ def authorized_operations(ctx, resource_type: int, name: str) -> int:
     host = ctx.connection.peer.rsplit(":", 1)[0]
     return ctx.broker.authorizer.authorized_operations(ANONYMOUS, host, resource_type, name)
 
+
+GROUP_DENIED = ErrorCode.group_authorization_failed
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
 
 NOT_REQUESTED = -2147483648  # Int32.MIN: authorized operations were not asked for

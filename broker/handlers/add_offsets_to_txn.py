@@ -2,10 +2,16 @@
 so its offsets (TxnOffsetCommit) commit or abort with it."""
 
 
+from broker.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+
 API_KEY = 25
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"error_code": TRANSACTIONAL_ID_DENIED}
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return {"error_code": GROUP_DENIED}
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.add_offsets_to_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, ctx.version,

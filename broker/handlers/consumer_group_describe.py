@@ -2,6 +2,8 @@
 members with their current and target assignments; a classic or unknown group gets
 GROUP_ID_NOT_FOUND, as Kafka answers."""
 
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed
+
 API_KEY = 69
 CONSUMER_MEMBER_TYPE = 1  # v1's MemberType: 0 classic, 1 consumer
 
@@ -20,7 +22,10 @@ async def handle(ctx, request):
     topic_names = {topic_id: name for name, (topic_id, _n) in coordinator.topics().items()}
     described = []
     for group_id in request.group_ids:
-        error, message, group = coordinator.consumer_group_describe(group_id)
+        if allowed(ctx, DESCRIBE, GROUP, group_id):
+            error, message, group = coordinator.consumer_group_describe(group_id)
+        else:
+            error, message, group = GROUP_DENIED, None, None
         if group is None:
             described.append({"error_code": error, "error_message": message, "group_id": group_id,
                               "group_state": "Dead", "group_epoch": 0, "assignment_epoch": 0,

@@ -3,7 +3,8 @@ joins with epoch 0, heartbeats with its epoch and owned partitions, and gets its
 assignment from the broker's assignor; -1 leaves, -2 leaves for now (static member).
 v1 members bring their own member id."""
 
-from coordinator.group.consumer_group import HeartbeatRequest
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from coordinator.group.consumer_group import HeartbeatAnswer, HeartbeatRequest
 from protocol.messages import ms
 
 API_KEY = 68
@@ -28,8 +29,14 @@ async def handle(ctx, request):
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
         api_version=ctx.version,
     )
-    answer = await groups.run(request.group_id or "", lambda: groups.coordinator.consumer_group_heartbeat(
-        heartbeat, ctx.clock.now_ms()))
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        answer = HeartbeatAnswer(GROUP_DENIED)
+    elif names and not all(allowed(ctx, DESCRIBE, TOPIC, n) for n in names):
+        # Clients may not learn of topics they cannot describe (Kafka checks the same).
+        answer = HeartbeatAnswer(TOPIC_DENIED)
+    else:
+        answer = await groups.run(request.group_id or "", lambda: groups.coordinator.consumer_group_heartbeat(
+            heartbeat, ctx.clock.now_ms()))
     assignment = None
     if answer.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(ps)}

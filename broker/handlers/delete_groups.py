@@ -1,6 +1,8 @@
 """DeleteGroups (42): removes empty groups with their offsets (tombstones); a group with
 members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
 
+from broker.acls import DELETE, GROUP, GROUP_DENIED, allowed
+
 API_KEY = 42
 
 
@@ -9,8 +11,11 @@ async def handle(ctx, request):
     by_partition: dict[int, list[str]] = {}
     for group_id in request.groups_names:
         by_partition.setdefault(groups.partition_for(group_id), []).append(group_id)
-    errors = {}
+    errors = {g: GROUP_DENIED for g in request.groups_names if not allowed(ctx, DELETE, GROUP, g)}
     for partition_groups in by_partition.values():
+        partition_groups = [g for g in partition_groups if g not in errors]
+        if not partition_groups:
+            continue
         # Each partition's tombstones are appended under that partition's lock.
         response = await groups.run(partition_groups[0], lambda ids=partition_groups: (
             groups.coordinator.delete_groups(ids)))

@@ -3,6 +3,8 @@ described as Dead, as Kafka does."""
 
 import dataclasses
 
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed
+
 API_KEY = 15
 # Kafka's answer when the client did not ask for authorized operations.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -12,5 +14,9 @@ async def handle(ctx, request):
     groups = ctx.node.groups
     await groups.ready()
     response = groups.coordinator.describe_groups(request.groups)
-    return {"groups": [dataclasses.asdict(g) | {"authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
-                       for g in response.groups]}
+    return {"groups": [
+        dataclasses.asdict(g) | {"authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        if allowed(ctx, DESCRIBE, GROUP, g.group_id) else
+        {"error_code": GROUP_DENIED, "group_id": g.group_id, "group_state": "", "protocol_type": "",
+         "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        for g in response.groups]}

@@ -2,10 +2,14 @@
 to rejoin."""
 
 
+from broker.acls import GROUP, GROUP_DENIED, READ, allowed
+
 API_KEY = 12
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return {"error_code": GROUP_DENIED}
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,

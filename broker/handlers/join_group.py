@@ -4,13 +4,17 @@ rest of the group (or the initial rebalance delay), parked in the group service.
 
 import dataclasses
 
+from broker.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import JoinProtocol
+from coordinator.group.messages import JoinGroupResponse
 from protocol.messages import ms
 
-API_KEY = 11
+API_KEY = 11  # READ on the group, as Kafka checks
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return dataclasses.asdict(JoinGroupResponse(GROUP_DENIED).for_version(ctx.version))
     groups = ctx.node.groups
     session_timeout_ms = ms(request.session_timeout)
     # v0 has no rebalance timeout: the session timeout serves as both, as on Kafka.

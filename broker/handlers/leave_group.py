@@ -2,6 +2,7 @@
 
 import dataclasses
 
+from broker.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import MemberIdentity
 
 API_KEY = 13
@@ -9,6 +10,8 @@ FIRST_BATCHED_VERSION = 3
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return {"error_code": GROUP_DENIED, "members": []}
     if ctx.version < FIRST_BATCHED_VERSION:
         members = [MemberIdentity(request.member_id)]
     else:

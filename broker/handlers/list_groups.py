@@ -3,6 +3,8 @@ filter from v5 (only "classic" groups exist here)."""
 
 import dataclasses
 
+from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP, allowed
+
 API_KEY = 16
 
 
@@ -11,4 +13,7 @@ async def handle(ctx, request):
     await groups.ready()
     response = groups.coordinator.list_groups(getattr(request, "states_filter", ()),
                                               getattr(request, "types_filter", ()))
-    return dataclasses.asdict(response)
+    listed = dataclasses.asdict(response)
+    if not allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):  # else only the groups it may describe
+        listed["groups"] = [g for g in listed["groups"] if allowed(ctx, DESCRIBE, GROUP, g["group_id"])]
+    return listed

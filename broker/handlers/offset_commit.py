@@ -2,7 +2,7 @@
 member and generation against the group; partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
-from broker.handlers.offset_commits import commit_offsets
+from broker.handlers.offset_commits import commit_offsets, refused_by_acls
 from protocol.messages import ms
 
 API_KEY = 8
@@ -10,6 +10,9 @@ LAST_VERSION_WITH_RETENTION = 4
 
 
 async def handle(ctx, request):
+    refused = refused_by_acls(ctx, request)
+    if refused is not None:
+        return refused
     retention_ms = ms(request.retention_time) if ctx.version <= LAST_VERSION_WITH_RETENTION else -1
     return await commit_offsets(ctx, request, lambda offsets: ctx.node.groups.coordinator.offset_commit(
         group_id=request.group_id, generation_id=request.generation_id_or_member_epoch,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from broker.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.cluster import Cluster
 from broker.errors import code
 from coordinator.group import OffsetToCommit
@@ -15,18 +16,28 @@ from coordinator.records import Result
 from protocol.names import TopicPartition
 
 
+def refused_by_acls(ctx, request) -> dict | None:
+    """OffsetCommit and TxnOffsetCommit with the authorizer on, checked as Kafka does:
+    READ on the group (else every partition GROUP_AUTHORIZATION_FAILED). None: go on."""
+    if allowed(ctx, READ, GROUP, request.group_id):
+        return None
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, GROUP_DENIED))}
+
+
 async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result]) -> dict:
     """OffsetCommit and TxnOffsetCommit: ``commit(offsets)`` (the group coordinator's
-    handler) runs on the partitions of known topics; the others get
-    UNKNOWN_TOPIC_OR_PARTITION. Returns the response's ``topics``."""
+    handler) runs on the partitions of known topics the client may READ; the others get
+    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. Returns the response's ``topics``."""
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    unknown = unknown_partitions(ctx.cluster, partitions)
+    denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
+    unknown = unknown_partitions(ctx.cluster, partitions) | denied
     offsets = [
         OffsetToCommit(t.name, p.partition_index, p.committed_offset,
                        getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
         for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in unknown
     ]
-    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION"))
+    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
     if offsets or not partitions:
         response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets))
         errors.update(partition_errors(response))

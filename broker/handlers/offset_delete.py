@@ -2,6 +2,7 @@
 subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
+from broker.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
 from broker.handlers.offset_commits import errors_by_topic, partition_errors, unknown_partitions
 
@@ -9,8 +10,11 @@ API_KEY = 47
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, DELETE, GROUP, request.group_id):
+        return {"error_code": GROUP_DENIED, "topics": []}
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    unknown = unknown_partitions(ctx.cluster, partitions)
+    denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
+    unknown = unknown_partitions(ctx.cluster, partitions) | denied
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions:
         if (topic, partition) not in unknown:
@@ -20,5 +24,6 @@ async def handle(ctx, request):
         group_id=request.group_id, topics=list(topics.items())))
     if response.error_code:
         return {"error_code": response.error_code, "topics": []}
-    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | partition_errors(response)
+    errors = (dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
+              | partition_errors(response))
     return {"error_code": 0, "topics": errors_by_topic(partitions, errors)}

@@ -4,7 +4,9 @@ UNSTABLE_OFFSET_COMMIT, so the consumer waits for the transaction to end."""
 
 import dataclasses
 
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, allowed
 from coordinator.group import OffsetFetchGroup
+from coordinator.group.messages import FetchedPartition, FetchedTopic, OffsetFetchResponseGroup
 
 API_KEY = 9
 FIRST_VERSION_WITH_GROUP_ERROR = 2
@@ -16,17 +18,37 @@ def _wanted(group_id: str, topics, member_id: str | None = None, member_epoch: i
     return OffsetFetchGroup(group_id, wanted, member_id, member_epoch)
 
 
+def _authorized(ctx, group: OffsetFetchGroup, answer) -> OffsetFetchResponseGroup:
+    """The group's answer as the client may see it: DESCRIBE on the group, else
+    GROUP_AUTHORIZATION_FAILED; requested topics it may not describe get
+    TOPIC_AUTHORIZATION_FAILED, and "every topic" leaves them out, as Kafka answers."""
+    if answer is None:
+        return OffsetFetchResponseGroup(group.group_id, GROUP_DENIED)
+    topics = []
+    for t in answer.topics:
+        if allowed(ctx, DESCRIBE, TOPIC, t.name):
+            topics.append(t)
+        elif group.topics is not None:
+            topics.append(FetchedTopic(t.name, tuple(FetchedPartition(p.partition_index, error_code=TOPIC_DENIED)
+                                                      for p in t.partitions)))
+    return dataclasses.replace(answer, topics=tuple(topics))
+
+
+def _fetch(ctx, wanted: list[OffsetFetchGroup], require_stable: bool) -> list[OffsetFetchResponseGroup]:
+    may = [g for g in wanted if allowed(ctx, DESCRIBE, GROUP, g.group_id)]
+    answers = iter(ctx.node.groups.coordinator.offset_fetch(may, require_stable).groups)
+    return [_authorized(ctx, g, next(answers) if g in may else None) for g in wanted]
+
+
 async def handle(ctx, request):
     groups = ctx.node.groups
     await groups.ready()
     require_stable = getattr(request, "require_stable", False)
     if ctx.version >= FIRST_BATCHED_VERSION:
-        response = groups.coordinator.offset_fetch([_wanted(g.group_id, g.topics, getattr(g, "member_id", None),
-                                                                   getattr(g, "member_epoch", -1))
-                                                           for g in request.groups],
-                                                   require_stable)
-        return {"groups": [dataclasses.asdict(g) for g in response.groups]}
-    (group,) = groups.coordinator.offset_fetch([_wanted(request.group_id, request.topics)], require_stable).groups
+        answered = _fetch(ctx, [_wanted(g.group_id, g.topics, getattr(g, "member_id", None),
+                                        getattr(g, "member_epoch", -1)) for g in request.groups], require_stable)
+        return {"groups": [dataclasses.asdict(g) for g in answered]}
+    (group,) = _fetch(ctx, [_wanted(request.group_id, request.topics)], require_stable)
     topics = [dataclasses.asdict(t) for t in group.topics]
     if ctx.version < FIRST_VERSION_WITH_GROUP_ERROR and group.error_code:
         # v1 has no group-level error: each requested partition carries it.

@@ -3,12 +3,16 @@ once the group's GroupMetadata record (with every assignment) is in the log."""
 
 import dataclasses
 
+from broker.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import SyncAssignment
+from coordinator.group.messages import SyncGroupResponse
 
 API_KEY = 14
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return dataclasses.asdict(SyncGroupResponse(GROUP_DENIED))
     groups = ctx.node.groups
     response = await groups.run_parked(request.group_id, lambda answer: groups.coordinator.sync_group(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,

@@ -16,7 +16,8 @@ not come.
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers.offset_commits import commit_offsets, errors_by_topic
+from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.handlers.offset_commits import commit_offsets, errors_by_topic, refused_by_acls
 
 API_KEY = 28
 FIRST_VERSION_WITH_MEMBER = 3
@@ -55,6 +56,12 @@ async def _verify(ctx, request, offsets_partition: int) -> ErrorCode:
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, TRANSACTIONAL_ID_DENIED))}
+    refused = refused_by_acls(ctx, request)
+    if refused is not None:
+        return refused
     member = ctx.version >= FIRST_VERSION_WITH_MEMBER
 
     def commit(offsets):
