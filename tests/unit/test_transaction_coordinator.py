@@ -1,4 +1,4 @@
-"""TransactionCoordinator, transaction version 1.
+"""TransactionCoordinator, transaction versions 1 and 2 (EndTxn v5, at the end).
 
 Cases follow Kafka's TransactionCoordinatorTest and TransactionStateManagerTest (names in
 snake_case). The harness drives the coordinator through the real runtime over an
