@@ -465,6 +465,9 @@ SCENARIOS: list[Scenario] = [
                                                end_v2("a", True), describe("a")]),
     Scenario("tv2_wrong_epochs", [*_txn(), end_v2("a", True, epoch_delta=1), end_v2("a", True, epoch_delta=-1),
                                   end_v2("a", False), describe("a")]),
+    Scenario("tv2_commit_after_timeout_abort", [
+        init("a", timeout_ms=1000), add("a"), produce("a", 0, "x"), sleep(4), settled("a"),
+        end_v2("a", True), describe("a"), end_v2("a", False), describe("a")]),
     Scenario("tv2_zombie_after_commit", [
         *_txn(), produce("a", 0, "x"), end_v2("a", True), produce("a.old", 1, "zombie"),
         add("a.old"), describe("a"), *READ]),
