@@ -5,8 +5,9 @@ goes through ``Network.request``: the request is built as the kio message the wi
 would carry and handed to the same handler a TCP connection reaches, on the target
 node's behalf; the response comes back as the kio response a client would decode.
 A stopped target refuses the connection, a paused one never answers (the caller's
-timeout fires), and the fault points (cut links, delay, loss, each per direction: the
-request crosses source->target, the answer target->source) live here, in one place.
+timeout fires), a paused source sends nothing until it resumes, and the fault points
+(cut links, delay, loss, each per direction: the request crosses source->target, the
+answer target->source) live here, in one place.
 The emulated replication (broker/replication.py) reads the same link faults.
 """
 
@@ -78,6 +79,9 @@ class Network:
     async def _deliver(self, source: int, target: int, api_key: int, version: int, body: dict) -> Any:
         from broker.server import Connection, RequestContext
 
+        sender = self.broker.node(source)
+        if sender is not None:
+            await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
         node = self.broker.node(target)
         if node is None or not node.is_up:
             raise Unreachable(f"node {target} is not running")

@@ -275,3 +275,46 @@ def test_a_paused_coordinator_times_out_nothing_until_it_resumes(broker_factory,
     control.node_resume(node_id=coordinator)
     wait_until(lambda: state() in ("PrepareAbort", "CompleteAbort"), 15, message="the timeout abort")
     cluster.assert_topic_holds(topic_name, [], within=15)
+
+
+def test_a_paused_coordinator_sends_no_markers_until_it_resumes(broker_factory, topic_name):
+    """A hung machine sends nothing: the markers its coordinator was retrying stay on it
+    while it is paused (no partition, on any node, takes its COMMIT marker) and go out
+    once it resumes."""
+    import json
+    import time
+    import urllib.request
+
+    from broker.testing import wait_until
+
+    cluster = broker_factory({"broker.session.timeout.ms": 600_000}, nodes=3, admin=True)
+    create(every_node(cluster), topic_name, PARTITIONS)
+    txn_id = f"pm-{topic_name}"
+    producer = confluent_producer(cluster, txn_id)
+    coordinator = _coordinator_of(cluster, txn_id, 1)
+    control = cluster.control()
+    # every partition led by another node, so only the coordinator's sending is in question
+    others = [n for n in (1, 2, 3) if n != coordinator]
+    for p in range(PARTITIONS):
+        leader = others[p % 2]
+        control.partition_move(topic=topic_name, partition=p, leader=leader,
+                               replicas=[leader, *(n for n in (1, 2, 3) if n != leader)])
+    # the markers fail while this rule holds: EndTxn is answered after PREPARE_COMMIT
+    control.fault_add(action="close_before", api_key=27, client_id=f"eosbroker-node-{coordinator}")
+    committed: list[bytes] = []
+    run_transaction(producer, topic_name, "p", committed)
+    control.node_pause(node_id=coordinator)
+    control.faults_clear()
+
+    def open_partitions() -> list[int]:
+        with urllib.request.urlopen(cluster.admin_url + "/console/state", timeout=30) as answer:
+            state = json.load(answer)
+        return [p["partition"] for p in state["partitions"]
+                if p["topic"] == topic_name and p["last_stable_offset"] < p["high_watermark"]]
+
+    time.sleep(1.0)  # ~20 marker retry rounds, were the node still sending
+    assert open_partitions() == list(range(PARTITIONS))
+    assert next(t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id) == "PrepareCommit"
+    control.node_resume(node_id=coordinator)
+    wait_until(lambda: not open_partitions(), 30, message="the markers after the resume")
+    assert_exactly_once(read_committed(every_node(cluster), topic_name, PARTITIONS, len(committed)), committed)
