@@ -12,6 +12,7 @@ use them, and `fence`/`bump` keep the older epoch under "<name>.old" to act as t
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
@@ -183,12 +184,14 @@ def end_v2(name: str, commit: bool = True, *, epoch_delta: int = 0, settle: bool
 
 
 async def wait_settled(run: Run, name: str) -> str:
-    for _ in range(400):
+    # Generous: under load Kafka's markers took over 10 s and the next step read a partition
+    # without its marker.
+    deadline = time.monotonic() + 60
+    while True:
         state = (await run.wire.describe_transaction(run.txn_id(name)))["state"]
-        if state not in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
+        if state not in ("PrepareCommit", "PrepareAbort", "PrepareEpochFence") or time.monotonic() > deadline:
             return state
         await asyncio.sleep(0.025)
-    return state
 
 
 def settled(name: str):
