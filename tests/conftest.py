@@ -6,6 +6,14 @@ import pytest
 # Brokers started by the tests refuse response fields no message version has.
 os.environ["EOSBROKER_CHECK_FIELDS"] = "1"
 
+# Property tests explore the same examples on every CI run, so a failure there is a
+# change's and reproduces; `make fuzz` (EOSBROKER_FUZZ_SCALE > 1) draws new ones.
+if os.environ.get("EOSBROKER_FUZZ_SCALE", "1") == "1":
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True)
+    settings.load_profile("ci")
+
 
 # The eosbroker fixtures come from the package's pytest plugin (broker/testing/plugin.py).
 @pytest.fixture(scope="session")
