@@ -95,11 +95,14 @@ def peek_request_header(frame: bytes) -> tuple[RequestHeader, int]:
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def read_unsigned_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_unsigned_varint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes ending before ``end`` (default: the buffer's end)."""
+    if end is None:
+        end = len(buf)
     value = 0
     shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= end:
             raise FrameError("varint truncated")
         b = buf[pos]
         pos += 1

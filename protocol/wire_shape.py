@@ -18,6 +18,8 @@ from functools import cache
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 
+from protocol.framing import FrameError, read_unsigned_varint
+
 _FIXED = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "timedelta_i32": 4,
           "int64": 8, "timedelta_i64": 8, "datetime_i64": 8, "float64": 8, "uuid": 16, "error_code": 2}
 _INT16 = struct.Struct(">h")
@@ -29,20 +31,12 @@ class ShapeError(ValueError):
 
 
 def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
-    if pos < end and buf[pos] < 0x80:
+    if pos < end and buf[pos] < 0x80:  # the usual one-byte case, without a call
         return buf[pos], pos + 1
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise ShapeError("varint runs past the end of the request")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ShapeError("varint longer than 5 bytes")
+    try:
+        return read_unsigned_varint(buf, pos, end)
+    except FrameError as e:
+        raise ShapeError(f"{e} in the request") from None
 
 
 def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:

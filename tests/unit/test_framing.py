@@ -5,8 +5,9 @@ from __future__ import annotations
 import struct
 
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from protocol import messages
+from protocol import messages, wire_shape
 from protocol.framing import (
     FrameDecoder,
     FrameError,
@@ -206,3 +207,14 @@ def test_encode_request_frame_round_trip_v2_header():
         assert request[pos:] == body
         assert messages.decode_request(18, 3, request, pos) == request_body
     assert decoder.next_frame() is None
+
+
+def test_the_request_shape_check_reads_varints_with_the_framing_reader():
+    """A flexible request whose tagged-field count varint is cut short, or longer than
+    5 bytes, is refused before kio decodes it, with the framing reader's reason."""
+    ok = b"\x07client\x041.0\x00"  # compact strings client_software_name/version, no tags
+    wire_shape.check(ApiVersionsRequest, ok)
+    with pytest.raises(wire_shape.ShapeError, match="varint truncated in the request"):
+        wire_shape.check(ApiVersionsRequest, ok[:-1] + b"\x80")
+    with pytest.raises(wire_shape.ShapeError, match="varint too long in the request"):
+        wire_shape.check(ApiVersionsRequest, ok[:-1] + b"\x80\x80\x80\x80\x80\x01")
