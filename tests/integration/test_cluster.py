@@ -13,7 +13,7 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.admin.client import ControlRefused
@@ -39,10 +39,11 @@ def leaders(broker, topic: str) -> dict[int, tuple[int, int]]:
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> list[bytes]:
-    """Every committed record of the topic, read until ``expected`` arrived and a quiet second passed."""
+    """Every committed record of the topic from its log start, read until ``expected`` arrived
+    and a quiet second passed (so a duplicate would be seen)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
     quiet_since = time.monotonic()

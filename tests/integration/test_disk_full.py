@@ -42,6 +42,22 @@ def _produce(s: socket.socket, topic: str, n: int) -> tuple[int, int]:
     return int(p.error_code), p.base_offset
 
 
+def read_back(bootstrap: str, topic: str) -> dict[int, int]:
+    """key (the record's number) -> offset of every record of partition 0, to its end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-back-{uuid.uuid4().hex[:6]}",
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[int, int] = {}
+    while True:
+        m = c.poll(10)
+        assert m is not None, "read back stalled"
+        if m.error():
+            break
+        seen[int(m.key())] = m.offset()
+    c.close()
+    return seen
+
+
 def _read(s: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:
@@ -76,17 +92,7 @@ def test_disk_full_answers_storage_error_and_recovers_when_space_returns(broker_
         assert error == 0
         acked[n] = offset
     s.close()
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "disk", "enable.partition.eof": True,
-                  "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    seen: dict[int, int] = {}
-    while True:
-        m = c.poll(10)
-        assert m is not None, "read back stalled"
-        if m.error():
-            break
-        seen[int(m.key())] = m.offset()
-    c.close()
-    assert seen == acked  # every acknowledged record, where it was acknowledged, and nothing else
+    # every acknowledged record where it was acknowledged, nothing else
+    assert read_back(broker.bootstrap, topic) == acked
     assert "Traceback" not in broker.log_text()
     broker.stop()

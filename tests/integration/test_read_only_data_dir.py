@@ -18,11 +18,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing import BrokerProcess
-from tests.integration.test_disk_full import STORAGE_ERROR, _produce
+from tests.integration.test_disk_full import STORAGE_ERROR, _produce, read_back
 
 pytestmark = pytest.mark.timeout(180)
 NO_OVERRIDE = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
@@ -86,24 +85,11 @@ def test_read_only_data_dir_answers_storage_error_and_recovers_when_writable(bro
     s.close()
     assert sorted(acked.values()) == list(range(len(acked)))  # no gap, no offset handed out twice
 
-    def read_back() -> dict[int, int]:
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ro", "enable.partition.eof": True,
-                      "auto.offset.reset": "earliest"})
-        c.assign([TopicPartition(topic, 0, 0)])
-        seen: dict[int, int] = {}
-        while True:
-            m = c.poll(10)
-            assert m is not None, "read back stalled"
-            if m.error():
-                break
-            seen[int(m.key())] = m.offset()
-        c.close()
-        return seen
-
-    assert read_back() == acked  # every acknowledged record, where it was acknowledged, and nothing else
+    # every acknowledged record where it was acknowledged, nothing else
+    assert read_back(broker.bootstrap, topic) == acked
     log = broker.log_text()
     assert "Traceback" not in log
     # and a restart recovers the same log
     broker.stop()
     broker.start()
-    assert read_back() == acked
+    assert read_back(broker.bootstrap, topic) == acked

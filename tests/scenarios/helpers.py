@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration import test_cluster as cluster_tests
 
 HOST = "127.0.0.1"
 
@@ -27,29 +29,12 @@ def create_topic(broker, partitions: int = 1, name: str | None = None, config: d
 
 
 def read_committed(broker, topic: str, partitions: int, expected: int, timeout: float = 30) -> list[bytes]:
-    """Every record a read_committed consumer gets: until ``expected`` arrived and a
-    quiet second passed (so a duplicate would be seen)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap(broker), "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    quiet_since = time.monotonic()
-    while time.monotonic() < deadline and (len(out) < expected or time.monotonic() - quiet_since < 1.0):
-        msg = consumer.poll(0.1)
-        if msg is not None and msg.error() is None:
-            out.append(msg.value())
-            quiet_since = time.monotonic()
-    consumer.close()
-    return out
+    return cluster_tests.read_committed(bootstrap(broker), topic, partitions, expected, timeout)
 
 
 def assert_exactly_once(broker, topic: str, partitions: int, committed: list[bytes]) -> None:
     """Every committed record once; nothing aborted, lost or duplicated."""
-    got = read_committed(broker, topic, partitions, len(committed))
-    assert sorted(got) == sorted(committed), (
-        f"missing {sorted(set(committed) - set(got))[:5]}, unexpected {sorted(set(got) - set(committed))[:5]}, "
-        f"duplicated {len(got) - len(set(got))}")
+    cluster_tests.assert_exactly_once(read_committed(broker, topic, partitions, len(committed)), committed)
 
 
 def kafka_error(call, *args) -> KafkaError:
