@@ -30,12 +30,12 @@ class BrokerNotReady(Exception):
     """The broker exited, or gave no Metadata answer before the deadline."""
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
+def read_exactly(sock: socket.socket, size: int) -> bytes:
     chunks = []
     while size:
         chunk = sock.recv(size)
         if not chunk:
-            raise ConnectionResetError("connection closed mid-response")
+            raise ConnectionResetError("connection closed by the broker mid-response")
         chunks.append(chunk)
         size -= len(chunk)
     return b"".join(chunks)
@@ -47,10 +47,10 @@ def metadata_request(host: str, port: int, timeout_s: float, correlation_id: int
     frame = encode_request_frame(METADATA, METADATA_VERSION, correlation_id, "bench-probe", False, body)
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(frame)
-        (size,) = _INT32.unpack(_read_exactly(sock, 4))
+        (size,) = _INT32.unpack(read_exactly(sock, 4))
         if not 4 <= size <= _MAX_RESPONSE:
             raise ProbeError(f"implausible response size {size}")
-        payload = _read_exactly(sock, size)
+        payload = read_exactly(sock, size)
     (answered_id,) = _INT32.unpack_from(payload, 0)
     if answered_id != correlation_id:
         raise ProbeError(f"correlation id {answered_id}, expected {correlation_id}")

@@ -16,6 +16,7 @@ import struct
 import uuid
 
 from bench.brokers import HOST
+from bench.probe import read_exactly
 from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
 from bench.workloads.produce import create_topic
 from bench.workloads.transactions import PARTITIONS, run_transactions
@@ -41,24 +42,13 @@ def _open_idle(port: int, count: int, timeout_s: float) -> list[socket.socket]:
             sockets.append(s)
             s.sendall(frame)
         for s in sockets:  # answers read after all were sent: the broker serves them together
-            (size,) = _INT32.unpack(_recv_exactly(s, 4))
-            _recv_exactly(s, size)
+            (size,) = _INT32.unpack(read_exactly(s, 4))
+            read_exactly(s, size)
     except OSError as e:
         for s in sockets:
             s.close()
         raise WorkloadFailed(f"idle-connections: opening {count} connections: {e}") from e
     return sockets
-
-
-def _recv_exactly(s: socket.socket, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = s.recv(size)
-        if not chunk:
-            raise ConnectionResetError("connection closed by the broker")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
 
 
 def _txn_per_s(ctx: RunContext, transactions: int) -> float:
