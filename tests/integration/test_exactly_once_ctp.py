@@ -28,9 +28,9 @@ def _create(bootstrap: str, *topics: str, partitions: int = 1) -> None:
         f.result(10)
 
 
-def _produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+def _produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start: int = 0) -> None:
     p = Producer({"bootstrap.servers": bootstrap})
-    for i in range(count):
+    for i in range(start, start + count):
         p.produce(topic, b"%04d" % i, partition=i % partitions)
     assert p.flush(10) == 0
 
@@ -441,7 +441,7 @@ async def _fetch_when_loaded(port: int, group: str, topic: str, require_stable: 
 
 
 def _worker(bootstrap: str, src: str, dst: str, group: str, txn_id: str, stop: threading.Event,
-            errors: list, committed_by: dict) -> None:
+            errors: list, committed_by: dict, assigned: dict) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed", **FAST_GROUP})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 1})
@@ -450,6 +450,7 @@ def _worker(bootstrap: str, src: str, dst: str, group: str, txn_id: str, stop: t
         consumer.subscribe([src])
         while not stop.is_set():
             msgs = [m for m in consumer.consume(5, 0.1) if m.error() is None]
+            assigned[txn_id] = {tp.partition for tp in consumer.assignment()}
             if not msgs:
                 continue
             producer.begin_transaction()
@@ -478,17 +479,25 @@ def _worker(bootstrap: str, src: str, dst: str, group: str, txn_id: str, stop: t
 
 def test_two_members_rebalance_with_transactions_in_flight(shared_broker, topic_name):
     src, dst, group = topic_name, topic_name + "-out", topic_name + "-g"
-    partitions, count = 4, 400
+    partitions, first, second = 4, 400, 200
+    count = first + second
     _create(shared_broker.bootstrap, src, dst, partitions=partitions)
-    _produce(shared_broker.bootstrap, src, count, partitions)
-    stop, errors, committed_by = threading.Event(), [], {}
-    workers = [threading.Thread(target=_worker, args=(shared_broker.bootstrap, src, dst, group,
-                                                      f"{topic_name}-{i}", stop, errors, committed_by))
+    _produce(shared_broker.bootstrap, src, first, partitions)
+    stop, errors, committed_by, assigned = threading.Event(), [], {}, {}
+    workers = [threading.Thread(target=_worker, args=(shared_broker.bootstrap, src, dst, group, f"{topic_name}-{i}",
+                                                      stop, errors, committed_by, assigned))
                for i in range(2)]
     workers[0].start()
     wait_until(lambda: sum(max(o, 0) for o in _committed(shared_broker.bootstrap, group, src, partitions)) > 40,
                15, 0.1, "the first member to make progress")
-    workers[1].start()
+    workers[1].start()  # joins while the first member has transactions in flight
+    # The second half of the input is written only once the rebalance has split the
+    # partitions, so the second member gets records however fast the first one is.
+    members = [f"{topic_name}-{i}" for i in range(2)]
+    wait_until(lambda: all(assigned.get(m) for m in members)
+               and sorted(p for m in members for p in assigned[m]) == list(range(partitions)),
+               30, 0.1, "both members to hold a share of the partitions")
+    _produce(shared_broker.bootstrap, src, second, partitions, start=first)
     wait_until(lambda: sum(max(o, 0) for o in _committed(shared_broker.bootstrap, group, src, partitions)) == count,
                30, 0.2, "every input record to be processed")
     stop.set()
