@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -17,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client import KafkaConnection
 from broker.errors import code
 from tests.broker_process import wait_until
+from tests.read_to_end import read_to_end
 
 HOST = "127.0.0.1"
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 100}
@@ -35,20 +35,8 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start:
     assert p.flush(10) == 0
 
 
-def _read_committed(bootstrap: str, topic: str, partitions: int = 1, settle: float = 1.0) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out = []
-    quiet_since = time.monotonic()
-    deadline = time.monotonic() + 20
-    while time.monotonic() - quiet_since < settle and time.monotonic() < deadline:
-        msg = consumer.poll(0.1)
-        if msg is not None and msg.error() is None:
-            out.append(msg.value())
-            quiet_since = time.monotonic()
-    consumer.close()
-    return sorted(out)
+def _read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
+    return read_to_end(bootstrap, [topic], partitions)
 
 
 def _committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
@@ -299,6 +287,13 @@ async def _retried(conn, api_key: int, version: int, body: dict):
     return r
 
 
+async def _wait_group_state(conn, group: str, state: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (r := await conn.request(15, 5, {"groups": [group]})).groups[0].group_state != state:
+        assert time.monotonic() < deadline, f"group {group} never reached {state}: {r.groups[0]}"
+        await asyncio.sleep(0.02)
+
+
 async def _begin_offsets_txn(conn, txn_id: str, group: str) -> tuple[int, int]:
     init = await _retried(conn, 22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60_000,
                                         "producer_id": -1, "producer_epoch": -1})
@@ -326,7 +321,9 @@ async def test_zombie_with_old_generation_is_fenced(shared_broker, topic_name):
         # A second member arrives; the first rejoins: generation 2. The first member's
         # producer still carries generation 1: it is a zombie.
         b_join = asyncio.ensure_future(_join_and_sync(b, group))
-        await asyncio.sleep(0.2)
+        # b's join is held in the rebalance it started; a's rejoin must come after it, or
+        # the rebalance would end with a alone and b start a third generation.
+        await _wait_group_state(producer, group, "PreparingRebalance")
         a_again = await _join_and_sync(a, group, member_id=first.member_id)
         b_joined = await b_join
         assert a_again.generation_id == b_joined.generation_id == first.generation_id + 1
@@ -419,8 +416,7 @@ async def test_pending_and_committed_offsets_survive_restarts(broker_factory, to
     await asyncio.to_thread(broker.restart)
     async with await KafkaConnection.connect(HOST, broker.port) as conn:
         await _end_txn(conn, txn_id, pid, epoch, commit=False)
-    await asyncio.sleep(0.3)
-    assert await _fetch_when_loaded(broker.port, group, topic_name, True) == (15, 0)
+    assert await _fetch_when_stable(broker.port, group, topic_name) == (15, 0)
     await asyncio.to_thread(broker.restart)
     assert await _fetch_when_loaded(broker.port, group, topic_name, True) == (15, 0)
 
@@ -435,6 +431,16 @@ async def _fetch_when_loaded(port: int, group: str, topic: str, require_stable: 
             p = r.topics[0].partitions[0] if r.topics else None
             return (p.committed_offset, p.error_code) if p else (-1, r.error_code)
         await asyncio.sleep(0.05)
+
+
+async def _fetch_when_stable(port: int, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch(require_stable) once the abort marker reached the offsets partition:
+    EndTxn is answered before its markers are written."""
+    deadline = time.monotonic() + 30
+    while (r := await _fetch_when_loaded(port, group, topic, True))[1] == code("UNSTABLE_OFFSET_COMMIT") \
+            and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return r
 
 
 # --- two members, rebalancing while transactions are in flight ---------------------------

@@ -7,11 +7,12 @@ import asyncio
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client import KafkaConnection
 from broker.errors import code
+from tests.read_to_end import read_to_end
 
 HOST = "127.0.0.1"
 
@@ -22,20 +23,8 @@ def _create(bootstrap: str, *topics: str, partitions: int = 2) -> None:
         f.result(10)
 
 
-def _read(bootstrap: str, topics: list[str], isolation: str, partitions: int = 2, settle: float = 1.5) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
-    out = []
-    quiet_since = time.monotonic()
-    deadline = time.monotonic() + 20
-    while time.monotonic() - quiet_since < settle and time.monotonic() < deadline:
-        msg = consumer.poll(0.2)
-        if msg is not None and msg.error() is None:
-            out.append(msg.value())
-            quiet_since = time.monotonic()
-    consumer.close()
-    return sorted(out)
+def _read(bootstrap: str, topics: list[str], isolation: str, partitions: int = 2) -> list[bytes]:
+    return read_to_end(bootstrap, topics, partitions, isolation, settle=1.5)
 
 
 async def _lso(port: int, topic: str, partition: int = 0) -> tuple[int, int]:
