@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from broker.client import KafkaConnection
 from broker.errors import code
 from protocol.record_codec import build_batch
+from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"
 N = 5000
@@ -236,11 +237,15 @@ async def test_delete_records_then_continue_is_unknown_producer_id_on_2_4_profil
 
 
 async def test_producer_state_expires_after_inactivity(broker_factory, topic_name):
-    broker = broker_factory({"producer.id.expiration.ms": 500, "producer.id.expiration.check.interval.ms": 100})
+    # The broker's clock jumps past the expiration: with a short real expiration, a loaded
+    # machine could expire the state before the test first looked at it.
+    broker = broker_factory({"producer.id.expiration.ms": 60_000, "producer.id.expiration.check.interval.ms": 100},
+                            admin=True)
     w = await _wire(broker, topic_name)
     pid, epoch = await w.init_pid()
     await w.produce(pid, epoch, 0, timestamp=int(time.time() * 1000))  # activity is the batch's timestamp
     assert len(await w.producers()) == 1
+    await asyncio.to_thread(broker.control().clock_advance, by="2m")
     deadline = time.monotonic() + 10
     while await w.producers() and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
@@ -300,12 +305,24 @@ sys.exit(1 if left or errors else 0)
 """
 
 
+def _high_watermark(port: int, topic: str) -> int:
+    async def list_offsets() -> int:
+        async with await KafkaConnection.connect(HOST, port) as conn:
+            r = await conn.request(2, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        partitions = r.topics[0].partitions if r.topics else []
+        return partitions[0].offset if partitions and partitions[0].error_code == 0 else 0
+
+    return asyncio.run(list_offsets())
+
+
 def test_kill_9_during_idempotent_stream_no_error_duplicate_or_gap(broker_factory, topic_name):
     broker = broker_factory({"log.segment.bytes": 16384})
     total = 20_000
     proc = subprocess.Popen([sys.executable, "-c", _STREAM, broker.bootstrap, topic_name, str(total)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    time.sleep(1.5)
+    # Killed mid-stream, whatever the time the producer process took to start.
+    wait_until(lambda: _high_watermark(broker.port, topic_name) >= total // 10, 60, 0.02, "the stream to be under way")
     broker.kill()
     time.sleep(0.5)
     broker.start()
