@@ -305,10 +305,12 @@ async def test_join_sync_heartbeat_and_their_errors(shared_broker, topic_name):
         # v3 has no MEMBER_ID_REQUIRED step: the newcomer is parked until the first
         # member rejoins. Other connections are served meanwhile.
         parked = b.send(11, 3, _join(group))
-        await asyncio.sleep(0.1)
-        listed = await asyncio.wait_for(other.request(16, 4, {"states_filter": ["PreparingRebalance"]}), 10)
+        deadline = time.monotonic() + 30
+        while group not in [g.group_id for g in (await asyncio.wait_for(
+                other.request(16, 4, {"states_filter": ["PreparingRebalance"]}), 10)).groups]:
+            assert time.monotonic() < deadline, "the newcomer's join never started a rebalance"
+            await asyncio.sleep(0.02)
         assert not parked.done()
-        assert group in [g.group_id for g in listed.groups]
         assert (await a.request(12, 4, hb)).error_code == code("REBALANCE_IN_PROGRESS")
         sync_early = {"group_id": group, "generation_id": first.generation_id, "member_id": first.member_id,
                       "assignments": []}
@@ -423,13 +425,15 @@ async def test_offset_commit_v1_is_refused(shared_broker, topic_name):
 
 
 def test_session_expiry_removes_a_silent_member(broker_factory, topic_name):
-    broker = broker_factory({"group.min.session.timeout.ms": 200})
+    broker = broker_factory(admin=True)
 
     async def scenario() -> None:
         async with await KafkaConnection.connect(HOST, broker.port) as conn:
-            await _joined_member(conn, topic_name, session_ms=300)
+            await _joined_member(conn, topic_name, session_ms=60_000)
             assert (await _describe(broker.port, topic_name))[0].group_state == "Stable"
-            # No heartbeats: the session (300 ms) ends and the group empties.
+            # No heartbeats: the broker's clock jumps past the session and the group empties.
+            # (A short real session could end before the first look on a loaded machine.)
+            await asyncio.to_thread(broker.control().clock_advance, by="2m")
             for _ in range(200):
                 await asyncio.sleep(0.05)
                 if (await _describe(broker.port, topic_name))[0].group_state == "Empty":
