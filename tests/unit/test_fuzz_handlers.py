@@ -20,6 +20,7 @@ from kio.static.primitive import Records, i32Timedelta, i64Timedelta
 from broker.app import Broker
 from broker.config import BrokerConfig
 from broker.server import Connection, ProtocolViolation
+from broker.virtual_clock import VirtualClock
 from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable
 from protocol.framing import encode_request_frame
@@ -55,6 +56,11 @@ st.register_type_strategy(Records, st.sampled_from([_batch(-1, False), _batch(0,
                           | st.binary(max_size=120).map(Records))
 
 HANDLER_BOUND_S = 30.0
+# A request may rightly wait as long as its own timeout says (a mutated Fetch max_wait,
+# Produce or JoinGroup timeout: up to 2^31 ms), as Kafka would. Once one has waited this
+# long in real time, the harness jumps the broker's clock past any such timeout instead.
+PATIENCE_S = 0.5
+LONGEST_TIMEOUT_MS = 2**31
 
 
 class _StackTraces(logging.Handler):
@@ -71,16 +77,27 @@ class _StackTraces(logging.Handler):
 def broker_loop(tmp_path):
     """A broker started on its own event loop (hypothesis drives examples synchronously)."""
     loop = asyncio.new_event_loop()
+    clock = VirtualClock()
     broker = Broker(BrokerConfig({"group.initial.rebalance.delay.ms": 0, "num.partitions": 2,
                                   "transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 2}),
-                    tmp_path / "data", "127.0.0.1", 0)
+                    tmp_path / "data", "127.0.0.1", 0, clock=clock)
     loop.run_until_complete(broker.start())
     traces = _StackTraces()
     logging.getLogger().addHandler(traces)
     conn = Connection(1, "127.0.0.1:1", broker.nodes[0].node_id, 0.0, None)
 
+    async def answer(frame: bytes):
+        handling = asyncio.ensure_future(broker.nodes[0].server.handle_frame(frame, conn))
+        give_up = loop.time() + HANDLER_BOUND_S
+        while not (await asyncio.wait({handling}, timeout=PATIENCE_S))[0]:
+            if loop.time() > give_up:
+                handling.cancel()
+                raise AssertionError(f"no answer within {HANDLER_BOUND_S} s, past every timeout the request gave")
+            clock.advance(LONGEST_TIMEOUT_MS)
+        return handling.result()
+
     def send(frame: bytes):
-        return loop.run_until_complete(asyncio.wait_for(broker.nodes[0].server.handle_frame(frame, conn), HANDLER_BOUND_S))
+        return loop.run_until_complete(answer(frame))
 
     send(encode_request_frame(19, 7, 1, "fz", True, messages.encode(messages.build_request(19, 7, {
         "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 1000})))[4:])
@@ -146,4 +163,16 @@ def test_truncated_produce_v2_is_refused_not_a_stack_trace(broker_loop):
     with pytest.raises(ProtocolViolation, match="cannot decode"):
         send(frame)
     assert send(encode_request_frame(0, 2, 7, "fuzz", False, body)[4:])  # whole: UNSUPPORTED_VERSION
+    assert not traces.records
+
+
+def test_a_fetch_waiting_out_a_huge_max_wait_is_answered_once_the_clock_jumps(broker_loop):
+    # What a mutated frame can ask for: the harness must not hang on it, nor fail it.
+    send, traces = broker_loop
+    body = messages.encode(messages.build_request(1, 12, {
+        "replica_id": -1, "max_wait_ms": 2**31 - 1, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+        "topics": [{"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": 0, "current_leader_epoch": -1,
+                                                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}))
+    assert send(_frame(1, 12, body))
     assert not traces.records
