@@ -170,19 +170,19 @@ async def test_fetch_long_poll_wakes_on_append(shared_broker, topic_name):
     await producer.start()
     await producer.send_and_wait(topic_name, b"first", partition=0)
     tp = TopicPartition(topic_name, 0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=shared_broker.bootstrap, fetch_max_wait_ms=10_000,
-                                enable_auto_commit=False)
+    # The fetch would wait 60 s for data: an answer within half of that can only come from
+    # the append waking it (no elapsed-time assertion, which a loaded machine could break).
+    consumer = AIOKafkaConsumer(bootstrap_servers=shared_broker.bootstrap, fetch_max_wait_ms=60_000,
+                                request_timeout_ms=90_000, enable_auto_commit=False)
     await consumer.start()
     try:
         consumer.assign([tp])
         consumer.seek(tp, 1)
         waiting = asyncio.create_task(consumer.getone())
         await asyncio.sleep(0.5)
-        started = time.monotonic()
         await producer.send_and_wait(topic_name, b"second", partition=0)
-        msg = await asyncio.wait_for(waiting, 5)
+        msg = await asyncio.wait_for(waiting, 30)
         assert msg.value == b"second"
-        assert time.monotonic() - started < 2.0  # woken by the append, not by max_wait
     finally:
         await consumer.stop()
         await producer.stop()
