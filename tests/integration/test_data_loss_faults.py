@@ -72,6 +72,9 @@ def test_an_idempotent_producer_whose_acknowledged_batches_were_lost_gets_out_of
         producer.produce(topic_name, b"i6", partition=0)
     assert fatal.value.args[0].code() == KafkaError._FATAL
     assert [e.code() for e in errors] == [KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER]
+    # The error raised out of the callback leaks a reference to the producer, so it would
+    # never be destroyed and would reconnect to the stopped broker for the rest of the run.
+    producer.close()
     assert read_committed(broker.bootstrap, topic_name, 1, 3) == [b"i0", b"i1", b"i2"]
 
 
