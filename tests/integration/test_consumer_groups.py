@@ -1,6 +1,6 @@
 """Consumer groups with stock clients against a real broker: join, consume, commit, a
 second member takes half the partitions, a leaving member hands them back; committed
-offsets survive a restart; a new group's first rebalance is quick. Then the group APIs
+offsets survive a restart; a new group's first rebalance waits the initial delay. Then the group APIs
 over the raw wire, with the exact errors Kafka answers."""
 
 from __future__ import annotations
@@ -200,20 +200,33 @@ def test_group_join_commit_split_and_leave(shared_broker, topic_name, member_cla
     assert _committed(bootstrap, group, topic_name) == [30] * PARTITIONS
 
 
-def test_first_rebalance_on_a_fresh_broker_is_quick(broker_factory, topic_name):
-    """From subscribe to the first assignment, __consumer_offsets creation included."""
-    broker = broker_factory()
+def test_first_rebalance_waits_the_initial_delay_on_the_broker_clock(broker_factory, topic_name):
+    """A new group's first rebalance (on a fresh broker: __consumer_offsets is created on
+    the way) is held for group.initial.rebalance.delay.ms of the broker's clock, and ends
+    when that time has passed. The test jumps the clock rather than timing the wait."""
+    broker = broker_factory({"group.initial.rebalance.delay.ms": 90_000}, admin=True)
     _create(broker.bootstrap, topic_name)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name + "-g"})
+    group = topic_name + "-g"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "session.timeout.ms": 120_000})  # outlasts the jump
     assigned = threading.Event()
-    start = time.monotonic()
     consumer.subscribe([topic_name], on_assign=lambda c, ps: assigned.set())
-    while not assigned.is_set() and time.monotonic() - start < 10:
-        consumer.poll(0.01)
-    elapsed = time.monotonic() - start
-    consumer.close()
-    assert assigned.is_set()
-    assert elapsed < FIRST_REBALANCE_LIMIT_S, f"first rebalance took {elapsed:.3f} s"
+    try:
+        deadline = time.monotonic() + 30
+        while (state := asyncio.run(_describe(broker.port, group))[0].group_state) != "PreparingRebalance":
+            assert time.monotonic() < deadline, f"the member never joined: {state}"
+            consumer.poll(0.05)
+        for _ in range(10):  # held by the delay, not by a slow join
+            consumer.poll(0.05)
+        assert not assigned.is_set()
+        broker.control().clock_advance(by="90s")
+        deadline = time.monotonic() + 30
+        while not assigned.is_set():
+            assert time.monotonic() < deadline, "no assignment after the delay"
+            consumer.poll(0.05)
+        assert asyncio.run(_describe(broker.port, group))[0].group_state == "Stable"
+    finally:
+        consumer.close()
 
 
 def test_committed_offsets_and_groups_survive_a_restart(broker_factory, topic_name):
