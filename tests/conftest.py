@@ -55,15 +55,27 @@ def _librdkafka_clients() -> int:
     return count
 
 
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
 @pytest.fixture(autouse=True)
-def no_librdkafka_client_outlives_its_test():
+def no_librdkafka_client_outlives_its_test(request):
     """A confluent-kafka client still alive once the test and its brokers are gone keeps
     reconnecting to a stopped broker for the rest of the run. Set up first, so torn down
     after the test's own fixtures; a handle destroyed late (from one of librdkafka's own
-    threads) gets time to finish before the test is failed."""
+    threads) gets time to finish before the test is failed. A test that failed already
+    is left alone: its kept traceback holds its clients."""
     before = _librdkafka_clients()
     yield
-    if _librdkafka_clients() <= before:
+    if _librdkafka_clients() <= before or request.node.stash.get(_CALL_FAILED, False):
         return
     gc.collect()
     deadline = time.monotonic() + 10
