@@ -196,9 +196,11 @@ def _covers(b: AclBinding, name: str) -> bool:
 
 
 def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
-    """Whether the request's client may do ``operation`` on the resource."""
+    """Whether the request's client may do ``operation`` on the resource. Requests one
+    node sends another (markers, verification) pass, as Kafka's inter-broker principal
+    does (a super user)."""
     authorizer = ctx.broker.authorizer
-    if not authorizer.enabled:
+    if not authorizer.enabled or ctx.connection.id < 0:
         return True
     host = ctx.connection.peer.rsplit(":", 1)[0]
     return authorizer.authorize(ANONYMOUS, host, operation, resource_type, name)
@@ -221,5 +223,10 @@ def authorized_operations(ctx, resource_type: int, name: str) -> int:
 GROUP_DENIED = ErrorCode.group_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
+CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
+# Kafka's default messages (Errors.message()), which its error responses carry
+DENIED_MESSAGES = {TOPIC_DENIED: "Topic authorization failed.", GROUP_DENIED: "Group authorization failed.",
+                   CLUSTER_DENIED: "Cluster authorization failed.",
+                   TRANSACTIONAL_ID_DENIED: "Transactional Id authorization failed."}
 
 NOT_REQUESTED = -2147483648  # Int32.MIN: authorized operations were not asked for

@@ -1,6 +1,8 @@
 """DescribeProducers (61): the active producers of each partition (kafka-transactions.sh
-describe-producers), from the partition's producer state."""
+describe-producers), from the partition's producer state. With the authorizer on a topic
+needs READ (else TOPIC_AUTHORIZATION_FAILED with its message), as in Kafka."""
 
+from broker.acls import DENIED_MESSAGES, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
 
 API_KEY = 61
@@ -10,7 +12,12 @@ async def handle(ctx, request):
     topics = []
     for t in request.topics:
         partitions = []
+        readable = allowed(ctx, READ, TOPIC, t.name)
         for index in t.partition_indexes:
+            if not readable:
+                partitions.append({"partition_index": index, "error_code": TOPIC_DENIED,
+                                   "error_message": DENIED_MESSAGES[TOPIC_DENIED], "active_producers": []})
+                continue
             part, error = ctx.led_partition(t.name, index)
             if error is not None:
                 partitions.append({"partition_index": index, "error_code": code(error),

@@ -1,16 +1,24 @@
 """DescribeTransactions (65): the coordinator's view of each transactional id
 (kafka-transactions.sh describe). Per-id errors are the coordinator's:
-NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND."""
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND. With the
+authorizer on, an id needs DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and only
+the topics the client may describe are listed, as in Kafka."""
+
+from broker.acls import DESCRIBE, TOPIC, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, allowed
 
 API_KEY = 65
 
 
-def _state(d) -> dict:
+def _error(error, transactional_id: str) -> dict:
+    # Kafka leaves every other field at its schema default (0) when the id has no state.
+    return {"error_code": error, "transactional_id": transactional_id, "transaction_state": "",
+            "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+            "producer_epoch": 0, "topics": []}
+
+
+def _state(ctx, d) -> dict:
     if d.error:
-        # Kafka leaves every other field at its schema default (0) when the id has no state.
-        return {"error_code": d.error, "transactional_id": d.transactional_id, "transaction_state": "",
-                "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
-                "producer_epoch": 0, "topics": []}
+        return _error(d.error, d.transactional_id)
     return {
         "error_code": d.error,
         "transactional_id": d.transactional_id,
@@ -19,10 +27,13 @@ def _state(d) -> dict:
         "transaction_start_time_ms": d.transaction_start_time_ms,
         "producer_id": d.producer_id,
         "producer_epoch": d.producer_epoch,
-        "topics": [{"topic": topic, "partitions": list(partitions)} for topic, partitions in d.topics],
+        "topics": [{"topic": topic, "partitions": list(partitions)} for topic, partitions in d.topics
+                   if allowed(ctx, DESCRIBE, TOPIC, topic)],
     }
 
 
 async def handle(ctx, request):
-    described = ctx.node.transactions.coordinator.describe_transactions(request.transactional_ids)
-    return {"transaction_states": [_state(d) for d in described]}
+    ids = [i for i in request.transactional_ids if allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, i)]
+    described = {d.transactional_id: d for d in ctx.node.transactions.coordinator.describe_transactions(ids)}
+    return {"transaction_states": [_state(ctx, described[i]) if i in described else _error(TRANSACTIONAL_ID_DENIED, i)
+                                   for i in request.transactional_ids]}

@@ -1,12 +1,16 @@
 """EndTxn (26): PREPARE_COMMIT/PREPARE_ABORT is persisted before the answer; the markers
 follow, then COMPLETE_*. v5 is transaction version 2 (KIP-890): the epoch is bumped at
-the end of every transaction and the answer carries the producer id and new epoch."""
+the end of every transaction and the answer carries the producer id and new epoch.
+With the authorizer on it needs WRITE on the transactional id, as in Kafka."""
 
+from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
 
 API_KEY = 26
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"error_code": TRANSACTIONAL_ID_DENIED, "producer_id": -1, "producer_epoch": -1}
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,

@@ -1,6 +1,8 @@
 """ListTransactions (66): the transactions of the coordinator partitions this broker
-serves, filtered by state, producer id, duration (v1) and id pattern (v2)."""
+serves, filtered by state, producer id, duration (v1) and id pattern (v2), and with the
+authorizer on to the ids the client may describe, as in Kafka."""
 
+from broker.acls import DESCRIBE, TRANSACTIONAL_ID, allowed
 
 API_KEY = 66
 
@@ -18,6 +20,6 @@ async def handle(ctx, request):
         "unknown_state_filters": list(response.unknown_state_filters),
         "transaction_states": [
             {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": t.state}
-            for t in response.transaction_states
+            for t in response.transaction_states if allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
         ],
     }

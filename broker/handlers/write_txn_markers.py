@@ -5,8 +5,12 @@ marker of transaction version 2 must carry an epoch newer than the partition's (
 
 A marker on a __consumer_offsets partition also decides the producer's pending
 transactional offsets there: it goes through the group coordinator's runtime, which
-appends it and completes those offsets in one step."""
+appends it and completes those offsets in one step.
 
+Only brokers send it: with the authorizer on a client needs ALTER or CLUSTER_ACTION on the
+cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED, as in Kafka."""
+
+from broker.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
 from broker.errors import code
 from broker.partition import ProduceRejected
 from protocol.names import CONSUMER_OFFSETS
@@ -29,7 +33,16 @@ def _write(ctx, marker, topic: str, index: int, now: int):
     return 0
 
 
+def _may_write(ctx) -> bool:
+    return allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME) or allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+
+
 async def handle(ctx, request):
+    if not _may_write(ctx):
+        return {"markers": [{"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": i, "error_code": CLUSTER_DENIED}
+                                            for i in t.partition_indexes]} for t in m.topics]}
+            for m in request.markers]}
     now = ctx.clock.now_ms()
     markers = []
     for marker in request.markers:

@@ -244,7 +244,9 @@ def test_acls_are_enforced_when_the_authorizer_is_on(broker_factory, tmp_path, t
     grants = [_acl("ok-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
               _acl("ok-", AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED),
               _acl("kafka-cluster", AclOperation.ALTER, rtype=ResourceType.BROKER),
-              _acl("kafka-cluster", AclOperation.DESCRIBE, rtype=ResourceType.BROKER)]
+              _acl("kafka-cluster", AclOperation.DESCRIBE, rtype=ResourceType.BROKER),
+              # the consumer below looks up its group's coordinator (DESCRIBE on the group)
+              _acl(topic_name, AclOperation.READ, rtype=ResourceType.GROUP)]
     for f in admin.create_acls(grants).values():
         f.result(10)
     open_broker.stop()

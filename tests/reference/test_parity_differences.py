@@ -118,3 +118,27 @@ async def test_produce_without_add_partitions(brokers, topic_name):
             answers[name] = await produce_without_add_partitions(conn, f"{topic_name}-{name}")
     assert answers["eosbroker"] == answers["kafka"]
 
+
+
+async def _add_internal_topic(port: int, topic: str):
+    from tests.integration.test_kafka_parity import _init
+
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        await _create(conn, topic)
+        await _ready(conn, topic)
+        init = await _init(conn, topic)
+        r = await conn.request(24, 3, {"v3_and_below_transactional_id": topic,
+                                       "v3_and_below_producer_id": init.producer_id,
+                                       "v3_and_below_producer_epoch": init.producer_epoch,
+                                       "v3_and_below_topics": [{"name": topic, "partitions": [0]},
+                                                               {"name": "__consumer_offsets", "partitions": [0]}]})
+        return sorted((t.name.replace(topic, "T"), p.partition_error_code)
+                      for t in r.results_by_topic_v3_and_below for p in t.results_by_partition)
+
+
+async def test_add_partitions_to_txn_refuses_internal_topics(brokers, topic_name):
+    # A client may never add an internal topic itself (authorizer off too): Kafka leaves
+    # internal topics out of the WRITE check, so they count as not authorized.
+    answers = {name: await _add_internal_topic(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    assert answers["eosbroker"] == answers["kafka"] == [
+        ("T", code("OPERATION_NOT_ATTEMPTED")), ("__consumer_offsets", code("TOPIC_AUTHORIZATION_FAILED"))]
