@@ -47,6 +47,17 @@ def consumer_assignors(v: str | tuple) -> tuple[str, ...]:
     return out
 
 
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def migration_policy(v: str) -> str:
+    """``group.consumer.migration.policy``: Kafka's values, any case."""
+    out = str(v).strip().lower()
+    if out not in MIGRATION_POLICIES:
+        raise ValueError(f"{v!r} is not one of {', '.join(MIGRATION_POLICIES)}")
+    return out
+
+
 def host_counts(v: str) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: "host:count,..." as Kafka writes it."""
     out: dict[str, int] = {}
@@ -127,6 +138,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("group.consumer.session.timeout.ms", _long, 45000),
         Setting("group.consumer.heartbeat.interval.ms", _long, 5000),
         Setting("group.consumer.max.size", _long, 2147483647),
+        Setting("group.consumer.migration.policy", migration_policy, "bidirectional",
+                doc="KIP-848 online migration: upgrade (an empty classic group becomes a consumer "
+                    "group), downgrade (a consumer group whose last KIP-848 member leaves while "
+                    "classic members remain becomes a classic group), bidirectional, disabled"),
         Setting("offset.metadata.max.bytes", _long, 4096),
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.state.log.segment.bytes", _long, 104857600),

@@ -48,6 +48,7 @@ class GroupService:
                 session_timeout_ms=config["group.consumer.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 max_size=config["group.consumer.max.size"],
+                migration_policy=config["group.consumer.migration.policy"],
             ),
         ))
         self.coordinator.topics = lambda: {

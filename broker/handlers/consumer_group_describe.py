@@ -5,7 +5,7 @@ GROUP_ID_NOT_FOUND, as Kafka answers."""
 from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed
 
 API_KEY = 69
-CONSUMER_MEMBER_TYPE = 1  # v1's MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1's MemberType
 
 
 def _assignment(partitions, topic_names) -> dict:
@@ -42,7 +42,7 @@ async def handle(ctx, request):
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "assignment": _assignment(m.assigned, topic_names),
                 "target_assignment": _assignment(group.target.get(m.member_id, {}), topic_names),
-                "member_type": CONSUMER_MEMBER_TYPE,
+                "member_type": CONSUMER_MEMBER_TYPE if m.classic is None else CLASSIC_MEMBER_TYPE,
             } for m in group.members.values()],
         })
     return {"throttle_time": 0, "groups": described}

@@ -24,6 +24,7 @@ from enum import IntEnum
 from kio.schema.errors import ErrorCode
 
 from coordinator.group import consumer_log_codec as codec
+from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
 from coordinator.records import CoordinatorRecord
 
@@ -47,6 +48,15 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +75,13 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # Set for a member that joined with JoinGroup (the classic protocol, online migration).
+    classic: codec.ClassicMemberMetadata | None = None
 
     def metadata_value(self) -> codec.MemberMetadataValue:
         return codec.MemberMetadataValue(
             self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-            self.subscribed_topic_regex, self.server_assignor, self.rebalance_timeout_ms)
+            self.subscribed_topic_regex, self.server_assignor, self.rebalance_timeout_ms, self.classic)
 
     def assignment_value(self) -> codec.CurrentAssignmentValue:
         return codec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
@@ -105,6 +117,19 @@ class ConsumerGroup:
                for m in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Kafka's rule for a JoinGroup into the group: the consumer protocol type, and a
+        protocol every classic member already in the group supports."""
+        names = set(names)
+        if protocol_type != "consumer" or not names:
+            return False
+        for m in self.classic_members():
+            names &= {name for name, _ in m.classic.protocols}
+        return bool(names)
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
@@ -143,7 +168,7 @@ class ConsumerGroup:
                 old, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
                 client_host=v.client_host, subscribed_topic_names=v.subscribed_topic_names,
                 subscribed_topic_regex=v.subscribed_topic_regex, server_assignor=v.server_assignor,
-                rebalance_timeout_ms=v.rebalance_timeout_ms)
+                rebalance_timeout_ms=v.rebalance_timeout_ms, classic=v.classic)
         elif key.kind == codec.CURRENT_ASSIGNMENT and value is not None:
             v = codec.decode_current_assignment(value)
             old = self.members.get(member_id, ConsumerMember(member_id))
@@ -180,6 +205,23 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicJoin:
+    """A JoinGroup into a consumer group; ``new``: the member came without a member id
+    (which ``member_id`` now is), as opposed to rejoining with the one it was given."""
+
+    group_id: str
+    member_id: str
+    new: bool
+    instance_id: str | None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str = ""
+    client_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +315,9 @@ class ConsumerGroups:
         self.config = config
         self._new_member_id = new_member_id
 
+    def new_member_id(self) -> str:
+        return self._new_member_id()
+
     # -- heartbeat ------------------------------------------------------------------------
 
     def heartbeat(
@@ -310,6 +355,27 @@ class ConsumerGroups:
                                     if request.subscribed_topic_regex is not None else member.subscribed_topic_regex),
             client_id=request.client_id, client_host=request.client_host,
         )
+        reconciled = self._converge(group, members, targets, member, updated, is_new, request.owned, topics,
+                                    records, now_ms, self.config.session_timeout_ms)
+
+        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                           and request.owned is not None)
+        changed = reconciled.assigned != member.assigned or is_new
+        return records, HeartbeatAnswer(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=reconciled.assigned if full or changed else None)
+
+    def _converge(
+        self, group: ConsumerGroup, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
+        member: ConsumerMember, updated: ConsumerMember, is_new: bool, owned: Partitions | None,
+        topics: TopicsSnapshot, records: list[CoordinatorRecord], now_ms: int, session_timeout_ms: int,
+    ) -> ConsumerMember:
+        """What a heartbeat and a classic member's JoinGroup share: persist the member's
+        new metadata, bump the group epoch when subscriptions or their topics changed,
+        recompute the target assignment for a new epoch, and reconcile the member one
+        step towards its target. Returns the reconciled member."""
+        member_id = updated.member_id
         bump = is_new or (updated.subscribed_topic_names, updated.subscribed_topic_regex) != (
             member.subscribed_topic_names, member.subscribed_topic_regex)
         if is_new or updated.metadata_value() != member.metadata_value():
@@ -330,7 +396,7 @@ class ConsumerGroups:
             records.append(codec.target_metadata_record(group.group_id, target_epoch))
 
         reconciled = _reconcile(updated, target_epoch, targets.get(member_id, {}),
-                                _partition_epochs(members, member_id), request.owned)
+                                _partition_epochs(members, member_id), owned)
         if is_new or reconciled.assignment_value() != updated.assignment_value():
             records.append(codec.current_assignment_record(group.group_id, member_id, reconciled.assignment_value()))
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
@@ -338,15 +404,8 @@ class ConsumerGroups:
                 group.rebalance_deadlines[member_id] = (now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch)
         else:
             group.rebalance_deadlines.pop(member_id, None)
-        group.session_deadlines[member_id] = now_ms + self.config.session_timeout_ms
-
-        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
-                           and request.owned is not None)
-        changed = reconciled.assigned != member.assigned or is_new
-        return records, HeartbeatAnswer(
-            member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-            assignment=reconciled.assigned if full or changed else None)
+        group.session_deadlines[member_id] = now_ms + session_timeout_ms
+        return reconciled
 
     def _member(
         self, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
@@ -375,17 +434,7 @@ class ConsumerGroups:
             if existing.member_id == member_id:
                 _check_epoch(existing, request)
                 return existing, False
-            successor = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-            records += _member_tombstones(group.group_id, existing.member_id)
-            del members[existing.member_id]
-            target = targets.pop(existing.member_id, {})
-            targets[member_id] = target
-            records.append(codec.member_metadata_record(group.group_id, member_id, successor.metadata_value()))
-            records.append(codec.target_member_record(group.group_id, member_id, target))
-            records.append(codec.current_assignment_record(group.group_id, member_id, successor.assignment_value()))
-            group.session_deadlines.pop(existing.member_id, None)
-            group.rebalance_deadlines.pop(existing.member_id, None)
-            return successor, False
+            return self._succeed(group, existing, member_id, members, targets, records), False
         if existing is None:
             raise Refused(E.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -393,6 +442,22 @@ class ConsumerGroups:
                           f"was fenced by member {existing.member_id}.")
         _check_epoch(existing, request)
         return existing, False
+
+    @staticmethod
+    def _succeed(group: ConsumerGroup, existing: ConsumerMember, member_id: str, members: dict[str, ConsumerMember],
+                 targets: dict[str, Partitions], records: list[CoordinatorRecord]) -> ConsumerMember:
+        """A static member's successor under a new member id takes over its assignment."""
+        successor = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        records += _member_tombstones(group.group_id, existing.member_id)
+        del members[existing.member_id]
+        target = targets.pop(existing.member_id, {})
+        targets[member_id] = target
+        records.append(codec.member_metadata_record(group.group_id, member_id, successor.metadata_value()))
+        records.append(codec.target_member_record(group.group_id, member_id, target))
+        records.append(codec.current_assignment_record(group.group_id, member_id, successor.assignment_value()))
+        group.session_deadlines.pop(existing.member_id, None)
+        group.rebalance_deadlines.pop(existing.member_id, None)
+        return successor
 
     def _assign(
         self, group: ConsumerGroup, members: Mapping[str, ConsumerMember], previous: Mapping[str, Partitions],
@@ -408,6 +473,110 @@ class ConsumerGroups:
             if previous.get(member_id) != partitions or member_id not in group.target:
                 records.append(codec.target_member_record(group.group_id, member_id, partitions))
         return targets
+
+    # -- classic members (KIP-848 online migration) -----------------------------------------
+
+    def classic_join(
+        self, group: ConsumerGroup, join: ClassicJoin, topics: TopicsSnapshot, now_ms: int,
+    ) -> tuple[list[CoordinatorRecord], ConsumerMember]:
+        """A JoinGroup into a consumer group with members: the member (new, or rejoining to
+        catch up) is assigned by the server-side assignor like any other, from the
+        subscription in its protocol metadata, and answered at once with its member epoch
+        as the generation. Raises Refused."""
+        if not group.supports_classic_protocols(join.protocol_type, (name for name, _ in join.protocols)):
+            raise Refused(E.inconsistent_group_protocol, f"Member {join.member_id}'s protocols are not supported.")
+        if len(group.members) >= self.config.max_size and join.member_id not in group.members:
+            raise Refused(E.group_max_size_reached, "The consumer group has reached its maximum capacity of "
+                          f"{self.config.max_size} members.")
+        try:
+            subscription = consumer_protocol.decode_subscription(join.protocols[0][1])
+        except consumer_protocol.MalformedProtocol as e:
+            raise Refused(E.inconsistent_group_protocol, f"Malformed consumer protocol subscription: {e}.") from None
+        records: list[CoordinatorRecord] = []
+        members = dict(group.members)
+        targets = dict(group.target)
+        member, is_new = self._classic_member(group, join, members, targets, records)
+        classic = codec.ClassicMemberMetadata(join.session_timeout_ms, tuple(join.protocols))
+        updated = replace(
+            member, instance_id=join.instance_id, rack_id=subscription.rack_id or member.rack_id,
+            rebalance_timeout_ms=join.rebalance_timeout_ms, subscribed_topic_names=subscription.topics,
+            subscribed_topic_regex=None, client_id=join.client_id, client_host=join.client_host, classic=classic)
+        owned = {topics[name][0]: ps for name, ps in subscription.owned_partitions.items() if name in topics and ps}
+        reconciled = self._converge(group, members, targets, member, updated, is_new, owned, topics, records,
+                                    now_ms, join.session_timeout_ms)
+        return records, reconciled
+
+    def _classic_member(
+        self, group: ConsumerGroup, join: ClassicJoin, members: dict[str, ConsumerMember],
+        targets: dict[str, Partitions], records: list[CoordinatorRecord],
+    ) -> tuple[ConsumerMember, bool]:
+        if join.instance_id is None:
+            member = group.members.get(join.member_id)
+            if member is None:  # also a member id handed out with MEMBER_ID_REQUIRED
+                return ConsumerMember(join.member_id), True
+            if member.classic is None:
+                raise Refused(E.unknown_member_id, f"Member {join.member_id} does not use the classic protocol.")
+            return member, False
+        existing = group.static_member(join.instance_id)
+        if existing is None:
+            return ConsumerMember(join.member_id), True
+        if existing.member_id == join.member_id:
+            return existing, False
+        if not join.new:
+            raise Refused(E.fenced_instance_id, f"Static member {join.member_id} with instance id "
+                          f"{join.instance_id} was fenced by member {existing.member_id}.")
+        # A classic static member coming back under a new id takes its predecessor's place.
+        return self._succeed(group, existing, join.member_id, members, targets, records), False
+
+    def classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                       generation_id: int) -> ConsumerMember:
+        """The classic member a SyncGroup or Heartbeat names, after Kafka's checks. Raises Refused."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise Refused(E.unknown_member_id, f"Member with instance id {instance_id} is not a member of "
+                              f"group {group.group_id}.")
+            if member.member_id != member_id:
+                raise Refused(E.fenced_instance_id, f"Static member {member_id} with instance id {instance_id} "
+                              f"was fenced by member {member.member_id}.")
+        if member.classic is None:
+            raise Refused(E.unknown_member_id, f"Member {member.member_id} does not use the classic protocol.")
+        if generation_id != member.member_epoch:
+            raise Refused(E.illegal_generation, f"The received generation id {generation_id} does not match "
+                          f"the expected member epoch {member.member_epoch}.")
+        return member
+
+    def classic_sync(self, group: ConsumerGroup, member: ConsumerMember, protocol_type: str | None,
+                     protocol_name: str | None, topics: TopicsSnapshot, now_ms: int) -> bytes:
+        """The member's assignment as its SyncGroup answer carries it. Raises Refused."""
+        if (protocol_type is not None and protocol_type != "consumer") or (
+                protocol_name is not None and protocol_name != member.classic.protocols[0][0]):
+            raise Refused(E.inconsistent_group_protocol, "The protocol type or name does not match the member's.")
+        if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            raise Refused(E.rebalance_in_progress, f"A new rebalance is triggered in group {group.group_id} and "
+                          f"member {member.member_id} should rejoin to catch up.")
+        group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
+        names = {topic_id: name for name, (topic_id, _count) in topics.items()}
+        assigned = {names[t]: ps for t, ps in member.assigned.items() if t in names}
+        try:
+            version = consumer_protocol.subscription_version(member.classic.protocols[0][1])
+        except consumer_protocol.MalformedProtocol:
+            version = 0
+        return consumer_protocol.encode_assignment(assigned, version)
+
+    @staticmethod
+    def classic_heartbeat(group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> ErrorCode:
+        """NONE, or REBALANCE_IN_PROGRESS when the member must rejoin: the group moved to a
+        new epoch, it has partitions to give up, or the partitions it waits for are free."""
+        group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
+        if (member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not _waits_for_others(group, member))):
+            return E.rebalance_in_progress
+        return E.none
 
     # -- leaving and fencing --------------------------------------------------------------
 
@@ -434,15 +603,18 @@ class ConsumerGroups:
             return [codec.current_assignment_record(group.group_id, member.member_id, leaving.assignment_value())], answer
         return self.fence(group, member.member_id, topics), answer
 
-    def fence(self, group: ConsumerGroup, member_id: str, topics: TopicsSnapshot) -> list[CoordinatorRecord]:
-        """Removes a member (left, session or rebalance timeout) and bumps the group epoch."""
-        records = _member_tombstones(group.group_id, member_id)
-        rest = [m for m in group.members.values() if m.member_id != member_id]
+    def fence(self, group: ConsumerGroup, member_id: str | Sequence[str], topics: TopicsSnapshot
+              ) -> list[CoordinatorRecord]:
+        """Removes members (left, session or rebalance timeout) and bumps the group epoch once."""
+        gone = [member_id] if isinstance(member_id, str) else list(member_id)
+        records = [r for m in gone for r in _member_tombstones(group.group_id, m)]
+        rest = [m for m in group.members.values() if m.member_id not in gone]
         new_hash = metadata_hash(topics, {t for m in rest for t in m.subscribed_topics(topics)})
         records.append(codec.group_metadata_record(
             group.group_id, codec.GroupMetadataValue(group.group_epoch + 1, new_hash)))
-        group.session_deadlines.pop(member_id, None)
-        group.rebalance_deadlines.pop(member_id, None)
+        for m in gone:
+            group.session_deadlines.pop(m, None)
+            group.rebalance_deadlines.pop(m, None)
         return records
 
     # -- timers ---------------------------------------------------------------------------
@@ -475,6 +647,8 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return E.unknown_member_id
+        if member.classic is not None:  # a classic member: its generation is its member epoch
+            return E.illegal_generation if member_epoch != member.member_epoch else None
         if not transactional and api_version < 9:
             return E.unsupported_version
         return _epoch_error(member_epoch, member.member_epoch)
@@ -486,6 +660,8 @@ class ConsumerGroups:
         member = group.members.get(member_id or "")
         if member is None:
             return E.unknown_member_id
+        if member.classic is not None:
+            return E.illegal_generation if member_epoch != member.member_epoch else None
         return _epoch_error(member_epoch, member.member_epoch)
 
 
@@ -505,6 +681,16 @@ def _check_epoch(member: ConsumerMember, request: HeartbeatRequest) -> None:
         raise Refused(E.fenced_member_epoch, f"The consumer group member has a smaller member epoch ({received}) "
                       f"than the one known by the group coordinator ({member.member_epoch}). "
                       "The member must abandon all its partitions and rejoin.")
+
+
+def _waits_for_others(group: ConsumerGroup, member: ConsumerMember) -> bool:
+    """Whether a partition of the member's target, not yet assigned to it, is still owned by another member."""
+    owned = _partition_epochs(group.members, member.member_id)
+    for topic_id, ps in group.target.get(member.member_id, {}).items():
+        mine = member.assigned.get(topic_id, frozenset())
+        if any(p not in mine and (topic_id, p) in owned for p in ps):
+            return True
+    return False
 
 
 def _partition_epochs(members: Mapping[str, ConsumerMember], excluding: str) -> dict[tuple[uuid.UUID, int], int]:

@@ -7,8 +7,9 @@ length + 1, 0 for null) and an empty tagged-field section at the end.
   key 3  ConsumerGroupMetadata(group)            value: epoch int32, metadata hash int64
   key 5  ConsumerGroupMemberMetadata(group, member)
          value: instance id?, rack id?, client id, client host, subscribed topic names [],
-                subscribed topic regex?, server assignor?, rebalance timeout int32,
-                classic member metadata? (always null here)
+                subscribed topic regex?, rebalance timeout int32, server assignor?,
+                tag 0: classic member metadata (session timeout int32,
+                [protocol name, metadata bytes]) of a member that joined with JoinGroup
   key 6  ConsumerGroupTargetAssignmentMetadata(group)   value: assignment epoch int32
   key 7  ConsumerGroupTargetAssignmentMember(group, member)  value: [topic id, [partition]]
   key 8  ConsumerGroupCurrentMemberAssignment(group, member)
@@ -34,6 +35,7 @@ TARGET_MEMBER = 7
 CURRENT_ASSIGNMENT = 8
 CONSUMER_KEY_VERSIONS = frozenset({3, 4, 5, 6, 7, 8})
 _VALUE_VERSION = 0
+_CLASSIC_TAG = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,14 @@ class GroupMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member using the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a consumer group."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in the member's order
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -59,6 +69,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     server_assignor: str | None
     rebalance_timeout_ms: int
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +113,16 @@ class _Writer:
                 self.pack(">i", p)
             self.varint(0)  # the struct's tagged fields
 
-    def done(self) -> bytes:
-        self.varint(0)  # tagged fields
+    def bytes_(self, v: bytes) -> None:
+        self.varint(len(v) + 1)
+        self.parts.append(v)
+
+    def done(self, tagged: dict[int, bytes] | None = None) -> bytes:
+        self.varint(len(tagged or {}))
+        for tag, data in sorted((tagged or {}).items()):
+            self.varint(tag)
+            self.varint(len(data))
+            self.parts.append(data)
         return b"".join(self.parts)
 
 
@@ -153,9 +172,14 @@ class _Reader:
         return out
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        out = {}
         for _ in range(self.varint()):
-            self.varint()
-            self.raw(self.varint())
+            tag = self.varint()
+            out[tag] = self.raw(self.varint())
+        return out
 
 
 def _key(kind: int, group: str, member: str | None = None) -> bytes:
@@ -199,10 +223,20 @@ def member_metadata_record(group: str, member: str, value: MemberMetadataValue |
     for name in value.subscribed_topic_names:
         w.string(name)
     w.string(value.subscribed_topic_regex)
-    w.string(value.server_assignor)
     w.pack(">i", value.rebalance_timeout_ms)
-    w.pack(">b", -1)  # no classic member metadata
-    return CoordinatorRecord(_key(MEMBER_METADATA, group, member), w.done())
+    w.string(value.server_assignor)
+    tagged = None
+    if value.classic is not None:
+        c = _Writer()
+        c.parts = []  # a struct: no version prefix
+        c.pack(">i", value.classic.session_timeout_ms)
+        c.varint(len(value.classic.protocols) + 1)
+        for name, metadata in value.classic.protocols:
+            c.string(name)
+            c.bytes_(metadata)
+            c.varint(0)
+        tagged = {_CLASSIC_TAG: c.done()}
+    return CoordinatorRecord(_key(MEMBER_METADATA, group, member), w.done(tagged))
 
 
 def target_metadata_record(group: str, assignment_epoch: int | None) -> CoordinatorRecord:
@@ -242,8 +276,20 @@ def decode_member_metadata(data: bytes) -> MemberMetadataValue:
     r = _Reader(data)
     instance_id, rack_id, client_id, client_host = r.string(), r.string(), r.string(), r.string()
     names = tuple(r.string() or "" for _ in range(r.varint() - 1))
+    regex, rebalance_timeout_ms, assignor = r.string(), r.unpack(">i"), r.string()
+    classic = None
+    raw = r.tags().get(_CLASSIC_TAG)
+    if raw is not None:
+        c = _Reader(b"\0\0" + raw)
+        session_timeout_ms = c.unpack(">i")
+        protocols = []
+        for _ in range(c.varint() - 1):
+            name = c.string() or ""
+            protocols.append((name, c.raw(c.varint() - 1)))
+            c.skip_tags()
+        classic = ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
     return MemberMetadataValue(instance_id, rack_id, client_id or "", client_host or "", names,
-                               r.string(), r.string(), r.unpack(">i"))
+                               regex, assignor, rebalance_timeout_ms, classic)
 
 
 def decode_target_metadata(data: bytes) -> int:

@@ -19,13 +19,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import consumer_log_codec, log_codec
+from coordinator.group import consumer_log_codec, consumer_protocol, log_codec
 from coordinator.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    ClassicJoin,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroups,
@@ -35,7 +37,8 @@ from coordinator.group.consumer_group import (
     TopicsSnapshot,
     validate,
 )
-from coordinator.group.group import ClassicGroup, GroupState
+from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
+from coordinator.group.group import Member
 from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer
 from coordinator.group.messages import (
     NO_GENERATION,
@@ -50,6 +53,7 @@ from coordinator.group.messages import (
     JoinGroupResponse,
     JoinProtocol,
     LeaveGroupResponse,
+    LeaveMemberResponse,
     ListedGroup,
     ListGroupsResponse,
     MemberIdentity,
@@ -77,6 +81,7 @@ S = GroupState
 NO_PRODUCER_ID = -1
 FIRST_OFFSET_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
 FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER = 3
+FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +151,9 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.session_deadline_ms = now_ms + member.session_timeout_ms
         for consumer_group in state.consumer_groups.values():
-            for member_id in consumer_group.members:
-                consumer_group.session_deadlines[member_id] = now_ms + self.config.consumer.session_timeout_ms
+            for member_id, m in consumer_group.members.items():
+                timeout = m.classic.session_timeout_ms if m.classic else self.config.consumer.session_timeout_ms
+                consumer_group.session_deadlines[member_id] = now_ms + timeout
         return []
 
     def unload_partition(self, partition: int) -> list[Result]:
@@ -290,8 +296,16 @@ class GroupCoordinator:
             return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.members:
-            # Kafka lets classic members into a consumer group (online migration); not here.
-            return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
+            # KIP-848 online migration: a classic member joins the consumer group.
+            return self._join_consumer_group(
+                consumer_group, ClassicJoin(
+                    group_id=group_id, member_id=member_id or self.consumer.new_member_id(), new=not member_id,
+                    instance_id=group_instance_id, protocol_type=protocol_type,
+                    protocols=tuple((p.name, p.metadata) for p in protocols), session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host),
+                api_version, now_ms)
+        # An empty consumer group becomes a classic group: its records are deleted.
+        records = consumer_group.deletion_records() if consumer_group is not None else []
         group = state.groups.get(group_id)
         if group is None:
             if member_id:
@@ -303,7 +317,25 @@ class GroupCoordinator:
             session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             client_id=client_id, client_host=client_host, api_version=api_version, reply_to=reply_to,
         )
-        return self._rebalancer.join(group, request, now_ms).result(reply_to)
+        result = self._rebalancer.join(group, request, now_ms).result(reply_to)
+        return replace(result, records=(*records, *result.records)) if records else result
+
+    def _join_consumer_group(
+        self, group: ConsumerGroup, join: ClassicJoin, api_version: int, now_ms: int,
+    ) -> Result[JoinGroupResponse]:
+        """Answered at once, as Kafka answers a classic member of a consumer group: no
+        leader, no member list (the server assigned it); SyncGroup gives its partitions."""
+        if not group.supports_classic_protocols(join.protocol_type, (name for name, _ in join.protocols)):
+            return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=join.member_id))
+        if join.new and join.instance_id is None and api_version >= FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID:
+            return Result(response=JoinGroupResponse(E.member_id_required, member_id=join.member_id))
+        try:
+            records, member = self.consumer.classic_join(group, join, self.topics(), now_ms)
+        except Refused as refused:
+            return Result(response=JoinGroupResponse(refused.error, member_id=join.member_id))
+        return Result(records=tuple(records), response=JoinGroupResponse(
+            E.none, member_id=member.member_id, generation_id=member.member_epoch,
+            protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=join.protocols[0][0]))
 
     def sync_group(
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
@@ -316,6 +348,16 @@ class GroupCoordinator:
         error, state = self._serving(group_id)
         if state is None:
             return Result(response=SyncGroupResponse(error))
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None and group_id not in state.groups:
+            try:
+                member = self.consumer.classic_member(consumer_group, member_id, group_instance_id, generation_id)
+                assignment = self.consumer.classic_sync(consumer_group, member, protocol_type, protocol_name,
+                                                        self.topics(), now_ms)
+            except Refused as refused:
+                return Result(response=SyncGroupResponse(refused.error))
+            return Result(response=SyncGroupResponse(E.none, CONSUMER_PROTOCOL_TYPE, member.classic.protocols[0][0],
+                                                     assignment))
         group = state.groups.get(group_id)
         if group is None:
             return Result(response=SyncGroupResponse(E.unknown_member_id))
@@ -332,6 +374,13 @@ class GroupCoordinator:
         error, state = self._serving(group_id)
         if state is None:
             return Result(response=HeartbeatResponse(error))
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None and group_id not in state.groups:
+            try:
+                member = self.consumer.classic_member(consumer_group, member_id, group_instance_id, generation_id)
+            except Refused as refused:
+                return Result(response=HeartbeatResponse(refused.error))
+            return Result(response=HeartbeatResponse(self.consumer.classic_heartbeat(consumer_group, member, now_ms)))
         group = state.groups.get(group_id)
         if group is None:
             return Result(response=HeartbeatResponse(E.unknown_member_id))
@@ -346,6 +395,9 @@ class GroupCoordinator:
         error, state = self._serving(group_id)
         if state is None:
             return Result(response=LeaveGroupResponse(error))
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None and group_id not in state.groups:
+            return self._leave_consumer_group(consumer_group, members, api_version)
         group = state.groups.get(group_id)
         if group is None:
             return Result(response=LeaveGroupResponse(E.unknown_member_id))
@@ -353,6 +405,33 @@ class GroupCoordinator:
         top_error = responses[0].error_code if api_version < 3 and responses else E.none
         out.response = LeaveGroupResponse(top_error, responses)
         return out.result()
+
+    def _leave_consumer_group(
+        self, group: ConsumerGroup, members: Sequence[MemberIdentity], api_version: int,
+    ) -> Result[LeaveGroupResponse]:
+        """LeaveGroup of classic members of a consumer group: each is fenced (one epoch bump)."""
+        responses = []
+        leaving: list[str] = []
+        for ident in members:
+            error = E.none
+            if ident.group_instance_id is not None:
+                member = group.static_member(ident.group_instance_id)
+                if member is None:
+                    error = E.unknown_member_id
+                elif ident.member_id and member.member_id != ident.member_id:
+                    error = E.fenced_instance_id
+            else:
+                member = group.members.get(ident.member_id)
+                if member is None:
+                    error = E.unknown_member_id
+            if error is E.none and member.classic is None:
+                error = E.unknown_member_id  # it uses ConsumerGroupHeartbeat to leave
+            if error is E.none and member.member_id not in leaving:
+                leaving.append(member.member_id)
+            responses.append(LeaveMemberResponse(ident.member_id, ident.group_instance_id, error))
+        records = self.consumer.fence(group, leaving, self.topics()) if leaving else []
+        top_error = responses[0].error_code if api_version < 3 and responses else E.none
+        return Result(records=tuple(records), response=LeaveGroupResponse(top_error, tuple(responses)))
 
     # -- ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
 
@@ -371,6 +450,11 @@ class GroupCoordinator:
                 # An empty classic group (say, offsets committed without membership)
                 # becomes a consumer group; its offsets stay.
                 records.append(log_codec.group_metadata_record(request.group_id, None))
+            if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and group is not None:
+                downgraded = self._maybe_downgrade(state, group, request.member_id, now_ms)
+                if downgraded is not None:
+                    return replace(downgraded, response=HeartbeatAnswer(
+                        member_id=request.member_id, member_epoch=request.member_epoch))
             changes, answer = self.consumer.heartbeat(group, request, self.topics(), now_ms)
         except Refused as refused:
             return Result(response=HeartbeatAnswer(refused.error, refused.message))
@@ -396,8 +480,50 @@ class GroupCoordinator:
         results = []
         for member_id in self.consumer.expired_members(group, now_ms):
             if member_id in group.members:
+                state = self._partitions[self.partition_for(group.group_id)]
+                downgraded = self._maybe_downgrade(state, group, member_id, now_ms)
+                if downgraded is not None:
+                    return [*results, downgraded]
                 results.append(Result(records=tuple(self.consumer.fence(group, member_id, self.topics()))))
         return results
+
+    def _maybe_downgrade(self, state: _Partition, group: ConsumerGroup, leaving: str, now_ms: int) -> Result | None:
+        """KIP-848 online downgrade, as Kafka does it when a member leaves or is fenced: if
+        the members that remain all use the classic protocol (and the policy allows it),
+        the consumer group becomes a classic group of them, at its group epoch as the
+        generation with the target assignment, and a rebalance starts so they rejoin."""
+        member = group.members.get(leaving)
+        rest = [m for m in group.members.values() if m.member_id != leaving]
+        if (member is None or member.classic is not None or not rest or any(m.classic is None for m in rest)
+                or not self.config.consumer.downgrade_enabled or len(rest) > self.config.group_max_size):
+            return None
+        classic = ClassicGroup(group.group_id, state=S.STABLE, state_timestamp_ms=now_ms,
+                               generation_id=group.group_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE)
+        for m in rest:
+            classic.add(Member(
+                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.classic.session_timeout_ms, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=tuple(JoinProtocol(name, metadata) for name, metadata in m.classic.protocols),
+                session_deadline_ms=now_ms + m.classic.session_timeout_ms))
+        classic.leader_id = None
+        classic.protocol_name = classic.select_protocol()
+        names = {topic_id: name for name, (topic_id, _count) in self.topics().items()}
+        for m in classic.members.values():
+            target = group.target.get(m.member_id, {})
+            m.assignment = consumer_protocol.encode_assignment(
+                {names[t]: ps for t, ps in target.items() if t in names},
+                _subscription_version(m.metadata(classic.protocol_name)))
+        out = Outcome(records=[*group.deletion_records(), log_codec.group_metadata_record(
+            group.group_id, classic.metadata_value({m.member_id: m.assignment for m in classic.members.values()},
+                                                   now_ms))])
+        # The state changes here, as in Kafka: the rebalance needs the classic group now.
+        del state.consumer_groups[group.group_id]
+        state.groups[group.group_id] = classic
+        log.info("group %s: downgraded from a consumer group to a classic group (%d members)",
+                 group.group_id, len(rest))
+        self._rebalancer.prepare_rebalance(classic, now_ms, out)
+        return out.result()
 
     # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------
 
@@ -701,6 +827,13 @@ def _offset_errors(
     for o in offsets:
         by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error_of(o)))
     return OffsetCommitResponse(tuple(TopicErrors(t, tuple(ps)) for t, ps in by_topic.items()))
+
+
+def _subscription_version(metadata: bytes) -> int:
+    try:
+        return consumer_protocol.subscription_version(metadata)
+    except consumer_protocol.MalformedProtocol:
+        return 0
 
 
 def _require_reply_to(reply_to: Any) -> None:

@@ -248,6 +248,10 @@ class Rebalancer:
         ):
             self._complete_join(g, now_ms, out)
 
+    def prepare_rebalance(self, g: ClassicGroup, now_ms: int, out: Outcome) -> None:
+        """A rebalance the coordinator starts itself (a consumer group turned classic)."""
+        self._prepare_rebalance(g, now_ms, out)
+
     def _prepare_rebalance(self, g: ClassicGroup, now_ms: int, out: Outcome) -> None:
         if g.state is S.COMPLETING_REBALANCE:
             self._reset_and_propagate_assignment(g, E.rebalance_in_progress, now_ms, out)

@@ -5,12 +5,14 @@ consumer groups side by side, and recovery by replaying the log."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import GroupConfig, OffsetFetchGroup, OffsetToCommit
+from coordinator.group import GroupConfig, JoinProtocol, OffsetFetchGroup, OffsetToCommit
+from coordinator.group.messages import MemberIdentity
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, range_, uniform
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
@@ -24,8 +26,8 @@ CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_del
 
 
 class Consumers(Runtime):
-    def __init__(self, topics=None, **kwargs) -> None:
-        super().__init__(CONFIG, **kwargs)
+    def __init__(self, topics=None, config=CONFIG, **kwargs) -> None:
+        super().__init__(config, **kwargs)
         self.topic_table = dict(topics or {"t": (T, 4)})
         self.coordinator.topics = lambda: self.topic_table
 
@@ -224,7 +226,8 @@ def test_classic_and_consumer_groups_side_by_side():
     c.join("j1", group="old", member_id=classic.member_id)
     c.advance(200)
     assert c.hb("a", 0, group="old").error_code is E.group_id_not_found
-    assert c.join("j2", group="new").error_code is E.inconsistent_group_protocol
+    # a classic member may join "new" (online migration), with the consumer protocol type only
+    assert c.join("j2", group="new", protocol_type="connect").error_code is E.inconsistent_group_protocol
     listed = {(g.group_id, g.group_type, g.group_state) for g in c.coordinator.list_groups().groups}
     assert listed == {("new", "consumer", "Stable"), ("old", "classic", "CompletingRebalance")}
     assert [g.group_id for g in c.coordinator.list_groups(types_filter=["consumer"]).groups] == ["new"]
@@ -270,5 +273,133 @@ def test_records_round_trip():
     assert codec.decode_current_assignment(key_value.value) == codec.CurrentAssignmentValue(3, 2, 1, parts(1, 2), parts(0))
     meta = codec.MemberMetadataValue("i", None, "c", "/h", ("t", "u"), "x.*", "range", 100)
     assert codec.decode_member_metadata(codec.member_metadata_record("g", "m", meta).value) == meta
+    # Kafka's layout: ... regex, rebalance timeout, assignor, then tagged fields (none)
+    assert codec.member_metadata_record("g", "m", meta).value.endswith(b"\x04x.*\x00\x00\x00\x64\x06range\x00")
+    classic = codec.MemberMetadataValue("i", None, "c", "/h", ("t",), None, None, 100,
+                                        codec.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),)))
+    assert codec.decode_member_metadata(codec.member_metadata_record("g", "m", classic).value) == classic
     with pytest.raises(codec.LogCodecError):
         codec.decode_current_assignment(key_value.value[:7])
+
+
+# -- classic members in a consumer group (KIP-848 online migration) ----------------------
+
+
+def subscription(*topics: str, owned: dict[str, list[int]] | None = None) -> bytes:
+    """A ConsumerProtocolSubscription v1, as a classic consumer puts it in JoinGroup."""
+    out = struct.pack(">hi", 1, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    out += struct.pack(">ii", -1, len(owned or {}))
+    for t, ps in (owned or {}).items():
+        out += struct.pack(">h", len(t)) + t.encode() + struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    return out
+
+
+def assignment_of(data: bytes) -> dict[str, list[int]]:
+    version, count = struct.unpack_from(">hi", data)
+    pos, out = 6, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from(">h", data, pos)
+        topic = data[pos + 2:pos + 2 + n].decode()
+        pos += 2 + n
+        (k,) = struct.unpack_from(">i", data, pos)
+        out[topic] = list(struct.unpack_from(f">{k}i", data, pos + 4))
+        pos += 4 + 4 * k
+    assert struct.unpack_from(">i", data, pos) == (-1,)
+    return out
+
+
+def test_classic_member_in_a_consumer_group():
+    c = Consumers()
+    c.hb("a", 0)
+    protocols = [JoinProtocol("range", subscription("t")), JoinProtocol("roundrobin", subscription("t"))]
+    assert c.join("x", protocol_type="connect", protocols=protocols).error_code is E.inconsistent_group_protocol
+    first = c.join("j0", protocols=protocols)
+    assert first.error_code is E.member_id_required
+    m = first.member_id
+    joined = c.join("j1", member_id=m, protocols=protocols)
+    assert (joined.error_code, joined.member_id, joined.generation_id, joined.protocol_type, joined.protocol_name,
+            joined.leader, joined.members) == (E.none, m, 2, "consumer", "range", "", ())
+    assert c.group().members[m].classic == codec.ClassicMemberMetadata(
+        10_000, tuple((p.name, p.metadata) for p in protocols))
+    # Its partitions are still a's: nothing yet, and it waits (no rejoin asked) until a lets go.
+    assert assignment_of(c.sync("s1", m, 2).assignment) == {}
+    assert c.heartbeat(m, 2) is E.none
+    assert c.sync("s2", m, 1).error_code is E.illegal_generation
+    assert c.sync("s3", m, 2, protocol_name="roundrobin").error_code is E.inconsistent_group_protocol
+    assert c.heartbeat(m, 1) is E.illegal_generation
+    revoke = c.hb("a", 1, owned=parts(0, 1, 2, 3))
+    kept = revoke.assignment
+    assert len(kept[T]) == 2
+    assert c.hb("a", 1, owned=kept).member_epoch == 2
+    assert c.heartbeat(m, 2) is E.rebalance_in_progress  # the rest is free: rejoin to get it
+    c.join("j2", member_id=m, protocols=protocols)
+    mine = assignment_of(c.sync("s4", m, 2).assignment)
+    assert sorted(mine["t"]) == sorted(set(range(4)) - kept[T])
+    assert c.heartbeat(m, 2) is E.none
+    # Offsets of a classic member carry its generation (its member epoch), any version.
+    commit = {"group_id": "g", "member_id": m, "group_instance_id": None,
+              "offsets": [OffsetToCommit("t", mine["t"][0], 5, -1, "")]}
+    assert c.call("offset_commit", generation_id=2, api_version=8, **commit).topics[0].partitions[0].error_code \
+        is E.none
+    assert c.call("offset_commit", generation_id=1, api_version=9, **commit).topics[0].partitions[0].error_code \
+        is E.illegal_generation
+    # The member and its protocols are in the log.
+    assert c.restart().group().members[m].classic == c.group().members[m].classic
+    # LeaveGroup fences it: a new epoch, and a gets everything back.
+    left = c.call("leave_group", group_id="g", members=[MemberIdentity(m), MemberIdentity("nobody")], api_version=3)
+    assert [(r.member_id, r.error_code) for r in left.members] == [(m, E.none), ("nobody", E.unknown_member_id)]
+    assert m not in c.group().members and c.group().group_epoch == 3
+    assert c.call("leave_group", group_id="g", members=[MemberIdentity("a")], api_version=3
+                  ).members[0].error_code is E.unknown_member_id  # a consumer-protocol member leaves by heartbeat
+    back = c.hb("a", 2, owned=kept)
+    assert (back.member_epoch, back.assignment) == (3, parts(0, 1, 2, 3))
+
+
+def test_empty_consumer_group_becomes_classic_on_join():
+    c = Consumers()
+    c.hb("a", 0)
+    c.hb("a", -1)
+    assert c.group().state == "Empty"
+    first = c.join("j0", protocols=[JoinProtocol("range", subscription("t"))])
+    assert first.error_code is E.member_id_required
+    assert c.group() is None and c.coordinator.group("g") is not None
+    assert c.restart().group() is None
+
+
+def _classic_beside_consumer_member(config=CONFIG) -> tuple[Consumers, str]:
+    c = Consumers(config=config)
+    c.hb("a", 0)
+    protocols = [JoinProtocol("range", subscription("t"))]
+    m = c.join("j0", protocols=protocols).member_id
+    c.join("j1", member_id=m, protocols=protocols)
+    return c, m
+
+
+def test_group_becomes_classic_when_its_last_consumer_member_leaves():
+    c, m = _classic_beside_consumer_member()
+    epoch = c.group().group_epoch
+    left = c.hb("a", -1)
+    assert (left.error_code, left.member_id, left.member_epoch) == (E.none, "a", -1)
+    assert c.group() is None
+    classic = c.coordinator.group("g")
+    assert (classic.state.value, classic.generation_id, classic.protocol_name, list(classic.members)) == (
+        "PreparingRebalance", epoch, "range", [m])
+    assert c.heartbeat(m, epoch) is E.rebalance_in_progress
+    c.join("j2", member_id=m, protocols=[JoinProtocol("range", subscription("t"))])
+    rejoined = c.replies["j2"]
+    assert (rejoined.error_code, rejoined.generation_id, rejoined.leader) == (E.none, epoch + 1, m)
+    # the log holds the classic group, not the consumer group
+    again = c.restart()
+    assert again.group() is None and again.coordinator.group("g") is not None
+
+
+def test_no_downgrade_when_the_policy_forbids_it():
+    for policy in ("upgrade", "disabled"):
+        config = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100,
+                             consumer=ConsumerGroupConfig(migration_policy=policy))
+        c, m = _classic_beside_consumer_member(config)
+        c.hb("a", -1)
+        assert list(c.group().members) == [m] and c.coordinator.group("g") is None
+        assert c.heartbeat(m, c.group().members[m].member_epoch) is E.rebalance_in_progress  # epoch bumped

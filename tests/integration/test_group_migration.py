@@ -1,0 +1,91 @@
+"""KIP-848 online migration with librdkafka: a classic member (JoinGroup, SyncGroup,
+Heartbeat, group.protocol=classic) joins a consumer group whose first member uses
+ConsumerGroupHeartbeat (group.protocol=consumer). The server-side assignor splits the
+partitions between them, both consume and commit, nothing is read twice or lost, and
+when the classic member leaves the other gets every partition back. The same scenario
+runs against Apache Kafka in tests/reference/test_group_migration_kafka.py.
+
+The other way round: when the consumer-protocol member leaves and only classic members
+remain, the group becomes a classic group (group.consumer.migration.policy, default
+bidirectional): the classic member rejoins, leads, and owns every partition."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_consumer_group_protocol import PARTITIONS, _assigned, _create, _poll_until, _produce
+
+
+def _member(bootstrap: str, group: str, protocol: str) -> Consumer:
+    classic = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 500} if protocol == "classic" else {}
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **classic})
+
+
+def classic_member_joins_consumer_group(bootstrap: str, topic: str) -> None:
+    _create(bootstrap, topic)
+    _produce(bootstrap, topic, 40)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    modern = _member(bootstrap, group, "consumer")
+    modern.subscribe([topic])
+    seen: dict = {}
+    _poll_until([modern], lambda: len(seen.get(0, [])) >= 20 and _assigned(modern) == set(range(PARTITIONS)), seen)
+
+    classic = _member(bootstrap, group, "classic")
+    classic.subscribe([topic])
+    members = [modern, classic]
+    _poll_until(members, lambda: bool(_assigned(classic)) and bool(_assigned(modern))
+                and _assigned(modern).isdisjoint(_assigned(classic))
+                and _assigned(modern) | _assigned(classic) == set(range(PARTITIONS)), seen)
+    _produce(bootstrap, topic, 40, start=40)
+    _poll_until(members, lambda: sum(len(v) for v in seen.values()) >= 80, seen)
+    values = sorted(v for vs in seen.values() for v in vs)
+    assert values == [b"%04d" % i for i in range(80)]  # nothing lost, nothing twice
+    assert seen.get(1), "the classic member consumed nothing"
+
+    classic.close()  # LeaveGroup: the consumer-protocol member gets everything back
+    _poll_until([modern], lambda: _assigned(modern) == set(range(PARTITIONS)), seen)
+    committed = modern.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+    assert sum(tp.offset for tp in committed) == 80
+    modern.close()
+
+
+def _group_type(bootstrap: str, group: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
+    listed = admin.list_consumer_groups().result(10)
+    return next(g.type.name for g in listed.valid if g.group_id == group)
+
+
+def last_consumer_member_leaves(bootstrap: str, topic: str) -> list[str]:
+    """Returns the group's type while both members are in, then after the KIP-848 member left."""
+    _create(bootstrap, topic)
+    _produce(bootstrap, topic, 40)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    modern = _member(bootstrap, group, "consumer")
+    modern.subscribe([topic])
+    seen: dict = {}
+    _poll_until([modern], lambda: _assigned(modern) == set(range(PARTITIONS)), seen)
+    classic = _member(bootstrap, group, "classic")
+    classic.subscribe([topic])
+    _poll_until([modern, classic], lambda: bool(_assigned(classic)) and bool(_assigned(modern))
+                and len(_assigned(modern) | _assigned(classic)) == PARTITIONS, seen)
+    types = [_group_type(bootstrap, group)]
+    modern.close()
+    _poll_until([classic], lambda: _assigned(classic) == set(range(PARTITIONS)), {})
+    types.append(_group_type(bootstrap, group))
+    _produce(bootstrap, topic, 4, start=40)
+    after: dict = {}
+    _poll_until([classic], lambda: any(v >= b"0040" for v in after.get(0, [])), after)
+    classic.close()
+    return types
+
+
+def test_group_becomes_classic_when_the_last_consumer_member_leaves(shared_broker, topic_name):
+    assert last_consumer_member_leaves(shared_broker.bootstrap, topic_name) == ["CONSUMER", "CLASSIC"]
+
+
+def test_classic_member_joins_consumer_group(shared_broker, topic_name):
+    classic_member_joins_consumer_group(shared_broker.bootstrap, topic_name)
