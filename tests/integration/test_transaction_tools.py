@@ -246,7 +246,7 @@ def _unused_port() -> int:
 
 def _context(coordinator: TransactionCoordinator):
     return SimpleNamespace(node=SimpleNamespace(transactions=SimpleNamespace(coordinator=coordinator)),
-                           clock=SYSTEM_CLOCK)
+                           clock=SYSTEM_CLOCK, broker=SimpleNamespace(authorizer=SimpleNamespace(enabled=False)))
 
 
 async def test_describe_transactions_errors_per_id():
