@@ -1,8 +1,9 @@
 """ConsumerGroupDescribe (69): v0-v1. A KIP-848 group's state, epochs, assignor and
 members with their current and target assignments; a classic or unknown group gets
-GROUP_ID_NOT_FOUND, as Kafka answers."""
+GROUP_ID_NOT_FOUND, as Kafka answers. Authorized operations (KIP-430) when asked, for the
+groups described without error."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, allowed, authorized_operations
 
 API_KEY = 69
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1's MemberType
@@ -29,12 +30,14 @@ async def handle(ctx, request):
         if group is None:
             described.append({"error_code": error, "error_message": message, "group_id": group_id,
                               "group_state": "Dead", "group_epoch": 0, "assignment_epoch": 0,
-                              "assignor_name": "", "members": []})
+                              "assignor_name": "", "members": [], "authorized_operations": NOT_REQUESTED})
             continue
         described.append({
             "error_code": error, "error_message": None, "group_id": group_id, "group_state": group.state,
             "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
             "assignor_name": group.preferred_assignor(coordinator.config.consumer.assignors[0]),
+            "authorized_operations": authorized_operations(ctx, GROUP, group_id)
+            if request.include_authorized_operations else NOT_REQUESTED,
             "members": [{
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,

@@ -1,9 +1,10 @@
 """DescribeGroups (15): state, protocol and members of each group; an unknown group is
-described as Dead, as Kafka does."""
+described as Dead, as Kafka does. v3+ may ask for the client's authorized operations on
+each group it may describe (KIP-430)."""
 
 import dataclasses
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed, authorized_operations
 
 API_KEY = 15
 # Kafka's answer when the client did not ask for authorized operations.
@@ -14,8 +15,10 @@ async def handle(ctx, request):
     groups = ctx.node.groups
     await groups.ready()
     response = groups.coordinator.describe_groups(request.groups)
+    asked = getattr(request, "include_authorized_operations", False)
     return {"groups": [
-        dataclasses.asdict(g) | {"authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        dataclasses.asdict(g) | {"authorized_operations": authorized_operations(ctx, GROUP, g.group_id) if asked
+                                 else AUTHORIZED_OPERATIONS_OMITTED}
         if allowed(ctx, DESCRIBE, GROUP, g.group_id) else
         {"error_code": GROUP_DENIED, "group_id": g.group_id, "group_state": "", "protocol_type": "",
          "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

@@ -142,3 +142,46 @@ async def test_add_partitions_to_txn_refuses_internal_topics(brokers, topic_name
     answers = {name: await _add_internal_topic(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
     assert answers["eosbroker"] == answers["kafka"] == [
         ("T", code("OPERATION_NOT_ATTEMPTED")), ("__consumer_offsets", code("TOPIC_AUTHORIZATION_FAILED"))]
+
+
+async def _authorized_operations(port: int, topic: str):
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        await _create(conn, topic)
+        await _ready(conn, topic)
+        meta = await conn.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": True})
+        cluster = await conn.request(60, 1, {"include_cluster_authorized_operations": True,
+                                             "endpoint_type": 1})
+        # a group with committed offsets (an empty classic group)
+        await conn.request(10, 4, {"key_type": 0, "coordinator_keys": [topic]})
+        for _ in range(100):
+            committed = await conn.request(8, 9, {
+                "group_id": topic, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                           "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+            if committed.topics[0].partitions[0].error_code == 0:
+                break
+            await asyncio.sleep(0.1)
+        groups = await conn.request(15, 5, {"groups": [topic], "include_authorized_operations": True})
+        not_asked = await conn.request(15, 5, {"groups": [topic], "include_authorized_operations": False})
+        # ConsumerGroupDescribe of a consumer group (one member), asked and not
+        await conn.request(10, 4, {"key_type": 0, "coordinator_keys": [topic + "-c"]})
+        for _ in range(100):
+            joined = await conn.request(68, 0, {
+                "group_id": topic + "-c", "member_id": "", "member_epoch": 0, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic],
+                "server_assignor": None, "topic_partitions": []})
+            if joined.error_code == 0:
+                break
+            await asyncio.sleep(0.1)
+        described = [(await conn.request(69, 0, {"group_ids": [topic + "-c"], "include_authorized_operations": asked})
+                      ).groups[0].authorized_operations for asked in (True, False)]
+        return (meta.topics[0].topic_authorized_operations, cluster.cluster_authorized_operations,
+                groups.groups[0].authorized_operations, not_asked.groups[0].authorized_operations, described)
+
+
+async def test_authorized_operations_when_asked(brokers, topic_name):
+    # No authorizer: every operation of the resource type (KIP-430 bit sets).
+    answers = {name: await _authorized_operations(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    assert answers["eosbroker"] == answers["kafka"]
