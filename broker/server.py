@@ -22,7 +22,7 @@ from broker.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
-from protocol import messages
+from protocol import layouts, messages
 from protocol.apis import ApiTable, api_name
 from protocol.framing import (
     FrameDecoder,
@@ -358,12 +358,15 @@ class Server:
         if result is DROPPED:
             return None
         out = None
-        if result is not None:
-            if isinstance(result, dict):
-                result = messages.build_response(header.api_key, version, result)
-            out = encode_response_frame(header.correlation_id, flexible and header.api_key != API_VERSIONS,
-                                        messages.encode(result))
         observer = self.broker.request_observer
+        if result is not None:
+            if isinstance(result, dict) and observer is None:  # the observer is given the typed message
+                body = layouts.encode_response(header.api_key, version, result)
+            else:
+                if isinstance(result, dict):
+                    result = messages.build_response(header.api_key, version, result)
+                body = messages.encode(result)
+            out = encode_response_frame(header.correlation_id, flexible and header.api_key != API_VERSIONS, body)
         if observer is not None:
             try:
                 observer(header.api_key, version, self.broker.clock.monotonic() - started, len(frame),

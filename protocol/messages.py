@@ -179,13 +179,27 @@ def build(cls: type, data: dict[str, Any]):
             continue
         if kind == "value":
             kwargs[name] = _value(arg, v) if arg in _CONVERTED else v
-        elif kind == "entity":
-            kwargs[name] = None if v is None else (v if is_dataclass(v) else build(arg, v))
-        elif kind == "entities":
-            kwargs[name] = None if v is None else tuple(x if is_dataclass(x) else build(arg, x) for x in v)
         else:
-            kwargs[name] = None if v is None else (tuple(_value(arg, x) for x in v) if arg in _CONVERTED else tuple(v))
+            kwargs[name] = convert(kind, arg, v)
     return cls(**kwargs)
+
+
+def convert(kind: str, arg: Any, v: Any) -> Any:
+    """A dict value as ``build`` stores it in a field of this ``_plan`` kind."""
+    if v is None:
+        return None
+    if kind == "value":
+        return _value(arg, v) if arg in _CONVERTED else v
+    if kind == "entity":
+        return v if is_dataclass(v) else build(arg, v)
+    if kind == "entities":
+        return tuple(x if is_dataclass(x) else build(arg, x) for x in v)
+    return tuple(_value(arg, x) for x in v) if arg in _CONVERTED else tuple(v)
+
+
+def field_plan(cls: type, name: str) -> tuple:
+    """``build``'s plan for one field of ``cls``: (name, alias, (kind, arg), has_default, zero)."""
+    return next(p for p in _plan(cls) if p[0] == name)
 
 
 def build_response(api_key: int, version: int, data: dict[str, Any]):

@@ -1,0 +1,324 @@
+"""Hot responses encoded straight from the handlers' dicts, through prepared layouts.
+
+``messages.build`` + ``messages.encode`` turn a handler's dict into a kio dataclass and
+then walk it field by field through kio's writers: per response, thousands of calls
+(phantom-type checks, one BytesIO write per field). For the APIs every transaction or
+produce request touches, ``encoder`` compiles the response schema of one version, once,
+into a Python function that reads the dict with ``build``'s rules (Kafka's names, the
+``_ms`` aliases, a missing field takes the schema default or a zero value; a nested
+value may be a dict or an already built dataclass) and writes the bytes kio would write,
+packing runs of fixed-size fields with one ``struct`` call.
+
+The kio dataclasses stay the typed model: the layouts are derived from them, and
+anything a layout does not expect (a value of another type, an out-of-range number, an
+unknown error code) makes it give up, and the generic path answers instead. Under the
+tests (``EOSBROKER_CHECK_FIELDS=1``) every response goes both ways and the bytes must
+be equal, so the whole suite checks the layouts against kio.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from dataclasses import MISSING, fields, is_dataclass
+from functools import cache
+from io import BytesIO
+from typing import Any
+from uuid import UUID
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
+from kio.serial._implicit_defaults import get_tagged_field_default
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
+from kio.serial._serialize import get_field_writer
+from kio.serial.writers import write_tagged_field
+
+from protocol import messages
+
+# Produce, Fetch, Metadata, FindCoordinator, InitProducerId, AddPartitionsToTxn,
+# AddOffsetsToTxn, EndTxn, TxnOffsetCommit: what producers and transactions hit per record
+# batch or per transaction.
+HOT_APIS = frozenset({0, 1, 3, 10, 22, 24, 25, 26, 28})
+
+_FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uint16": "H", "uint32": "I",
+          "uint64": "Q", "float64": "d", "bool": "?", "error_code": "h", "timedelta_i32": "i",
+          "timedelta_i64": "q", "datetime_i64": "q"}
+_ERROR_CODES = frozenset(int(c) for c in ErrorCode)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+class GiveUp(Exception):
+    """A value the layout does not handle: the generic path answers instead."""
+
+
+def _error_code(v) -> int:
+    if v.__class__ is ErrorCode or (v.__class__ is int and v in _ERROR_CODES):
+        return v
+    raise GiveUp(f"error code {v!r}")
+
+
+def _timedelta_ms(v) -> int:
+    if v.__class__ is int:
+        return v
+    if isinstance(v, datetime.timedelta):
+        return round(v.total_seconds() * 1000)  # as kio's writer
+    raise GiveUp(f"duration {v!r}")
+
+
+def _datetime_ms(v) -> int:
+    if v.__class__ is int:
+        return v
+    if isinstance(v, datetime.datetime):
+        return round(v.timestamp() * 1000)
+    raise GiveUp(f"timestamp {v!r}")
+
+
+def _nullable_datetime_ms(v) -> int:
+    return -1 if v is None else _datetime_ms(v)
+
+
+def _uuid_bytes(v) -> bytes:
+    if v is None:
+        return bytes(16)
+    if isinstance(v, UUID):
+        return v.bytes
+    raise GiveUp(f"uuid {v!r}")
+
+
+def _uvarint(buf: bytearray, n: int) -> None:
+    while n > 0x7F:
+        buf.append((n & 0x7F) | 0x80)
+        n >>= 7
+    buf.append(n)
+
+
+def _scalar_conversion(kafka_type: str, optional: bool) -> str | None:
+    """The helper that turns a dict value into what struct packs (None: as it is)."""
+    if kafka_type == "error_code":
+        return "_error_code"
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return "_timedelta_ms"
+    if kafka_type == "datetime_i64":
+        return "_nullable_datetime_ms" if optional else "_datetime_ms"
+    return None
+
+
+def _default(f, kind) -> Any:
+    """What ``build`` puts in a field the dict leaves out, in the dataclass's terms."""
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return messages._zero(f.metadata.get("kafka_type"), kind)
+
+
+class _Compiler:
+    """Writes one ``_w_<n>(d, buf)`` function per entity class into ``lines``."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {
+            "_GiveUp": GiveUp, "_MISSING": MISSING, "_uvarint": _uvarint, "_error_code": _error_code,
+            "_timedelta_ms": _timedelta_ms, "_datetime_ms": _datetime_ms,
+            "_nullable_datetime_ms": _nullable_datetime_ms, "_uuid_bytes": _uuid_bytes, "_dict": dict,
+            "_kio_entity": self._kio_entity,
+        }
+        self.names: dict[type, str] = {}
+
+    @staticmethod
+    def _kio_entity(cls: type, v, buf: bytearray, nullable: bool) -> None:
+        """A nested value that is already a dataclass: kio writes it, as build keeps it."""
+        if not is_dataclass(v):
+            raise GiveUp(f"{cls.__name__} given as {type(v).__name__}")
+        out = BytesIO()
+        entity_writer(cls, nullable=nullable)(out, v)
+        buf += out.getvalue()
+
+    def const(self, value: Any) -> str:
+        name = f"_c{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def entity(self, cls: type) -> str:
+        if cls in self.names:
+            return self.names[cls]
+        name = self.names[cls] = f"_w_{len(self.names)}"
+        flexible = bool(cls.__flexible__)
+        body: list[str] = ["g = d.get"]
+        pending: list[tuple[str, str]] = []  # fixed-size fields not yet packed: (struct code, expression)
+        tagged = []
+
+        def pack_pending() -> None:
+            if pending:
+                s = self.const(struct.Struct(">" + "".join(code for code, _ in pending)))
+                body.append(f"buf += {s}.pack({', '.join(e for _, e in pending)})")
+                pending.clear()
+
+        for i, f in enumerate(fields(cls)):
+            kind = classify_field(f)
+            if "tag" in f.metadata:
+                tagged.append((f, kind))
+                continue
+            kafka_type = f.metadata.get("kafka_type")
+            alias = f.name + "_ms" if kafka_type in messages._TIME_TYPES else None
+            default = self.const(_default(f, kind))
+            var = f"v{i}"
+            body.append(f"{var} = g({f.name!r}, _MISSING)")
+            if alias is not None:
+                body.append(f"if {var} is _MISSING: {var} = g({alias!r}, _MISSING)")
+            body.append(f"if {var} is _MISSING: {var} = {default}")
+            optional = is_optional(f)
+            if isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
+                pack_pending()
+                self.array(body, var, kind, kafka_type, flexible)
+            elif isinstance(kind, EntityField):
+                pack_pending()
+                self.nested(body, var, kind.type_, optional, indent="")
+            elif kafka_type in _FIXED:
+                conversion = _scalar_conversion(kafka_type, optional)
+                if optional and conversion is None:
+                    raise NotImplementedError(f"nullable {kafka_type} in {cls.__name__}")
+                pending.append((_FIXED[kafka_type], f"{conversion}({var})" if conversion else var))
+            else:
+                pack_pending()
+                self.variable(body, var, kafka_type, optional, flexible, indent="")
+        pack_pending()
+        if flexible:
+            self.tags(body, cls, tagged)
+        self.lines.append(f"def {name}(d, buf):")
+        self.lines.append("    if d.__class__ is not _dict: return _kio_entity(" + self.const(cls) + ", d, buf, False)")
+        self.lines.extend("    " + line for line in body)
+        return name
+
+    def nested(self, body: list[str], var: str, cls: type, optional: bool, indent: str) -> None:
+        writer = self.entity(cls)
+        if optional:
+            body.append(f"{indent}if {var} is None: buf.append(0xFF)")
+            body.append(f"{indent}elif {var}.__class__ is not _dict: _kio_entity({self.const(cls)}, {var}, buf, True)")
+            body.append(f"{indent}else:")
+            body.append(f"{indent}    buf.append(1)")
+            body.append(f"{indent}    {writer}({var}, buf)")
+        else:
+            body.append(f"{indent}{writer}({var}, buf)")
+
+    def variable(self, body: list[str], var: str, kafka_type: str, optional: bool, flexible: bool, indent: str) -> None:
+        """string, bytes, records and uuid: kio's writers for them, inlined."""
+        if kafka_type == "uuid":
+            body.append(f"{indent}buf += _uuid_bytes({var})")
+            return
+        if kafka_type not in ("string", "bytes", "records"):
+            raise NotImplementedError(kafka_type)
+        null = "buf.append(0)" if flexible else ("buf += b'\\xff\\xff'" if kafka_type == "string"
+                                                 else "buf += b'\\xff\\xff\\xff\\xff'")
+        body.append(f"{indent}if {var} is None:")
+        body.append(f"{indent}    {null if optional else 'raise _GiveUp(' + repr('null ' + kafka_type) + ')'}")
+        body.append(f"{indent}else:")
+        if flexible:  # kio's compact writer takes str or bytes
+            body.append(f"{indent}    if {var}.__class__ is str: {var} = {var}.encode()")
+        elif kafka_type == "string":
+            body.append(f"{indent}    {var} = {var}.encode()")
+        if flexible:
+            body.append(f"{indent}    _uvarint(buf, len({var}) + 1)")
+        elif kafka_type == "string":
+            body.append(f"{indent}    buf += {self.const(struct.Struct('>h'))}.pack(len({var}))")
+        else:
+            body.append(f"{indent}    buf += {self.const(struct.Struct('>i'))}.pack(len({var}))")
+        body.append(f"{indent}    buf += {var}")
+
+    def array(self, body: list[str], var: str, kind, kafka_type: str | None, flexible: bool) -> None:
+        length = self.const(struct.Struct(">i"))
+        body.append(f"if {var} is None:")
+        body.append("    buf.append(0)" if flexible else f"    buf += {length}.pack(-1)")
+        body.append("else:")
+        body.append(f"    _uvarint(buf, len({var}) + 1)" if flexible else f"    buf += {length}.pack(len({var}))")
+        item = f"{var}_item"
+        body.append(f"    for {item} in {var}:")
+        if isinstance(kind, EntityTupleField):
+            body.append(f"        {self.entity(kind.type_)}({item}, buf)")
+        elif kafka_type in _FIXED:
+            conversion = _scalar_conversion(kafka_type, False)
+            s = self.const(struct.Struct(">" + _FIXED[kafka_type]))
+            body.append(f"        buf += {s}.pack({conversion + '(' + item + ')' if conversion else item})")
+        else:
+            self.variable(body, item, kafka_type, False, flexible, indent="        ")
+
+    def tags(self, body: list[str], cls: type, tagged: list) -> None:
+        """Tagged fields are rare and small: kio's own rule (skip a default value) and writers."""
+        if not tagged:
+            body.append("buf.append(0)")
+            return
+        plan = []
+        for f, kind in sorted(tagged, key=lambda fk: fk[0].metadata["tag"]):
+            name, alias, conversion, _, _ = messages.field_plan(cls, f.name)
+            writer = get_field_writer(f, flexible=True, is_request_header=False, is_tag=True)
+            absent = getattr(messages.build(cls, {}), f.name)
+            plan.append((name, alias, conversion, f.metadata["tag"], writer, f.default, get_tagged_field_default(f),
+                         absent))
+        body.append(f"_tagged({self.const(tuple(plan))}, d, buf)")
+        self.env["_tagged"] = _tagged
+
+
+def _tagged(plan: tuple, d: dict, buf: bytearray) -> None:
+    """kio's tagged section: the fields whose value is not their default, by tag."""
+    written = []
+    for name, alias, (kind, arg), tag, writer, default, implicit, absent in plan:
+        if name in d:
+            value = messages.convert(kind, arg, d[name])
+        elif alias is not None and alias in d:
+            value = messages.convert(kind, arg, d[alias])
+        else:
+            value = absent
+        if value == default or (default is MISSING and value == implicit):
+            continue
+        out = BytesIO()
+        write_tagged_field(out, tag, writer, value)
+        written.append(out.getvalue())
+    _uvarint(buf, len(written))
+    for field in written:
+        buf += field
+
+
+@cache
+def _compiled(cls: type):
+    compiler = _Compiler()
+    name = compiler.entity(cls)
+    source = "\n".join(compiler.lines)
+    exec(compile(source, f"<layout {cls.__module__}.{cls.__name__}>", "exec"), compiler.env)
+    return compiler.env[name]
+
+
+@cache
+def encoder(api_key: int, version: int):
+    """The layout of ``api_key``'s response in ``version`` (a function dict -> bytes), or
+    None for APIs answered the generic way."""
+    if api_key not in HOT_APIS:
+        return None
+    try:
+        write = _compiled(messages.response_class(api_key, version))
+    except NotImplementedError:  # a field type no layout writes: the generic path serves it
+        return None
+
+    def encode(data: dict) -> bytes:
+        buf = bytearray()
+        write(data, buf)
+        return bytes(buf)
+
+    return encode
+
+
+def encode_response(api_key: int, version: int, data: dict) -> bytes:
+    """The response body for a handler's dict: by the layout when the API has one,
+    else (or when the layout gives up) by build + kio."""
+    encode = encoder(api_key, version)
+    if encode is not None:
+        try:
+            body = encode(data)
+        except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
+            pass
+        else:
+            if messages.CHECK_FIELD_NAMES:
+                generic = messages.encode(messages.build_response(api_key, version, data))
+                if generic != body:
+                    raise AssertionError(f"layout of api {api_key} v{version} wrote {body!r}, kio {generic!r}")
+            return body
+    return messages.encode(messages.build_response(api_key, version, data))
