@@ -14,7 +14,7 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.workloads.base import Metric, RunContext, Workload, WorkloadFailed
+from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
 from bench.workloads.produce import TOPIC_KEY
 
 _BATCH = 10_000
@@ -69,4 +69,5 @@ WORKLOAD = Workload(
     run=run,
     metrics=(Metric("records/s", "records/s", "higher", ",.0f"), Metric("MB/s", "MB/s", "higher")),
     requires=("produce",),
+    targets=(Target("records/s", "consume records/s >= 1.0x tansu", min_ratio_to_peer=1.0),),
 )
