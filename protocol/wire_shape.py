@@ -53,19 +53,6 @@ def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, i
     return n, pos + fmt.size
 
 
-def _skip_value(kafka_type: str, buf, pos: int, end: int, flexible: bool, nullable: bool = True) -> int:
-    size = _FIXED.get(kafka_type)
-    if size is None:  # string, bytes, records
-        n, pos = _length(buf, pos, end, flexible, wide=kafka_type != "string")
-        if n < 0 and not nullable:
-            raise ShapeError(f"non-nullable {kafka_type} was serialized as null")
-        size = max(n, 0)
-    pos += size
-    if pos > end:
-        raise ShapeError(f"{kafka_type} runs past the end of the request")
-    return pos
-
-
 @cache
 def _plan(cls: type) -> tuple[bool, tuple]:
     """(flexible, steps); runs of fixed-size fields are merged into one ("skip", n) step."""
@@ -91,43 +78,84 @@ def _plan(cls: type) -> tuple[bool, tuple]:
     return bool(getattr(cls, "__flexible__", False)), tuple(steps)
 
 
-def _walk(cls: type, buf, pos: int, end: int, depth: int) -> int:
-    if depth > 16:
-        raise ShapeError("structures nested too deep")
-    flexible, steps = _plan(cls)
-    for kind, arg, nullable in steps:
-        if kind == "skip":
-            pos += arg
-            if pos > end:
-                raise ShapeError("request truncated")
-        elif kind == "value":
-            pos = _skip_value(arg, buf, pos, end, flexible, nullable)
-        elif kind == "entity":
-            pos = _walk(arg, buf, pos, end, depth + 1)
-        else:
-            count, pos = _length(buf, pos, end, flexible, wide=True)
-            if count < 0 and not nullable:  # Kafka: "non-nullable field was serialized as null"
-                raise ShapeError("non-nullable array was serialized as null")
-            if count > end - pos:  # every element takes at least one byte
-                raise ShapeError(f"array of {count} elements in {end - pos} remaining bytes")
-            for _ in range(count):
+# Each schema's walk is compiled once into straight-line Python: the plan's steps become
+# statements, the one-byte varint of a flexible length is read inline, and an array of
+# fixed-size values is skipped in one step. Refusals and their messages are the walk's.
+
+def _length_code(var: str, flexible: bool, wide: bool) -> list[str]:
+    if not flexible:
+        return [f"{var}, pos = _length(buf, pos, end, False, {wide})"]
+    return [f"if pos < end and buf[pos] < 0x80: {var} = buf[pos] - 1; pos += 1",
+            f"else: {var}, pos = _length(buf, pos, end, True, {wide})"]
+
+
+def _value_code(kafka_type: str, flexible: bool, nullable: bool) -> list[str]:
+    size = _FIXED.get(kafka_type)
+    if size is not None:
+        return [f"pos += {size}", f"if pos > end: raise ShapeError({kafka_type + ' runs past the end of the request'!r})"]
+    lines = _length_code("n", flexible, wide=kafka_type != "string")
+    if not nullable:
+        lines.append(f"if n < 0: raise ShapeError({'non-nullable ' + kafka_type + ' was serialized as null'!r})")
+    lines += ["if n > 0: pos += n",
+              f"if pos > end: raise ShapeError({kafka_type + ' runs past the end of the request'!r})"]
+    return lines
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.env: dict = {"ShapeError": ShapeError, "_length": _length, "_uvarint": _uvarint}
+        self.names: dict[type, str] = {}
+        self.sources: list[str] = []
+
+    def walk(self, cls: type) -> str:
+        if cls in self.names:
+            return self.names[cls]
+        name = self.names[cls] = f"_walk_{len(self.names)}"
+        flexible, steps = _plan(cls)
+        body = ["if depth > 16: raise ShapeError('structures nested too deep')"]
+        for kind, arg, nullable in steps:
+            if kind == "skip":
+                body += [f"pos += {arg}", "if pos > end: raise ShapeError('request truncated')"]
+            elif kind == "value":
+                body += _value_code(arg, flexible, nullable)
+            elif kind == "entity":
+                body.append(f"pos = {self.walk(arg)}(buf, pos, end, depth + 1)")
+            else:
+                body += _length_code("count", flexible, wide=True)
+                if not nullable:  # Kafka: "non-nullable field was serialized as null"
+                    body.append("if count < 0: raise ShapeError('non-nullable array was serialized as null')")
+                body.append("if count > end - pos:"
+                            " raise ShapeError(f'array of {count} elements in {end - pos} remaining bytes')")
                 if kind == "entities":
-                    pos = _walk(arg, buf, pos, end, depth + 1)
+                    body += ["for _ in range(count):", f"    pos = {self.walk(arg)}(buf, pos, end, depth + 1)"]
+                elif arg in _FIXED:  # every element the same size: one step
+                    body += [f"if count > 0: pos += count * {_FIXED[arg]}",
+                             f"if pos > end: raise ShapeError({arg + ' runs past the end of the request'!r})"]
                 else:
-                    pos = _skip_value(arg, buf, pos, end, flexible)
-    if flexible:
-        tags, pos = _uvarint(buf, pos, end)
-        if tags > end - pos:
-            raise ShapeError(f"{tags} tagged fields in {end - pos} remaining bytes")
-        for _ in range(tags):
-            _tag, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
-            pos += size
-            if pos > end:
-                raise ShapeError("tagged field runs past the end of the request")
-    return pos
+                    body += ["for _ in range(count):"] + ["    " + line for line in _value_code(arg, flexible, True)]
+        if flexible:
+            body += [
+                "tags, pos = _uvarint(buf, pos, end)",
+                "if tags > end - pos: raise ShapeError(f'{tags} tagged fields in {end - pos} remaining bytes')",
+                "for _ in range(tags):",
+                "    _tag, pos = _uvarint(buf, pos, end)",
+                "    size, pos = _uvarint(buf, pos, end)",
+                "    pos += size",
+                "    if pos > end: raise ShapeError('tagged field runs past the end of the request')",
+            ]
+        body.append("return pos")
+        self.sources.append(f"def {name}(buf, pos, end, depth):\n" + "\n".join("    " + line for line in body))
+        return name
+
+
+@cache
+def _compiled(cls: type):
+    compiler = _Compiler()
+    name = compiler.walk(cls)
+    exec(compile("\n\n".join(compiler.sources), f"<shape walk {cls.__module__}.{cls.__name__}>", "exec"), compiler.env)
+    return compiler.env[name]
 
 
 def check(cls: type, buf, offset: int = 0) -> None:
     """Raises ShapeError unless every length and count in ``buf[offset:]`` fits."""
-    _walk(cls, buf, offset, len(buf), 0)
+    _compiled(cls)(buf, offset, len(buf), 0)
