@@ -98,5 +98,6 @@ def test_a_value_the_layout_does_not_expect_goes_the_generic_way(value):
 
 def test_other_apis_have_no_layout():
     assert layouts.encoder(18, 3) is None  # ApiVersions
+    assert layouts.encoder(3, 12) is None  # Metadata
     assert layouts.encode_response(18, 3, {"error_code": 0}) == messages.encode(
         messages.build_response(18, 3, {"error_code": 0}))
