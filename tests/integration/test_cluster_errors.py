@@ -157,31 +157,39 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
 
 
 async def test_a_moved_coordinator_loads_before_it_answers(broker_factory, topic_name):
-    cluster = broker_factory({"emulate.fault.coordinator.load.ms": 1500}, nodes=3, admin=True)
+    # Every load takes five minutes of the broker's clock, which the test jumps forward once
+    # it has seen a loading coordinator (a short real-time load could end before it looked).
+    # The jump stays under the idle-connection limit; the nodes' sessions outlast it and no
+    # preferred-leader election moves the coordinator back meanwhile.
+    cluster = broker_factory({"emulate.fault.coordinator.load.ms": 300_000, "broker.session.timeout.ms": 3_600_000,
+                              "auto.leader.rebalance.enable": False}, nodes=3, admin=True)
+    control = cluster.control()
     txn_id = topic_name + "-txn"
     init = {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+
+    async def init_once_loaded(conn):
+        for _ in range(200):
+            r = await conn.request(22, 4, init)
+            if r.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
+                return r
+            await asyncio.to_thread(control.clock_advance, by="5m")
+            await asyncio.sleep(0.05)
+        return r
+
     async with await _conn(cluster, 1) as conn:
         r = await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
         coordinator = r.coordinators[0].node_id
     async with await _conn(cluster, coordinator) as conn:
-        for _ in range(200):
-            first = await conn.request(22, 4, init)
-            if first.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
-                break
-            await asyncio.sleep(0.05)
+        first = await init_once_loaded(conn)
         assert first.error_code == 0
     target = next(n for n in (1, 2, 3) if n != coordinator)
-    moved = cluster.control().coordinator_move(transactional_id=txn_id, to=target)
+    moved = await asyncio.to_thread(control.coordinator_move, transactional_id=txn_id, to=target)
     assert moved["leader"] == target
     async with await _conn(cluster, coordinator) as conn:
         assert (await conn.request(22, 4, init)).error_code == code("NOT_COORDINATOR")
     async with await _conn(cluster, target) as conn:
         assert (await conn.request(22, 4, init)).error_code == code("COORDINATOR_LOAD_IN_PROGRESS")
-        for _ in range(200):
-            again = await conn.request(22, 4, init)
-            if again.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
-                break
-            await asyncio.sleep(0.05)
+        again = await init_once_loaded(conn)
         # the new coordinator loaded the id's state: the same producer id, the next epoch
         assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id,
                                                                              first.producer_epoch + 1)
