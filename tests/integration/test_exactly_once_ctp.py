@@ -495,17 +495,17 @@ def test_two_members_rebalance_with_transactions_in_flight(shared_broker, topic_
                for i in range(2)]
     workers[0].start()
     wait_until(lambda: sum(max(o, 0) for o in _committed(shared_broker.bootstrap, group, src, partitions)) > 40,
-               15, 0.1, "the first member to make progress")
+               60, 0.1, "the first member to make progress")
     workers[1].start()  # joins while the first member has transactions in flight
     # The second half of the input is written only once the rebalance has split the
     # partitions, so the second member gets records however fast the first one is.
     members = [f"{topic_name}-{i}" for i in range(2)]
     wait_until(lambda: all(assigned.get(m) for m in members)
                and sorted(p for m in members for p in assigned[m]) == list(range(partitions)),
-               30, 0.1, "both members to hold a share of the partitions")
+               60, 0.1, "both members to hold a share of the partitions")
     _produce(shared_broker.bootstrap, src, second, partitions, start=first)
     wait_until(lambda: sum(max(o, 0) for o in _committed(shared_broker.bootstrap, group, src, partitions)) == count,
-               30, 0.2, "every input record to be processed")
+               90, 0.2, "every input record to be processed")
     stop.set()
     for w in workers:
         w.join(20)
