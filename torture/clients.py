@@ -8,7 +8,13 @@ prescribes, and each logging every outcome as it saw it.
   producer with the same transactional.id (its ``init_transactions`` fences and
   completes the old one).
 - ``IdempotentWriter``: ``enable.idempotence`` with ``acks=all``; a delivery report
-  without error is an acknowledged record, a failed one has an unknown outcome.
+  without error is an acknowledged record, a failed one has an unknown outcome. A fatal
+  error (raised out of produce/poll/flush or reported) gets a new producer. One the
+  faults cause: a Produce response dropped while later batches are acknowledged on the
+  same connection (no Kafka broker answers out of order), then the old batch retried
+  once the connection breaks; it lies outside the broker's last 5 batches, so the answer
+  is OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's (ProducerStateEntry keeps 5), and
+  librdkafka makes it fatal ("rewound sequence number").
 - ``CtpWorker``: reads the idempotent topic read_committed and copies each record into
   an output topic inside a transaction that also commits the input offsets
   (``send_offsets_to_transaction``); after an abort it rewinds to the batch start.
@@ -235,6 +241,7 @@ class IdempotentWriter(_Client):
     def work(self) -> None:
         producer = self._producer()
         fatal = threading.Event()
+        reasons: list[str] = []  # the fatal error as librdkafka worded it
         s = 0
 
         def delivered(err, msg) -> None:
@@ -245,27 +252,73 @@ class IdempotentWriter(_Client):
             else:
                 self.history.write(kind="idem", p=self.client_name, s=v["s"], outcome=UNKNOWN, error=str(err))
                 if err.fatal():
+                    reasons.append(str(err))
                     fatal.set()
             self.progress += 1
 
         while not self.stop_event.is_set():
-            for _ in range(self.batch):
-                s += 1
-                while True:
-                    try:
-                        producer.produce(self.topic, encode_value(p=self.client_name, s=s),
-                                         partition=s % self.partitions, on_delivery=delivered)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-            producer.poll(self.pause_s)
+            try:
+                for _ in range(self.batch):
+                    s += 1
+                    self._produce(producer, s, delivered)
+                producer.poll(self.pause_s)
+            except (KafkaException, SystemError) as e:
+                # librdkafka raises its fatal error out of produce, poll and flush too, not
+                # only through the delivery report: often before the report is served
+                if not _is_fatal(e):
+                    raise
+                reasons.append(str(e))
+                fatal.set()
             if fatal.is_set():  # librdkafka's idempotent producer: a fatal error needs a new instance
-                log.info("%s: fatal error, new producer", self.client_name)
                 self.fatal_errors += 1
-                producer.flush(10)
+                _close_fatal(producer)
+                log.warning("%s: fatal error, new producer: %s", self.client_name, reasons[0])
                 producer = self._producer()
+                reasons.clear()
                 fatal.clear()
-        producer.flush(70)
+        try:
+            producer.flush(70)
+            producer.close()
+        except (KafkaException, SystemError) as e:
+            if not _is_fatal(e):
+                raise
+            self.fatal_errors += 1
+            _close_fatal(producer)
+
+    def _produce(self, producer: Producer, s: int, delivered) -> None:
+        while True:
+            try:
+                producer.produce(self.topic, encode_value(p=self.client_name, s=s),
+                                 partition=s % self.partitions, on_delivery=delivered)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+
+def _is_fatal(e: Exception) -> bool:
+    """A KafkaException carrying a fatal error (produce says only _FATAL), or the
+    SystemError confluent-kafka raises when that exception surfaces inside a delivery
+    callback."""
+    if isinstance(e, SystemError):
+        e = e.__cause__ if isinstance(e.__cause__, KafkaException) else None
+    if e is None:
+        return False
+    err = _kafka_error(e)
+    return err.fatal() or err.code() == KafkaError._FATAL
+
+
+def _close_fatal(producer: Producer) -> None:
+    """Fails what the producer still holds (each record logged as unknown by its delivery
+    report) and closes it: a fatal producer raises again out of flush."""
+    try:
+        producer.purge()
+        producer.flush(10)
+    except (KafkaException, SystemError):
+        pass
+    try:
+        producer.close()
+    except (KafkaException, SystemError, RuntimeError) as e:
+        log.warning("closing a producer after its fatal error: %r", e)
 
 
 class CtpWorker(_Client):
