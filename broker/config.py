@@ -159,6 +159,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.partition.verification.enable", _bool, True,
                 doc="verify with the coordinator that a transactional Produce's partition is in the "
                     "producer's transaction (KIP-890); false: accept it unverified, as Kafka before 3.6"),
+        Setting("add.partitions.to.txn.retry.backoff.ms", _long, 20,
+                doc="Produce v12's implicit add meeting CONCURRENT_TRANSACTIONS retries after this long"),
+        Setting("add.partitions.to.txn.retry.backoff.max.ms", _long, 100,
+                doc="...for up to this long before answering it (Kafka's defaults)"),
         Setting("transaction.refuse.sequence.reuse", _bool, False,
                 doc="refuse with OUT_OF_ORDER_SEQUENCE_NUMBER a transactional batch whose sequences match a "
                     "batch of an already-ended transaction (Kafka answers it as a duplicate)"),

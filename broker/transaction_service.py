@@ -33,8 +33,15 @@ _PRODUCE_VERIFY_ERRORS = {
 }
 
 
-def produce_error(error: ErrorCode) -> str:
-    """The error a producer gets for a coordinator's answer about its transaction."""
+FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
+
+
+def produce_error(error: ErrorCode, api_version: int = 0) -> str:
+    """The error a producer gets for a coordinator's answer about its transaction.
+    Produce v12+ (transaction version 2) clients retry CONCURRENT_TRANSACTIONS and get
+    it as is (Kafka 4's ReplicaManager); older ones get the retriable NOT_ENOUGH_REPLICAS."""
+    if error is ErrorCode.concurrent_transactions and api_version >= FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD:
+        return "CONCURRENT_TRANSACTIONS"
     return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
 
 
@@ -135,7 +142,7 @@ class TransactionService:
             return None
         if error is ErrorCode.transaction_abortable and api_version >= FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
             return "TRANSACTION_ABORTABLE"
-        return produce_error(error)
+        return produce_error(error, api_version)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                topic: str, partition: int) -> ErrorCode:

@@ -71,7 +71,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e), e.record_errors)
     if (batch.is_transactional and cluster.config["transaction.partition.verification.enable"]
-            and not partition.producer_state.has_open_transaction(batch.producer_id)):
+            and not partition.producer_state.has_ongoing_transaction(batch.producer_id, batch.producer_epoch)):
         partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
         error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
                                           topic, data.index, ctx.version)
@@ -117,8 +117,11 @@ async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
             if part is None or len(records) < RECORD_BATCH_OVERHEAD:
                 continue  # the append path answers these
             header = RecordBatch(records).header  # the batch itself is validated later
-            if header.attributes & TRANSACTIONAL_FLAG and not part.producer_state.has_open_transaction(
-                    header.producer_id):
+            # Only an open transaction at the batch's own epoch holds the partition: a
+            # batch of the next transaction (TV2 bumped the epoch) that arrives before the
+            # previous one's marker must be added, not folded into the old transaction.
+            if header.attributes & TRANSACTIONAL_FLAG and not part.producer_state.has_ongoing_transaction(
+                    header.producer_id, header.producer_epoch):
                 wanted.append((t.name, d.index))
                 producer = (header.producer_id, header.producer_epoch)
     if not wanted:
@@ -126,14 +129,22 @@ async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
     from broker.transaction_service import produce_error  # the coordinator loads only for transactions
 
     tid = request.transactional_id
-    txns = ctx.broker.transactions_for(tid)
-    if txns is None:
-        return dict.fromkeys(wanted, "NOT_ENOUGH_REPLICAS")  # retriable, as for verification
-    response = await txns.run(tid, lambda: txns.coordinator.add_partitions_to_txn(
-        tid, producer[0], producer[1], wanted, FIRST_VERSION_WITH_IMPLICIT_ADD, ctx.clock.now_ms()))
-    if response.error is ErrorCode.none:
-        return {}
-    return dict.fromkeys(wanted, produce_error(response.error))
+    config = ctx.cluster.config
+    backoff_s = config["add.partitions.to.txn.retry.backoff.ms"] / 1000
+    give_up_ms = ctx.clock.now_ms() + config["add.partitions.to.txn.retry.backoff.max.ms"]
+    while True:
+        txns = ctx.broker.transactions_for(tid)
+        if txns is None:
+            return dict.fromkeys(wanted, "NOT_ENOUGH_REPLICAS")  # retriable, as for verification
+        response = await txns.run(tid, lambda: txns.coordinator.add_partitions_to_txn(
+            tid, producer[0], producer[1], wanted, FIRST_VERSION_WITH_IMPLICIT_ADD, ctx.clock.now_ms()))
+        if response.error is ErrorCode.none:
+            return {}
+        # The previous transaction's markers are being written: as Kafka, try again
+        # briefly before making the client back off.
+        if response.error is not ErrorCode.concurrent_transactions or ctx.clock.now_ms() >= give_up_ms:
+            return dict.fromkeys(wanted, produce_error(response.error, ctx.version))
+        await ctx.clock.sleep(backoff_s)
 
 
 async def handle(ctx, request):

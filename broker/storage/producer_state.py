@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
+INT16_MAX = 0x7FFF
 NO_PRODUCER_EPOCH = -1
 NO_COORDINATOR_EPOCH = -1
 
@@ -336,11 +337,14 @@ class ProducerStateManager:
 
         Transaction version 2 coordinators bump the epoch before writing markers, so a
         TV2 marker must carry a newer epoch than the partition has seen (KIP-1228); older
-        versions' markers carry the transaction's own epoch."""
+        versions' markers carry the transaction's own epoch. A TV2 marker resent at the
+        epoch of the marker already written (no transaction open), or at the last epoch
+        there is, is a retry and is written again (KAFKA-19999)."""
         entry = self._producers.get(producer_id)
         if entry is None:
             return ACCEPT
-        if transaction_version >= 2 and producer_epoch == entry.producer_epoch:
+        if transaction_version >= 2 and producer_epoch == entry.producer_epoch and \
+                entry.current_txn_first_offset is not None and producer_epoch != INT16_MAX:
             return _error(
                 "INVALID_PRODUCER_EPOCH",
                 f"TV2 marker for producer {producer_id} has epoch {producer_epoch}, not newer than "

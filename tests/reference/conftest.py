@@ -29,7 +29,7 @@ def kafka_broker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def eos_reference(tmp_path_factory):
     """An eosbroker with the settings the Kafka reference broker gets for these tests."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("eos-reference") / "data", DIFFERENTIAL).start()
+    broker = BrokerProcess(tmp_path_factory.mktemp("eos-reference") / "data", DIFFERENTIAL, admin=True).start()
     yield broker
     broker.stop()
 

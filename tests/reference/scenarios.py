@@ -28,6 +28,8 @@ class Run:
     topic: str
     tag: str  # unique per test run, the same for both brokers
     producers: dict[str, list] = field(default_factory=dict)  # name -> [transactional id, pid, epoch]
+    # eosbroker's control service when the run is against eosbroker (None against Kafka)
+    eos_control: object | None = None
     members: dict[str, tuple[int, str]] = field(default_factory=dict)  # group -> (generation, member id)
 
     def txn_id(self, name: str) -> str:
@@ -135,6 +137,36 @@ def produce(name: str | None, seq: int, *values: str, partition: int = 0, epoch_
         return err(p.error_code), p.base_offset
 
     return (f"produce {name} seq {seq} {values}", action)
+
+
+def produce_v12(name: str, seq: int, *values: str, partition: int = 0):
+    """A transactional batch sent as a transaction version 2 client does: Produce v12, whose
+    batch adds the partition to the transaction. Retried while the answer is retriable (the
+    previous transaction's markers are being written); answers the last (error, offset)."""
+
+    async def action(run: Run):
+        txn_id, pid, epoch = run.producers[name]
+        data = [v.encode() for v in values]
+        batch = build_batch([(None, v, (), 1_700_000_000_000 + i) for i, v in enumerate(data)],
+                            producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+        p = await run.wire.retry(lambda: run.wire.produce_raw(run.topic, partition, batch, txn_id, version=12),
+                                 error_of=lambda p: p.error_code)
+        return err(p.error_code), p.base_offset
+
+    return (f"produce v12 {name} seq {seq} {values}", action)
+
+
+def eos_fault(name: str, action: str, **rule):
+    """A request fault rule on eosbroker only, for producer `name`'s requests (``api_key``,
+    ``delay_ms``, ``count``...): it makes eosbroker slow where Kafka happens to be fast."""
+
+    async def step(run: Run):
+        if run.eos_control is not None:
+            _txn_id, pid, _epoch = run.producers[name]
+            run.eos_control.call("fault_add", action=action, producer_id=pid, **rule)
+        return None
+
+    return (f"eosbroker only: {action} {name} {rule}", step)
 
 
 def produce_bytes(label: str, make: Callable[[Run], bytes], partition: int = 0, topic: str | None = None,
@@ -471,6 +503,12 @@ SCENARIOS: list[Scenario] = [
     Scenario("tv2_commit_after_timeout_abort", [
         init("a", timeout_ms=1000), add("a"), produce("a", 0, "x"), sleep(4), settled("a"),
         end_v2("a", True), describe("a"), end_v2("a", False), describe("a")]),
+    # The next transaction's first batch arrives before the previous one's marker (markers
+    # held back 1.5 s on eosbroker): it is added to the new transaction once the markers are
+    # written, never folded into the old one.
+    Scenario("tv2_produce_before_markers", [
+        init("a"), eos_fault("a", "delay", api_key=27, delay_ms=1500, count=1), produce_v12("a", 0, "x"),
+        end_v2("a", True, settle=False), produce_v12("a", 0, "y"), end_v2("a", True), describe("a"), *READ]),
     Scenario("tv2_zombie_after_commit", [
         *_txn(), produce("a", 0, "x"), end_v2("a", True), produce("a.old", 1, "zombie"),
         add("a.old"), describe("a"), *READ]),

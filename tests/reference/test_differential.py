@@ -22,10 +22,10 @@ KNOWN: dict[str, dict[str, tuple]] = {
 }
 
 
-async def run_scenario(port: int, scenario: Scenario, tag: str) -> list[tuple[str, object]]:
+async def run_scenario(port: int, scenario: Scenario, tag: str, eos_control=None) -> list[tuple[str, object]]:
     wire = await Wire.connect(port)
     try:
-        run = Run(wire, f"d-{tag}", tag)
+        run = Run(wire, f"d-{tag}", tag, eos_control=eos_control)
         assert await wire.create_topic(run.topic, scenario.partitions, scenario.topic_configs) == "NONE"
         out = []
         for label, action in scenario.steps:
@@ -45,7 +45,7 @@ def differences(kafka: list, eos: list) -> dict[str, tuple]:
 async def test_same_answers_as_kafka(scenario, eos_reference, kafka_broker):
     tag = f"{scenario.id[:30]}-{uuid.uuid4().hex[:6]}"
     kafka = await run_scenario(kafka_broker.port, scenario, tag)
-    eos = await run_scenario(eos_reference.port, scenario, tag)
+    eos = await run_scenario(eos_reference.port, scenario, tag, eos_reference.control())
     assert differences(kafka, eos) == KNOWN.get(scenario.id, {})
 
 

@@ -185,3 +185,15 @@ async def test_authorized_operations_when_asked(brokers, topic_name):
     # No authorizer: every operation of the resource type (KIP-430 bit sets).
     answers = {name: await _authorized_operations(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
     assert answers["eosbroker"] == answers["kafka"]
+
+
+async def test_transaction_version_2_markers_without_a_transaction(brokers, topic_name):
+    from tests.integration.test_kafka_parity import markers_by_transaction_version
+
+    answers = {}
+    for name, b in brokers.items():
+        async with await KafkaConnection.connect(HOST, b.port) as conn:
+            await _create(conn, f"{topic_name}-{name}")
+            await _ready(conn, f"{topic_name}-{name}")
+            answers[name] = await markers_by_transaction_version(conn, f"{topic_name}-{name}")
+    assert answers["eosbroker"] == answers["kafka"]

@@ -682,3 +682,35 @@ def test_transaction_version_2_markers_need_a_newer_epoch():
     assert p.state.check_marker(PID, 3, 0, transaction_version=1).error is None
     assert p.state.check_marker(PID, 2, 0, transaction_version=1).error == "INVALID_PRODUCER_EPOCH"
     assert p.state.check_marker(PID, 4, 0, transaction_version=2).error is None
+
+
+def test_transaction_version_2_marker_resent_after_its_transaction_ended_is_accepted():
+    # KAFKA-19999: the coordinator resends a TV2 marker (its first answer was lost) at the
+    # epoch the first one wrote; no transaction is open, so it is a retry, not a zombie.
+    p = Partition()
+    p.produce(data_batch(epoch=3, seq=0, transactional=True))
+    p.state.complete_transaction(PID, 4, 1, True, 0)
+    assert p.state.check_marker(PID, 4, 0, transaction_version=2).error is None
+    assert p.state.check_marker(PID, 3, 0, transaction_version=2).error == "INVALID_PRODUCER_EPOCH"
+    # ...but a newer coordinator's fencing still applies, and an open transaction at that
+    # epoch still needs a newer one
+    assert p.state.check_marker(PID, 4, -5, transaction_version=2).error == "TRANSACTION_COORDINATOR_FENCED"
+    p.produce(data_batch(epoch=4, seq=0, transactional=True, offset=2))
+    assert p.state.check_marker(PID, 4, 0, transaction_version=2).error == "INVALID_PRODUCER_EPOCH"
+
+
+def test_transaction_version_2_marker_at_the_last_epoch_is_accepted():
+    p = Partition()
+    p.produce(data_batch(epoch=0x7FFF, seq=0, transactional=True))
+    assert p.state.check_marker(PID, 0x7FFF, 0, transaction_version=2).error is None
+
+
+def test_an_open_transaction_of_an_older_epoch_is_not_ongoing_for_the_next_epoch():
+    # What the produce path asks before skipping verification (Kafka's hasOngoingTransaction):
+    # the next transaction's batch (TV2 bumped the epoch) must be verified and added.
+    state = ProducerStateManager()
+    state.update(data_batch(epoch=3, seq=0, transactional=True, offset=0))
+    assert state.has_ongoing_transaction(PID, 3)
+    assert not state.has_ongoing_transaction(PID, 4)
+    state.start_verification(PID, 0, 4, NOW)
+    assert state.verification(PID) is not None
