@@ -124,12 +124,11 @@ PROFILE_MAXIMA["4.4"] = {}  # everything implemented is within what 4.4 advertis
 _OLD_MINIMA = {0: 3, 2: 1, 8: 2}  # versions Kafka 4 removed (KIP-896) stay refused here
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.4": {}, "2.4": _OLD_MINIMA, "2.8": _OLD_MINIMA,
                                              "3.6": _OLD_MINIMA, "3.9": _OLD_MINIMA}
-# transaction.version (KIP-890) a profile finalizes, or None before 4.0. Kafka 4.x finalizes
-# 2 on a new cluster; here it stays 1 for now: EndTxn v5 (transaction version 2) is served
-# to clients that use it, but the Java client's TV2 path fails the 3-node failover test
-# (tests/reference/test_java_cluster.py) and is not advertised until that is understood.
+# transaction.version (KIP-890) a profile supports and finalizes, or None before 4.0. Kafka
+# 4.x finalizes 2 on a new cluster: clients end transactions with EndTxn v5 (epoch bump),
+# add partitions with Produce v12 and TxnOffsetCommit v5.
 TRANSACTION_VERSION: dict[str, int | None] = {"2.4": None, "2.8": None, "3.6": None, "3.9": None,
-                                              "4.0": 1, "4.4": 1}
+                                              "4.0": 2, "4.4": 2}
 
 
 class ApiTable:

@@ -29,9 +29,10 @@ def test_java_zombie_is_fenced(broker_factory):
 def test_java_transaction_timeout_fences_the_producer(broker_factory):
     broker = broker_factory(scenario="transaction-timeout")
     result = java_driver.run("scenario-transaction-timeout", broker.bootstrap, f"java-{uuid.uuid4().hex[:6]}")
-    # transaction.version is finalized at 1 here, so the client ends transactions with
-    # EndTxn v4 and is fenced. (With version 2, Kafka 4.4 and eosbroker both answer
-    # INVALID_TXN_STATE: tests/reference, tv2_commit_after_timeout_abort.)
-    assert result["commit"] == "ProducerFencedException"
+    # The client ends transactions with transaction version 2 (EndTxn v5). After the
+    # timeout's abort, Kafka 4.4 answers its commit INVALID_TXN_STATE (the aborted
+    # transaction cannot be committed), which the client throws as InvalidTxnStateException;
+    # eosbroker answers the same (tests/reference: tv2_commit_after_timeout_abort).
+    assert result["commit"] == "InvalidTxnStateException"
     assert result["read_committed"] == ["after"]
     assert broker.control().clock()["offset_ms"] == 120_000

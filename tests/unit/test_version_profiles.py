@@ -25,8 +25,8 @@ def test_releases_differ_as_kafka_did():
 
 def test_transaction_version_feature_from_4_0():
     assert ApiTable(set(HANDLERS), "3.9").features == {}
-    assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 1}
-    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 1}
+    assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 2}
+    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 2}
     # EndTxn v5 (the epoch bump) and KIP-848's APIs only where the feature/protocol exists.
     assert ApiTable(set(HANDLERS), "3.9").ranges[26].max == 4
     assert ApiTable(set(HANDLERS), "4.4").ranges[26].max == 5
