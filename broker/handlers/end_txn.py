@@ -1,6 +1,7 @@
 """EndTxn (26): PREPARE_COMMIT/PREPARE_ABORT is persisted before the answer; the markers
 follow, then COMPLETE_*. v5 is transaction version 2 (KIP-890): the epoch is bumped at
-the end of every transaction and the answer carries the producer id and new epoch.
+the end of every transaction and the answer carries the producer id and new epoch (a new
+producer id when the epoch is exhausted: the broker's next id is handed in for that).
 With the authorizer on it needs WRITE on the transactional id, as in Kafka."""
 
 from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
@@ -14,6 +15,6 @@ async def handle(ctx, request):
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
-        ctx.clock.now_ms()))
+        ctx.clock.now_ms(), ctx.broker.producer_ids.peek()))
     return {"error_code": response.error, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch}

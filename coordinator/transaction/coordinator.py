@@ -34,6 +34,7 @@ from coordinator.transaction.messages import (
     VerifyPartitionsResponse,
 )
 from coordinator.transaction.metadata import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     InvalidTransition,
@@ -337,11 +338,15 @@ class TransactionCoordinator:
         commit: bool,
         api_version: int,
         now_ms: int,
+        next_producer_id: int = NO_PRODUCER_ID,
     ) -> Result[EndTxnResponse]:
+        """``next_producer_id``: the id a transaction version 2 end that exhausts the
+        epoch rotates the producer to (taken with a ``ProducerIdTaken`` effect)."""
         if not transactional_id:
             return Result(response=EndTxnResponse(E.invalid_request))
         if api_version >= FIRST_END_TXN_VERSION_OF_TV2:
-            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit, now_ms)
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit, now_ms,
+                                    next_producer_id)
         error, coordinator_epoch, md = self._lookup(transactional_id)
         if error is None:
             error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
@@ -367,19 +372,26 @@ class TransactionCoordinator:
 
     def _end_txn_v2(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
+        next_producer_id: int,
     ) -> Result[EndTxnResponse]:
         """EndTxn v5, transaction version 2 (KIP-890 part 2), as Kafka's coordinator
         answers it: the epoch must match exactly, except for a retry of an EndTxn that
         already bumped it (the previous epoch, the transaction ending or ended), which is
         answered with the current id and epoch. Ending bumps the epoch; an abort without
-        a transaction is allowed and bumps it too."""
+        a transaction is allowed and bumps it too. An end from the last epoch but one
+        (exhausted) bumps to the last and rotates the producer id: the answer carries
+        the new id at epoch 0, which the producer holds once the markers are written; a
+        retry from the old id and epoch is answered with the new ones."""
         error, coordinator_epoch, md = self._lookup(transactional_id)
-        if error is None and (md is None or md.producer_id != producer_id):
+        retry_on_overflow = (error is None and md is not None and md.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                             and md.previous_producer_id == producer_id != md.producer_id
+                             and producer_epoch == MAX_EPOCH - 1 and md.producer_epoch == 0)
+        if error is None and (md is None or md.producer_id != producer_id) and not retry_on_overflow:
             error = E.invalid_producer_id_mapping
         if error is not None:
             return Result(response=EndTxnResponse(error))
         ending = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_ABORT)
-        retry = md.state in ending and producer_epoch == md.producer_epoch - 1
+        retry = retry_on_overflow or (md.state in ending and producer_epoch == md.producer_epoch - 1)
         if producer_epoch != md.producer_epoch and not retry:
             return Result(response=EndTxnResponse(E.producer_fenced))
         current = EndTxnResponse(E.none, md.producer_id, md.producer_epoch)
@@ -392,14 +404,19 @@ class TransactionCoordinator:
             return Result(response=current)
         abort_without_txn = not commit and not retry and md.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
         if (md.state is S.ONGOING and not retry) or abort_without_txn:
+            rotating = md.is_producer_epoch_exhausted and next_producer_id != NO_PRODUCER_ID
             try:
-                prepared = md.prepare_abort_or_commit(preparing, now_ms, transaction_version=2)
+                prepared = md.prepare_abort_or_commit(preparing, now_ms, transaction_version=2,
+                                                      next_producer_id=next_producer_id if rotating else NO_PRODUCER_ID)
             except InvalidTransition:
                 return Result(response=EndTxnResponse(E.unknown_server_error))
+            # The answer is what the producer holds once the markers are written.
+            after = prepared.prepare_complete(now_ms)
             return Result(
                 records=(self._record(prepared),),
-                response=EndTxnResponse(E.none, prepared.producer_id, prepared.producer_epoch),
-                effects=(self._send_markers(prepared, coordinator_epoch, commit),),
+                response=EndTxnResponse(E.none, after.producer_id, after.producer_epoch),
+                effects=(self._send_markers(prepared, coordinator_epoch, commit),
+                         *((ProducerIdTaken(next_producer_id),) if rotating else ())),
             )
         return Result(response=EndTxnResponse(E.invalid_txn_state))
 

@@ -152,10 +152,13 @@ class TransactionMetadata:
         )
 
     def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int,
-                                transaction_version: int = 1) -> TransactionMetadata:
+                                transaction_version: int = 1,
+                                next_producer_id: int = NO_PRODUCER_ID) -> TransactionMetadata:
         """EndTxn. Transaction version 1: the epoch stays; only the state and time move.
         Version 2: the epoch is bumped here, so the markers (and the producer's next
-        transaction) carry the new one and a zombie of the old epoch is fenced."""
+        transaction) carry the new one and a zombie of the old epoch is fenced. When that
+        bump reaches the last epoch, ``next_producer_id`` is the id the producer moves to
+        once the markers are written (``prepare_complete``)."""
         if new_state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise InvalidTransition(f"{new_state} is not a prepare state")
         idle = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
@@ -168,21 +171,27 @@ class TransactionMetadata:
             bump = {"producer_epoch": self.producer_epoch + 1, "last_producer_epoch": self.producer_epoch}
         return self._transit(
             new_state,
-            next_producer_id=NO_PRODUCER_ID,
+            next_producer_id=next_producer_id if transaction_version >= 2 else NO_PRODUCER_ID,
             txn_last_update_timestamp_ms=now_ms,
             client_transaction_version=transaction_version if transaction_version >= 2 else 0,
             **bump,
         )
 
     def prepare_complete(self, now_ms: int) -> TransactionMetadata:
-        """All markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort."""
+        """All markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort.
+        A transaction version 2 end that exhausted the epoch moves the producer to its
+        next producer id at epoch 0 (the markers went out with the old id and last epoch)."""
         target = (
             TransactionState.COMPLETE_COMMIT
             if self.state is TransactionState.PREPARE_COMMIT
             else TransactionState.COMPLETE_ABORT
         )
+        rotate = {}
+        if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
+            rotate = {"producer_id": self.next_producer_id, "producer_epoch": 0}
         return self._transit(
             target,
+            **rotate,
             next_producer_id=NO_PRODUCER_ID,
             topic_partitions=frozenset(),
             txn_last_update_timestamp_ms=now_ms,

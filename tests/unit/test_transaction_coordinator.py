@@ -1084,3 +1084,55 @@ def test_tv2_abort_without_a_transaction_bumps_the_epoch(state):
     v1 = owned(meta(state)).end_txn(TID, PID, EPOCH, False, TXN_V, NOW)
     assert (v1.response.error, v1.records) == (
         E.none if state is S.COMPLETE_ABORT else E.invalid_txn_state, ())
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_tv2_end_at_the_exhausted_epoch_rotates_the_producer_id(commit):
+    # Kafka's endTransaction with an exhausted epoch (MAX-1): the bump goes to MAX for the
+    # markers, the next producer id is allocated and persisted, the answer already carries
+    # it at epoch 0, and the producer holds it once the markers are written.
+    h = owned(meta(S.ONGOING, epoch=MAX - 1), first_pid=100)
+    result = h.append(h.end_txn(TID, PID, MAX - 1, commit, TV2_V, NOW, h.pids.peek()))
+    assert result.response == EndTxnResponse(E.none, 100, 0)
+    _key, value = only_record(result)
+    assert (value.producer_id, value.producer_epoch, value.next_producer_id) == (PID, MAX, 100)
+    markers = next(e for e in result.effects if isinstance(e, SendMarkers))
+    assert (markers.producer_id, markers.producer_epoch, markers.transaction_version) == (PID, MAX, 2)
+    assert h.pids.peek() == 101  # the id is taken with the record
+    # a retry while the markers are out: the transaction is still being written
+    assert h.end_txn(TID, PID, MAX - 1, commit, TV2_V, NOW, 101).response.error is E.concurrent_transactions
+    done = h.append(h.markers_written(TID, PID, MAX, commit, NOW))
+    _key, value = only_record(done)
+    assert (value.producer_id, value.producer_epoch, value.previous_producer_id, value.next_producer_id) == (
+        100, 0, PID, -1)
+    md = h.md()
+    assert (md.state, md.producer_id, md.producer_epoch) == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
+                                                             100, 0)
+    # a retry from the old id and epoch is answered with the new ones; nothing changes
+    assert pure(h, lambda: h.end_txn(TID, PID, MAX - 1, commit, TV2_V, NOW, 101)).response == \
+        EndTxnResponse(E.none, 100, 0)
+    assert h.end_txn(TID, PID, MAX - 1, not commit, TV2_V, NOW, 101).response.error is E.invalid_txn_state
+    # the new id goes on at epoch 0; the old one is unknown now
+    h.append(h.add_partitions_to_txn(TID, 100, 0, {("orders", 1)}, TXN_V, NOW))
+    assert h.append(h.end_txn(TID, 100, 0, True, TV2_V, NOW, 101)).response == EndTxnResponse(E.none, 100, 1)
+    assert h.end_txn(TID, PID, MAX - 1, True, TV2_V, NOW, 101).response.error is E.invalid_producer_id_mapping
+
+
+def test_tv2_rotation_survives_a_coordinator_move():
+    # The PrepareCommit record carries the next producer id: a coordinator that loads it
+    # resends the markers with the old id and completes onto the new one.
+    h = owned(meta(S.ONGOING, epoch=MAX - 1), first_pid=100)
+    h.append(h.end_txn(TID, PID, MAX - 1, True, TV2_V, NOW, h.pids.peek()))
+    effects = h.reload(h.partition_for(TID), 8)
+    (markers,) = [e for e in effects if isinstance(e, SendMarkers)]
+    assert (markers.producer_id, markers.producer_epoch) == (PID, MAX)
+    h.append(h.markers_written(TID, PID, MAX, True, NOW, 8))
+    assert (h.md().producer_id, h.md().producer_epoch) == (100, 0)
+
+
+def test_tv2_end_below_the_exhausted_epoch_keeps_the_producer_id():
+    h = owned(meta(S.ONGOING, epoch=MAX - 2), first_pid=100)
+    result = h.append(h.end_txn(TID, PID, MAX - 2, True, TV2_V, NOW, h.pids.peek()))
+    assert result.response == EndTxnResponse(E.none, PID, MAX - 1)
+    assert h.pids.peek() == 100
+    assert only_record(result)[1].next_producer_id == -1
