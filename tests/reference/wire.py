@@ -69,9 +69,11 @@ class Wire:
             "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}], "timeout_ms": 30000})
         code = err(r.topics[0].error_code)
-        # the partitions must be led before produce/fetch answer
-        await self.retry(lambda: self.list_offsets_raw(name, 0, -1),
-                         error_of=lambda r: r.topics[0].partitions[0].error_code)
+        # every partition must be led before produce/fetch answer (Kafka's partition 1 may
+        # still answer NOT_LEADER_OR_FOLLOWER after partition 0 is ready)
+        for index in range(partitions):
+            await self.retry(lambda: self.list_offsets_raw(name, index, -1),
+                             error_of=lambda r: r.topics[0].partitions[0].error_code)
         return code
 
     async def find_coordinator(self, key: str, key_type: int = 1) -> tuple[str, int]:
