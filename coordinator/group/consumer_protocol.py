@@ -91,6 +91,18 @@ def subscription_version(metadata: bytes) -> int:
     return decode_subscription(metadata).version
 
 
+def decode_assignment(data: bytes) -> dict[str, frozenset[int]]:
+    """The partitions of a ConsumerProtocolAssignment (any version). Raises MalformedProtocol."""
+    r = _Reader(data)
+    if r.unpack(">h") < 0:
+        raise MalformedProtocol("bad consumer protocol version")
+    out: dict[str, frozenset[int]] = {}
+    for _ in range(r.count()):
+        topic = r.string() or ""
+        out[topic] = out.get(topic, frozenset()) | frozenset(r.unpack(">i") for _ in range(r.count()))
+    return out
+
+
 def encode_assignment(partitions: dict[str, frozenset[int]], version: int) -> bytes:
     """A ConsumerProtocolAssignment (no user data) at ``version``, capped at 3 (every
     version has the same fields)."""

@@ -29,17 +29,19 @@ from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ClassicJoin,
     ConsumerGroup,
+    ConsumerMember,
     ConsumerGroupConfig,
     ConsumerGroups,
     HeartbeatAnswer,
     HeartbeatRequest,
     Refused,
     TopicsSnapshot,
+    metadata_hash,
     validate,
 )
 from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from coordinator.group.group import Member
-from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer
+from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer, Reply
 from coordinator.group.messages import (
     NO_GENERATION,
     DeletableGroupResult,
@@ -444,12 +446,16 @@ class GroupCoordinator:
             records: list[CoordinatorRecord] = []
             group = state.consumer_groups.get(request.group_id)
             classic = state.groups.get(request.group_id)
+            upgrade = Outcome()
             if group is None and classic is not None:
-                if request.member_epoch != 0 or classic.state is not S.EMPTY:
+                if request.member_epoch != 0:
                     raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a consumer group.")
                 # An empty classic group (say, offsets committed without membership)
-                # becomes a consumer group; its offsets stay.
+                # becomes a consumer group; its offsets stay. One with members is
+                # converted with them (KIP-848 online upgrade), when the policy allows.
                 records.append(log_codec.group_metadata_record(request.group_id, None))
+                if classic.state is not S.EMPTY:
+                    group = self._upgraded(classic, records, upgrade.replies, now_ms)
             if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and group is not None:
                 downgraded = self._maybe_downgrade(state, group, request.member_id, now_ms)
                 if downgraded is not None:
@@ -458,9 +464,60 @@ class GroupCoordinator:
             changes, answer = self.consumer.heartbeat(group, request, self.topics(), now_ms)
         except Refused as refused:
             return Result(response=HeartbeatAnswer(refused.error, refused.message))
-        if group is None and answer.member_id is not None:
-            state.new_group_deadlines[request.group_id] = {answer.member_id: now_ms + self.config.consumer.session_timeout_ms}
-        return Result(records=tuple(records + changes), response=answer)
+        if request.group_id not in state.consumer_groups and answer.member_id is not None:
+            deadlines = dict(group.session_deadlines) if group is not None else {}
+            deadlines[answer.member_id] = now_ms + self.config.consumer.session_timeout_ms
+            state.new_group_deadlines[request.group_id] = deadlines
+        return Result(records=tuple(records + changes), response=answer, effects=tuple(upgrade.replies))
+
+    def _upgraded(self, classic: ClassicGroup, records: list[CoordinatorRecord], replies: list, now_ms: int
+                  ) -> ConsumerGroup:
+        """A classic group with members as the consumer group it becomes (Kafka's online
+        upgrade): each member keeps its subscription, protocols and assigned partitions
+        at the generation, which becomes the group epoch. Its records are added to
+        ``records``; parked JoinGroup/SyncGroup requests are told REBALANCE_IN_PROGRESS.
+        Raises Refused when the policy or the group does not allow it."""
+        group_id = classic.group_id
+        if not self.config.consumer.upgrade_enabled or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise Refused(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        if len(classic.members) > self.config.consumer.max_size:
+            raise Refused(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        topics = self.topics()
+        epoch = classic.generation_id
+        converted = ConsumerGroup(group_id, group_epoch=epoch, assignment_epoch=epoch)
+        for m in classic.members.values():
+            try:
+                subscription = consumer_protocol.decode_subscription(
+                    m.metadata(classic.protocol_name) if classic.protocol_name else m.protocols[0].metadata)
+                assigned = consumer_protocol.decode_assignment(m.assignment) if m.assignment else {}
+            except consumer_protocol.MalformedProtocol:
+                raise Refused(E.group_id_not_found, f"Cannot upgrade the classic group {group_id} to consumer "
+                              "group because the embedded consumer protocol is malformed.") from None
+            partitions = {topics[t][0]: ps for t, ps in assigned.items() if t in topics and ps}
+            member = ConsumerMember(
+                m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack_id, client_id=m.client_id,
+                client_host=m.client_host, subscribed_topic_names=subscription.topics,
+                rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=epoch, previous_member_epoch=epoch,
+                assigned=partitions, classic=consumer_log_codec.ClassicMemberMetadata(
+                    m.session_timeout_ms, tuple((p.name, p.metadata) for p in m.protocols)))
+            converted.members[m.member_id] = member
+            converted.target[m.member_id] = partitions
+            converted.session_deadlines[m.member_id] = now_ms + m.session_timeout_ms
+            records.append(consumer_log_codec.member_metadata_record(group_id, m.member_id, member.metadata_value()))
+            records.append(consumer_log_codec.target_member_record(group_id, m.member_id, partitions))
+            records.append(consumer_log_codec.current_assignment_record(group_id, m.member_id,
+                                                                        member.assignment_value()))
+            if m.awaiting_join:
+                replies.append(Reply(m.join_reply_to, JoinGroupResponse(E.rebalance_in_progress, member_id=m.member_id)))
+            if m.awaiting_sync:
+                replies.append(Reply(m.sync_reply_to, SyncGroupResponse(E.rebalance_in_progress)))
+        converted.metadata_hash = metadata_hash(topics, converted.subscribed_topics(topics))
+        records.append(consumer_log_codec.group_metadata_record(
+            group_id, consumer_log_codec.GroupMetadataValue(epoch, converted.metadata_hash)))
+        records.append(consumer_log_codec.target_metadata_record(group_id, epoch))
+        log.info("group %s: upgraded from a classic group to a consumer group (%d members)",
+                 group_id, len(classic.members))
+        return converted
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         """(error, message, group) as ConsumerGroupDescribe answers for one group."""

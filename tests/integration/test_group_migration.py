@@ -83,6 +83,40 @@ def last_consumer_member_leaves(bootstrap: str, topic: str) -> list[str]:
     return types
 
 
+def consumer_member_joins_classic_group(bootstrap: str, topic: str) -> list[str]:
+    """A KIP-848 member joins a classic group that has a member: the group is upgraded,
+    the partitions are split, and nothing is read twice or lost. Returns the group's type
+    before and after."""
+    _create(bootstrap, topic)
+    _produce(bootstrap, topic, 40)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    classic = _member(bootstrap, group, "classic")
+    classic.subscribe([topic])
+    seen: dict = {}
+    _poll_until([classic], lambda: len(seen.get(0, [])) >= 20 and _assigned(classic) == set(range(PARTITIONS)),
+                seen)
+    types = [_group_type(bootstrap, group)]
+    modern = _member(bootstrap, group, "consumer")
+    modern.subscribe([topic])
+    members = [classic, modern]
+    _poll_until(members, lambda: bool(_assigned(classic)) and bool(_assigned(modern))
+                and _assigned(modern).isdisjoint(_assigned(classic))
+                and _assigned(modern) | _assigned(classic) == set(range(PARTITIONS)), seen)
+    types.append(_group_type(bootstrap, group))
+    _produce(bootstrap, topic, 40, start=40)
+    _poll_until(members, lambda: sum(len(v) for v in seen.values()) >= 80, seen)
+    values = sorted(v for vs in seen.values() for v in vs)
+    assert values == [b"%04d" % i for i in range(80)]  # nothing lost, nothing twice
+    assert seen.get(1), "the consumer-protocol member consumed nothing"
+    modern.close()
+    classic.close()
+    return types
+
+
+def test_classic_group_upgraded_when_a_consumer_member_joins(shared_broker, topic_name):
+    assert consumer_member_joins_classic_group(shared_broker.bootstrap, topic_name) == ["CLASSIC", "CONSUMER"]
+
+
 def test_group_becomes_classic_when_the_last_consumer_member_leaves(shared_broker, topic_name):
     assert last_consumer_member_leaves(shared_broker.bootstrap, topic_name) == ["CONSUMER", "CLASSIC"]
 

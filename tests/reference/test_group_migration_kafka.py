@@ -13,3 +13,9 @@ def test_group_becomes_classic_when_the_last_consumer_member_leaves_on_kafka(kaf
     from tests.integration.test_group_migration import last_consumer_member_leaves
 
     assert last_consumer_member_leaves(kafka_broker.bootstrap, topic_name) == ["CONSUMER", "CLASSIC"]
+
+
+def test_classic_group_upgraded_when_a_consumer_member_joins_on_kafka(kafka_broker, topic_name):
+    from tests.integration.test_group_migration import consumer_member_joins_classic_group
+
+    assert consumer_member_joins_classic_group(kafka_broker.bootstrap, topic_name) == ["CLASSIC", "CONSUMER"]

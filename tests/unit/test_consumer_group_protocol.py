@@ -225,7 +225,7 @@ def test_classic_and_consumer_groups_side_by_side():
     assert classic.error_code is E.member_id_required
     c.join("j1", group="old", member_id=classic.member_id)
     c.advance(200)
-    assert c.hb("a", 0, group="old").error_code is E.group_id_not_found
+    assert c.hb("a", 0, group="old").error_code is E.group_id_not_found  # its metadata is no consumer protocol
     # a classic member may join "new" (online migration), with the consumer protocol type only
     assert c.join("j2", group="new", protocol_type="connect").error_code is E.inconsistent_group_protocol
     listed = {(g.group_id, g.group_type, g.group_state) for g in c.coordinator.list_groups().groups}
@@ -403,3 +403,50 @@ def test_no_downgrade_when_the_policy_forbids_it():
         c.hb("a", -1)
         assert list(c.group().members) == [m] and c.coordinator.group("g") is None
         assert c.heartbeat(m, c.group().members[m].member_epoch) is E.rebalance_in_progress  # epoch bumped
+
+
+def _stable_classic_group(config=CONFIG) -> tuple[Consumers, str, int]:
+    c = Consumers(config=config)
+    protocols = [JoinProtocol("range", subscription("t"))]
+    m = c.join("j0", protocols=protocols).member_id
+    c.join("j1", member_id=m, protocols=protocols)
+    c.advance(200)
+    generation = c.replies["j1"].generation_id
+    assignment = struct.pack(">hih", 1, 1, 1) + b"t" + struct.pack(">iiiiii", 4, 0, 1, 2, 3, -1)
+    c.sync("s1", m, generation, assignments={m: assignment})
+    assert c.coordinator.group("g").state.value == "Stable"
+    return c, m, generation
+
+
+def test_classic_group_with_members_upgraded_by_a_consumer_member():
+    c, m, generation = _stable_classic_group()
+    joined = c.hb("a", 0)
+    assert (joined.error_code, joined.member_epoch, joined.assignment) == (E.none, generation + 1, {})
+    assert c.coordinator.group("g") is None
+    group = c.group()
+    classic = group.members[m]
+    assert (classic.member_epoch, classic.assigned, classic.subscribed_topic_names) == (
+        generation, parts(0, 1, 2, 3), ("t",))
+    assert classic.classic.session_timeout_ms == 10_000
+    # the classic member is told to rejoin, gives up half, and a gets it
+    assert c.heartbeat(m, generation) is E.rebalance_in_progress
+    c.join("j2", member_id=m, protocols=[JoinProtocol("range", subscription("t", owned={"t": [0, 1, 2, 3]}))])
+    rejoined = c.replies["j2"]
+    assert rejoined.error_code is E.none
+    kept = c.group().members[m]
+    assert kept.state.name == "UNREVOKED_PARTITIONS"
+    c.join("j3", member_id=m, protocols=[JoinProtocol("range", subscription("t"))])  # revoked them all (eager)
+    synced = c.sync("s2", m, c.replies["j3"].generation_id)
+    mine = set(assignment_of(synced.assignment).get("t", []))
+    assert c.hb("a", joined.member_epoch, owned={}).assignment == parts(*(set(range(4)) - mine))
+    assert c.restart().group().members[m].classic is not None
+
+
+def test_no_upgrade_when_the_policy_forbids_it():
+    for policy in ("downgrade", "disabled"):
+        config = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100,
+                             consumer=ConsumerGroupConfig(migration_policy=policy))
+        c, m, generation = _stable_classic_group(config)
+        refused = c.hb("a", 0)
+        assert (refused.error_code, refused.error_message) == (E.group_id_not_found, "Group g is not a consumer group.")
+        assert c.group() is None and c.heartbeat(m, generation) is E.none
