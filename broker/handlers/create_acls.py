@@ -1,4 +1,6 @@
-"""CreateAcls (30): adds ACL bindings (ALTER on the cluster needed when ACLs are enforced)."""
+"""CreateAcls (30): adds ACL bindings (ALTER on the cluster needed when ACLs are enforced).
+Without an authorizer (``authorizer.class.name`` unset) every creation is answered
+SECURITY_DISABLED, as Kafka answers."""
 
 from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclBinding, AclError, allowed, validate_new
 from broker.errors import code
@@ -10,6 +12,9 @@ async def handle(ctx, request):
     if not allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
         return {"results": [{"error_code": code("CLUSTER_AUTHORIZATION_FAILED"),
                              "error_message": "Cluster authorization failed."} for _ in request.creations]}
+    if not ctx.broker.authorizer.enabled:
+        return {"results": [{"error_code": code("SECURITY_DISABLED"), "error_message": "No Authorizer is configured."}
+                            for _ in request.creations]}
     results, valid = [], []
     for c in request.creations:
         binding = AclBinding(int(c.resource_type), c.resource_name, int(getattr(c, "resource_pattern_type", 3)),

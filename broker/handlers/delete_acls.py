@@ -1,4 +1,5 @@
-"""DeleteAcls (31): removes the bindings each filter matches and lists them."""
+"""DeleteAcls (31): removes the bindings each filter matches and lists them;
+SECURITY_DISABLED for every filter without an authorizer, as Kafka answers."""
 
 from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclError, allowed
 from broker.errors import code
@@ -12,6 +13,9 @@ async def handle(ctx, request):
         return {"filter_results": [{"error_code": code("CLUSTER_AUTHORIZATION_FAILED"),
                                     "error_message": "Cluster authorization failed.", "matching_acls": []}
                                    for _ in request.filters]}
+    if not ctx.broker.authorizer.enabled:
+        return {"filter_results": [{"error_code": code("SECURITY_DISABLED"), "error_message": "No Authorizer is configured.",
+                                    "matching_acls": []} for _ in request.filters]}
     filters, errors = [], {}
     for i, raw in enumerate(request.filters):
         f = acl_filter(raw)

@@ -1,4 +1,5 @@
-"""DescribeAcls (29): the bindings matching one filter, grouped by resource pattern."""
+"""DescribeAcls (29): the bindings matching one filter, grouped by resource pattern;
+SECURITY_DISABLED without an authorizer, as Kafka answers."""
 
 from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, AclError, AclFilter, allowed
 from broker.errors import code
@@ -16,6 +17,9 @@ def acl_filter(f) -> AclFilter:
 async def handle(ctx, request):
     if not allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
         return {"error_code": code("CLUSTER_AUTHORIZATION_FAILED"), "error_message": "Cluster authorization failed.",
+                "resources": []}
+    if not ctx.broker.authorizer.enabled:
+        return {"error_code": code("SECURITY_DISABLED"), "error_message": "No Authorizer is configured on the broker",
                 "resources": []}
     f = acl_filter(request)
     try:

@@ -202,8 +202,20 @@ def _acl(topic, operation, permission=AclPermissionType.ALLOW, principal="User:*
     return AclBinding(rtype, topic, pattern, principal, "*", operation, permission)
 
 
-def test_acls_create_describe_delete(shared_broker, topic_name):
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# The authorizer on, and open while nothing restricts a resource: how ACLs are set up.
+OPEN_AUTHORIZER = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
+
+
+def test_acl_apis_need_an_authorizer(shared_broker, topic_name):
     admin = _admin(shared_broker)
+    created = admin.create_acls([_acl(topic_name, AclOperation.READ)])
+    assert _error_code(next(iter(created.values()))) == code("SECURITY_DISABLED")
+    # DescribeAcls and DeleteAcls: tests/reference/test_parity_differences.py (wire, against Kafka)
+
+
+def test_acls_create_describe_delete(broker_factory, topic_name):
+    admin = _admin(broker_factory(OPEN_AUTHORIZER))
     bindings = [_acl(topic_name, AclOperation.READ), _acl(topic_name, AclOperation.WRITE, AclPermissionType.DENY),
                 _acl(topic_name[:6], AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED)]
     for f in admin.create_acls(bindings).values():
@@ -223,9 +235,6 @@ def test_acls_create_describe_delete(shared_broker, topic_name):
     assert admin.describe_acls(matching).result(10) == []
 
 
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-
-
 def _produce_error(bootstrap: str, topic: str):
     producer = Producer({"bootstrap.servers": bootstrap, "retries": 0, "message.timeout.ms": 10000})
     reports = []
@@ -236,7 +245,7 @@ def _produce_error(bootstrap: str, topic: str):
 
 def test_acls_are_enforced_when_the_authorizer_is_on(broker_factory, tmp_path, topic_name):
     data = tmp_path / "acl-data"
-    open_broker = broker_factory(data_dir=data)
+    open_broker = broker_factory(OPEN_AUTHORIZER, data_dir=data)
     admin = _admin(open_broker)
     ok, denied = f"ok-{topic_name}", f"no-{topic_name}"
     for f in admin.create_topics([NewTopic(ok, 1, 1), NewTopic(denied, 1, 1)]).values():

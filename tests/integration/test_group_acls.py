@@ -41,7 +41,8 @@ def _first_error(response):
 
 async def test_group_apis_answer_group_authorization_failed(broker_factory, tmp_path, topic_name):
     data = tmp_path / "data"
-    open_broker = broker_factory(data_dir=data)
+    open_broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER,
+                                  "allow.everyone.if.no.acl.found": "true"}, data_dir=data)
     admin = AdminClient({"bootstrap.servers": open_broker.bootstrap})
     hidden = f"hidden-{topic_name}"
     for f in admin.create_topics([NewTopic(topic_name, 1, 1), NewTopic(hidden, 1, 1)]).values():

@@ -54,7 +54,8 @@ def acl_broker(broker_factory, tmp_path, topic_name):
     transactional ids ``tx-ok*`` and groups ``ok-*``; ``hidden-<topic>`` exists but is
     closed to it."""
     data = tmp_path / "data"
-    open_broker = broker_factory(data_dir=data)
+    open_broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER,
+                                  "allow.everyone.if.no.acl.found": "true"}, data_dir=data)
     admin = AdminClient({"bootstrap.servers": open_broker.bootstrap})
     for f in admin.create_topics([NewTopic(topic_name, 1, 1), NewTopic(f"hidden-{topic_name}", 1, 1)]).values():
         f.result(10)

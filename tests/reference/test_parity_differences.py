@@ -197,3 +197,23 @@ async def test_transaction_version_2_markers_without_a_transaction(brokers, topi
             await _ready(conn, f"{topic_name}-{name}")
             answers[name] = await markers_by_transaction_version(conn, f"{topic_name}-{name}")
     assert answers["eosbroker"] == answers["kafka"]
+
+
+async def _acl_apis_without_authorizer(port: int, topic: str):
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        binding = {"resource_type": 2, "resource_name": topic, "resource_pattern_type": 3, "principal": "User:*",
+                   "host": "*", "operation": 3, "permission_type": 3}
+        created = await conn.request(30, 3, {"creations": [binding]})
+        filt = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+        described = await conn.request(29, 3, filt)
+        deleted = await conn.request(31, 3, {"filters": [filt]})
+        return ([(r.error_code, r.error_message) for r in created.results],
+                (described.error_code, described.error_message, list(described.resources)),
+                [(r.error_code, r.error_message, list(r.matching_acls)) for r in deleted.filter_results])
+
+
+async def test_acl_apis_without_an_authorizer(brokers, topic_name):
+    answers = {name: await _acl_apis_without_authorizer(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    assert answers["eosbroker"] == answers["kafka"]
+    assert answers["kafka"][1][0] == code("SECURITY_DISABLED")
