@@ -14,7 +14,8 @@ import pytest
 
 from tests.reference import java_driver
 
-CI = {"transactional", "fencing", "ctp", "admin", "ctp-consumer-protocol", "consumer-protocol-group"}
+CI = {"transactional", "fencing", "ctp", "admin", "ctp-consumer-protocol", "consumer-protocol-group",
+      "admin-configs", "mixed-protocol-group"}
 
 
 @pytest.fixture(scope="module")
@@ -91,4 +92,23 @@ def test_kip848_group_assigns_and_splits(results, scenario):
     r = results(scenario, "eosbroker")
     assert (r["first_alone"], r["split"], r["union"]) == (4, [2, 2], 4)
     assert (r["describe_type"], r["describe_members"], r["describe_assigned"]) == ("Consumer", 2, 4)
+    assert r == results(scenario, "kafka")
+
+
+@pytest.mark.parametrize("scenario", _params("admin-configs"))
+def test_admin_config_log_dir_scram_and_acl_calls(results, scenario):
+    r = results(scenario, "eosbroker")
+    assert r["topic retention.ms"] == ["3600000", "DYNAMIC_TOPIC_CONFIG"]
+    assert r["group consumer.session.timeout.ms"] == ["50000", "DYNAMIC_GROUP_CONFIG"]
+    assert r["log_dir_has_topic"] is True
+    assert r["scram"] == ["SCRAM_SHA_256:8192"]
+    assert r["create_acls"] == "SecurityDisabledException"  # no authorizer on either broker
+    assert r == results(scenario, "kafka")
+
+
+@pytest.mark.parametrize("scenario", _params("mixed-protocol-group"))
+def test_classic_and_kip848_members_in_one_group(results, scenario):
+    r = results(scenario, "eosbroker")
+    assert (r["modern_alone"], r["split"], r["union"], r["classic_alone"]) == (4, [2, 2], 4, 4)
+    assert (r["type_mixed"], r["type_after"]) == ("Consumer", ["Classic"])
     assert r == results(scenario, "kafka")

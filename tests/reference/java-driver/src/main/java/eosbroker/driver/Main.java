@@ -70,6 +70,8 @@ public final class Main {
             }
             case "consumer-protocol-group" -> consumerProtocolGroup(bootstrap, name, out);
             case "admin" -> admin(bootstrap, name, out);
+            case "admin-configs" -> adminConfigs(bootstrap, name, out);
+            case "mixed-protocol-group" -> mixedProtocolGroup(bootstrap, name, out);
             case "scenario-zombie-fencing" -> scenarioZombieFencing(bootstrap, name, args[3], out);
             case "scenario-transaction-timeout" -> scenarioTransactionTimeout(bootstrap, name, out);
             case "cluster-failover" -> clusterFailover(bootstrap, name, args[3], out);
@@ -414,6 +416,105 @@ public final class Main {
                     assigned += m.assignment().topicPartitions().size();
                 }
                 out.put("describe_assigned", assigned);
+            }
+        }
+    }
+
+    /** KIP-848 online migration: a classic consumer (JoinGroup) joins a group whose first
+     *  member uses group.protocol=consumer; they split the partitions; when the KIP-848
+     *  member leaves the group becomes classic and the other takes every partition. */
+    static void mixedProtocolGroup(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-in";
+        String group = name + "-group";
+        createTopics(bootstrap, 4, topic);
+        groupProtocol = "consumer";
+        KafkaConsumer<String, String> modern = consumer(bootstrap, group, true);
+        groupProtocol = "classic";
+        try (KafkaConsumer<String, String> classic = consumer(bootstrap, group, true);
+             Admin admin = Admin.create(common(bootstrap))) {
+            modern.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
+            while (modern.assignment().size() < 4 && System.nanoTime() < deadline) {
+                modern.poll(Duration.ofMillis(100));
+            }
+            out.put("modern_alone", modern.assignment().size());
+            classic.subscribe(List.of(topic));
+            while (System.nanoTime() < deadline
+                   && !(modern.assignment().size() == 2 && classic.assignment().size() == 2)) {
+                modern.poll(Duration.ofMillis(100));
+                classic.poll(Duration.ofMillis(100));
+            }
+            Set<TopicPartition> both = new HashSet<>(modern.assignment());
+            both.addAll(classic.assignment());
+            out.put("split", List.of(modern.assignment().size(), classic.assignment().size()));
+            out.put("union", both.size());
+            out.put("type_mixed", admin.describeConsumerGroups(List.of(group)).all().get().get(group).type().toString());
+            modern.close();
+            while (classic.assignment().size() < 4 && System.nanoTime() < deadline) {
+                classic.poll(Duration.ofMillis(100));
+            }
+            out.put("classic_alone", classic.assignment().size());
+            out.put("type_after", admin.listConsumerGroups().all().get().stream()
+                .filter(l -> l.groupId().equals(group)).map(l -> l.type().map(Object::toString).orElse("?"))
+                .collect(Collectors.toList()));
+        } finally {
+            groupProtocol = "classic";
+        }
+    }
+
+    /** The admin calls client test suites make: configs of a topic and a group (incremental
+     *  alter, describe with sources), log dirs, the cluster with authorized operations, SCRAM
+     *  credentials, and ACLs (which need an authorizer). */
+    static void adminConfigs(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 1, topic);
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            var t = new org.apache.kafka.common.config.ConfigResource(
+                org.apache.kafka.common.config.ConfigResource.Type.TOPIC, topic);
+            var g = new org.apache.kafka.common.config.ConfigResource(
+                org.apache.kafka.common.config.ConfigResource.Type.GROUP, name + "-g");
+            var set = org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET;
+            admin.incrementalAlterConfigs(Map.of(
+                t, List.of(new org.apache.kafka.clients.admin.AlterConfigOp(
+                    new org.apache.kafka.clients.admin.ConfigEntry("retention.ms", "3600000"), set)),
+                g, List.of(new org.apache.kafka.clients.admin.AlterConfigOp(
+                    new org.apache.kafka.clients.admin.ConfigEntry("consumer.session.timeout.ms", "50000"), set))))
+                .all().get();
+            var configs = admin.describeConfigs(List.of(t, g)).all().get();
+            for (String key : List.of("retention.ms", "cleanup.policy", "max.compaction.lag.ms")) {
+                var e = configs.get(t).get(key);
+                out.put("topic " + key, List.of(e.value(), e.source().toString()));
+            }
+            for (String key : List.of("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms")) {
+                var e = configs.get(g).get(key);
+                out.put("group " + key, List.of(e.value(), e.source().toString()));
+            }
+            var cluster = admin.describeCluster(
+                new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true));
+            int node = cluster.nodes().get().iterator().next().id();
+            out.put("cluster_operations", cluster.authorizedOperations().get().stream()
+                .map(Object::toString).sorted().collect(Collectors.toList()));
+            var dirs = admin.describeLogDirs(List.of(node)).allDescriptions().get().get(node);
+            out.put("log_dir_has_topic", dirs.values().stream()
+                .anyMatch(d -> d.replicaInfos().containsKey(new TopicPartition(topic, 0))));
+            String user = name + "-user";
+            admin.alterUserScramCredentials(List.of(new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(
+                user, new org.apache.kafka.clients.admin.ScramCredentialInfo(
+                    org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256, 8192), "secret"))).all().get();
+            var scram = admin.describeUserScramCredentials(List.of(user)).all().get().get(user);
+            out.put("scram", scram.credentialInfos().stream()
+                .map(i -> i.mechanism() + ":" + i.iterations()).collect(Collectors.toList()));
+            var acl = new org.apache.kafka.common.acl.AclBinding(
+                new org.apache.kafka.common.resource.ResourcePattern(
+                    org.apache.kafka.common.resource.ResourceType.TOPIC, topic,
+                    org.apache.kafka.common.resource.PatternType.LITERAL),
+                new org.apache.kafka.common.acl.AccessControlEntry("User:*", "*",
+                    org.apache.kafka.common.acl.AclOperation.READ, org.apache.kafka.common.acl.AclPermissionType.ALLOW));
+            try {
+                admin.createAcls(List.of(acl)).all().get();
+                out.put("create_acls", "ok");
+            } catch (java.util.concurrent.ExecutionException e) {
+                out.put("create_acls", e.getCause().getClass().getSimpleName());
             }
         }
     }
