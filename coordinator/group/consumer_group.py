@@ -106,6 +106,9 @@ class ConsumerGroup:
     # Memory only: member id -> deadline; member id -> (deadline, member epoch it guards).
     session_deadlines: dict[str, int] = field(default_factory=dict)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # A classic member's next JoinGroup (after REBALANCE_IN_PROGRESS) or SyncGroup (after
+    # its JoinGroup) is due by then, within its rebalance timeout, or it is removed.
+    classic_deadlines: dict[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -161,6 +164,7 @@ class ConsumerGroup:
                 self.members.pop(member_id, None)
                 self.session_deadlines.pop(member_id, None)
                 self.rebalance_deadlines.pop(member_id, None)
+                self.classic_deadlines.pop(member_id, None)
                 return
             v = codec.decode_member_metadata(value)
             old = self.members.get(member_id, ConsumerMember(member_id))
@@ -504,6 +508,7 @@ class ConsumerGroups:
         owned = {topics[name][0]: ps for name, ps in subscription.owned_partitions.items() if name in topics and ps}
         reconciled = self._converge(group, members, targets, member, updated, is_new, owned, topics, records,
                                     now_ms, join.session_timeout_ms)
+        group.classic_deadlines[reconciled.member_id] = now_ms + join.rebalance_timeout_ms  # its SyncGroup
         return records, reconciled
 
     def _classic_member(
@@ -560,6 +565,7 @@ class ConsumerGroups:
             raise Refused(E.rebalance_in_progress, f"A new rebalance is triggered in group {group.group_id} and "
                           f"member {member.member_id} should rejoin to catch up.")
         group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
+        group.classic_deadlines.pop(member.member_id, None)
         names = {topic_id: name for name, (topic_id, _count) in topics.items()}
         assigned = {names[t]: ps for t, ps in member.assigned.items() if t in names}
         try:
@@ -575,6 +581,7 @@ class ConsumerGroups:
         group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
         if (member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
                 or (member.state is MemberState.UNRELEASED_PARTITIONS and not _waits_for_others(group, member))):
+            group.classic_deadlines.setdefault(member.member_id, now_ms + member.rebalance_timeout_ms)  # its rejoin
             return E.rebalance_in_progress
         return E.none
 
@@ -615,6 +622,7 @@ class ConsumerGroups:
         for m in gone:
             group.session_deadlines.pop(m, None)
             group.rebalance_deadlines.pop(m, None)
+            group.classic_deadlines.pop(m, None)
         return records
 
     # -- timers ---------------------------------------------------------------------------
@@ -627,11 +635,13 @@ class ConsumerGroups:
             if (deadline <= now_ms and member is not None and member.member_epoch == epoch
                     and member.state is MemberState.UNREVOKED_PARTITIONS and member_id not in out):
                 out.append(member_id)
+        out += [m for m, d in group.classic_deadlines.items() if d <= now_ms and m in group.members and m not in out]
         return out
 
     @staticmethod
     def deadlines(group: ConsumerGroup) -> list[int]:
-        return list(group.session_deadlines.values()) + [d for d, _e in group.rebalance_deadlines.values()]
+        return (list(group.session_deadlines.values()) + [d for d, _e in group.rebalance_deadlines.values()]
+                + list(group.classic_deadlines.values()))
 
     # -- offsets --------------------------------------------------------------------------
 

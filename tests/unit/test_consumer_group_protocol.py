@@ -450,3 +450,21 @@ def test_no_upgrade_when_the_policy_forbids_it():
         refused = c.hb("a", 0)
         assert (refused.error_code, refused.error_message) == (E.group_id_not_found, "Group g is not a consumer group.")
         assert c.group() is None and c.heartbeat(m, generation) is E.none
+
+
+def test_classic_member_that_does_not_sync_or_rejoin_in_time_is_removed():
+    c, m = _classic_beside_consumer_member()  # joined with a 30 s rebalance timeout, not synced
+    c.advance(5_000)
+    assert c.heartbeat(m, 2) is E.none  # its session is kept alive...
+    c.advance(26_000)
+    assert m not in c.group().members  # ...but its SyncGroup never came
+    # told to rejoin (the group moved on) and never does: removed after the rebalance timeout
+    c, m = _classic_beside_consumer_member()
+    c.sync("s", m, 2)
+    c.hb("b", 0)
+    assert c.heartbeat(m, 2) is E.rebalance_in_progress
+    for _ in range(6):
+        c.advance(5_000)
+        c.heartbeat(m, 2)
+        c.hb("a", c.group().members["a"].member_epoch, owned=c.group().members["a"].assigned)
+    assert m not in c.group().members and "a" in c.group().members
