@@ -13,17 +13,20 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.config import BrokerConfig
-from broker.partition import Partition
 from broker.replicas import Leadership, ReplicaState
 from broker.storage.files import fsync_dir, replace_atomically
-from broker.storage.log import LogConfig
 from broker.storage.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.storage.recovery_points import read_recovery_points, write_recovery_points
 from broker.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
 from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+if TYPE_CHECKING:
+    from broker.partition import Partition
+    from broker.storage.log import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +194,10 @@ class Cluster:
     def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False,
                          replication_factor: int = 1, assignments: dict[int, list[int]] | None = None,
                          recovery_points: dict[tuple[str, int], int] | None = None) -> None:
+        # The storage machinery loads with the first partition: a fresh broker answers
+        # its first Metadata without it (~15 ms of imports).
+        from broker.partition import Partition
+
         cfg = self.log_config(topic)
         t = self.clock.now_ms()
         for i in range(first, topic.partitions):
@@ -208,6 +215,8 @@ class Cluster:
         return self.partitions.get((topic, index))
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
+        from broker.storage.log import LogConfig
+
         return LogConfig.from_topic_configs(effective_topic_config(topic, self.config))
 
     def max_message_bytes(self, topic: str) -> int:
