@@ -38,6 +38,7 @@ class CoordinatorTopic:
         self.runtime = CoordinatorRuntime(machine, self, perform)
         self._on_loaded = on_loaded
         self._loads: dict[int, asyncio.Task] = {}
+        self._last_load: asyncio.Task | None = None
         self._started = False
         self.on_unload: Callable[[int], None] | None = None
         self.load_delay_s = 0.0  # fault injection: emulate.fault.coordinator.load.ms
@@ -82,14 +83,21 @@ class CoordinatorTopic:
         the background."""
         self.unload_partition(partition, quiet=True)
         self.runtime.begin_load(partition, coordinator_epoch)
-        task = asyncio.get_running_loop().create_task(self._load(partition))
+        task = asyncio.get_running_loop().create_task(self._load(partition, self._last_load))
+        self._last_load = task
         self._loads[partition] = task
         task.add_done_callback(lambda t, p=partition: self._loads.pop(p, None) if self._loads.get(p) is t else None)
 
-    async def _load(self, partition: int) -> None:
+    async def _load(self, partition: int, previous: asyncio.Task | None) -> None:
         scheduled = self.clock.monotonic()  # Kafka's load time counts the wait for its turn too
         if self.load_delay_s:
             await self.clock.sleep(self.load_delay_s)  # the broker's clock: a test can jump past it
+        # One partition at a time, in the order they were given (as Kafka's loader thread),
+        # each in a loop turn of its own: the listener answers Metadata, ApiVersions and
+        # the loaded partitions' requests between them instead of after the last one.
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])
+        await asyncio.sleep(0)  # the previous load may have ended in this very turn
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         self._on_loaded()

@@ -1,0 +1,78 @@
+"""A restarted broker answers while its coordinators load: partitions load one per
+event-loop turn, so Metadata and ApiVersions are not queued behind the whole of
+``__transaction_state`` (requests for a partition not loaded yet get
+COORDINATOR_LOAD_IN_PROGRESS meanwhile, as in Kafka).
+
+No clock: the test counts loop turns between partition loads and checks that a client
+request was answered before the last partition loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.app import Broker
+from broker.client import KafkaConnection
+from broker.config import BrokerConfig
+
+INIT_PRODUCER_ID, METADATA = 22, 3
+PARTITIONS = 50  # many turns of loading: the probe needs only a few
+
+
+def _config() -> BrokerConfig:
+    return BrokerConfig({"transaction.state.log.num.partitions": PARTITIONS})
+
+
+async def _fill(data_dir) -> None:
+    """A few transactional ids, so every coordinator partition has records to replay."""
+    broker = Broker(_config(), data_dir, "127.0.0.1", 0)
+    await broker.start()
+    try:
+        async with await KafkaConnection.connect("127.0.0.1", broker.port, "fill") as conn:
+            for n in range(20):
+                body = {"transactional_id": f"load-turns-{n}", "transaction_timeout_ms": 60_000,
+                        "producer_id": -1, "producer_epoch": -1}
+                while (await conn.request(INIT_PRODUCER_ID, 4, body)).error_code != 0:
+                    await asyncio.sleep(0.01)  # the first request creates the topic and loads it
+    finally:
+        await broker.stop()
+
+
+async def test_partitions_load_one_per_loop_turn_and_metadata_is_answered_meanwhile(tmp_path):
+    await _fill(tmp_path)
+    broker = Broker(_config(), tmp_path, "127.0.0.1", 0)
+    turns = 0
+    turns_at_load: list[int] = []
+    answered_while_loading: list[bool] = []
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(count_turns())
+    try:
+        await broker.start()  # the transaction coordinator starts loading its partitions
+        node = broker.nodes[0]
+        topic = node.transactions.topic
+        runtime_load = topic.runtime.load
+
+        def load(partition, now_ms):
+            turns_at_load.append(turns)
+            return runtime_load(partition, now_ms)
+
+        topic.runtime.load = load  # observes the loads; they still run
+        assert topic.state_of(PARTITIONS - 1) == "loading"
+        async with await KafkaConnection.connect("127.0.0.1", broker.port, "probe") as conn:
+            metadata = await conn.request(METADATA, 1, {"topics": []})
+            assert metadata.brokers
+            answered_while_loading.append(topic.state_of(PARTITIONS - 1) == "loading")
+        while topic.state_of(PARTITIONS - 1) != "loaded":
+            await asyncio.sleep(0.01)
+    finally:
+        ticker.cancel()
+        await broker.stop()
+    assert len(turns_at_load) == PARTITIONS
+    assert all(b > a for a, b in zip(turns_at_load, turns_at_load[1:])), turns_at_load
+    assert answered_while_loading == [True]
