@@ -143,3 +143,6 @@ class CoordinatorTopic:
 
     def batches(self, partition: int) -> Iterable[RecordBatch]:
         return self.cluster.partition(self.topic, partition).log.batches()
+
+    def chunks(self, partition: int) -> Iterable[tuple[bytes, int, int]]:
+        return self.cluster.partition(self.topic, partition).log.chunks()

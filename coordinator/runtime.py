@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from operator import itemgetter
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -38,7 +39,7 @@ from protocol.record_codec import (
     build_batch,
     build_control_batch,
     decode_records,
-    keyed_records,
+    keyed_records_in,
     read_control_record,
 )
 from protocol.records import InvalidBatch, RecordBatch
@@ -60,6 +61,9 @@ class CoordinatorLog(Protocol):
 
     def batches(self, partition: int) -> Iterable[RecordBatch]:
         """Every batch of the partition, in offset order."""
+
+    def chunks(self, partition: int) -> Iterable[tuple[bytes, int, int]]:
+        """The same batches as (buffer, start, end) spans of whole batches."""
 
 
 class StateMachine(Protocol):
@@ -104,11 +108,10 @@ class CoordinatorRuntime:
 
     def load(self, partition: int, now_ms: int) -> int:
         """Replays the partition's log and starts serving it; returns the records read."""
-        batches = self.log.batches(partition)
         if self.machine.replays_latest_record_per_key:
-            count = self._replay_latest_per_key(batches)
+            count = self._replay_latest_per_key(self.log.chunks(partition))
         else:
-            count = sum(self._replay_batch(partition, batch) for batch in batches)
+            count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
         self._perform_all(self.machine.finish_loading(partition, now_ms))
         return count
 
@@ -116,18 +119,16 @@ class CoordinatorRuntime:
         """The partition moved away: its state is dropped, parked requests answered."""
         self._perform_all(self.machine.unload_partition(partition))
 
-    def _replay_latest_per_key(self, batches: Iterable[RecordBatch]) -> int:
+    def _replay_latest_per_key(self, chunks: Iterable[tuple[bytes, int, int]]) -> int:
         latest = {}
         count = 0
-        for batch in batches:
-            if batch.is_control:
-                continue
-            for record in keyed_records(batch):  # (key, value, offset, timestamp)
-                key = record[0]
-                latest.pop(key, None)  # re-insert so dict order stays log order
-                latest[key] = record
-                count += 1
-        for key, value, offset, timestamp in latest.values():
+        for buf, start, end in chunks:  # read in place: no RecordBatch per (one-record) batch
+            records = keyed_records_in(buf, start, end)  # (key, value, offset, timestamp)
+            count += len(records)
+            for record in records:
+                latest[record[0]] = record
+        # the newest record of each key, replayed in log order
+        for key, value, offset, timestamp in sorted(latest.values(), key=itemgetter(2)):
             self.machine.replay(CoordinatorRecord(key, value), offset, timestamp)
         return count
 
@@ -230,6 +231,9 @@ class InMemoryLog:
 
     def batches(self, partition: int) -> list[RecordBatch]:
         return list(self.partitions.get(partition, []))
+
+    def chunks(self, partition: int) -> list[tuple[bytes, int, int]]:
+        return [(b.buf, b.pos, b.pos + b.size) for b in self.batches(partition)]
 
     def records(self, partition: int) -> list[CoordinatorRecord]:
         """The non-control records of a partition, as a load would read them."""

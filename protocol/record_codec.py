@@ -36,6 +36,8 @@ from protocol.records import (
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
     CONTROL_FLAG,
+    COMPRESSION_MASK,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG,
     InvalidBatch,
     RecordBatch,
@@ -124,18 +126,46 @@ def keyed_records(batch: RecordBatch) -> list[tuple[bytes | None, bytes | None, 
     through ``decode_records``. Malformed input raises InvalidBatch, as there."""
     if batch.compression != COMPRESSION_NONE or batch.magic != MAGIC_V2:
         return [(r.key, r.value, r.offset, r.timestamp) for r in decode_records(batch)]
-    data = batch.buf
-    pos = batch.pos + RECORD_BATCH_OVERHEAD
     end = batch.pos + batch.size
-    if end < pos or end > len(data):
+    if end < batch.pos + RECORD_BATCH_OVERHEAD or end > len(batch.buf):
         raise _corrupt(f"batch length {batch.header.batch_length} does not fit the buffer")
-    count = batch.records_count
+    out = []
+    _read_keyed(batch.buf, batch.pos + RECORD_BATCH_OVERHEAD, end, batch.records_count, batch.base_offset,
+                batch.base_timestamp, batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None, out)
+    return out
+
+
+# base offset, batch length, magic, attributes, base timestamp, max timestamp, record count
+_KEYED_HEAD = struct.Struct(">qi4xb4xh4xqq14xi")
+
+
+def keyed_records_in(buf, pos: int, end: int) -> list[tuple[bytes | None, bytes | None, int, int]]:
+    """``keyed_records`` of every non-control batch among the whole batches in
+    ``buf[pos:end]`` (a chunk of a log), read from the bytes without a RecordBatch per
+    batch: a coordinator load walks a hundred thousand one-record batches."""
+    out = []
+    while pos < end:
+        if end - pos < RECORD_BATCH_OVERHEAD:
+            raise _corrupt(f"batch header truncated: {end - pos} bytes")
+        base_offset, length, magic, attributes, base_timestamp, max_timestamp, count = _KEYED_HEAD.unpack_from(buf, pos)
+        batch_end = pos + length + LOG_OVERHEAD
+        if batch_end < pos + RECORD_BATCH_OVERHEAD or batch_end > end:
+            raise _corrupt(f"batch length {length} does not fit the buffer")
+        if not attributes & CONTROL_FLAG:
+            if attributes & COMPRESSION_MASK or magic != MAGIC_V2:
+                out.extend(keyed_records(RecordBatch(buf, pos)))
+            else:
+                _read_keyed(buf, pos + RECORD_BATCH_OVERHEAD, batch_end, count, base_offset, base_timestamp,
+                            max_timestamp if attributes & TIMESTAMP_TYPE_MASK else None, out)
+        pos = batch_end
+    return out
+
+
+def _read_keyed(data, pos: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                append_time: int | None, out: list) -> None:
+    """Appends (key, value, offset, timestamp) of the ``count`` records in data[pos:end]."""
     if count < 0:
         raise _corrupt(f"negative record count {count}")
-    base_offset = batch.base_offset
-    base_timestamp = batch.base_timestamp
-    append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
-    out = []
     append = out.append
     for _ in range(count):
         length, pos = _read_varint(data, pos, end, 5)
@@ -158,7 +188,6 @@ def keyed_records(batch: RecordBatch) -> list[tuple[bytes | None, bytes | None, 
         pos = record_end
     if pos != end:
         raise _corrupt(f"{end - pos} bytes left after the {count} records the batch declares")
-    return out
 
 
 def check_keys_for_compaction(batch: RecordBatch, partition_name: str) -> None:

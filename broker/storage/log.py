@@ -350,6 +350,16 @@ class PartitionLog:
             if start is not None:
                 yield from seg.iter_batches(start)
 
+    def chunks(self, from_offset: int = 0) -> Iterator[tuple[bytes, int, int]]:
+        """``batches`` as (buffer, start, end) spans of whole batches, for readers that
+        walk the bytes themselves."""
+        offset = max(from_offset, self._log_start_offset)
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        for seg in self._segments[i:]:
+            start = seg.find_batch(offset, seg.offset_index.lookup(offset))
+            if start is not None:
+                yield from seg.iter_chunks(start)
+
     def find_offset_by_timestamp(self, timestamp_ms: int) -> RecordBatch | None:
         """First batch at or after the log start whose max timestamp is >= ``timestamp_ms``."""
         for seg in self._segments:

@@ -389,8 +389,9 @@ class LogSegment:
         length = _INT32.unpack_from(head, 8)[0]
         return RecordBatch(os.pread(self.fd, length + LOG_OVERHEAD, position), 0)
 
-    def iter_batches(self, position: int = 0) -> Iterator[RecordBatch]:
-        """Batches from ``position`` to the end, read in large chunks."""
+    def iter_chunks(self, position: int = 0) -> Iterator[tuple[bytes, int, int]]:
+        """The batches from ``position`` to the end as (buffer, start, end): whole batches
+        in buffer[start:end], read in large chunks."""
         fd = self.fd
         while position < self.size:
             chunk = os.pread(fd, min(_ITER_CHUNK, self.size - position), position)
@@ -399,14 +400,24 @@ class LogSegment:
                 batch_size = _INT32.unpack_from(chunk, i + 8)[0] + LOG_OVERHEAD
                 if i + batch_size > n:
                     break
-                yield RecordBatch(chunk, i)
                 i += batch_size
             if i == 0:
                 if n < RECORD_BATCH_OVERHEAD:
                     return
-                yield self.batch_at(position)  # a batch bigger than the chunk
+                big = self.batch_at(position).buf  # a batch bigger than the chunk
+                yield big, 0, len(big)
                 i = _INT32.unpack_from(chunk, 8)[0] + LOG_OVERHEAD
+            else:
+                yield chunk, 0, i
             position += i
+
+    def iter_batches(self, position: int = 0) -> Iterator[RecordBatch]:
+        """Batches from ``position`` to the end, read in large chunks."""
+        for chunk, i, end in self.iter_chunks(position):
+            while i < end:
+                batch = RecordBatch(chunk, i)
+                yield batch
+                i += batch.size
 
     def find_by_timestamp(self, timestamp: int, start_offset: int) -> RecordBatch | None:
         """First batch with max timestamp >= ``timestamp`` and last offset >= ``start_offset``."""

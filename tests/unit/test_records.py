@@ -721,3 +721,26 @@ def test_random_corruption_never_escapes_as_another_exception(codec):
             assert e.error_name == "CORRUPT_MESSAGE"
         else:
             assert len(records) == 8
+
+
+def test_keyed_records_in_reads_a_chunk_of_batches_as_decode_records_does():
+    """The coordinator loader's in-place walk over a log chunk: every non-control batch's
+    (key, value, offset, timestamp), whatever the batch (several records, big varints,
+    compressed, null key/value), markers skipped; a cut-off chunk is refused."""
+    batches = [
+        build_batch([(b"k1", b"v" * 300, [], 1_000)], base_offset=0),
+        build_control_batch(7, 0, True, 3, 1_001, base_offset=1),
+        build_batch([(b"k2", None, [], 1_002), (None, b"x", [("h", b"y")], 1_000_000), (b"k" * 200, b"v", [], 5)],
+                    base_offset=2),
+        build_batch([(b"k3", b"z" * 1000, [], 1_003)], base_offset=5, compression=COMPRESSION_GZIP),
+        build_batch([(b"k4", b"w", [], 1_004), (b"k5", b"u", [], 1_005)], base_offset=6),
+    ]
+    RecordBatch(batches[-1]).set_log_append_time(9_999)
+    chunk = b"".join(bytes(b) for b in batches)
+    expected = [(r.key, r.value, r.offset, r.timestamp) for b in batches
+                for r in ([] if RecordBatch(b).is_control else decode_records(RecordBatch(b)))]
+    assert record_codec.keyed_records_in(chunk, 0, len(chunk)) == expected
+    padded = b"\0" * 7 + chunk
+    assert record_codec.keyed_records_in(padded, 7, len(padded)) == expected
+    with pytest.raises(InvalidBatch):
+        record_codec.keyed_records_in(chunk, 0, len(chunk) - 1)
