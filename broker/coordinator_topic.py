@@ -92,12 +92,15 @@ class CoordinatorTopic:
         scheduled = self.clock.monotonic()  # Kafka's load time counts the wait for its turn too
         if self.load_delay_s:
             await self.clock.sleep(self.load_delay_s)  # the broker's clock: a test can jump past it
-        # One partition at a time, in the order they were given (as Kafka's loader thread),
-        # each in a loop turn of its own: the listener answers Metadata, ApiVersions and
-        # the loaded partitions' requests between them instead of after the last one.
-        if previous is not None and not previous.done():
-            await asyncio.wait([previous])
-        await asyncio.sleep(0)  # the previous load may have ended in this very turn
+        # Logs found at start-up (a restart) load one partition at a time, in the order
+        # given (as Kafka's loader thread), each in a loop turn of its own: the listener
+        # answers Metadata, ApiVersions and the loaded partitions' requests between them
+        # instead of after the last one. A topic this process created holds only what
+        # this run wrote: its partitions load in the turn they are given, all together.
+        if self.topic not in self.cluster.created_this_run:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            await asyncio.sleep(0)  # the previous load may have ended in this very turn
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         self._on_loaded()
