@@ -53,6 +53,7 @@ def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
         assert line.startswith("eosbroker listening on "), line
         admin = AdminClient({"bootstrap.servers": line.split()[-1]})
         assert admin.list_topics(timeout=30).brokers  # ApiVersions + Metadata from a real client
+        del admin  # destroyed before its broker stops, so it does not retry a closed port
     finally:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
