@@ -343,22 +343,24 @@ class PartitionLog:
         Batches are views over freshly read bytes. Do not delete or truncate segments
         while iterating: the iterator reads through the segments' open files.
         """
-        offset = max(from_offset, self._log_start_offset)
-        i = max(bisect_right(self._bases, offset) - 1, 0)
-        for seg in self._segments[i:]:
-            start = seg.find_batch(offset, seg.offset_index.lookup(offset))
-            if start is not None:
-                yield from seg.iter_batches(start)
+        for seg, start in self._reads_from(from_offset):
+            yield from seg.iter_batches(start)
 
     def chunks(self, from_offset: int = 0) -> Iterator[tuple[bytes, int, int]]:
         """``batches`` as (buffer, start, end) spans of whole batches, for readers that
         walk the bytes themselves."""
+        for seg, start in self._reads_from(from_offset):
+            yield from seg.iter_chunks(start)
+
+    def _reads_from(self, from_offset: int) -> Iterator[tuple[LogSegment, int]]:
+        """Each segment from the one holding ``from_offset`` (at least the log start), with
+        the file position of its first batch to read."""
         offset = max(from_offset, self._log_start_offset)
         i = max(bisect_right(self._bases, offset) - 1, 0)
         for seg in self._segments[i:]:
             start = seg.find_batch(offset, seg.offset_index.lookup(offset))
             if start is not None:
-                yield from seg.iter_chunks(start)
+                yield seg, start
 
     def find_offset_by_timestamp(self, timestamp_ms: int) -> RecordBatch | None:
         """First batch at or after the log start whose max timestamp is >= ``timestamp_ms``."""
