@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 
 from broker.client import KafkaConnection
 from broker.errors import code
+from tests.acl_setup import OPEN_AUTHORIZER, broker_with_acls
 
 
 def _admin(broker) -> AdminClient:
@@ -202,11 +203,6 @@ def _acl(topic, operation, permission=AclPermissionType.ALLOW, principal="User:*
     return AclBinding(rtype, topic, pattern, principal, "*", operation, permission)
 
 
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-# The authorizer on, and open while nothing restricts a resource: how ACLs are set up.
-OPEN_AUTHORIZER = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
-
-
 def test_acl_apis_need_an_authorizer(shared_broker, topic_name):
     admin = _admin(shared_broker)
     created = admin.create_acls([_acl(topic_name, AclOperation.READ)])
@@ -244,23 +240,14 @@ def _produce_error(bootstrap: str, topic: str):
 
 
 def test_acls_are_enforced_when_the_authorizer_is_on(broker_factory, tmp_path, topic_name):
-    data = tmp_path / "acl-data"
-    open_broker = broker_factory(OPEN_AUTHORIZER, data_dir=data)
-    admin = _admin(open_broker)
     ok, denied = f"ok-{topic_name}", f"no-{topic_name}"
-    for f in admin.create_topics([NewTopic(ok, 1, 1), NewTopic(denied, 1, 1)]).values():
-        f.result(10)
     grants = [_acl("ok-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
               _acl("ok-", AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED),
               _acl("kafka-cluster", AclOperation.ALTER, rtype=ResourceType.BROKER),
               _acl("kafka-cluster", AclOperation.DESCRIBE, rtype=ResourceType.BROKER),
               # the consumer below looks up its group's coordinator (DESCRIBE on the group)
               _acl(topic_name, AclOperation.READ, rtype=ResourceType.GROUP)]
-    for f in admin.create_acls(grants).values():
-        f.result(10)
-    open_broker.stop()
-
-    broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER}, data_dir=data)
+    broker = broker_with_acls(broker_factory, tmp_path / "acl-data", [ok, denied], grants)
     admin = _admin(broker)
     assert _produce_error(broker.bootstrap, ok) is None
     assert _produce_error(broker.bootstrap, denied).code() == code("TOPIC_AUTHORIZATION_FAILED")

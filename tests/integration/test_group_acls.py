@@ -7,27 +7,15 @@ the transactional id first for the transactional ones; READ/DESCRIBE on the topi
 from __future__ import annotations
 
 from confluent_kafka import Consumer
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
 from broker.client import KafkaConnection
 from broker.errors import code
+from tests.acl_setup import allow, broker_with_acls
 
 HOST = "127.0.0.1"
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 GROUP_DENIED = code("GROUP_AUTHORIZATION_FAILED")
 TOPIC_DENIED = code("TOPIC_AUTHORIZATION_FAILED")
-
-
-def _acl(rtype, name, operation, pattern=ResourcePatternType.LITERAL):
-    return AclBinding(rtype, name, pattern, "User:*", "*", operation, AclPermissionType.ALLOW)
 
 
 def _partitions(topic):
@@ -40,23 +28,13 @@ def _first_error(response):
 
 
 async def test_group_apis_answer_group_authorization_failed(broker_factory, tmp_path, topic_name):
-    data = tmp_path / "data"
-    open_broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER,
-                                  "allow.everyone.if.no.acl.found": "true"}, data_dir=data)
-    admin = AdminClient({"bootstrap.servers": open_broker.bootstrap})
     hidden = f"hidden-{topic_name}"
-    for f in admin.create_topics([NewTopic(topic_name, 1, 1), NewTopic(hidden, 1, 1)]).values():
-        f.result(10)
     ok, no = f"ok-{topic_name}", f"no-{topic_name}"
-    grants = [_acl(ResourceType.TOPIC, topic_name, AclOperation.ALL),
-              _acl(ResourceType.GROUP, "ok-", AclOperation.ALL, ResourcePatternType.PREFIXED),
-              _acl(ResourceType.TRANSACTIONAL_ID, "tx-ok", AclOperation.ALL),
-              _acl(ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE)]
-    for f in admin.create_acls(grants).values():
-        f.result(10)
-    open_broker.stop()
-
-    broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER}, data_dir=data)
+    grants = [allow(ResourceType.TOPIC, topic_name, AclOperation.ALL),
+              allow(ResourceType.GROUP, "ok-", AclOperation.ALL, ResourcePatternType.PREFIXED),
+              allow(ResourceType.TRANSACTIONAL_ID, "tx-ok", AclOperation.ALL),
+              allow(ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE)]
+    broker = broker_with_acls(broker_factory, tmp_path / "data", [topic_name, hidden], grants)
     async with await KafkaConnection.connect(HOST, broker.port) as conn:
         join = {"group_id": no, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
                 "group_instance_id": None, "protocol_type": "consumer",

@@ -11,30 +11,18 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
 from broker.client import KafkaConnection
 from broker.errors import code
+from tests.acl_setup import allow, broker_with_acls
 
 HOST = "127.0.0.1"
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TXN_DENIED = code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 TOPIC_DENIED = code("TOPIC_AUTHORIZATION_FAILED")
 GROUP_DENIED = code("GROUP_AUTHORIZATION_FAILED")
 CLUSTER_DENIED = code("CLUSTER_AUTHORIZATION_FAILED")
 NOT_ATTEMPTED = code("OPERATION_NOT_ATTEMPTED")
-
-
-def _allow(rtype, name, operation, pattern=ResourcePatternType.LITERAL):
-    return AclBinding(rtype, name, pattern, "User:*", "*", operation, AclPermissionType.ALLOW)
 
 
 def _add(tid, pid, epoch, *topics):
@@ -53,19 +41,10 @@ def acl_broker(broker_factory, tmp_path, topic_name):
     """A broker with the authorizer on: the client may write ``topic_name``, read it, use
     transactional ids ``tx-ok*`` and groups ``ok-*``; ``hidden-<topic>`` exists but is
     closed to it."""
-    data = tmp_path / "data"
-    open_broker = broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER,
-                                  "allow.everyone.if.no.acl.found": "true"}, data_dir=data)
-    admin = AdminClient({"bootstrap.servers": open_broker.bootstrap})
-    for f in admin.create_topics([NewTopic(topic_name, 1, 1), NewTopic(f"hidden-{topic_name}", 1, 1)]).values():
-        f.result(10)
-    grants = [_allow(ResourceType.TOPIC, topic_name, AclOperation.ALL),
-              _allow(ResourceType.GROUP, "ok-", AclOperation.ALL, ResourcePatternType.PREFIXED),
-              _allow(ResourceType.TRANSACTIONAL_ID, "tx-ok", AclOperation.ALL, ResourcePatternType.PREFIXED)]
-    for f in admin.create_acls(grants).values():
-        f.result(10)
-    open_broker.stop()
-    return broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER}, data_dir=data)
+    grants = [allow(ResourceType.TOPIC, topic_name, AclOperation.ALL),
+              allow(ResourceType.GROUP, "ok-", AclOperation.ALL, ResourcePatternType.PREFIXED),
+              allow(ResourceType.TRANSACTIONAL_ID, "tx-ok", AclOperation.ALL, ResourcePatternType.PREFIXED)]
+    return broker_with_acls(broker_factory, tmp_path / "data", [topic_name, f"hidden-{topic_name}"], grants)
 
 
 async def test_transaction_apis_answer_kafkas_authorization_errors(acl_broker, topic_name):
