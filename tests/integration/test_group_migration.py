@@ -25,6 +25,20 @@ def _member(bootstrap: str, group: str, protocol: str) -> Consumer:
                      "auto.offset.reset": "earliest", "enable.auto.commit": False, **classic})
 
 
+def _split_between(a: Consumer, b: Consumer) -> bool:
+    """Each member holds partitions, none held twice, every one held."""
+    held_a, held_b = _assigned(a), _assigned(b)
+    return bool(held_a) and bool(held_b) and held_a.isdisjoint(held_b) and held_a | held_b == set(range(PARTITIONS))
+
+
+def _read_the_rest_exactly_once(bootstrap: str, topic: str, members: list[Consumer], seen: dict) -> None:
+    """Writes records 40-79 and polls until the members have read all 80: nothing lost,
+    nothing twice."""
+    _produce(bootstrap, topic, 40, start=40)
+    _poll_until(members, lambda: sum(len(v) for v in seen.values()) >= 80, seen)
+    assert sorted(v for vs in seen.values() for v in vs) == [b"%04d" % i for i in range(80)]
+
+
 def classic_member_joins_consumer_group(bootstrap: str, topic: str) -> None:
     _create(bootstrap, topic)
     _produce(bootstrap, topic, 40)
@@ -37,13 +51,8 @@ def classic_member_joins_consumer_group(bootstrap: str, topic: str) -> None:
     classic = _member(bootstrap, group, "classic")
     classic.subscribe([topic])
     members = [modern, classic]
-    _poll_until(members, lambda: bool(_assigned(classic)) and bool(_assigned(modern))
-                and _assigned(modern).isdisjoint(_assigned(classic))
-                and _assigned(modern) | _assigned(classic) == set(range(PARTITIONS)), seen)
-    _produce(bootstrap, topic, 40, start=40)
-    _poll_until(members, lambda: sum(len(v) for v in seen.values()) >= 80, seen)
-    values = sorted(v for vs in seen.values() for v in vs)
-    assert values == [b"%04d" % i for i in range(80)]  # nothing lost, nothing twice
+    _poll_until(members, lambda: _split_between(modern, classic), seen)
+    _read_the_rest_exactly_once(bootstrap, topic, members, seen)
     assert seen.get(1), "the classic member consumed nothing"
 
     classic.close()  # LeaveGroup: the consumer-protocol member gets everything back
@@ -99,14 +108,9 @@ def consumer_member_joins_classic_group(bootstrap: str, topic: str) -> list[str]
     modern = _member(bootstrap, group, "consumer")
     modern.subscribe([topic])
     members = [classic, modern]
-    _poll_until(members, lambda: bool(_assigned(classic)) and bool(_assigned(modern))
-                and _assigned(modern).isdisjoint(_assigned(classic))
-                and _assigned(modern) | _assigned(classic) == set(range(PARTITIONS)), seen)
+    _poll_until(members, lambda: _split_between(modern, classic), seen)
     types.append(_group_type(bootstrap, group))
-    _produce(bootstrap, topic, 40, start=40)
-    _poll_until(members, lambda: sum(len(v) for v in seen.values()) >= 80, seen)
-    values = sorted(v for vs in seen.values() for v in vs)
-    assert values == [b"%04d" % i for i in range(80)]  # nothing lost, nothing twice
+    _read_the_rest_exactly_once(bootstrap, topic, members, seen)
     assert seen.get(1), "the consumer-protocol member consumed nothing"
     modern.close()
     classic.close()
