@@ -95,6 +95,14 @@ def peek_request_header(frame: bytes) -> tuple[RequestHeader, int]:
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
+def write_unsigned_varint(out: bytearray, n: int) -> None:
+    """Appends ``n`` (>= 0) as an unsigned varint."""
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
 def read_unsigned_varint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes ending before ``end`` (default: the buffer's end)."""
     if end is None:

@@ -34,6 +34,7 @@ from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_tagged_field
 
 from protocol import messages
+from protocol.framing import write_unsigned_varint as _uvarint
 
 # Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 # EndTxn, TxnOffsetCommit: what producers and transactions hit per record batch or per
@@ -84,13 +85,6 @@ def _uuid_bytes(v) -> bytes:
     if isinstance(v, UUID):
         return v.bytes
     raise GiveUp(f"uuid {v!r}")
-
-
-def _uvarint(buf: bytearray, n: int) -> None:
-    while n > 0x7F:
-        buf.append((n & 0x7F) | 0x80)
-        n >>= 7
-    buf.append(n)
 
 
 def _scalar_conversion(kafka_type: str, optional: bool) -> str | None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from coordinator.group.assignors import Partitions
 from coordinator.group.log_codec import LogCodecError
 from coordinator.records import CoordinatorRecord
+from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
 
 GROUP_METADATA = 3
 MEMBER_METADATA = 5
@@ -90,10 +91,7 @@ class _Writer:
 
     def varint(self, v: int) -> None:
         out = bytearray()
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
+        write_unsigned_varint(out, v)
         self.parts.append(bytes(out))
 
     def string(self, v: str | None) -> None:
@@ -142,15 +140,11 @@ class _Reader:
         return v
 
     def varint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.unpack(">B")
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise LogCodecError("varint too long")
+        try:
+            value, self.pos = read_unsigned_varint(self.data, self.pos)
+        except FrameError as e:
+            raise LogCodecError(f"consumer group record value: {e}") from None
+        return value
 
     def raw(self, n: int) -> bytes:
         if self.pos + n > len(self.data):

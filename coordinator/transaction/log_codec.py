@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata
 from coordinator.transaction.state import TransactionState
+from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
 
 TRANSACTION_LOG_KEY_TYPE = 0
 HIGHEST_VALUE_VERSION = 1
@@ -223,10 +224,7 @@ def metadata_from_value(
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    write_unsigned_varint(out, n)
     return bytes(out)
 
 
@@ -248,15 +246,11 @@ class _Reader:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
 
     def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            (b,) = self.take(1)
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise ValueError("varint is too long")
+        try:
+            value, self.pos = read_unsigned_varint(self.data, self.pos)
+        except FrameError as e:
+            raise ValueError(f"transaction log record: {e}") from None
+        return value
 
     def compact_length(self) -> int:
         """Compact arrays/strings store length + 1; 0 is null (-1)."""
