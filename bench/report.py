@@ -14,7 +14,9 @@ class RunResult:
     broker: str
     run: int
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # workload -> metric -> value
-    error: str | None = None
+    error: str | None = None  # the run as a whole failed (the broker did not come up, or died)
+    failed: dict[str, str] = field(default_factory=dict)  # workload -> why it has no figures in this run
+    notes: dict[str, list[str]] = field(default_factory=dict)  # workload -> what the workload said about a figure
 
 
 Medians = dict[str, dict[tuple[str, str], float]]  # broker -> (workload, metric) -> median
@@ -78,6 +80,62 @@ def _cells(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "(no message)"
+
+
+class Footnotes:
+    """Why a cell has no figure (or how to read one): numbered notes under the table,
+    each keyed by (workload, broker); workload None means the broker as a whole."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.by_key: dict[tuple[str | None, str], list[int]] = {}
+
+    def add(self, key: tuple[str | None, str], text: str) -> None:
+        if text not in self.texts:
+            self.texts.append(text)
+        number = self.texts.index(text) + 1
+        numbers = self.by_key.setdefault(key, [])
+        if number not in numbers:
+            numbers.append(number)
+
+    def mark(self, key: tuple[str | None, str]) -> str:
+        numbers = self.by_key.get(key)
+        return " [" + ",".join(map(str, numbers)) + "]" if numbers else ""
+
+    def render(self) -> str:
+        return "\n".join(f"  [{n}] {text}" for n, text in enumerate(self.texts, 1))
+
+
+def footnotes(workloads: list[Workload], brokers: list[str], results: list[RunResult]) -> Footnotes:
+    notes = Footnotes()
+    for b in brokers:
+        runs = [r for r in results if r.broker == b]
+        broken = [r for r in runs if r.error is not None]
+        if broken:
+            notes.add((None, b), f"{b}: {len(broken)} of {len(runs)} runs failed as a whole, first: "
+                                 f"{_first_line(broken[0].error)}")
+    for w in workloads:
+        for b in brokers:
+            if not w.applies_to(b):
+                only = ", ".join(w.brokers or ())
+                notes.add((w.name, b), f"{w.name}: n/a except on {only}" + (f": {w.why_only}" if w.why_only else ""))
+                continue
+            runs = [r for r in results if r.broker == b and r.error is None]
+            failed = [r.failed[w.name] for r in runs if w.name in r.failed]
+            if failed:
+                notes.add((w.name, b), f"{b} {w.name}: no figures from {len(failed)} of {len(runs)} runs: "
+                                       f"{_first_line(failed[0])}")
+            said: dict[str, int] = {}
+            for r in runs:
+                for text in dict.fromkeys(r.notes.get(w.name, ())):
+                    said[text] = said.get(text, 0) + 1
+            for text, count in said.items():
+                notes.add((w.name, b), f"{b} {w.name} ({count} of {len(runs)} runs): {text}")
+    return notes
+
+
 def _cell(workload: Workload, broker: str, value: float | None, fmt: str) -> str:
     if not workload.applies_to(broker):
         return "n/a"
@@ -85,9 +143,11 @@ def _cell(workload: Workload, broker: str, value: float | None, fmt: str) -> str
 
 
 def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: dict[str, int],
-          verdicts: list[Verdict] = ()) -> str:
+          verdicts: list[Verdict] = (), results: list[RunResult] = ()) -> str:
+    """The side-by-side table; a cell without a figure points to a note under it that says why."""
     peers = [b for b in brokers if b != SUBJECT] if SUBJECT in brokers else []
-    header = ["workload", "metric (better)", *(f"{b} (n={runs_ok.get(b, 0)})" for b in brokers)]
+    notes = footnotes(workloads, brokers, list(results))
+    header = ["workload", "metric (better)", *(f"{b} (n={runs_ok.get(b, 0)}){notes.mark((None, b))}" for b in brokers)]
     header += [f"ratio {SUBJECT}/{p}" for p in peers]
     header += ["target", "verdict"]
     judged: dict[tuple[str, str], list[Verdict]] = {}
@@ -95,22 +155,33 @@ def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: 
         judged.setdefault((v.workload, v.target.metric), []).append(v)
     rows = [header]
     for w in workloads:
-        for m in w.metrics:
+        marked: set[str] = set()  # brokers whose note mark this workload's rows already show
+        for n, m in enumerate(w.metrics):
             key = (w.name, m.name)
             values = [med.get(b, {}).get(key) for b in brokers]
-            row = [w.name, f"{m.name} ({m.better})", *(_cell(w, b, v, m.fmt) for b, v in zip(brokers, values))]
+            cells = []
+            for b, v in zip(brokers, values):
+                cell = _cell(w, b, v, m.fmt)
+                last_row = n == len(w.metrics) - 1
+                if b not in marked and (v is None or last_row) and notes.mark((w.name, b)):
+                    cell += notes.mark((w.name, b))
+                    marked.add(b)
+                cells.append(cell)
+            row = [w.name, f"{m.name} ({m.better})", *cells]
             for p in peers:
                 s, v = med.get(SUBJECT, {}).get(key), med.get(p, {}).get(key)
                 row.append(f"{s / v:.2f}x" if s is not None and v else "-")
             mine = judged.get(key, [])
             row += ["; ".join(_target_text(v.target) for v in mine), "/".join(v.outcome for v in mine)]
             rows.append(row)
-    notes = "medians over successful runs; MB = 10^6 bytes of record values"
+    legend = "medians over successful runs; MB = 10^6 bytes of record values"
     if peers:
-        notes += (
+        legend += (
             f"\nratio = {SUBJECT} / peer: above 1.00 is better for (higher) metrics, below 1.00 for (lower) ones"
         )
-    return _cells(rows) + "\n" + notes
+    if notes.texts:
+        legend += "\nnotes:\n" + notes.render()
+    return _cells(rows) + "\n" + legend
 
 
 def _target_text(t: Target) -> str:

@@ -87,19 +87,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_once(broker_name: str, run: int, plan: list[Workload], settings: Settings, startup_timeout_s: float) -> RunResult:
+    """One broker process through the plan. A workload that fails while the broker lives
+    loses its own figures (and those of workloads that need it) and says why; the broker
+    dying, or not coming up, fails the whole run."""
     result = RunResult(broker_name, run)
     try:
         with RunningBroker(BROKERS[broker_name], startup_timeout_s) as broker:
-            ctx = RunContext(broker, settings)
+            ctx = RunContext(broker, settings, notes=result.notes)
             for workload in plan:
                 if not workload.applies_to(broker_name):
+                    continue
+                missing = [r for r in workload.requires if r not in result.metrics]
+                if missing:
+                    result.failed[workload.name] = f"not run: needs {', '.join(missing)}, which failed"
                     continue
                 try:
                     result.metrics[workload.name] = workload.run(ctx)
                     broker.check_alive()
                 except (WorkloadFailed, KafkaException) as e:
                     broker.check_alive()  # a dead broker is the better explanation
-                    raise WorkloadFailed(f"{workload.name}: {e}") from e
+                    result.failed[workload.name] = str(e)
     except (BrokerFailed, WorkloadFailed) as e:
         result.error = str(e)
     except Exception:
@@ -107,13 +114,16 @@ def run_once(broker_name: str, run: int, plan: list[Workload], settings: Setting
     return result
 
 
-def _summary(result: RunResult) -> str:
+def summary(result: RunResult) -> str:
+    """One line per run: every figure with its metric's format, and what failed."""
     if result.error is not None:
         return "FAILED: " + result.error
     parts = []
     for workload, metrics in result.metrics.items():
-        shown = ", ".join(f"{format(v, BY_NAME[workload].metrics[i].fmt)} {m}" for i, (m, v) in enumerate(metrics.items()))
+        formats = {m.name: m.fmt for m in BY_NAME[workload].metrics}
+        shown = ", ".join(f"{format(v, formats.get(m, ',.2f'))} {m}" for m, v in metrics.items())
         parts.append(f"{workload} {shown}")
+    parts += [f"{workload} FAILED: {why}" for workload, why in result.failed.items()]
     return "; ".join(parts)
 
 
@@ -162,19 +172,19 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.brokers:
             result = run_once(name, run, plan, settings, args.startup_timeout)
             results.append(result)
-            print(f"  {name} run {run}/{args.runs}: {_summary(result)}", flush=True)
+            print(f"  {name} run {run}/{args.runs}: {summary(result)}", flush=True)
 
     med = medians(results)
     runs_ok = {b: sum(1 for r in results if r.broker == b and r.error is None) for b in args.brokers}
     verdicts = judge(reported, med)
     print()
-    print(table(reported, args.brokers, med, runs_ok, verdicts))
+    print(table(reported, args.brokers, med, runs_ok, verdicts, results))
     if verdicts:
         print("\ntargets (eosbroker):")
         print(verdict_lines(verdicts))
-    failures = [r for r in results if r.error is not None]
+    failures = [r for r in results if r.error is not None or r.failed]
     if failures:
-        print(f"\n{len(failures)} of {len(results)} runs failed (see above)")
+        print(f"\n{len(failures)} of {len(results)} runs failed in whole or in part (see above)")
     print(f"\ntotal {time.perf_counter() - began:.1f} s")
 
     if args.json is not None:

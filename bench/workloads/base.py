@@ -58,6 +58,11 @@ class RunContext:
     broker: RunningBroker
     settings: Settings
     state: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)  # workload -> why a figure is missing or odd
+
+    def note(self, workload: str, text: str) -> None:
+        """Says, in the table's notes, why a figure of this run is missing or how to read it."""
+        self.notes.setdefault(workload, []).append(text)
 
     @property
     def bootstrap(self) -> str:
@@ -81,6 +86,7 @@ class Workload:
     requires: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()
     brokers: tuple[str, ...] | None = None  # the brokers it applies to; None: every broker
+    why_only: str = ""  # with ``brokers``: why the others get n/a, printed under the table
 
     def applies_to(self, broker: str) -> bool:
         return self.brokers is None or broker in self.brokers

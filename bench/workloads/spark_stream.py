@@ -141,4 +141,5 @@ WORKLOAD = Workload(
         Metric("latency max ms", "ms", "lower", ",.0f"),
     ),
     brokers=("eosbroker",),
+    why_only="it writes through eosbroker's own PySpark data source",
 )

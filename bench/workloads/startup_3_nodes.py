@@ -17,4 +17,5 @@ WORKLOAD = Workload(
     metrics=(Metric("ms", "ms", "lower"),),
     targets=(Target("ms", "3-node start-up <= 400 ms", below=400.0),),
     brokers=("eosbroker",),
+    why_only="3 nodes in one process is eosbroker's `serve --nodes 3`",
 )

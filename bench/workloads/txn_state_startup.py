@@ -299,4 +299,5 @@ WORKLOAD = Workload(
     ),
     targets=(Target("kill -9 ready ms", "ready for InitProducerId <= 1 s after kill -9", below=1000.0),),
     brokers=("eosbroker",),
+    why_only="Tansu's memory:// storage has nothing to recover; its load figures read eosbroker's log lines",
 )
