@@ -2,6 +2,10 @@
 KRaft log dir, then becomes the JVM, so the bench measures and stops the broker itself.
 
     python bench/kafka.py PORT DATA_DIR
+
+The JVMs get the options Kafka's own scripts give them (bin/kafka-run-class.sh, and
+bin/kafka-server-start.sh's heap for the broker), not the tests' fast-starting C1-only
+ones: the bench compares Kafka as it ships. GC logging and JMX are left out.
 """
 
 import sys
@@ -11,5 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.reference.kafka_broker import KafkaBroker  # noqa: E402
 
+# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh
+PERFORMANCE = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+               "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15")
+STORAGE_TOOL_JVM = ("-Xmx256M", *PERFORMANCE)  # kafka-run-class.sh's heap (kafka-storage.sh format)
+BROKER_JVM = ("-Xmx1G", "-Xms1G", *PERFORMANCE)  # kafka-server-start.sh's heap
+# The reference fixture shortens this for the differential tests; the bench keeps Kafka's default.
+DEFAULTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000}
+
 if __name__ == "__main__":
-    KafkaBroker(Path(sys.argv[2])).exec_in_place(int(sys.argv[1]))
+    KafkaBroker(Path(sys.argv[2]), overrides=DEFAULTS).exec_in_place(
+        int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM)

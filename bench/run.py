@@ -127,6 +127,17 @@ def summary(result: RunResult) -> str:
     return "; ".join(parts)
 
 
+def prepare_kafka() -> str:
+    """Resolves Kafka's jars with Maven before any run (minutes on a fresh machine, so never
+    inside a timed start-up); returns the Java runtime's version line."""
+    from tests.reference.kafka_broker import kafka_classpath
+
+    print("       kafka: resolving its jars with Maven (downloads them into ~/.m2 on first use)", flush=True)
+    kafka_classpath()
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    return (java.stderr or java.stdout).strip().splitlines()[0]
+
+
 def environment() -> dict:
     import confluent_kafka
 
@@ -159,11 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         txn_state_records=args.txn_state_records,
         txn_state_data_mb=args.txn_state_data_mb,
     )
-    env = environment()
     print(
         f"bench: {', '.join(args.brokers)} x {args.runs} runs, {args.records:,} records of {args.record_size} B; "
         f"workloads {', '.join(w.name for w in plan)}"
     )
+    env = environment()
+    if "kafka" in args.brokers:
+        env["java"] = prepare_kafka()
     print("       " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
 
     results: list[RunResult] = []

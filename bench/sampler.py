@@ -6,11 +6,37 @@ measured whole.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import psutil
 
 SAMPLE_INTERVAL_S = 0.05
+# A JVM's just-in-time compiler threads (names as /proc shows them, cut at 15 characters).
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid: int, name_prefixes: tuple[str, ...]) -> float:
+    """User+system CPU seconds of the process's threads whose names start with one of the
+    prefixes (Linux /proc); 0 for a process that has none, or has gone."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().rstrip("\n")
+            if not name.startswith(name_prefixes):
+                continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # the thread ended
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / _TICKS_PER_S
 
 
 def _tree(process: psutil.Process) -> list[psutil.Process]:
@@ -36,6 +62,7 @@ class ResourceSampler:
         self.peak_rss = 0
         self.last_rss = 0
         self.cpu_at_start = self.cpu_seconds()
+        self.jit_at_start = self.jit_cpu_seconds()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-rss-sampler", daemon=True)
 
@@ -48,6 +75,10 @@ class ResourceSampler:
             return t.user + t.system
 
         return _sum_over_tree(self.process, user_plus_system)
+
+    def jit_cpu_seconds(self) -> float:
+        """CPU seconds of JIT compiler threads (a JVM's; 0 for brokers without them)."""
+        return sum(thread_cpu_seconds(p.pid, JIT_THREADS) for p in _tree(self.process))
 
     def sample(self) -> int:
         rss = self.rss()

@@ -26,6 +26,8 @@ HERE = Path(__file__).parent
 POM = HERE / "kafka" / "pom.xml"
 HOST = "127.0.0.1"
 HEAP = os.environ.get("EOSBROKER_REFERENCE_HEAP", "-Xmx512m")
+# The tests' JVM: C1 only and the serial collector start fastest.
+TEST_JVM_OPTIONS = (HEAP, "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 # What makes one node work, plus the settings where eosbroker's defaults are chosen
 # for a local emulator (README "Settings").
@@ -131,9 +133,9 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
 
-    def _java(self, classpath: str, *args: str) -> list[str]:
+    def _java(self, classpath: str, *args: str, jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> list[str]:
         return [
-            maven.require("java"), HEAP, "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            maven.require("java"), *jvm_options,
             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             "-cp", classpath, *args,
         ]
@@ -160,23 +162,25 @@ class KafkaBroker:
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
         return config
 
-    def _format(self, classpath: str, port: int = 0, timeout: float = 180.0) -> Path:
+    def _format(self, classpath: str, port: int = 0, timeout: float = 180.0,
+                jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> Path:
         config = self._write_config(port)
         fmt = subprocess.run(
             self._java(classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config),
-                       "--ignore-formatted"),
+                       "--ignore-formatted", jvm_options=jvm_options),
             capture_output=True, text=True, timeout=timeout,
         )
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
         return config
 
-    def exec_in_place(self, port: int) -> None:
+    def exec_in_place(self, port: int, format_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS,
+                      broker_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> None:
         """Formats the log dir and replaces this process with the broker (for the bench,
-        which measures the process it started)."""
+        which measures the process it started, with Kafka's own launcher options)."""
         classpath = kafka_classpath()
-        config = self._format(classpath, port)
-        command = self._java(classpath, "kafka.Kafka", str(config))
+        config = self._format(classpath, port, jvm_options=format_jvm_options)
+        command = self._java(classpath, "kafka.Kafka", str(config), jvm_options=broker_jvm_options)
         os.execv(command[0], command)
 
     def start(self, timeout: float = 180.0) -> "KafkaBroker":

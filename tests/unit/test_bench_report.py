@@ -4,12 +4,14 @@ table and its notes (no broker, no clock: figures are made up here)."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 
 import pytest
 
 from bench.report import RunResult, as_json, footnotes, judge, medians, table
 from bench.run import _names, parse_args, summary
+from bench.sampler import thread_cpu_seconds
 from bench.workloads import BY_NAME, execution_order
 from bench.workloads.base import Metric, Target, Workload
 from bench.workloads.concurrent_transactions import refusal_note
@@ -198,3 +200,18 @@ def test_percentile_is_nearest_rank():
     assert percentile(values, 0.99) == 99.0
     assert percentile(values, 0.50) == 50.0
     assert percentile([7.0], 0.99) == 7.0
+
+
+def test_thread_cpu_seconds_counts_only_the_named_threads_of_a_live_process():
+    me = os.getpid()
+    with open(f"/proc/{me}/comm") as f:
+        main_thread = f.read().rstrip("\n")
+    burned = 0.0
+    for _ in range(10_000):  # until the kernel has charged this thread a clock tick
+        burned = thread_cpu_seconds(me, (main_thread,))
+        if burned > 0:
+            break
+        sum(range(100_000))
+    assert burned > 0
+    assert thread_cpu_seconds(me, ("C2 CompilerThre",)) == 0.0  # CPython has no JIT threads
+    assert thread_cpu_seconds(2**22 + 1, (main_thread,)) == 0.0  # no such process
