@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.reference.kafka_broker import KafkaBroker  # noqa: E402
+from tests.reference.kafka_broker import KafkaBroker, die_with_parent  # noqa: E402
 
 # KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh
 PERFORMANCE = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -24,5 +24,6 @@ BROKER_JVM = ("-Xmx1G", "-Xms1G", *PERFORMANCE)  # kafka-server-start.sh's heap
 DEFAULTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000}
 
 if __name__ == "__main__":
+    die_with_parent()  # kept across exec: a bench that is killed leaves no JVM behind
     KafkaBroker(Path(sys.argv[2]), overrides=DEFAULTS).exec_in_place(
         int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM)

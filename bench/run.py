@@ -94,6 +94,8 @@ def run_once(broker_name: str, run: int, plan: list[Workload], settings: Setting
     try:
         with RunningBroker(BROKERS[broker_name], startup_timeout_s) as broker:
             ctx = RunContext(broker, settings, notes=result.notes)
+            if broker.kind.startup_note:
+                ctx.note("start-up", broker.kind.startup_note)
             for workload in plan:
                 if not workload.applies_to(broker_name):
                     continue

@@ -66,7 +66,7 @@ logger.state.level = WARN
 """
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: SIGTERM when the test process dies (prctl
     PR_SET_PDEATHSIG), so a killed or timed-out session leaves no JVM behind."""
     try:
@@ -189,7 +189,7 @@ class KafkaBroker:
         self._stdout = open(self.workdir / "stdout.log", "ab")
         self.proc = subprocess.Popen(
             self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while not api_versions_answer(self.port):
