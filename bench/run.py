@@ -185,9 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     for run in range(1, args.runs + 1):
         for name in args.brokers:
+            began_run = time.perf_counter()
             result = run_once(name, run, plan, settings, args.startup_timeout)
             results.append(result)
-            print(f"  {name} run {run}/{args.runs}: {summary(result)}", flush=True)
+            took = time.perf_counter() - began_run
+            print(f"  {name} run {run}/{args.runs} ({took:.0f} s): {summary(result)}", flush=True)
 
     med = medians(results)
     runs_ok = {b: sum(1 for r in results if r.broker == b and r.error is None) for b in args.brokers}
