@@ -87,33 +87,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_once(broker_name: str, run: int, plan: list[Workload], settings: Settings, startup_timeout_s: float) -> RunResult:
-    """One broker process through the plan. A workload that fails while the broker lives
-    loses its own figures (and those of workloads that need it) and says why; the broker
-    dying, or not coming up, fails the whole run."""
+    """One broker process through the plan; the broker dying, or not coming up, fails the
+    whole run."""
     result = RunResult(broker_name, run)
     try:
         with RunningBroker(BROKERS[broker_name], startup_timeout_s) as broker:
             ctx = RunContext(broker, settings, notes=result.notes)
             if broker.kind.startup_note:
                 ctx.note("start-up", broker.kind.startup_note)
-            for workload in plan:
-                if not workload.applies_to(broker_name):
-                    continue
-                missing = [r for r in workload.requires if r not in result.metrics]
-                if missing:
-                    result.failed[workload.name] = f"not run: needs {', '.join(missing)}, which failed"
-                    continue
-                try:
-                    result.metrics[workload.name] = workload.run(ctx)
-                    broker.check_alive()
-                except (WorkloadFailed, KafkaException) as e:
-                    broker.check_alive()  # a dead broker is the better explanation
-                    result.failed[workload.name] = str(e)
+            run_plan(ctx, plan, result)
     except (BrokerFailed, WorkloadFailed) as e:
         result.error = str(e)
     except Exception:
         result.error = traceback.format_exc()
     return result
+
+
+def run_plan(ctx: RunContext, plan: list[Workload], result: RunResult) -> None:
+    """The plan's workloads that apply to the broker, in order, into ``result``. A workload
+    that fails while the broker lives loses its own figures (and those of workloads that
+    need it) and says why; BrokerFailed from a dead broker ends the run."""
+    broker = ctx.broker
+    for workload in plan:
+        if not workload.applies_to(broker.kind.name):
+            continue
+        missing = [r for r in workload.requires if r not in result.metrics]
+        if missing:
+            result.failed[workload.name] = f"not run: needs {', '.join(missing)}, which failed"
+            continue
+        try:
+            result.metrics[workload.name] = workload.run(ctx)
+            broker.check_alive()
+        except (WorkloadFailed, KafkaException) as e:
+            broker.check_alive()  # a dead broker is the better explanation
+            result.failed[workload.name] = str(e)
 
 
 def summary(result: RunResult) -> str:

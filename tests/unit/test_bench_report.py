@@ -10,10 +10,12 @@ import re
 import pytest
 
 from bench.report import RunResult, as_json, footnotes, judge, medians, table
-from bench.run import _names, parse_args, summary
+from bench.brokers import BROKERS as BROKER_KINDS
+from bench.brokers import BrokerFailed
+from bench.run import _names, parse_args, run_plan, summary
 from bench.sampler import thread_cpu_seconds
 from bench.workloads import BY_NAME, execution_order
-from bench.workloads.base import Metric, Target, Workload
+from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 from bench.workloads.concurrent_transactions import refusal_note
 from bench.workloads.transactions import percentile
 
@@ -215,3 +217,53 @@ def test_thread_cpu_seconds_counts_only_the_named_threads_of_a_live_process():
     assert burned > 0
     assert thread_cpu_seconds(me, ("C2 CompilerThre",)) == 0.0  # CPython has no JIT threads
     assert thread_cpu_seconds(2**22 + 1, (main_thread,)) == 0.0  # no such process
+
+
+class _Broker:
+    """What run_plan needs of a RunningBroker: its kind's name, and check_alive()."""
+
+    def __init__(self, name: str) -> None:
+        self.kind = BROKER_KINDS[name]
+        self.dead = False
+
+    def check_alive(self) -> None:
+        if self.dead:
+            raise BrokerFailed(f"{self.kind.name} exited with code -9")
+
+
+def _workload(name, figures=None, error=None, requires=(), brokers=None, kills=False):
+    def run(ctx):
+        if kills:
+            ctx.broker.dead = True
+        if error is not None:
+            raise error
+        return figures
+    return Workload(name, name, run, metrics=(Metric("x", "x", "higher"),), requires=requires, brokers=brokers,
+                    why_only="test" if brokers else "")
+
+
+def _plan_result(plan, broker="kafka") -> RunResult:
+    result = RunResult(broker, 1)
+    run_plan(RunContext(_Broker(broker), Settings(1, 1, 1.0), notes=result.notes), plan, result)
+    return result
+
+
+def test_a_failed_workload_costs_its_own_figures_and_its_dependents_only():
+    result = _plan_result([
+        _workload("produce", error=WorkloadFailed("produce: 3 records undelivered")),
+        _workload("consume", {"x": 1.0}, requires=("produce",)),
+        _workload("transactions", {"x": 2.0}),
+        _workload("txn-state", {"x": 3.0}, brokers=("eosbroker",)),
+    ])
+    assert result.error is None
+    assert result.metrics == {"transactions": {"x": 2.0}}
+    assert result.failed == {"produce": "produce: 3 records undelivered",
+                             "consume": "not run: needs produce, which failed"}
+
+
+def test_a_broker_that_dies_ends_the_run_whatever_the_workload_said():
+    with pytest.raises(BrokerFailed, match="exited with code -9"):
+        _plan_result([_workload("produce", error=WorkloadFailed("timed out"), kills=True),
+                      _workload("transactions", {"x": 2.0})])
+    with pytest.raises(BrokerFailed):
+        _plan_result([_workload("produce", {"x": 1.0}, kills=True)])
