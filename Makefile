@@ -51,8 +51,9 @@ test-reference: venv compile java
 unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
+# BENCH_ARGS="--brokers eosbroker,tansu --only transactions" passes options to the bench.
 bench: venv compile java
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 # Crash torture: CYCLES kill -9 / restart cycles under exactly-once load, then the
 # anomaly checker (SEED=n repeats a run's kill points and client choices).
