@@ -120,6 +120,14 @@ def write_snapshot_bytes(snapshot: bytes, directory: Path, offset: int) -> Path:
     return path
 
 
+def delete_snapshots_after(directory: Path, offset: int) -> None:
+    """Drops the snapshots past ``offset`` (the log lost or truncated its tail): once
+    appends pass that offset again, such a file would describe records no longer there."""
+    for snapshot_offset, path in list_snapshots(directory):
+        if snapshot_offset > offset:
+            path.unlink(missing_ok=True)
+
+
 def load_latest_snapshot(
     directory: Path,
     emulate_older_than_2_5: bool = False,
