@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from broker.client import KafkaConnection
 from broker.errors import code
+from broker.testing import wait_until
 from protocol.record_codec import build_batch
 
 HOST = "127.0.0.1"
@@ -283,7 +284,9 @@ def test_no_pending_task_warnings_after_transactions_and_shutdown(broker_factory
         producer.produce(topic_name, b"v", partition=0)
         producer.flush(10)
         (producer.commit_transaction if commit else producer.abort_transaction)(10)
-    time.sleep(1.5)  # the idle marker connection is closed by the broker meanwhile
+    # the broker closes the idle connections (the producer's, and any it made itself)
+    wait_until(lambda: "idle longer than connections.max.idle.ms" in broker.log_text(), 30,
+               message="an idle connection to be closed")
     producer.begin_transaction()
     producer.produce(topic_name, b"v", partition=0)
     try:
