@@ -1,4 +1,9 @@
-"""The ``eosbroker`` command line."""
+"""The ``eosbroker`` command line.
+
+``serve`` parses its options with argparse and never imports click (~10 ms of a broker's
+start-up); the other commands are click commands (broker.commands), loaded only when one
+of them runs. ``main``, the click group with every command, stays importable from here.
+"""
 
 from __future__ import annotations
 
@@ -10,96 +15,110 @@ import gc
 # this module loads, and `serve` keeps it off until the broker listens.
 gc.disable()
 
+import argparse
 import asyncio
-import importlib
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
 
-import click
-
 from broker.clock import SYSTEM_CLOCK
-from broker.config import SETTINGS, BrokerConfig, ConfigError, environment_overrides
+from broker.config import BrokerConfig, ConfigError, environment_overrides
+
+SERVE_HELP = "Start the broker and serve until SIGINT or SIGTERM."
 
 
-class _LazyGroup(click.Group):
-    """Imports a tool's module only when its command runs: `serve` starts faster."""
-
-    lazy = {"transactions": "broker.tools.transaction_admin:transactions", "dump-log": "broker.tools.dump_log:dump_log",
-            "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck",
-            "ctl": "broker.admin.ctl:ctl", "scenarios": "broker.scenarios.cli:scenarios"}
-
-    def list_commands(self, ctx):
-        return sorted([*super().list_commands(ctx), *self.lazy])
-
-    def get_command(self, ctx, name):
-        if name in self.lazy:
-            module, attr = self.lazy[name].split(":")
-            return getattr(importlib.import_module(module), attr)
-        return super().get_command(ctx, name)
+class CommandError(Exception):
+    """A failure after the options were accepted: ``Error: ...`` and exit status 1."""
 
 
-@click.group(cls=_LazyGroup)
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR")
-def main(log_level: str) -> None:
-    """eosbroker: a Kafka-compatible broker emulator built around exactly-once."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
 
 
-@main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="EOSBROKER_HOST")
-@click.option("--port", default=9092, show_default=True, type=int, envvar="EOSBROKER_PORT")
-@click.option("--data-dir", default="./data", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              envvar="EOSBROKER_DATA_DIR")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="a server.properties file (Kafka setting names)")
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="set one setting; repeatable")
-@click.option("--nodes", type=click.IntRange(1, 64), default=None,
-              help="nodes in this process (ids 1..N, ports from --port on); the setting node.count")
-@click.option("--admin-port", type=click.IntRange(0, 65535), default=None,
-              help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one")
-@click.option("--admin-host", default="127.0.0.1", show_default=True)
-@click.option("--admin-token", envvar="EOSBROKER_ADMIN_TOKEN", default=None,
-              help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")
-@click.option("--scenario", "scenario_name", metavar="NAME|FILE", default=None,
-              help="run a scenario: a catalogue name (eosbroker scenarios) or a TOML file; its settings and "
-                   "node count win over the others")
-def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overrides: tuple[str, ...],
-          nodes: int | None, admin_port: int | None, admin_host: str, admin_token: str | None,
-          scenario_name: str | None) -> None:
-    """Start the broker and serve until SIGINT or SIGTERM.
+def _int_in(low: int, high: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in the range {low}<=x<={high}")
+        return value
+    parse.__name__ = "integer"  # argparse names the type in its error message
+    return parse
 
-    Settings also come from environment variables named after them (EOSBROKER_LOG_RETENTION_MS
-    or KAFKA_LOG_RETENTION_MS for log.retention.ms), between the --config file and --override."""
+
+def _existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"file {text!r} does not exist")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"file {text!r} is a directory")
+    return path
+
+
+def _directory(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {text!r} is a file")
+    return path
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    env = os.environ
+    p = argparse.ArgumentParser(
+        prog="eosbroker serve", allow_abbrev=False, description=SERVE_HELP,
+        epilog="Settings also come from environment variables named after them (EOSBROKER_LOG_RETENTION_MS "
+               "or KAFKA_LOG_RETENTION_MS for log.retention.ms), between the --config file and --override.")
+    p.add_argument("--host", default=env.get("EOSBROKER_HOST", "127.0.0.1"), help="(env EOSBROKER_HOST; default 127.0.0.1)")
+    p.add_argument("--port", type=_int_in(0, 65535), default=env.get("EOSBROKER_PORT", "9092"),
+                   help="(env EOSBROKER_PORT; default 9092)")
+    p.add_argument("--data-dir", type=_directory, default=env.get("EOSBROKER_DATA_DIR", "./data"),
+                   help="(env EOSBROKER_DATA_DIR; default ./data)")
+    p.add_argument("--config", dest="config_file", type=_existing_file, default=None,
+                   help="a server.properties file (Kafka setting names)")
+    p.add_argument("--override", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="set one setting; repeatable")
+    p.add_argument("--nodes", type=_int_in(1, 64), default=None,
+                   help="nodes in this process (ids 1..N, ports from --port on); the setting node.count")
+    p.add_argument("--admin-port", type=_int_in(0, 65535), default=None,
+                   help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one")
+    p.add_argument("--admin-host", default="127.0.0.1", help="(default 127.0.0.1)")
+    p.add_argument("--admin-token", default=env.get("EOSBROKER_ADMIN_TOKEN"),
+                   help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")
+    p.add_argument("--scenario", dest="scenario_name", metavar="NAME|FILE", default=None,
+                   help="run a scenario: a catalogue name (eosbroker scenarios) or a TOML file; its settings and "
+                        "node count win over the others")
+    return p
+
+
+def serve(argv: list[str]) -> None:
+    """``eosbroker serve`` with the arguments after ``serve``."""
+    parser = serve_parser()
+    args = parser.parse_args(argv)
     _without_hypothesis()  # before a scenario's checks import kio
     try:
-        config = BrokerConfig.load(config_file, [*environment_overrides(os.environ), *overrides])
-        if nodes is not None:
-            config.set("node.count", nodes)
+        config = BrokerConfig.load(args.config_file, [*environment_overrides(os.environ), *args.overrides])
+        if args.nodes is not None:
+            config.set("node.count", args.nodes)
         scenario = None
-        if scenario_name is not None:
+        if args.scenario_name is not None:
             from broker.scenarios import ScenarioError, read_scenario
 
             try:
-                scenario = read_scenario(scenario_name)
+                scenario = read_scenario(args.scenario_name)
             except ScenarioError as e:
-                raise click.BadParameter(str(e), param_hint="--scenario") from None
+                parser.error(str(e))
             for key, value in scenario.settings.items():
                 config.set(key, value)
-            if nodes is not None and nodes != scenario.nodes:
-                raise ConfigError(f"--nodes {nodes}: the scenario {scenario.name!r} runs {scenario.nodes} node(s)")
+            if args.nodes is not None and args.nodes != scenario.nodes:
+                raise ConfigError(f"--nodes {args.nodes}: the scenario {scenario.name!r} runs {scenario.nodes} node(s)")
             config.set("node.count", scenario.nodes)
         if not 1 <= config["node.count"] <= 64:
             raise ConfigError(f"node.count must be between 1 and 64, not {config['node.count']}")
     except (ConfigError, OSError) as e:
-        raise click.UsageError(str(e)) from None
-    admin = None if admin_port is None else (admin_host, admin_port, admin_token)
+        parser.error(str(e))
+    admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token)
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
@@ -107,9 +126,33 @@ def serve(host: str, port: int, data_dir: Path, config_file: Path | None, overri
     runner = uvloop.run if uvloop is not None else asyncio.run
     gc.disable()
     try:
-        runner(_serve(config, data_dir, host, port, admin, scenario))
+        runner(_serve(config, args.data_dir, args.host, args.port, admin, scenario))
+    except CommandError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        sys.exit(1)
     finally:
         gc.enable()
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The ``eosbroker`` program: ``[--log-level LEVEL] serve ...`` takes the path without
+    click; everything else (help, the tools) goes to the click group."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    level, rest = "INFO", argv
+    if rest[:1] == ["--log-level"] and len(rest) > 1:
+        level, rest = rest[1], rest[2:]
+    elif rest[:1] and rest[0].startswith("--log-level="):
+        level, rest = rest[0].partition("=")[2], rest[1:]
+    if rest[:1] != ["serve"]:
+        from broker.commands import main as group
+
+        group()
+        return
+    try:
+        configure_logging(level)
+    except ValueError as e:
+        sys.exit(f"Error: --log-level: {e}")
+    serve(rest[1:])
 
 
 def _without_hypothesis() -> None:
@@ -138,7 +181,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     try:
         await broker.start()
     except OSError as e:
-        raise click.ClickException(f"cannot listen: {e}") from None
+        raise CommandError(f"cannot listen: {e}") from None
     admin_server = None
     if admin is not None:
         from broker.admin import AdminServer
@@ -148,7 +191,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
             await admin_server.start()
         except OSError as e:
             await broker.stop()
-            raise click.ClickException(f"cannot serve the control API: {e}") from None
+            raise CommandError(f"cannot serve the control API: {e}") from None
     if scenario is not None:
         from broker.control import ControlError, ControlService
         from broker.scenarios import load_into
@@ -159,7 +202,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
             if admin_server is not None:
                 await admin_server.stop()
             await broker.stop()
-            raise click.ClickException(f"cannot load the scenario: {e.field}: {e.message}") from None
+            raise CommandError(f"cannot load the scenario: {e.field}: {e.message}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -190,15 +233,15 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     await broker.stop()
 
 
-@main.command("settings")
-def settings_cmd() -> None:
-    """List every setting with its default."""
-    for name, s in sorted(SETTINGS.items()):
-        note = f"  ({s.doc})" if s.doc else ""
-        click.echo(f"{name}={s.default}{note}")
+def __getattr__(name: str):
+    if name == "main":  # the click group (tests drive it with click's CliRunner)
+        from broker.commands import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 gc.enable()  # importers of this module (the tools, tests) keep their collector
 
 if __name__ == "__main__":
-    main()
+    run()

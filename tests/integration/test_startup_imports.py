@@ -17,8 +17,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-# packages the serve path must not load: test-only, the control API's, the Spark client's
-NOT_ON_THE_SERVE_PATH = ("hypothesis", "aiohttp", "prometheus_client", "pyspark", "pandas", "pyarrow")
+# packages the serve path must not load: test-only, the tools' (click), the control API's, the Spark client's
+NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", "pyspark", "pandas", "pyarrow")
 # the broker's own modules a fresh broker answering Metadata does not need yet: partition
 # storage (loads with the first partition), coordinators, the control API, scenarios, tools
 NOT_BEFORE_FIRST_USE = ("broker.partition", "broker.storage.log", "broker.storage.producer_state",

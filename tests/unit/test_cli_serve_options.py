@@ -1,0 +1,63 @@
+"""`serve`'s options (argparse, so a broker never imports click) and the click group that
+lists `serve` beside the tools and hands its arguments over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from broker.cli import main, run, serve_parser
+
+
+def test_options_and_their_environment_defaults(monkeypatch, tmp_path):
+    monkeypatch.setenv("EOSBROKER_HOST", "0.0.0.0")
+    monkeypatch.setenv("EOSBROKER_PORT", "19092")
+    monkeypatch.setenv("EOSBROKER_DATA_DIR", str(tmp_path / "d"))
+    monkeypatch.setenv("EOSBROKER_ADMIN_TOKEN", "secret")
+    args = serve_parser().parse_args([])
+    assert (args.host, args.port, args.data_dir, args.admin_token) == ("0.0.0.0", 19092, tmp_path / "d", "secret")
+    assert (args.nodes, args.admin_port, args.scenario_name, args.overrides) == (None, None, None, [])
+    args = serve_parser().parse_args(["--port", "0", "--nodes", "3", "--admin-port", "0", "--override", "a=1",
+                                      "--override", "b=2", "--data-dir", "x"])
+    assert (args.port, args.nodes, args.admin_port, args.overrides, args.data_dir) == (0, 3, 0, ["a=1", "b=2"], Path("x"))
+
+
+def test_defaults_without_environment(monkeypatch):
+    for name in ("EOSBROKER_HOST", "EOSBROKER_PORT", "EOSBROKER_DATA_DIR", "EOSBROKER_ADMIN_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    args = serve_parser().parse_args([])
+    assert (args.host, args.port, args.data_dir, args.admin_token) == ("127.0.0.1", 9092, Path("data"), None)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--port", "x"], "argument --port: invalid integer value"),
+    (["--port", "70000"], "not in the range 0<=x<=65535"),
+    (["--nodes", "0"], "not in the range 1<=x<=64"),
+    (["--config", "/no/such/file"], "does not exist"),
+    (["--no-such-option"], "unrecognized arguments"),
+    (["--po", "1"], "unrecognized arguments"),  # no abbreviations, as before
+    (["--override", "no.such.setting=1"], "unknown setting 'no.such.setting'"),
+])
+def test_bad_options_exit_2_with_a_message(capsys, tmp_path, argv, words):
+    with pytest.raises(SystemExit) as exited:
+        run(["--log-level", "WARNING", "serve", "--data-dir", str(tmp_path / "data"), *argv])
+    assert exited.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_data_dir_that_is_a_file_is_refused(capsys, tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SystemExit) as exited:
+        run(["serve", "--data-dir", str(tmp_path / "f")])
+    assert exited.value.code == 2 and "is a file" in capsys.readouterr().err
+
+
+def test_the_click_group_lists_serve_and_hands_it_its_arguments(tmp_path):
+    listed = CliRunner().invoke(main, ["--help"])
+    assert listed.exit_code == 0 and "serve" in listed.output and "settings" in listed.output
+    helped = CliRunner().invoke(main, ["serve", "--help"])
+    assert helped.exit_code == 0 and "--data-dir" in helped.output and "--admin-port" in helped.output
+    refused = CliRunner().invoke(main, ["serve", "--port", "x", "--data-dir", str(tmp_path / "data")])
+    assert refused.exit_code == 2 and not (tmp_path / "data").exists()
