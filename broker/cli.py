@@ -15,6 +15,10 @@ import gc
 # this module loads, and `serve` keeps it off until the broker listens.
 gc.disable()
 
+from broker import dataclass_code
+
+dataclass_code.install()  # before the first @dataclass: the broker's and kio's
+
 import argparse
 import asyncio
 import logging
@@ -220,6 +224,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     # What start-up made lives as long as the process: the collector skips it from now on.
     gc.freeze()
     gc.enable()
+    dataclass_code.save()  # what start-up compiled; the first requests' message types at exit
     broker.node_listening = lambda node: print(
         f"eosbroker node {node.node_id} listening on {host}:{node.server.port}", flush=True)
     logging.getLogger("broker").info(
@@ -231,6 +236,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     if admin_server is not None:
         await admin_server.stop()
     await broker.stop()
+    dataclass_code.save()
 
 
 def __getattr__(name: str):
