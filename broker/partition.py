@@ -138,6 +138,8 @@ class Partition:
 
     def aborted_transactions(self, fetch_offset: int, data: bytes) -> list[dict]:
         """The aborted transactions whose records fall in the batches just read."""
+        if not self.aborted.any_ending_at_or_after(fetch_offset):
+            return []  # the usual case: no need to walk the batches for their end
         end = fetch_offset
         for batch in iter_batches(data):
             end = batch.next_offset

@@ -13,6 +13,7 @@ garbage raises InvalidBatch(CORRUPT_MESSAGE) instead of looping or allocating.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 from collections.abc import Sequence
@@ -54,6 +55,7 @@ _HEADER = struct.Struct(">qiiBIhiqqqhii")
 _CRC_OFFSET = 17
 _CRC_START = 21
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
@@ -496,24 +498,29 @@ def build_control_batch(
     base_offset: int = 0,
     partition_leader_epoch: int = -1,
 ) -> bytearray:
-    """An end-transaction marker batch as MemoryRecords.writeEndTransactionalMarker writes it."""
+    """An end-transaction marker batch as MemoryRecords.writeEndTransactionalMarker writes it.
+
+    One is written per partition per transaction: the record is encoded once per
+    (commit, coordinator epoch) and the header packed straight into the batch."""
+    payload = _control_record(commit, coordinator_epoch)
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+                      TRANSACTIONAL_FLAG | CONTROL_FLAG, 0, timestamp_ms, timestamp_ms, producer_id,
+                      producer_epoch, NO_SEQUENCE, 1)
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    _UINT32.pack_into(out, _CRC_OFFSET, crc.crc32c(memoryview(out)[_CRC_START:]))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _control_record(commit: bool, coordinator_epoch: int) -> bytes:
+    """The one record of a marker batch: its key holds the control type, its value the
+    coordinator epoch (version 0 of both)."""
     key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
     value = _CONTROL_VALUE.pack(0, coordinator_epoch)
     body = bytearray()
     encode_record(body, 0, 0, key, value, ())
-    return assemble_batch(
-        bytes(body),
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
-        last_offset_delta=0,
-        base_timestamp=timestamp_ms,
-        max_timestamp=timestamp_ms,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=NO_SEQUENCE,
-        records_count=1,
-    )
+    return bytes(body)
 
 
 def read_control_record(batch: RecordBatch) -> tuple[int, int]:

@@ -75,7 +75,9 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
             if isinstance(part, dict):
                 partitions.append(part)
                 continue
-            upper = part.last_stable_offset if committed else part.high_watermark
+            high_watermark = part.high_watermark
+            last_stable = part.last_stable_offset
+            upper = last_stable if committed else high_watermark
             limit = max(0, min(p.partition_max_bytes, max_bytes - total))
             try:
                 data = part.log.read(p.fetch_offset, limit, upper, min_one) if limit or min_one else b""
@@ -89,8 +91,8 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
             partitions.append({
                 "partition_index": p.partition,
                 "error_code": 0,
-                "high_watermark": part.high_watermark,
-                "last_stable_offset": part.last_stable_offset,
+                "high_watermark": high_watermark,
+                "last_stable_offset": last_stable,
                 "log_start_offset": part.log_start_offset,
                 "aborted_transactions": part.aborted_transactions(p.fetch_offset, data) if committed else None,
                 "preferred_read_replica": -1,
@@ -115,7 +117,7 @@ async def handle(ctx, request):
         if total >= request.min_bytes or errors or remaining <= 0:
             out = {"error_code": 0, "session_id": 0, "responses": responses}
             if ctx.version >= KIP_951_VERSION:
-                out["node_endpoints"] = ctx.node_endpoints(plan.leaders)
+                out["node_endpoints"] = ctx.node_endpoints(plan.leaders) if plan.leaders else []
             return out
         waiters = [part.waiter() for part in plan.partitions()]
         if not waiters:

@@ -31,6 +31,7 @@ from protocol.records import (
 API_KEY = 0
 KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 FIRST_VERSION_WITH_IMPLICIT_ADD = 12
+_ATTRIBUTES_LOW_BYTE = 22  # attributes are the big-endian int16 at 21; the flags are in its low byte
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +98,11 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
 
 
 def _has_transactional_records(request) -> bool:
-    """ProduceRequest.hasTransactionalRecords: any partition's first batch is transactional."""
+    """ProduceRequest.hasTransactionalRecords: any partition's first batch is transactional
+    (read from the attributes' low byte: no header parse per partition)."""
     return any(
         data.records is not None and len(data.records) >= RECORD_BATCH_OVERHEAD
-        and RecordBatch(data.records).is_transactional
+        and data.records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG
         for topic in request.topic_data for data in topic.partition_data
     )
 
@@ -187,7 +189,7 @@ async def handle(ctx, request):
         return {"responses": responses}
     leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
                if "current_leader" in p}
-    return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}
+    return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders) if leaders else []}
 
 
 async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:

@@ -43,6 +43,7 @@ SWAP_SUFFIX = ".swap"
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
 _INT32 = struct.Struct(">i")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # the first three header fields
 _LAST_OFFSET_END = 27  # the last offset delta ends 27 bytes into a batch
 
 
@@ -238,12 +239,15 @@ class PartitionLog:
         """
         active = self._active
         log_append_time = -1
+        header = batch.header
+        buf, pos = batch.buf, batch.pos
         if assign_offsets:
             base_offset = active.next_offset
-            batch.set_base_offset(base_offset)
-            batch.set_partition_leader_epoch(self.leader_epoch)
+            # base offset, length (unchanged) and partition leader epoch: one pack
+            _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, header.batch_length, self.leader_epoch)
             if self._log_append_time:
                 batch.set_log_append_time(now_ms)
+                header = batch.header
                 log_append_time = now_ms
         else:
             base_offset = batch.base_offset
@@ -251,7 +255,6 @@ class PartitionLog:
                 raise ValueError(
                     f"batch base offset {base_offset} is below the log end offset {active.next_offset}"
                 )
-        header = batch.header
         size = header.batch_length + LOG_OVERHEAD
         last_offset = base_offset + header.last_offset_delta
         if (
@@ -261,7 +264,6 @@ class PartitionLog:
             active = self._roll(base_offset)
         if active.roll_base_ms is None:
             active.roll_base_ms = now_ms
-        buf, pos = batch.buf, batch.pos
         data = buf if pos == 0 and len(buf) == size else memoryview(buf)[pos : pos + size]
         active.append(data, base_offset, last_offset, header.max_timestamp, self._index_interval)
         if last_offset + 1 - self._flushed_offset >= self._flush_messages or now_ms - self._last_flush_ms >= self._flush_ms:

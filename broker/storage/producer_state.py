@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
-from protocol.records import NO_SEQUENCE, InvalidBatch, RecordBatch
+from protocol.records import NO_SEQUENCE, TRANSACTIONAL_FLAG, InvalidBatch, RecordBatch, increment_sequence
 
 log = logging.getLogger(__name__)
 
@@ -305,30 +305,38 @@ class ProducerStateManager:
         """Records a data batch appended at its (now assigned) offsets. No validation:
         this is also the replay path. The batch's max timestamp is the producer's last
         activity (Kafka's lastTimestamp), whatever the broker's clock says."""
-        self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
-        pid = batch.producer_id
+        # Hot path (every produced batch): header fields read once, the new entry built
+        # with one constructor call rather than with_epoch + dataclasses.replace.
+        h = batch.header
+        base_offset = batch.base_offset
+        last_offset = base_offset + h.last_offset_delta
+        if last_offset >= self.map_end_offset:
+            self.map_end_offset = last_offset + 1
+        pid = h.producer_id
         if pid < 0:
             return
-        entry = self._producers.get(pid) or ProducerStateEntry(pid)
-        entry = entry.with_epoch(batch.producer_epoch)
-        meta = BatchMetadata(
-            first_seq=batch.base_sequence,
-            last_seq=batch.last_sequence,
-            first_offset=batch.base_offset,
-            last_offset=batch.last_offset,
-            timestamp=batch.max_timestamp,
-        )
-        txn_first = entry.current_txn_first_offset
-        if batch.is_transactional:
-            self._verifications.pop(pid, None)
+        epoch = h.producer_epoch
+        base_seq = h.base_sequence
+        last_seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else increment_sequence(base_seq, h.last_offset_delta)
+        meta = BatchMetadata(base_seq, last_seq, base_offset, last_offset, h.max_timestamp)
+        entry = self._producers.get(pid)
+        if entry is None:
+            batches, txn_first, coordinator_epoch = (meta,), None, NO_COORDINATOR_EPOCH
+        else:
+            txn_first, coordinator_epoch = entry.current_txn_first_offset, entry.coordinator_epoch
+            if entry.producer_epoch != epoch:  # a new epoch starts a new sequence space
+                batches = (meta,)
+            else:
+                batches = entry.batches + (meta,)
+                if len(batches) > BATCHES_TO_RETAIN:
+                    batches = batches[-BATCHES_TO_RETAIN:]
+        if h.attributes & TRANSACTIONAL_FLAG:
+            if self._verifications:
+                self._verifications.pop(pid, None)
             if txn_first is None:
-                txn_first = batch.base_offset
-        self._producers[pid] = dataclasses.replace(
-            entry,
-            batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:],
-            current_txn_first_offset=txn_first,
-            last_timestamp=batch.max_timestamp,
-        )
+                txn_first = base_offset
+        self._producers[pid] = ProducerStateEntry(pid, epoch, batches, txn_first, coordinator_epoch,
+                                                  h.max_timestamp)
 
     # transaction markers ---------------------------------------------------
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -379,19 +387,23 @@ class ProducerStateManager:
         (an empty transaction changes neither the aborted index nor the LSO).
         ``now_ms`` refreshes the producer's activity time for expiration.
         """
-        self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
-        self._verifications.pop(producer_id, None)
-        entry = self._producers.get(producer_id) or ProducerStateEntry(producer_id)
+        if marker_offset >= self.map_end_offset:
+            self.map_end_offset = marker_offset + 1
+        if self._verifications:
+            self._verifications.pop(producer_id, None)
+        entry = self._producers.get(producer_id)
         completed = None
-        if entry.current_txn_first_offset is not None:
-            completed = CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset, not commit)
-        entry = entry.with_epoch(producer_epoch)
-        self._producers[producer_id] = dataclasses.replace(
-            entry,
-            current_txn_first_offset=None,
-            coordinator_epoch=coordinator_epoch,
-            last_timestamp=entry.last_timestamp if now_ms is None else now_ms,
-        )
+        if entry is None:
+            batches, last_timestamp = (), -1
+        else:
+            if entry.current_txn_first_offset is not None:
+                completed = CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset, not commit)
+            # a new epoch starts a new sequence space: the batch cache is cleared
+            batches = entry.batches if entry.producer_epoch == producer_epoch else ()
+            last_timestamp = entry.last_timestamp
+        self._producers[producer_id] = ProducerStateEntry(
+            producer_id, producer_epoch, batches, None, coordinator_epoch,
+            last_timestamp if now_ms is None else now_ms)
         return completed
 
     # expiration ------------------------------------------------------------

@@ -79,6 +79,11 @@ class AbortedTxnIndex:
         i = bisect.bisect_left(self._entries, AbortedTxn(start, -1, -1))
         return [e for e in self._entries[i:] if e.first_offset < end]
 
+    def any_ending_at_or_after(self, offset: int) -> bool:
+        """Whether some aborted transaction's marker is at or after ``offset`` (only those
+        can overlap a read from there)."""
+        return bool(self._entries) and self._entries[-1].last_offset >= offset
+
     def truncate_to(self, offset: int) -> None:
         """Forgets transactions whose marker is at or past ``offset`` (log truncated)."""
         if self._entries and self._entries[-1].last_offset >= offset:

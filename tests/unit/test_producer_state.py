@@ -8,6 +8,8 @@ import struct
 
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.storage.producer_state import (
@@ -714,3 +716,85 @@ def test_an_open_transaction_of_an_older_epoch_is_not_ongoing_for_the_next_epoch
     assert not state.has_ongoing_transaction(PID, 4)
     state.start_verification(PID, 0, 4, NOW)
     assert state.verification(PID) is not None
+
+
+# The produce path builds entries with one constructor call; this is the plain
+# with_epoch + dataclasses.replace form it replaced, as the reference it must match.
+def _reference_update(entries: dict, verifications: set, batch: RecordBatch) -> None:
+    import dataclasses
+
+    from broker.storage.producer_state import BATCHES_TO_RETAIN, ProducerStateEntry
+
+    if batch.producer_id < 0:
+        return
+    entry = entries.get(batch.producer_id) or ProducerStateEntry(batch.producer_id)
+    entry = entry.with_epoch(batch.producer_epoch)
+    meta = BatchMetadata(batch.base_sequence, batch.last_sequence, batch.base_offset, batch.last_offset,
+                         batch.max_timestamp)
+    txn_first = entry.current_txn_first_offset
+    if batch.is_transactional:
+        verifications.discard(batch.producer_id)
+        if txn_first is None:
+            txn_first = batch.base_offset
+    entries[batch.producer_id] = dataclasses.replace(
+        entry, batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:], current_txn_first_offset=txn_first,
+        last_timestamp=batch.max_timestamp)
+
+
+def _reference_complete(entries: dict, verifications: set, pid, epoch, offset, commit, coordinator_epoch, now):
+    import dataclasses
+
+    from broker.storage.producer_state import ProducerStateEntry
+
+    verifications.discard(pid)
+    entry = entries.get(pid) or ProducerStateEntry(pid)
+    completed = None
+    if entry.current_txn_first_offset is not None:
+        completed = CompletedTxn(pid, entry.current_txn_first_offset, offset, not commit)
+    entry = entry.with_epoch(epoch)
+    entries[pid] = dataclasses.replace(entry, current_txn_first_offset=None, coordinator_epoch=coordinator_epoch,
+                                       last_timestamp=entry.last_timestamp if now is None else now)
+    return completed
+
+
+_steps = st.lists(st.tuples(
+    st.sampled_from(["data", "txn", "marker", "verify"]),
+    st.sampled_from([-1, 7, 8]),  # producer id (-1: not idempotent)
+    st.integers(0, 2),  # epoch
+    st.integers(1, 4),  # records
+    st.booleans(),  # commit
+    st.one_of(st.none(), st.integers(0, 10**6)),  # marker now_ms
+), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_steps)
+def test_update_and_markers_match_the_replace_based_reference(steps):
+    state = ProducerStateManager()
+    entries: dict = {}
+    verifications: set = set()
+    offset, seqs = 0, {}
+    for kind, pid, epoch, count, commit, now in steps:
+        if kind == "verify":
+            if pid >= 0:
+                state.start_verification(pid, 0, epoch, NOW)
+                if not state.has_ongoing_transaction(pid, epoch):
+                    verifications.add(pid)
+            continue
+        if kind == "marker":
+            if pid < 0:
+                continue
+            got = state.complete_transaction(pid, epoch, offset, commit, 3, now)
+            assert got == _reference_complete(entries, verifications, pid, epoch, offset, commit, 3, now)
+            offset += 1
+        else:
+            seq = seqs.get((pid, epoch), 0)
+            batch = data_batch(pid=pid, epoch=epoch if pid >= 0 else -1, seq=seq if pid >= 0 else -1, count=count,
+                               transactional=kind == "txn" and pid >= 0, ts=NOW + offset, offset=offset)
+            seqs[(pid, epoch)] = seq + count
+            state.update(batch)
+            _reference_update(entries, verifications, batch)
+            offset += count
+        assert state.entries() == entries
+        assert set(state._verifications) == verifications
+        assert state.map_end_offset == offset

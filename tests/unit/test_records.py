@@ -16,6 +16,8 @@ from types import SimpleNamespace
 import cramjam
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 import kafka.codec
@@ -744,3 +746,23 @@ def test_keyed_records_in_reads_a_chunk_of_batches_as_decode_records_does():
     assert record_codec.keyed_records_in(padded, 7, len(padded)) == expected
     with pytest.raises(InvalidBatch):
         record_codec.keyed_records_in(chunk, 0, len(chunk) - 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pid=st.integers(0, 2**63 - 1), epoch=st.integers(0, 2**15 - 1), commit=st.booleans(),
+       coordinator_epoch=st.integers(-1, 2**31 - 1), ts=st.integers(0, 2**50), base=st.integers(0, 2**40),
+       leader_epoch=st.integers(-1, 2**31 - 1))
+def test_control_batch_matches_the_generic_builder(pid, epoch, commit, coordinator_epoch, ts, base, leader_epoch):
+    """Markers reuse an encoded record per (commit, coordinator epoch): same bytes as
+    encoding the record and assembling the batch each time."""
+    from protocol.record_codec import _CONTROL_KEY, _CONTROL_VALUE, assemble_batch, encode_record
+
+    body = bytearray()
+    encode_record(body, 0, 0, _CONTROL_KEY.pack(0, 1 if commit else 0), _CONTROL_VALUE.pack(0, coordinator_epoch), ())
+    expected = assemble_batch(bytes(body), base_offset=base, partition_leader_epoch=leader_epoch,
+                              attributes=0x30, last_offset_delta=0, base_timestamp=ts, max_timestamp=ts,
+                              producer_id=pid, producer_epoch=epoch, base_sequence=-1, records_count=1)
+    got = build_control_batch(pid, epoch, commit, coordinator_epoch, ts, base_offset=base,
+                              partition_leader_epoch=leader_epoch)
+    assert got == expected
+    assert read_control_record(RecordBatch(got)) == (1 if commit else 0, coordinator_epoch)
