@@ -293,10 +293,10 @@ def encoder(api_key: int, version: int):
     except NotImplementedError:  # a field type no layout writes: the generic path serves it
         return None
 
-    def encode(data: dict) -> bytes:
+    def encode(data: dict) -> bytearray:
         buf = bytearray()
         write(data, buf)
-        return bytes(buf)
+        return buf  # not copied to bytes: the frame copies it once (a Fetch answer is large)
 
     return encode
 
