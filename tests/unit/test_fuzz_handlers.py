@@ -10,15 +10,17 @@ import asyncio
 import datetime
 import logging
 import os
+import typing
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
-from kio.static.primitive import Records, i32Timedelta, i64Timedelta
+from kio.static.primitive import Records, i32, i32Timedelta, i64Timedelta
 
 from broker.app import Broker
 from broker.config import BrokerConfig
+from broker.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
 from broker.server import Connection, ProtocolViolation
 from broker.virtual_clock import VirtualClock
 from protocol import messages
@@ -54,6 +56,16 @@ st.register_type_strategy(i32Timedelta, _millis(-1000, 200, i32Timedelta))
 st.register_type_strategy(i64Timedelta, _millis(-1000, 200, i64Timedelta))
 st.register_type_strategy(Records, st.sampled_from([_batch(-1, False), _batch(0, False), _batch(1000, True)])
                           | st.binary(max_size=120).map(Records))
+
+# Partition counts stay small or over the per-request bound: the examples share one
+# broker, and counts of thousands, added up over them, ran the test process out of file
+# handles (every partition keeps its segment files open, as Kafka's do).
+_PARTITION_COUNTS = (st.integers(-(2**31), 8) | st.integers(MAX_PARTITIONS_PER_REQUEST + 1, 2**31 - 1)).map(i32)
+for _key, _field in ((19, "num_partitions"), (37, "count")):
+    _range = ApiTable(set(KAFKA_4_0)).ranges[_key]
+    for _version in range(_range.accepted_min, _range.max + 1):
+        _topic = typing.get_args(typing.get_type_hints(messages.request_class(_key, _version))["topics"])[0]
+        st.register_type_strategy(_topic, st.builds(_topic, **{_field: _PARTITION_COUNTS}))
 
 HANDLER_BOUND_S = 30.0
 # A request may rightly wait as long as its own timeout says (a mutated Fetch max_wait,
