@@ -10,7 +10,7 @@ the end of every transaction bumps the producer epoch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 
 from coordinator.transaction.state import TransactionState
 from protocol.names import TopicPartition
@@ -206,9 +206,33 @@ class TransactionMetadata:
             raise InvalidTransition(
                 f"transactional id {self.transactional_id!r}: {target} cannot follow {self.state}"
             )
-        new = replace(self, state=target, previous_producer_id=self.producer_id, **changes)
+        new = self._with(state=target, previous_producer_id=self.producer_id, **changes)
         if new.producer_id < 0:
             raise InvalidTransition(f"illegal producer id {new.producer_id}")
         if target is not TransactionState.DEAD and new.producer_epoch < 0:
             raise InvalidTransition(f"illegal producer epoch {new.producer_epoch}")
         return new
+
+    def _with(self, **changes: object) -> TransactionMetadata:
+        """``dataclasses.replace`` spelled out: it runs on every transition, and replace's
+        generic walk over the fields cost more than the rest of the transition."""
+        if not changes.keys() <= _FIELD_NAMES:
+            raise TypeError(f"unknown TransactionMetadata fields {sorted(changes.keys() - _FIELD_NAMES)}")
+        get = changes.get
+        return TransactionMetadata(
+            get("transactional_id", self.transactional_id),
+            get("producer_id", self.producer_id),
+            get("previous_producer_id", self.previous_producer_id),
+            get("next_producer_id", self.next_producer_id),
+            get("producer_epoch", self.producer_epoch),
+            get("last_producer_epoch", self.last_producer_epoch),
+            get("txn_timeout_ms", self.txn_timeout_ms),
+            get("state", self.state),
+            get("topic_partitions", self.topic_partitions),
+            get("txn_start_timestamp_ms", self.txn_start_timestamp_ms),
+            get("txn_last_update_timestamp_ms", self.txn_last_update_timestamp_ms),
+            get("client_transaction_version", self.client_transaction_version),
+        )
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(TransactionMetadata))

@@ -6,6 +6,8 @@ in-memory log: ``h.append(result)`` commits a handler's result; dropping a Resul
 instead is an append that failed.
 """
 
+import dataclasses
+
 import pytest
 from kio.schema.errors import ErrorCode as E
 
@@ -70,6 +72,7 @@ class Harness:
         self.log = InMemoryLog()
         self.effects = []
         self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform)
+        self.appended = []  # every record committed, as the objects replay was given
 
     def _perform(self, effect):
         if isinstance(effect, ProducerIdTaken):
@@ -98,12 +101,14 @@ class Harness:
     def append(self, result):
         partition = self.coordinator.partition_of(result.records[0]) if result.records else 0
         self.runtime.apply(partition, result, NOW)
+        self.appended.extend(result.records)
         return result
 
     def seed(self, md):
         record = TransactionLogRecord(encode_key(md.transactional_id), encode_value(value_from_metadata(md)),
                                       md.last_producer_epoch)
         self.runtime.apply(self.coordinator.partition_for(md.transactional_id), Result(records=(record,)), NOW)
+        self.appended.append(record)
         return md
 
     def md(self, tid=TID):
@@ -1136,3 +1141,56 @@ def test_tv2_end_below_the_exhausted_epoch_keeps_the_producer_id():
     assert result.response == EndTxnResponse(E.none, PID, MAX - 1)
     assert h.pids.peek() == 100
     assert only_record(result)[1].next_producer_id == -1
+
+
+# -- replaying a record just appended: the metadata it carries, or its bytes -------------
+
+
+def _a_transaction_of_every_kind(h):
+    """Init, a version 1 commit, a fenced abort, a version 2 commit that rotates the id."""
+    init = h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW)).response
+    pid, epoch = init.producer_id, init.producer_epoch
+    h.append(h.add_partitions_to_txn(TID, pid, epoch, PARTITIONS, TXN_V, NOW))
+    h.append(h.add_offsets_to_txn(TID, pid, epoch, "group", TXN_V, NOW + 1))
+    h.append(h.end_txn(TID, pid, epoch, True, TXN_V, NOW + 2))
+    h.append(h.markers_written(TID, pid, epoch, True, NOW + 3))
+    h.append(h.add_partitions_to_txn(TID, pid, epoch, PARTITIONS, TXN_V, NOW + 4))
+    h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW + 5))  # fences, aborts
+    md = h.md()
+    h.append(h.markers_written(TID, md.producer_id, md.producer_epoch, False, NOW + 6))
+    h.seed(dataclasses.replace(h.md(), producer_epoch=MAX - 2))
+    init = h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW + 7)).response
+    pid, epoch = init.producer_id, init.producer_epoch
+    h.append(h.add_partitions_to_txn(TID, pid, epoch, PARTITIONS, TXN_V, NOW + 8))
+    ended = h.append(h.end_txn(TID, pid, epoch, True, 5, NOW + 9, h.pids.peek())).response
+    h.append(h.markers_written(TID, pid, epoch + 1, True, NOW + 10))
+    assert (ended.producer_id, h.md().producer_id, h.md().state) == (h.pids.next - 1, h.pids.next - 1,
+                                                                     S.COMPLETE_COMMIT)
+
+
+def test_replaying_the_carried_metadata_gives_the_state_the_bytes_give():
+    h = Harness().own()
+    _a_transaction_of_every_kind(h)
+    # The same records replayed from their bytes alone (with the in-memory last epoch,
+    # as the runtime replays what it appended) rebuild every state the fast path did.
+    from_bytes = Harness().own()
+    carried, rebuilt = [], []
+    for record in h.appended:
+        carried.append(record.metadata)
+        from_bytes.coordinator.replay(TransactionLogRecord(record.key, record.value, record.last_producer_epoch),
+                                      0, NOW)
+        rebuilt.append(from_bytes.md())
+    fast = [(md, state) for md, state in zip(carried, rebuilt) if md is not None]  # all but the seed
+    assert len(fast) == 12
+    assert [md for md, _ in fast] == [state for _, state in fast]
+    assert from_bytes.coordinator.snapshot() == h.coordinator.snapshot()
+
+
+def test_the_tests_check_a_record_whose_bytes_disagree_with_its_metadata():
+    h = Harness().own()
+    h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW))
+    md = h.md()
+    lying = TransactionLogRecord(encode_key(TID), encode_value(value_from_metadata(md)), md.last_producer_epoch,
+                                 metadata=dataclasses.replace(md, producer_epoch=md.producer_epoch + 1))
+    with pytest.raises(AssertionError, match="the bytes give"):
+        h.coordinator.replay(lying, 0, NOW)

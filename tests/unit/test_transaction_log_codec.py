@@ -1,8 +1,11 @@
 """__transaction_state key/value layout (Kafka's TransactionLogTest cases), golden bytes by hand."""
 
+import dataclasses
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.transaction.log_codec import (
     TransactionLogValue,
@@ -216,3 +219,40 @@ def _metadata(state, partitions=(), last_epoch=-1):
         txn_last_update_timestamp_ms=200,
     )
 
+
+
+_VALUES = st.builds(
+    TransactionLogValue,
+    producer_id=st.integers(-1, 2**63 - 1),
+    producer_epoch=st.integers(-1, 2**15 - 1),
+    transaction_timeout_ms=st.integers(0, 2**31 - 1),
+    transaction_status=st.sampled_from([s.id for s in S if s is not S.DEAD]),
+    transaction_partitions=st.none() | st.lists(
+        st.tuples(st.text(min_size=1, max_size=200), st.lists(st.integers(0, 2**31 - 1), max_size=5).map(tuple)),
+        max_size=4).map(tuple),
+    transaction_last_update_timestamp_ms=st.integers(-1, 2**63 - 1),
+    transaction_start_timestamp_ms=st.integers(-1, 2**63 - 1),
+    previous_producer_id=st.integers(-1, 2**63 - 1),
+    next_producer_id=st.integers(-1, 2**63 - 1),
+    next_producer_epoch=st.integers(-1, 2**15 - 1),
+    client_transaction_version=st.integers(0, 2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_every_value_round_trips_at_both_versions(value):
+    assert decode_value(encode_value(value)) == value
+    v0 = decode_value(encode_value(value, version=0))
+    assert v0 == dataclasses.replace(value, previous_producer_id=-1, next_producer_id=-1,
+                                     next_producer_epoch=-1, client_transaction_version=0)
+
+
+def test_non_ascii_topics_and_long_names_take_multi_byte_lengths():
+    topic = "é" * 100  # 200 bytes: a compact length of two varint bytes
+    value = dataclasses.replace(ONGOING, transaction_partitions=((topic, tuple(range(130))),))
+    data = encode_value(value)
+    # 1 entry; name length 200 + 1 = c9 01; then 131 partition ids (130 + 1 = 83 01)
+    assert data[17:20] == bytes.fromhex("02" "c901") and data[20:220] == topic.encode()
+    assert data[220:222] == bytes.fromhex("8301")
+    assert decode_value(data) == value

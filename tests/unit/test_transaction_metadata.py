@@ -1,5 +1,7 @@
 """TransactionMetadata transitions (Kafka's TransactionMetadataTest, transaction version 1)."""
 
+import dataclasses
+
 import pytest
 
 from coordinator.transaction.metadata import (
@@ -267,3 +269,17 @@ def test_allowed_transition_table(target):
 
 def test_expiration_allowed_only_for_idle_states():
     assert {s for s in S if s.is_expiration_allowed} == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(TransactionMetadata)])
+def test_with_is_dataclasses_replace_for_every_field(name):
+    # _with spells replace out positionally: a field out of order would swap two values.
+    md = TransactionMetadata("id", 1, 2, 3, 4, 5, 6, S.ONGOING, frozenset({("t", 0)}), 7, 8, 2)
+    changed = object()
+    assert md._with(**{name: changed}) == dataclasses.replace(md, **{name: changed})
+    assert md._with() == md
+
+
+def test_with_refuses_an_unknown_field():
+    with pytest.raises(TypeError):
+        metadata(0)._with(producer_epoc=1)
