@@ -247,12 +247,6 @@ def metadata_from_value(
 # -- primitives --------------------------------------------------------------------------
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    write_unsigned_varint(out, n)
-    return bytes(out)
-
-
 class _Reader:
     __slots__ = ("data", "pos")
 
