@@ -71,7 +71,10 @@ class Broker:
         self._session_timers: dict[int, object] = {}
 
     def node(self, node_id: int) -> BrokerNode | None:
-        return next((n for n in self.nodes if n.node_id == node_id), None)
+        for node in self.nodes:  # a plain loop: asked several times per request
+            if node.node_id == node_id:
+                return node
+        return None
 
     @property
     def port(self) -> int:

@@ -16,6 +16,8 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
+from kio.schema.errors import ErrorCode
+
 from broker.cluster import Cluster
 from coordinator.transaction.messages import SendMarkers
 
@@ -100,19 +102,21 @@ class MarkerSender:
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
             "coordinator_epoch": markers.coordinator_epoch,
             "transaction_version": markers.transaction_version,
-        }]}, timeout=_REQUEST_TIMEOUT_S)
+        }]}, timeout=_REQUEST_TIMEOUT_S, typed=False)
         acked = set()
         fenced = None
-        for marker in response.markers:
-            for topic in marker.topics:
-                for p in topic.partitions:
-                    if int(p.error_code) in _DONE:
-                        acked.add((topic.name, p.partition_index))
-                    elif int(p.error_code) in _CANCEL:
-                        fenced = f"{p.error_code.name} from {topic.name}-{p.partition_index}"
+        for marker in _field(response, "markers"):
+            for topic in _field(marker, "topics"):
+                name = _field(topic, "name")
+                for p in _field(topic, "partitions"):
+                    error, index = int(_field(p, "error_code")), _field(p, "partition_index")
+                    if error in _DONE:
+                        acked.add((name, index))
+                    elif error in _CANCEL:
+                        fenced = f"{ErrorCode(error).name} from {name}-{index}"
                     else:
-                        log.info("marker for %s-%d of %s: %s; retrying", topic.name, p.partition_index,
-                                 markers.transactional_id, p.error_code.name)
+                        log.info("marker for %s-%d of %s: %s; retrying", name, index,
+                                 markers.transactional_id, ErrorCode(error).name)
         return acked, fenced
 
     async def close(self) -> None:
@@ -120,3 +124,9 @@ class MarkerSender:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _field(answer, name: str):
+    """A field of the answer, which is the handler's dict or, from a fault rule's error
+    answer, the kio response."""
+    return answer[name] if type(answer) is dict else getattr(answer, name)

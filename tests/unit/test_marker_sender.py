@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
+import pytest
 import uvloop
 
 from broker.markers import MarkerSender
@@ -23,19 +24,22 @@ class _OneNodeMap:
 
 class _AnsweringNetwork:
     """Stands in for the in-process network between nodes: every WriteTxnMarkers gets
-    ``error`` for each of its partitions."""
+    ``error`` for each of its partitions, as the handler's dict (what the network hands
+    back untyped) or as the kio response (a fault rule's error answer)."""
 
-    def __init__(self, error: int) -> None:
+    def __init__(self, error: int, typed: bool = True) -> None:
         self.error = error
+        self.typed = typed
         self.requests = 0
 
-    async def request(self, source, target, api_key, version, body, timeout=None):
+    async def request(self, source, target, api_key, version, body, timeout=None, typed=True):
         self.requests += 1
-        return messages.build_response(api_key, version, {"markers": [{
+        answer = {"markers": [{
             "producer_id": m["producer_id"],
             "topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "error_code": self.error} for p in t["partition_indexes"]]}
-                for t in m["topics"]]} for m in body["markers"]]})
+                for t in m["topics"]]} for m in body["markers"]]}
+        return messages.build_response(api_key, version, answer) if self.typed else answer
 
 
 def _run(scenario):
@@ -62,9 +66,10 @@ def _run(scenario):
     return problems
 
 
-def test_fenced_marker_is_cancelled_after_one_request():
+@pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "dict answer"])
+def test_fenced_marker_is_cancelled_after_one_request(typed):
     async def scenario():
-        network = _AnsweringNetwork(47)  # INVALID_PRODUCER_EPOCH
+        network = _AnsweringNetwork(47, typed)  # INVALID_PRODUCER_EPOCH
         done = []
 
         async def on_done(m):
@@ -78,6 +83,27 @@ def test_fenced_marker_is_cancelled_after_one_request():
             await asyncio.sleep(0.01)
         assert not sender._tasks  # delivery gave up
         assert (network.requests, done) == (1, [])  # one request; the transaction is not completed
+        await sender.close()
+
+    assert _run(scenario) == []
+
+
+@pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "dict answer"])
+def test_acknowledged_markers_complete_the_transaction(typed):
+    async def scenario():
+        network = _AnsweringNetwork(0, typed)
+        done = []
+
+        async def on_done(m):
+            done.append(m)
+
+        sender = MarkerSender(network, _OneNodeMap(), 1, on_done)
+        sender.send(MARKERS)
+        for _ in range(200):
+            if done:
+                break
+            await asyncio.sleep(0.01)
+        assert (network.requests, done) == (1, [MARKERS])
         await sender.close()
 
     assert _run(scenario) == []
