@@ -149,9 +149,8 @@ class TransactionService:
         """The coordinator's answer on whether the partition is in the producer's ongoing
         transaction: NONE, TRANSACTION_ABORTABLE when it is not, or why it cannot tell."""
         self.ensure_ready()
-        errors = self.coordinator.verify_partitions_in_txn(
-            transactional_id, producer_id, producer_epoch, [(topic, partition)]).response.errors
-        return errors.get((topic, partition), ErrorCode.none)
+        return self.coordinator.verify_partition_in_txn(transactional_id, producer_id, producer_epoch,
+                                                        (topic, partition))
 
     # -- timers: events for the runtime ------------------------------------------------
 

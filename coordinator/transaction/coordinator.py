@@ -322,15 +322,7 @@ class TransactionCoordinator:
         answers; the partition leader maps it to INVALID_TXN_STATE for older produce clients.
         """
         wanted = list(partitions)
-        error: ErrorCode | None = E.invalid_request if not transactional_id else None
-        md = None
-        if error is None:
-            error, _, md = self._lookup(transactional_id)
-        if error is None:
-            error = self._check_producer(md, producer_id, producer_epoch, api_version=4,
-                                         first_fenced_version=2)
-        if error is None and md.state.is_prepare:
-            error = E.concurrent_transactions
+        error, md = self._verifiable(transactional_id, producer_id, producer_epoch)
         if error is not None:
             errors = {tp: error for tp in wanted}
         else:
@@ -339,6 +331,28 @@ class TransactionCoordinator:
                 for tp in wanted
             }
         return Result(response=VerifyPartitionsResponse(errors))
+
+    def verify_partition_in_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partition: TopicPartition) -> ErrorCode:
+        """``verify_partitions_in_txn``'s answer for one partition, without the Result
+        around it: a partition leader asks this of every transaction's first batch."""
+        error, md = self._verifiable(transactional_id, producer_id, producer_epoch)
+        if error is not None:
+            return error
+        return E.none if partition in md.topic_partitions else E.transaction_abortable
+
+    def _verifiable(self, transactional_id: str, producer_id: int,
+                    producer_epoch: int) -> tuple[ErrorCode | None, TransactionMetadata | None]:
+        """Why a producer's ongoing transaction cannot be verified (None: it can), and its metadata."""
+        if not transactional_id:
+            return E.invalid_request, None
+        error, _, md = self._lookup(transactional_id)
+        if error is None:
+            error = self._check_producer(md, producer_id, producer_epoch, api_version=4,
+                                         first_fenced_version=2)
+        if error is None and md.state.is_prepare:
+            error = E.concurrent_transactions
+        return error, md
 
     # -- EndTxn and marker completion --------------------------------------------------
 

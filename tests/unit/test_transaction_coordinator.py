@@ -483,16 +483,24 @@ def test_add_offsets_to_txn_errors():
     assert h.add_offsets_to_txn("unknown-id", PID, EPOCH, "g", TXN_V, NOW).response.error is E.invalid_producer_id_mapping
 
 
+def verified(h, tid, pid, epoch, partitions):
+    """verify_partitions_in_txn's errors, checked against the one-partition form the
+    partition leaders use."""
+    errors = h.verify_partitions_in_txn(tid, pid, epoch, partitions).response.errors
+    assert errors == {tp: h.verify_partition_in_txn(tid, pid, epoch, tp) for tp in partitions}
+    return errors
+
+
 def test_verify_partition_handling():
     extra = PARTITIONS | {("topic2", 0)}
     h = owned(meta(S.PREPARE_COMMIT, epoch=0))
-    assert set(h.verify_partitions_in_txn(TID, PID + 1, 0, extra).response.errors.values()) == {E.invalid_producer_id_mapping}
-    assert set(h.verify_partitions_in_txn(TID, PID, 1, extra).response.errors.values()) == {E.producer_fenced}
-    assert set(h.verify_partitions_in_txn(TID, PID, 0, extra).response.errors.values()) == {E.concurrent_transactions}
-    assert set(h.verify_partitions_in_txn("", PID, 0, extra).response.errors.values()) == {E.invalid_request}
+    assert set(verified(h, TID, PID + 1, 0, extra).values()) == {E.invalid_producer_id_mapping}
+    assert set(verified(h, TID, PID, 1, extra).values()) == {E.producer_fenced}
+    assert set(verified(h, TID, PID, 0, extra).values()) == {E.concurrent_transactions}
+    assert set(verified(h, "", PID, 0, extra).values()) == {E.invalid_request}
     h.own("nope")
-    assert set(h.verify_partitions_in_txn("nope", PID, 0, extra).response.errors.values()) == {E.invalid_producer_id_mapping}
-    assert set(Harness().verify_partitions_in_txn(TID, PID, 0, extra).response.errors.values()) == {E.not_coordinator}
+    assert set(verified(h, "nope", PID, 0, extra).values()) == {E.invalid_producer_id_mapping}
+    assert set(verified(Harness(), TID, PID, 0, extra).values()) == {E.not_coordinator}
 
 
 def test_should_respond_with_errors_none_on_add_partition_when_ongoing_verify_only_and_partitions_the_same():
@@ -500,12 +508,13 @@ def test_should_respond_with_errors_none_on_add_partition_when_ongoing_verify_on
     result = pure(h, lambda: h.verify_partitions_in_txn(TID, PID, EPOCH, PARTITIONS))
     assert result.records == () and result.effects == ()
     assert result.response.errors == {tp: E.none for tp in PARTITIONS}
+    assert verified(h, TID, PID, EPOCH, PARTITIONS) == result.response.errors
 
 
 def test_should_respond_with_invalid_txn_state_when_verify_only_and_partition_not_present():
     # Kafka 3.8+ answers TRANSACTION_ABORTABLE here (the test kept its old name).
     h = owned(meta(S.ONGOING, partitions={("topic1", 0)}))
-    errors = h.verify_partitions_in_txn(TID, PID, EPOCH, [("topic1", 0), ("topic2", 0)]).response.errors
+    errors = verified(h, TID, PID, EPOCH, [("topic1", 0), ("topic2", 0)])
     assert errors == {("topic1", 0): E.none, ("topic2", 0): E.transaction_abortable}
 
 
