@@ -439,54 +439,42 @@ def build_batch(
     """A CreateTime v2 batch of ``records`` (key, value, headers, timestamp_ms) with a valid CRC.
 
     Offset deltas run 0..n-1; the base timestamp is the first record's, as Kafka's
-    MemoryRecordsBuilder does.
+    MemoryRecordsBuilder does. Uncompressed records are written after the header's
+    room in the one buffer (coordinators build a batch per event).
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
     base_timestamp = records[0][3]
-    body = bytearray()
+    out = bytearray(RECORD_BATCH_OVERHEAD)
     for delta, (key, value, headers, timestamp_ms) in enumerate(records):
-        encode_record(body, delta, timestamp_ms - base_timestamp, key, value, headers)
-    payload = bytes(body) if compression == COMPRESSION_NONE else compress(compression, bytes(body))
-    attributes = compression | (TRANSACTIONAL_FLAG if transactional else 0)
-    max_timestamp = max(r[3] for r in records)
-    return assemble_batch(
-        payload,
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=len(records) - 1,
-        base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        records_count=len(records),
-    )
+        encode_record(out, delta, timestamp_ms - base_timestamp, key, value, headers)
+    if compression != COMPRESSION_NONE:
+        out[RECORD_BATCH_OVERHEAD:] = compress(compression, bytes(out[RECORD_BATCH_OVERHEAD:]))
+    max_timestamp = base_timestamp if len(records) == 1 else max(r[3] for r in records)
+    _finish_batch(out, base_offset, partition_leader_epoch,
+                  compression | (TRANSACTIONAL_FLAG if transactional else 0), len(records) - 1,
+                  base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, len(records))
+    return out
 
 
 def assemble_batch(payload: bytes, **header: int) -> bytearray:
     out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    _HEADER.pack_into(
-        out,
-        0,
-        header["base_offset"],
-        len(out) - LOG_OVERHEAD,
-        header["partition_leader_epoch"],
-        MAGIC_V2,
-        0,  # CRC, below
-        header["attributes"],
-        header["last_offset_delta"],
-        header["base_timestamp"],
-        header["max_timestamp"],
-        header["producer_id"],
-        header["producer_epoch"],
-        header["base_sequence"],
-        header["records_count"],
-    )
     out[RECORD_BATCH_OVERHEAD:] = payload
-    struct.pack_into(">I", out, _CRC_OFFSET, crc.crc32c(memoryview(out)[_CRC_START:]))
+    _finish_batch(out, header["base_offset"], header["partition_leader_epoch"], header["attributes"],
+                  header["last_offset_delta"], header["base_timestamp"], header["max_timestamp"],
+                  header["producer_id"], header["producer_epoch"], header["base_sequence"],
+                  header["records_count"])
     return out
+
+
+def _finish_batch(out: bytearray, base_offset: int, partition_leader_epoch: int, attributes: int,
+                  last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+                  producer_epoch: int, base_sequence: int, records_count: int) -> None:
+    """Writes the header of the batch whose records follow it in ``out``, CRC last."""
+    _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2,
+                      0, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                      producer_epoch, base_sequence, records_count)
+    _UINT32.pack_into(out, _CRC_OFFSET, crc.crc32c(memoryview(out)[_CRC_START:]))
 
 
 def build_control_batch(
@@ -502,13 +490,10 @@ def build_control_batch(
 
     One is written per partition per transaction: the record is encoded once per
     (commit, coordinator epoch) and the header packed straight into the batch."""
-    payload = _control_record(commit, coordinator_epoch)
-    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
-                      TRANSACTIONAL_FLAG | CONTROL_FLAG, 0, timestamp_ms, timestamp_ms, producer_id,
-                      producer_epoch, NO_SEQUENCE, 1)
-    out[RECORD_BATCH_OVERHEAD:] = payload
-    _UINT32.pack_into(out, _CRC_OFFSET, crc.crc32c(memoryview(out)[_CRC_START:]))
+    out = bytearray(RECORD_BATCH_OVERHEAD)
+    out += _control_record(commit, coordinator_epoch)
+    _finish_batch(out, base_offset, partition_leader_epoch, TRANSACTIONAL_FLAG | CONTROL_FLAG, 0,
+                  timestamp_ms, timestamp_ms, producer_id, producer_epoch, NO_SEQUENCE, 1)
     return out
 
 

@@ -766,3 +766,33 @@ def test_control_batch_matches_the_generic_builder(pid, epoch, commit, coordinat
                               partition_leader_epoch=leader_epoch)
     assert got == expected
     assert read_control_record(RecordBatch(got)) == (1 if commit else 0, coordinator_epoch)
+
+
+_OPTIONAL_BYTES = st.none() | st.binary(max_size=300)
+_RECORDS = st.lists(st.tuples(
+    _OPTIONAL_BYTES, _OPTIONAL_BYTES,
+    st.lists(st.tuples(st.text(max_size=20), _OPTIONAL_BYTES), max_size=3).map(tuple),
+    st.integers(-1, 2**41)), min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_RECORDS, st.integers(0, 2**40), st.integers(-1, 2**40), st.integers(-1, 2**15 - 1),
+       st.integers(-1, INT32_MAX), st.booleans(), st.integers(-1, 1000))
+def test_build_batch_writes_what_assembling_the_encoded_records_writes(records, base_offset, producer_id,
+                                                                       producer_epoch, base_sequence,
+                                                                       transactional, leader_epoch):
+    # build_batch writes the records straight after the header's room in one buffer:
+    # the same bytes as encoding them apart and assembling the batch around them.
+    body = bytearray()
+    for delta, (key, value, headers, timestamp) in enumerate(records):
+        record_codec.encode_record(body, delta, timestamp - records[0][3], key, value, headers)
+    assembled = record_codec.assemble_batch(
+        bytes(body), base_offset=base_offset, partition_leader_epoch=leader_epoch,
+        attributes=0x10 if transactional else 0, last_offset_delta=len(records) - 1,
+        base_timestamp=records[0][3], max_timestamp=max(r[3] for r in records), producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=len(records))
+    built = build_batch(records, base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
+                        base_sequence=base_sequence, transactional=transactional,
+                        partition_leader_epoch=leader_epoch)
+    assert built == assembled
+    assert RecordBatch(built).crc_valid()
