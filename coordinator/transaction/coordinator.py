@@ -532,7 +532,7 @@ class TransactionCoordinator:
                 producer_epoch=md.producer_epoch,
                 transaction_timeout_ms=md.txn_timeout_ms,
                 transaction_start_time_ms=md.txn_start_timestamp_ms,
-                topics=_group_by_topic(md.topic_partitions),
+                topics=log_codec.partitions_by_topic(md.topic_partitions),
             ))
         return tuple(described)
 
@@ -635,10 +635,3 @@ def _check_replay(record: TransactionLogRecord, md: TransactionMetadata) -> None
 
 def _init_error(error: ErrorCode) -> Result[InitProducerIdResponse]:
     return Result(response=InitProducerIdResponse(error))
-
-
-def _group_by_topic(partitions: frozenset[TopicPartition]) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(partitions):
-        by_topic.setdefault(topic, []).append(partition)
-    return tuple((topic, tuple(ids)) for topic, ids in by_topic.items())

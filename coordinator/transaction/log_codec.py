@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata
 from coordinator.transaction.state import TransactionState
 from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
+from protocol.names import TopicPartition
 
 TRANSACTION_LOG_KEY_TYPE = 0
 HIGHEST_VALUE_VERSION = 1
@@ -201,22 +203,29 @@ def value_from_metadata(metadata: TransactionMetadata) -> TransactionLogValue:
             )
         partitions = None
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(metadata.topic_partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        partitions = tuple((topic, tuple(ids)) for topic, ids in by_topic.items())
+        partitions = partitions_by_topic(metadata.topic_partitions)
     return TransactionLogValue(
-        producer_id=metadata.producer_id,
-        producer_epoch=metadata.producer_epoch,
-        transaction_timeout_ms=metadata.txn_timeout_ms,
-        transaction_status=metadata.state.id,
-        transaction_partitions=partitions,
-        transaction_last_update_timestamp_ms=metadata.txn_last_update_timestamp_ms,
-        transaction_start_timestamp_ms=metadata.txn_start_timestamp_ms,
-        previous_producer_id=metadata.previous_producer_id,
-        next_producer_id=metadata.next_producer_id,
-        client_transaction_version=metadata.client_transaction_version,
+        metadata.producer_id,
+        metadata.producer_epoch,
+        metadata.txn_timeout_ms,
+        metadata.state.id,
+        partitions,
+        metadata.txn_last_update_timestamp_ms,
+        metadata.txn_start_timestamp_ms,
+        metadata.previous_producer_id,
+        metadata.next_producer_id,
+        -1,  # next_producer_epoch: not kept in the metadata
+        metadata.client_transaction_version,
     )
+
+
+@lru_cache(maxsize=1024)  # a transaction's Ongoing and Prepare records carry the same set
+def partitions_by_topic(partitions: frozenset[TopicPartition]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The partitions as (topic, partition ids), both sorted: the log value's order."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return tuple((topic, tuple(ids)) for topic, ids in by_topic.items())
 
 
 def metadata_from_value(
