@@ -54,7 +54,37 @@ class Clock:
 
     async def wait_for(self, awaitable: Awaitable[T], timeout_s: float) -> T:
         """``awaitable``'s result, or ``asyncio.TimeoutError`` once ``timeout_s`` of this
-        clock has passed (the awaitable is then cancelled, as asyncio.wait_for does)."""
+        clock has passed (the awaitable is then cancelled, as asyncio.wait_for does).
+
+        A coroutine runs in the calling task, as under ``asyncio.timeout`` (the timer
+        cancels this task): no task per wait, and work that finishes without waiting
+        finishes in this turn of the loop. A future or task is awaited in a task."""
+        current = asyncio.current_task()
+        if current is None or not asyncio.iscoroutine(awaitable):
+            return await self._wait_for_in_task(awaitable, timeout_s)
+        cancelling = current.cancelling()
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            current.cancel()
+
+        handle = self.call_later(timeout_s, expire)
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            # ours only if no one else cancelled the task too (then theirs propagates)
+            if expired and current.uncancel() <= cancelling:
+                raise asyncio.TimeoutError() from None
+            raise
+        finally:
+            handle.cancel()
+        if expired:  # the awaitable finished despite the cancel: take ours back
+            current.uncancel()
+        return result
+
+    async def _wait_for_in_task(self, awaitable: Awaitable[T], timeout_s: float) -> T:
         task = asyncio.ensure_future(awaitable)
         expired = False
 

@@ -171,13 +171,22 @@ class Server:
             self._server = None
 
     @staticmethod
-    def _send(conn: Connection, response: bytes) -> None:
-        """Queues a response for this loop turn's single write to the connection."""
+    def _send(conn: Connection, response: bytes, more_coming: bool) -> None:
+        """Sends a response, or with ``more_coming`` (requests already read wait behind
+        it) queues it for this loop turn's single write to the connection. Without more
+        to come, what is queued goes out at once: before anything the handler scheduled
+        (marker delivery, a waiter it woke) runs and delays the answer."""
         if conn.unsent is None:
+            if not more_coming:
+                if not conn.writer.is_closing():
+                    conn.writer.write(response)
+                return
             conn.unsent = [response]
             asyncio.get_running_loop().call_soon(Server._flush, conn)
         else:
             conn.unsent.append(response)
+            if not more_coming:
+                Server._flush(conn)
 
     @staticmethod
     def _flush(conn: Connection) -> None:
@@ -305,7 +314,7 @@ class Server:
                 self._close(conn)
                 return
             if out is not None:
-                self._send(conn, out)
+                self._send(conn, out, more_coming=not queue.empty())
                 conn.last_active = self.broker.clock.monotonic()
                 if writer.transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
                     self._flush(conn)

@@ -99,3 +99,71 @@ def test_wait_for_passes_on_a_cancellation_of_the_waiter():
             await waiter
 
     asyncio.run(scenario())
+
+
+def test_wait_for_runs_a_coroutine_in_the_calling_task():
+    async def scenario():
+        clock = ManualClock()
+        caller = asyncio.current_task()
+        ran_in = []
+
+        async def immediate():
+            ran_in.append(asyncio.current_task())
+            return 7
+
+        tasks_before = len(asyncio.all_tasks())
+        assert await clock.wait_for(immediate(), 3) == 7
+        assert ran_in == [caller] and len(asyncio.all_tasks()) == tasks_before
+        assert all(entry[2] is None for entry in clock._timers)
+
+        # a timeout cancels the coroutine where it waits and leaves the task uncancelled
+        cleaned = []
+
+        async def stuck():
+            try:
+                await asyncio.Event().wait()
+            finally:
+                cleaned.append(True)
+
+        async def expire_soon():
+            await asyncio.sleep(0)
+            clock.advance(3)
+
+        advancing = asyncio.create_task(expire_soon())
+        with pytest.raises(asyncio.TimeoutError):
+            await clock.wait_for(stuck(), 3)
+        await advancing
+        assert cleaned == [True] and caller.cancelling() == 0
+
+        # a coroutine that swallows the timeout's cancel returns its result; the task's
+        # cancel request is taken back
+        async def stubborn():
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                return "kept"
+
+        advancing = asyncio.create_task(expire_soon())
+        assert await clock.wait_for(stubborn(), 3) == "kept"
+        await advancing
+        assert caller.cancelling() == 0
+        await asyncio.sleep(0)  # no cancel left pending on the task
+
+    asyncio.run(scenario())
+
+
+def test_wait_for_a_timeout_and_an_outside_cancel_together_is_a_cancel():
+    async def scenario():
+        clock = ManualClock()
+
+        async def waiter():
+            return await clock.wait_for(asyncio.Event().wait(), 3)
+
+        task = asyncio.create_task(waiter())
+        await asyncio.sleep(0)
+        task.cancel()
+        clock.advance(3)  # the timeout fires in the same turn as the outside cancel
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
