@@ -54,6 +54,13 @@ class ConnectionLimits:
         self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
         return None
 
+    def try_slot(self) -> bool:
+        """Takes a connection slot if one is free now (else ``slot`` waits for one)."""
+        if self.active < self.max_connections:
+            self.active += 1
+            return True
+        return False
+
     async def slot(self) -> None:
         await self._slots.until(lambda: self.active < self.max_connections)
         self.active += 1

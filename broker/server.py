@@ -1,8 +1,9 @@
 """The asyncio listener and the per-connection request pipeline.
 
-Each connection has a reader that keeps reading frames while a processor answers
-them strictly in order, one at a time (as Kafka does: an idempotent producer's
-pipelined batches must be appended in the order sent). Read-ahead is bounded by
+Each connection's protocol cuts frames from the bytes as they arrive and queues them
+for the connection's processor task, which answers them strictly in order, one at a
+time (as Kafka does: an idempotent producer's pipelined batches must be appended in
+the order sent). Read-ahead is bounded by
 ``queued.max.requests``; a frame over ``socket.request.max.bytes`` closes the
 connection before its body is read. Anything a peer does wrong costs only its own
 connection.
@@ -13,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from broker.clock import Clock
@@ -38,16 +40,11 @@ log = logging.getLogger(__name__)
 API_VERSIONS = 18
 _WRITE_HIGH_WATER = 1 << 20
 _DRAIN_GRACE_S = 5.0
-
-
-async def _unless_ended(waiting, processor: asyncio.Task) -> bool:
-    """Awaits ``waiting`` unless ``processor`` ends first (then False, ``waiting`` cancelled)."""
-    task = asyncio.ensure_future(waiting)
-    await asyncio.wait((task, processor), return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        return True
-    task.cancel()
-    return False
+# why a connection's reading is paused (any one pauses it)
+_NOT_ADMITTED = 1  # max.connections: held unread, as Kafka's acceptor does
+_STALLED = 2  # a frame waits for room in the queue (queued.max.requests) or for request memory
+_OUTPUT_BACKED_UP = 4  # responses wait for a peer that does not read them, as Kafka mutes the channel
+_ENDED = 8  # end of stream, bad framing, or the processor ended
 
 
 @dataclass(slots=True)
@@ -61,9 +58,6 @@ class Connection:
     # responses answered in this event-loop turn, sent together at its end (one writev
     # instead of one send per pipelined response); None when nothing is waiting
     unsent: list[bytes] | None = None
-    # cleared while responses wait for a peer that does not read them: no read-ahead then,
-    # as Kafka mutes a channel whose response is still being sent
-    output_flowing: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass(slots=True)
@@ -140,7 +134,8 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, backlog=1024, limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _RequestReader(self), self.host, self.port, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self, abort: bool = False) -> None:
@@ -211,120 +206,46 @@ class Server:
                 log.info("closing connection %s from %s: idle longer than connections.max.idle.ms", conn.id, conn.peer)
                 conn.writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        ip = peername[0] if peername else "?"
-        exceeded = self.limits.admit(ip)
-        if exceeded is not None:
-            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
-                        "(max.connections.per.ip)", peer, ip, exceeded)
-            writer.close()
-            return
-        had_slot = False
-        try:
-            await self.limits.slot()  # max.connections: wait unread, as Kafka's acceptor does
-            had_slot = True
-            await self._serve_admitted(reader, writer, peer)
-        finally:
-            self.limits.leave(ip, had_slot)
-
-    async def _serve_admitted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
-        conn = Connection(next(self._ids), peer, self.node_id, self.broker.clock.monotonic(), writer)
-        self.connections[conn.id] = conn
-        config = self.broker.config
-        decoder = FrameDecoder(config["socket.request.max.bytes"])
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=max(1, config["queued.max.requests"]))
-        processor = conn.processor = asyncio.create_task(self._process(queue, conn))
-        conn.output_flowing.set()
-        try:
-            while not processor.done():
-                if not conn.output_flowing.is_set() and not await _unless_ended(conn.output_flowing.wait(), processor):
-                    break
-                data = await reader.read(1 << 18)
-                if not data:
-                    break
-                conn.last_active = self.broker.clock.monotonic()
-                decoder.feed(data)
-                while (frame := decoder.next_frame()) is not None:
-                    if not await self._enqueue(queue, frame, processor):
-                        break
-        except FrameError as e:
-            log.warning("closing connection %s from %s: %s", conn.id, peer, e)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            if not processor.done():
-                # The peer is gone: requests already read still take effect (an acks=0
-                # produce must not be lost), but a parked or long-polling one is not
-                # waited for beyond a grace period.
-                try:
-                    queue.put_nowait(None)
-                except asyncio.QueueFull:
-                    processor.cancel()
-            try:
-                await self.broker.clock.wait_for(processor, _DRAIN_GRACE_S)
-            except (asyncio.CancelledError, asyncio.TimeoutError):
-                pass
-            except Exception:  # the processor logs its own failures
-                pass
-            while not queue.empty():  # read but never handled: give their memory back
-                if (left := queue.get_nowait()) is not None:
-                    self.limits.release(len(left))
-            self.connections.pop(conn.id, None)
-            self._close(conn)
-
-    async def _enqueue(self, queue: asyncio.Queue, frame: bytes, processor: asyncio.Task) -> bool:
-        """Waits for request memory and room in the read-ahead queue, unless the processor
-        has ended (it closed the connection): a reader parked on a queue nobody drains
-        would never finish."""
-        size = len(frame)
-        if not self.limits.try_reserve(size) and not await _unless_ended(self.limits.reserve(size), processor):
-            return False
-        if not queue.full():
-            queue.put_nowait(frame)
-            return True
-        if await _unless_ended(queue.put(frame), processor):
-            return True
-        self.limits.release(size)
-        return False
-
-    async def _process(self, queue: asyncio.Queue, conn: Connection) -> None:
+    async def _process(self, reading: _RequestReader) -> None:
+        """Answers the connection's requests strictly in order, one at a time."""
+        conn = reading.conn
         writer = conn.writer
-        while True:
-            frame = await queue.get()
-            if frame is None:
-                return
-            if not self.node.serving.is_set():
-                await self.node.serving.wait()  # paused: read, but not answered until resumed
-            if writer.is_closing():
-                self.limits.release(len(frame))
-                return
-            try:
-                try:
-                    out = await self.handle_frame(frame, conn)
-                finally:
+        try:
+            while True:
+                frame = reading.next_frame() if reading.frames else await reading.wait_frame()
+                if frame is None:
+                    return
+                if not self.node.serving.is_set():
+                    await self.node.serving.wait()  # paused: read, but not answered until resumed
+                if writer.is_closing():
                     self.limits.release(len(frame))
-            except ProtocolViolation as e:
-                log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
-                self._close(conn)
-                return
-            except Exception:
-                log.exception("closing connection %s from %s: unexpected error handling a request", conn.id, conn.peer)
-                self._close(conn)
-                return
-            if out is not None:
-                self._send(conn, out, more_coming=not queue.empty())
-                conn.last_active = self.broker.clock.monotonic()
-                if writer.transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
-                    self._flush(conn)
-                    conn.output_flowing.clear()
+                    return
+                try:
                     try:
-                        await writer.drain()
-                    except ConnectionError:
-                        return
+                        out = await self.handle_frame(frame, conn)
                     finally:
-                        conn.output_flowing.set()
+                        self.limits.release(len(frame))
+                except ProtocolViolation as e:
+                    log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
+                    return
+                except Exception:
+                    log.exception("closing connection %s from %s: unexpected error handling a request",
+                                  conn.id, conn.peer)
+                    return
+                if out is not None:
+                    self._send(conn, out, more_coming=bool(reading.frames))
+                    conn.last_active = self.broker.clock.monotonic()
+                    if writer.transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
+                        self._flush(conn)
+                        reading.pause(_OUTPUT_BACKED_UP)
+                        try:
+                            await writer.drain()
+                        except ConnectionError:
+                            return
+                        finally:
+                            reading.resume(_OUTPUT_BACKED_UP)
+        finally:
+            reading.finished()
 
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | None:
         started = self.broker.clock.monotonic()
@@ -426,3 +347,225 @@ class Server:
             f"{api_name(header.api_key)} v{header.api_version} is not supported "
             f"(this broker accepts {self.broker.apis.get(header.api_key).accepted_min}-{self.broker.apis.get(header.api_key).max})"
         )
+
+
+class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
+    """One client connection's reading side: frames are cut from the bytes as they
+    arrive (no stream buffer and no reader task between the socket and the processor)
+    and queued for the connection's processor task, which answers them in order.
+
+    Read-ahead is bounded by ``queued.max.requests`` and the broker-wide request memory
+    (``queued.max.request.bytes``): a frame that finds no room stalls, and reading
+    pauses until the processor makes room. When the peer ends its side, or the
+    connection breaks, requests already read still take effect (an acks=0 produce must
+    not be lost), but a parked or long-polling one is not waited for beyond a grace
+    period."""
+
+    def __init__(self, server: Server) -> None:
+        super().__init__()
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.frames: deque[bytes] = deque()  # read, memory reserved, not yet taken
+        self.stalled: bytes | None = None  # read, waiting for room or memory
+        self._decoder: FrameDecoder | None = None
+        self._early: list[bytes] = []  # read before the connection was admitted
+        self._max_queued = 1
+        self._waiter: asyncio.Future | None = None  # the processor's, while nothing is queued
+        self._paused = 0  # the _NOT_ADMITTED.. reasons reading is paused for
+        self._reading = True
+        self._ip = "?"
+        self._peer = "?"
+        self._admitting: asyncio.Task | None = None
+        self._had_slot = False
+        self._lost = False
+        self._reserving = False
+        self._grace = None
+        self._done = False
+
+    # -- transport callbacks ---------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        server = self.server
+        peername = transport.get_extra_info("peername")
+        self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self._ip = peername[0] if peername else "?"
+        exceeded = server.limits.admit(self._ip)
+        if exceeded is not None:
+            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
+                        "(max.connections.per.ip)", self._peer, self._ip, exceeded)
+            self._done = True
+            transport.close()
+            return
+        if server.limits.try_slot():
+            self._had_slot = True
+            self._start()
+        else:
+            self.pause(_NOT_ADMITTED)
+            self._admitting = asyncio.get_running_loop().create_task(self._admit())
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None:  # not admitted yet: kept unread (the transport may start reading
+            self._early.append(data)  # before a pause in connection_made takes effect)
+            self._reading = True
+            self.pause(_NOT_ADMITTED)
+            return
+        if self._paused & _ENDED:
+            return
+        conn.last_active = self.server.broker.clock.monotonic()
+        try:
+            self._decoder.feed(data)
+            self._cut()
+        except FrameError as e:
+            log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
+            self._end()
+
+    def eof_received(self) -> bool:
+        self._end()
+        return True  # keep the transport open: answers to requests already read still go out
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._lost = True
+        if self._admitting is not None:
+            self._admitting.cancel()
+        elif self._reserving and self.conn is not None:
+            self.conn.processor.cancel()  # waiting for memory for a request nobody will read
+        self._end()
+
+    def pause(self, reason: int) -> None:
+        self._paused |= reason
+        if self._reading and not self.transport.is_closing():
+            self._reading = False
+            self.transport.pause_reading()
+
+    def resume(self, reason: int) -> None:
+        self._paused &= ~reason
+        if not self._paused and not self._reading and not self.transport.is_closing():
+            self._reading = True
+            self.transport.resume_reading()
+
+    # -- admission and end -----------------------------------------------------------
+
+    async def _admit(self) -> None:
+        try:
+            await self.server.limits.slot()
+        except asyncio.CancelledError:  # gone while waiting for a slot
+            self.server.limits.leave(self._ip, False)
+            self._done = True
+            raise
+        self._had_slot = True
+        self._admitting = None
+        self._start()
+        if self._lost:
+            self._end()
+        else:
+            self.resume(_NOT_ADMITTED)
+
+    def _start(self) -> None:
+        server = self.server
+        loop = asyncio.get_running_loop()
+        writer = asyncio.StreamWriter(self.transport, self, None, loop)
+        self.conn = Connection(next(server._ids), self._peer, server.node_id, server.broker.clock.monotonic(), writer)
+        server.connections[self.conn.id] = self.conn
+        config = server.broker.config
+        self._decoder = FrameDecoder(config["socket.request.max.bytes"])
+        self._max_queued = max(1, config["queued.max.requests"])
+        self.conn.processor = loop.create_task(server._process(self))
+        if self._early:
+            early, self._early = self._early, []
+            for data in early:
+                self.data_received(data)
+
+    def _end(self) -> None:
+        """Nothing more is read: the processor answers what was read, then closes; a
+        request it is still parked on gets a grace period."""
+        self.pause(_ENDED)
+        self._wake()
+        conn = self.conn
+        if conn is not None and self._grace is None and not self._done:
+            self._grace = self.server.broker.clock.call_later(_DRAIN_GRACE_S, conn.processor.cancel)
+
+    def finished(self) -> None:
+        """The processor has ended: give back what was read but never handled, close."""
+        if self._done:
+            return
+        self._done = True
+        server = self.server
+        if self._grace is not None:
+            self._grace.cancel()
+        self.pause(_ENDED)
+        while self.frames:
+            server.limits.release(len(self.frames.popleft()))
+        self.stalled = None
+        server.connections.pop(self.conn.id, None)
+        server._close(self.conn)
+        server.limits.leave(self._ip, self._had_slot)
+
+    def _get_close_waiter(self, stream):
+        raise NotImplementedError("the broker never waits for a connection to close")
+
+    # -- frames ----------------------------------------------------------------------
+
+    def _cut(self) -> None:
+        decoder = self._decoder
+        limits = self.server.limits
+        while self.stalled is None and (frame := decoder.next_frame()) is not None:
+            if len(self.frames) < self._max_queued and limits.try_reserve(len(frame)):
+                self.frames.append(frame)
+            else:
+                self.stalled = frame
+                self.pause(_STALLED)
+        self._wake()
+
+    def _unstall(self, reserved: bool = False) -> None:
+        """After the processor took a frame (or got memory for the stalled one): queue the
+        stalled frame if there is room now, then what else was read behind it, and read on."""
+        frame = self.stalled
+        if frame is None or len(self.frames) >= self._max_queued:
+            return
+        if not reserved and not self.server.limits.try_reserve(len(frame)):
+            return
+        self.stalled = None
+        self.frames.append(frame)
+        try:
+            self._cut()
+        except FrameError as e:
+            log.warning("closing connection %s from %s: %s", self.conn.id, self.conn.peer, e)
+            self._end()
+            return
+        if self.stalled is None:
+            self.resume(_STALLED)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def next_frame(self) -> bytes:
+        frame = self.frames.popleft()
+        if self.stalled is not None:
+            self._unstall()
+        return frame
+
+    async def wait_frame(self) -> bytes | None:
+        """The next request, or None once nothing more will come."""
+        while not self.frames:
+            if self.stalled is not None:  # no room in request memory: wait for some
+                self._reserving = True
+                try:
+                    await self.server.limits.reserve(len(self.stalled))
+                finally:
+                    self._reserving = False
+                self._unstall(reserved=True)
+                continue
+            if self._paused & _ENDED:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self.next_frame()

@@ -26,43 +26,83 @@ class FrameTooLarge(FrameError):
 
 
 class FrameDecoder:
-    """Accumulates bytes; ``next_frame`` returns one frame body at a time."""
+    """Accumulates bytes; ``next_frame`` returns one frame body at a time.
 
-    __slots__ = ("max_frame_size", "_buf", "_pos")
+    Frames that arrive whole within one fed ``bytes`` are sliced straight from it (one
+    copy); only a frame split across feeds is gathered in the buffer."""
+
+    __slots__ = ("max_frame_size", "_buf", "_pos", "_chunk", "_chunk_pos")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
         self._pos = 0
+        self._chunk: bytes | None = None  # the latest feed, while frames are read from it
+        self._chunk_pos = 0
 
     def feed(self, data: bytes) -> None:
+        if self._chunk is not None:
+            self._spill()
         if self._pos:
             del self._buf[: self._pos]
             self._pos = 0
-        self._buf += data
+        if self._buf or type(data) is not bytes:
+            self._buf += data
+        elif data:
+            self._chunk = data
+            self._chunk_pos = 0
+
+    def _spill(self) -> None:
+        """Moves the unread rest of the latest feed into the buffer."""
+        chunk, self._chunk = self._chunk, None
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += memoryview(chunk)[self._chunk_pos :]
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        chunk = self._chunk
+        return len(self._buf) - self._pos + (len(chunk) - self._chunk_pos if chunk is not None else 0)
 
     def pending_frame_size(self) -> int | None:
         """The length of the frame being received, once its prefix has arrived."""
+        if self._chunk is not None:
+            self._spill()
         if self.buffered < 4:
             return None
         return _INT32.unpack_from(self._buf, self._pos)[0]
 
-    def next_frame(self) -> bytes | None:
-        size = self.pending_frame_size()
-        if size is None:
-            return None
+    def _check(self, size: int) -> None:
         if size < 0:
             raise FrameError(f"negative frame size {size}")
         if size > self.max_frame_size:
             raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_size}")
+
+    def next_frame(self) -> bytes | None:
+        chunk = self._chunk
+        if chunk is not None:
+            pos = self._chunk_pos
+            if len(chunk) - pos >= 4:
+                size = _INT32.unpack_from(chunk, pos)[0]
+                self._check(size)
+                end = pos + 4 + size
+                if end <= len(chunk):
+                    if end == len(chunk):
+                        self._chunk = None
+                    else:
+                        self._chunk_pos = end
+                    return chunk[pos + 4 : end]
+            self._spill()  # a frame split across feeds: gathered in the buffer
+        size = self.pending_frame_size()
+        if size is None:
+            return None
+        self._check(size)
         start = self._pos + 4
         if len(self._buf) - start < size:
             return None
-        frame = bytes(self._buf[start : start + size])
+        with memoryview(self._buf) as view:
+            frame = bytes(view[start : start + size])
         self._pos = start + size
         return frame
 

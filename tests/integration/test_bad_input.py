@@ -207,6 +207,27 @@ async def test_pipelined_requests_are_answered_in_order(shared_broker, topic_nam
         assert [_partition(r).base_offset for r in results] == list(range(50))
 
 
+async def test_pipelined_requests_wait_for_queue_room_and_request_memory_in_order(broker_factory, topic_name):
+    # one request queued per connection, and request memory for about one request
+    # broker-wide: every frame behind the first stalls (reading pauses) until there is room
+    broker = broker_factory({"queued.max.requests": 1, "queued.max.request.bytes": 200})
+    async with await _connect(broker) as admin:
+        await _create(admin, topic_name)
+    conns = [await _connect(broker) for _ in range(3)]
+    try:
+        sends = [[c.send(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 1000, "topic_data": [
+            {"name": topic_name, "partition_data": [{"index": 0, "records": bytes(
+                build_batch([(None, b"%d-%d" % (n, i), (), 1)]))}]}]}) for i in range(30)]
+            for n, c in enumerate(conns)]
+        results = [await asyncio.gather(*futures) for futures in sends]
+    finally:
+        for c in conns:
+            await c.close()
+    offsets = [[_partition(r).base_offset for r in rs] for rs in results]
+    assert all(rs == sorted(rs) for rs in offsets)  # each connection's requests in the order sent
+    assert sorted(o for rs in offsets for o in rs) == list(range(90))
+
+
 async def test_idle_connections_are_closed(broker_factory):
     broker = broker_factory({"connections.max.idle.ms": 300})
     conn = await _connect(broker)

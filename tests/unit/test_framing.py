@@ -63,6 +63,21 @@ def test_several_frames_in_one_feed_and_a_partial_tail():
     assert decoder.next_frame() is None
 
 
+def test_whole_frames_sliced_from_the_feed_and_split_ones_gathered_give_the_same_bytes():
+    bodies = [b"one", b"", b"three" * 50, b"four", b"five"]
+    stream = b"".join(frame(b) for b in bodies)
+    for cut in range(1, len(stream) + 1):
+        for kind in (bytes, bytearray, memoryview):
+            decoder = FrameDecoder(max_frame_size=1000)
+            got = []
+            for at in range(0, len(stream), cut):
+                decoder.feed(kind(stream[at:at + cut]))
+                while (f := decoder.next_frame()) is not None:
+                    assert type(f) is bytes
+                    got.append(f)
+            assert got == bodies and decoder.buffered == 0
+
+
 def test_frame_of_exactly_the_limit_is_accepted():
     decoder = FrameDecoder(max_frame_size=8)
     decoder.feed(frame(b"12345678"))
