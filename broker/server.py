@@ -372,7 +372,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._early: list[bytes] = []  # read before the connection was admitted
         self._max_queued = 1
         self._waiter: asyncio.Future | None = None  # the processor's, while nothing is queued
-        self._paused = 0  # the _NOT_ADMITTED.. reasons reading is paused for
+        # the _NOT_ADMITTED.. reasons reading is paused for (not FlowControlMixin's _paused,
+        # which is whether the transport paused our writing)
+        self._read_paused = 0
         self._reading = True
         self._ip = "?"
         self._peer = "?"
@@ -412,7 +414,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             self._reading = True
             self.pause(_NOT_ADMITTED)
             return
-        if self._paused & _ENDED:
+        if self._read_paused & _ENDED:
             return
         conn.last_active = self.server.broker.clock.monotonic()
         try:
@@ -436,14 +438,14 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._end()
 
     def pause(self, reason: int) -> None:
-        self._paused |= reason
+        self._read_paused |= reason
         if self._reading and not self.transport.is_closing():
             self._reading = False
             self.transport.pause_reading()
 
     def resume(self, reason: int) -> None:
-        self._paused &= ~reason
-        if not self._paused and not self._reading and not self.transport.is_closing():
+        self._read_paused &= ~reason
+        if not self._read_paused and not self._reading and not self.transport.is_closing():
             self._reading = True
             self.transport.resume_reading()
 
@@ -561,7 +563,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                     self._reserving = False
                 self._unstall(reserved=True)
                 continue
-            if self._paused & _ENDED:
+            if self._read_paused & _ENDED:
                 return None
             self._waiter = asyncio.get_running_loop().create_future()
             try:

@@ -186,3 +186,27 @@ async def test_fetch_long_poll_wakes_on_append(shared_broker, topic_name):
     finally:
         await consumer.stop()
         await producer.stop()
+
+
+def test_confluent_consumer_reads_answers_larger_than_the_socket_buffer(shared_broker, topic_name):
+    # Fetch answers of megabytes fill the connection's write buffer: the broker pauses
+    # reading until the client drains them, then must read its next Fetch (a mix-up of
+    # the read and write pause flags once left the connection silent after the first).
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.read_to_end import read_to_end
+
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, num_partitions=3, replication_factor=1)])[topic_name].result(10)
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 5})
+    values = [b"%06d" % i + bytes(1000) for i in range(12_000)]
+    for i, v in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic_name, v, partition=i % 3)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(30) == 0
+    assert read_to_end(shared_broker.bootstrap, [topic_name], 3, "read_uncommitted", settle=0.5) == values
