@@ -66,21 +66,28 @@ def _run(scenario):
     return problems
 
 
+async def _send_markers(network, settled):
+    """A sender over ``network`` given MARKERS; returns it and the completed markers once
+    ``settled(sender, done)`` holds (or after ~2 s, for the caller's asserts to tell)."""
+    done = []
+
+    async def on_done(m):
+        done.append(m)
+
+    sender = MarkerSender(network, _OneNodeMap(), 1, on_done)
+    sender.send(MARKERS)
+    for _ in range(200):
+        if settled(sender, done):
+            break
+        await asyncio.sleep(0.01)
+    return sender, done
+
+
 @pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "dict answer"])
 def test_fenced_marker_is_cancelled_after_one_request(typed):
     async def scenario():
         network = _AnsweringNetwork(47, typed)  # INVALID_PRODUCER_EPOCH
-        done = []
-
-        async def on_done(m):
-            done.append(m)
-
-        sender = MarkerSender(network, _OneNodeMap(), 1, on_done)
-        sender.send(MARKERS)
-        for _ in range(200):
-            if not sender._tasks:
-                break
-            await asyncio.sleep(0.01)
+        sender, done = await _send_markers(network, lambda sender, done: not sender._tasks)
         assert not sender._tasks  # delivery gave up
         assert (network.requests, done) == (1, [])  # one request; the transaction is not completed
         await sender.close()
@@ -92,17 +99,7 @@ def test_fenced_marker_is_cancelled_after_one_request(typed):
 def test_acknowledged_markers_complete_the_transaction(typed):
     async def scenario():
         network = _AnsweringNetwork(0, typed)
-        done = []
-
-        async def on_done(m):
-            done.append(m)
-
-        sender = MarkerSender(network, _OneNodeMap(), 1, on_done)
-        sender.send(MARKERS)
-        for _ in range(200):
-            if done:
-                break
-            await asyncio.sleep(0.01)
+        sender, done = await _send_markers(network, lambda sender, done: done)
         assert (network.requests, done) == (1, [MARKERS])
         await sender.close()
 
