@@ -381,6 +381,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._admitting: asyncio.Task | None = None
         self._had_slot = False
         self._lost = False
+        self._closed: asyncio.Future | None = None  # for StreamWriter.wait_closed, made when asked
         self._reserving = False
         self._grace = None
         self._done = False
@@ -431,6 +432,8 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._lost = True
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
         if self._admitting is not None:
             self._admitting.cancel()
         elif self._reserving and self.conn is not None:
@@ -506,8 +509,12 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         server._close(self.conn)
         server.limits.leave(self._ip, self._had_slot)
 
-    def _get_close_waiter(self, stream):
-        raise NotImplementedError("the broker never waits for a connection to close")
+    def _get_close_waiter(self, stream) -> asyncio.Future:
+        if self._closed is None:
+            self._closed = asyncio.get_running_loop().create_future()
+            if self._lost:
+                self._closed.set_result(None)
+        return self._closed
 
     # -- frames ----------------------------------------------------------------------
 
