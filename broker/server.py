@@ -25,7 +25,7 @@ from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from protocol import layouts, messages
-from protocol.apis import ApiTable, api_name
+from protocol.apis import api_name, flexible_from
 from protocol.framing import (
     FrameDecoder,
     FrameError,
@@ -173,8 +173,9 @@ class Server:
         (marker delivery, a waiter it woke) runs and delays the answer."""
         if conn.unsent is None:
             if not more_coming:
-                if not conn.writer.is_closing():
-                    conn.writer.write(response)
+                transport = conn.writer.transport  # StreamWriter.write only forwards to it
+                if not transport.is_closing():
+                    transport.write(response)
                 return
             conn.unsent = [response]
             asyncio.get_running_loop().call_soon(Server._flush, conn)
@@ -248,58 +249,59 @@ class Server:
             reading.finished()
 
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | None:
-        started = self.broker.clock.monotonic()
+        broker = self.broker
+        observer = broker.request_observer
+        started = broker.clock.monotonic() if observer is not None else 0.0
         try:
             header, pos = peek_request_header(frame)
         except FrameError as e:
             raise ProtocolViolation(f"bad request header: {e}") from None
-        apis: ApiTable = self.broker.apis
-        api = apis.get(header.api_key)
-        if api is None or header.api_key not in HANDLERS:
-            raise ProtocolViolation(f"unknown or unsupported API key {header.api_key}")
+        api_key = header.api_key
+        api = broker.apis.ranges.get(api_key)
+        if api is None or api_key not in HANDLERS:
+            raise ProtocolViolation(f"unknown or unsupported API key {api_key}")
         version = header.api_version
-        if not apis.accepts(header.api_key, version):
-            if header.api_key == API_VERSIONS:
+        if not api.accepted_min <= version <= api.max:  # ApiTable.accepts, with the range in hand
+            if api_key == API_VERSIONS:
                 return self._unsupported_api_versions(header)
             return self._unsupported_version(header, frame, pos)
-        flexible = api.flexible(version)
+        flexible = version >= flexible_from(api_key)
         if flexible:
             try:
                 pos = skip_tagged_fields(frame, pos)
             except FrameError as e:
                 raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
-            request = messages.decode_request(header.api_key, version, frame, pos)
+            request = messages.decode_request(api_key, version, frame, pos)
         except messages.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
-        ctx = RequestContext(self.broker, header, conn)
-        faults = self.broker.faults
-        triggers = self.broker.triggers
+        ctx = RequestContext(broker, header, conn)
+        faults = broker.faults
+        triggers = broker.triggers
         if triggers is not None:  # a scenario's triggers may pause or stop this very node
-            await triggers.arrived(self.node, header.api_key, header.client_id, request)
+            await triggers.arrived(self.node, api_key, header.client_id, request)
             await self._still_serving()
         if faults.active:
             result = await self._under_faults(faults, ctx, request)
         else:
-            result = await HANDLERS[header.api_key](ctx, request)
+            result = await HANDLERS[api_key](ctx, request)
         if triggers is not None:
-            await triggers.answering(self.node, header.api_key, header.client_id, request)
+            await triggers.answering(self.node, api_key, header.client_id, request)
             await self._still_serving()
         if result is DROPPED:
             return None
         out = None
-        observer = self.broker.request_observer
         if result is not None:
             if isinstance(result, dict) and observer is None:  # the observer is given the typed message
-                body = layouts.encode_response(header.api_key, version, result)
+                body = layouts.encode_response(api_key, version, result)
             else:
                 if isinstance(result, dict):
-                    result = messages.build_response(header.api_key, version, result)
+                    result = messages.build_response(api_key, version, result)
                 body = messages.encode(result)
-            out = encode_response_frame(header.correlation_id, flexible and header.api_key != API_VERSIONS, body)
+            out = encode_response_frame(header.correlation_id, flexible and api_key != API_VERSIONS, body)
         if observer is not None:
             try:
-                observer(header.api_key, version, self.broker.clock.monotonic() - started, len(frame),
+                observer(api_key, version, broker.clock.monotonic() - started, len(frame),
                          0 if out is None else len(out), result)
             except Exception:  # metrics never cost a client its answer
                 log.exception("request metrics failed for %s v%d", api_name(header.api_key), version)
@@ -365,6 +367,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         super().__init__()
         self.server = server
         self.transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: Connection | None = None
         self.frames: deque[bytes] = deque()  # read, memory reserved, not yet taken
         self.stalled: bytes | None = None  # read, waiting for room or memory
@@ -390,6 +393,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
+        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
         server = self.server
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
@@ -572,7 +576,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                 continue
             if self._read_paused & _ENDED:
                 return None
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = self._loop.create_future()
             try:
                 await self._waiter
             finally:

@@ -107,7 +107,7 @@ class FrameDecoder:
         return frame
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs one object.__setattr__ per field, per request
 class RequestHeader:
     api_key: int
     api_version: int

@@ -189,7 +189,9 @@ async def handle(ctx, request):
         return {"responses": responses}
     leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
                if "current_leader" in p}
-    return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders) if leaders else []}
+    if not leaders:  # the tagged field's default, written as nothing: cheaper to leave out than to encode
+        return {"responses": responses}
+    return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}
 
 
 async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:

@@ -83,6 +83,19 @@ def test_tagged_fields_written_only_when_not_default():
     assert body != layouts.encoder(0, 11)({"responses": data["responses"][:0]})
 
 
+@pytest.mark.parametrize("version", range(10, 14))
+def test_produce_answer_without_node_endpoints_is_the_empty_list_on_the_wire(version):
+    """The Produce handler leaves out node_endpoints when no partition names a leader:
+    the bytes must be those of the empty list it used to send, by layout and by kio."""
+    responses = [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 7, "log_append_time": None, "log_start_offset": 0,
+         "record_errors": [], "error_message": None}]}]
+    with_empty = {"responses": responses, "node_endpoints": []}
+    expected = messages.encode(messages.build_response(0, version, with_empty))
+    assert layouts.encode_response(0, version, {"responses": responses}) == expected
+    assert messages.encode(messages.build_response(0, version, {"responses": responses})) == expected
+
+
 @pytest.mark.parametrize("value", [9999, "0", None])
 def test_a_value_the_layout_does_not_expect_goes_the_generic_way(value):
     """An unknown error code, a string, a None: the layout gives up and build + kio
