@@ -17,6 +17,11 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v2.request import (  # VERSION's schema
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 
 from broker.cluster import Cluster
 from coordinator.transaction.messages import SendMarkers
@@ -92,17 +97,9 @@ class MarkerSender:
                      partitions: list[tuple[str, int]]) -> tuple[set, str | None]:
         """Sends one WriteTxnMarkers request; returns the partitions that took their
         marker and, when a partition answered that the marker is fenced, why."""
-        topics: dict[str, list[int]] = defaultdict(list)
-        for topic, partition in partitions:
-            topics[topic].append(partition)
-        response = await self.network.request(self.node_id, node_id, WRITE_TXN_MARKERS, VERSION, {"markers": [{
-            "producer_id": markers.producer_id,
-            "producer_epoch": markers.producer_epoch,
-            "transaction_result": markers.commit,
-            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-            "coordinator_epoch": markers.coordinator_epoch,
-            "transaction_version": markers.transaction_version,
-        }]}, timeout=_REQUEST_TIMEOUT_S, typed=False)
+        response = await self.network.request(self.node_id, node_id, WRITE_TXN_MARKERS, VERSION,
+                                              marker_request(markers, partitions),
+                                              timeout=_REQUEST_TIMEOUT_S, typed=False)
         acked = set()
         fenced = None
         for marker in _field(response, "markers"):
@@ -124,6 +121,22 @@ class MarkerSender:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def marker_request(markers: SendMarkers, partitions: list[tuple[str, int]]) -> WriteTxnMarkersRequest:
+    """The WriteTxnMarkers request for ``partitions``, built as its kio dataclasses
+    directly: the generic build from a dict cost more than the rest of the request."""
+    topics: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in partitions:
+        topics[topic].append(partition)
+    return WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+        producer_id=markers.producer_id,
+        producer_epoch=markers.producer_epoch,
+        transaction_result=markers.commit,
+        topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
+        coordinator_epoch=markers.coordinator_epoch,
+        transaction_version=markers.transaction_version,
+    ),))
 
 
 def _field(answer, name: str):

@@ -65,14 +65,17 @@ class Network:
         self._connection_ids = itertools.count(-1, -1)  # negative: never a client's
 
     def faults(self, source: int, target: int) -> LinkFaults | None:
+        if not self.links:  # the usual case: no link faults at all
+            return None
         for key in ((source, target), (source, None), (None, target), (None, None)):
             if key in self.links:
                 return self.links[key]
         return None
 
-    async def request(self, source: int, target: int, api_key: int, version: int, body: dict,
+    async def request(self, source: int, target: int, api_key: int, version: int, body: Any,
                       timeout: float = 30.0, typed: bool = True) -> Any:
-        """Sends ``body`` from node ``source`` to node ``target`` and returns the kio response.
+        """Sends ``body`` (a dict of Kafka field names, or the kio request already built)
+        from node ``source`` to node ``target`` and returns the kio response.
         Raises Unreachable or asyncio.TimeoutError as a TCP client would fail.
 
         ``typed=False``: a handler's dict answer comes back as that dict, not built into
@@ -81,12 +84,12 @@ class Network:
         return await self.broker.clock.wait_for(self._deliver(source, target, api_key, version, body, typed),
                                                 timeout)
 
-    async def _deliver(self, source: int, target: int, api_key: int, version: int, body: dict,
+    async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
                        typed: bool = True) -> Any:
         from broker.server import Connection, RequestContext
 
         sender = self.broker.node(source)
-        if sender is not None:
+        if sender is not None and not sender.serving.is_set():
             await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
         node = self.broker.node(target)
         if node is None or not node.is_up:
@@ -99,10 +102,11 @@ class Network:
                 await self.broker.clock.sleep(faults.delay_ms / 1000)
             if faults.lost():
                 await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
-        await node.serving.wait()
+        if not node.serving.is_set():
+            await node.serving.wait()
         if not node.is_up:
             raise Unreachable(f"node {target} stopped")
-        request = messages.build_request(api_key, version, body)
+        request = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
         conn = Connection(next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None)
         ctx = RequestContext(self.broker, header, conn)
