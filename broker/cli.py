@@ -1,7 +1,7 @@
 """The ``eosbroker`` command line.
 
-``serve`` parses its options with argparse and never imports click (~10 ms of a broker's
-start-up); the other commands are click commands (broker.commands), loaded only when one
+``serve`` reads its options itself, or with argparse when they need an error message or
+help, and never imports click (~10 ms of a broker's start-up); the other commands are click commands (broker.commands), loaded only when one
 of them runs. ``main``, the click group with every command, stays importable from here.
 """
 
@@ -19,13 +19,13 @@ from broker import dataclass_code
 
 dataclass_code.install()  # before the first @dataclass: the broker's and kio's
 
-import argparse
 import asyncio
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from broker.clock import SYSTEM_CLOCK
 from broker.config import BrokerConfig, ConfigError, environment_overrides
@@ -46,6 +46,8 @@ def _int_in(low: int, high: int):
     def parse(text: str) -> int:
         value = int(text)
         if not low <= value <= high:
+            import argparse  # only to report the failure (see quick_parse)
+
             raise argparse.ArgumentTypeError(f"{value} is not in the range {low}<=x<={high}")
         return value
     parse.__name__ = "integer"  # argparse names the type in its error message
@@ -54,52 +56,112 @@ def _int_in(low: int, high: int):
 
 def _existing_file(text: str) -> Path:
     path = Path(text)
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"file {text!r} does not exist")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"file {text!r} is a directory")
+    if not path.exists() or path.is_dir():
+        import argparse  # only to report the failure (see quick_parse)
+
+        raise argparse.ArgumentTypeError(f"file {text!r} " + ("is a directory" if path.exists() else "does not exist"))
     return path
 
 
 def _directory(text: str) -> Path:
     path = Path(text)
     if path.exists() and not path.is_dir():
+        import argparse  # only to report the failure (see quick_parse)
+
         raise argparse.ArgumentTypeError(f"directory {text!r} is a file")
     return path
 
 
-def serve_parser() -> argparse.ArgumentParser:
-    env = os.environ
+def _serve_options(env) -> list[tuple[str, dict]]:
+    """``serve``'s options as (flag, argparse keywords): argparse builds its parser from
+    them and ``quick_parse`` reads well-formed command lines with them."""
+    return [
+        ("--host", dict(default=env.get("EOSBROKER_HOST", "127.0.0.1"), help="(env EOSBROKER_HOST; default 127.0.0.1)")),
+        ("--port", dict(type=_int_in(0, 65535), default=env.get("EOSBROKER_PORT", "9092"),
+                        help="(env EOSBROKER_PORT; default 9092)")),
+        ("--data-dir", dict(type=_directory, default=env.get("EOSBROKER_DATA_DIR", "./data"),
+                            help="(env EOSBROKER_DATA_DIR; default ./data)")),
+        ("--config", dict(dest="config_file", type=_existing_file, default=None,
+                          help="a server.properties file (Kafka setting names)")),
+        ("--override", dict(dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                            help="set one setting; repeatable")),
+        ("--nodes", dict(type=_int_in(1, 64), default=None,
+                         help="nodes in this process (ids 1..N, ports from --port on); the setting node.count")),
+        ("--admin-port", dict(type=_int_in(0, 65535), default=None,
+                              help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one")),
+        ("--admin-host", dict(default="127.0.0.1", help="(default 127.0.0.1)")),
+        ("--admin-token", dict(default=env.get("EOSBROKER_ADMIN_TOKEN"),
+                               help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")),
+        ("--scenario", dict(dest="scenario_name", metavar="NAME|FILE", default=None,
+                            help="run a scenario: a catalogue name (eosbroker scenarios) or a TOML file; its settings and "
+                                 "node count win over the others")),
+    ]
+
+
+def serve_parser():  # -> argparse.ArgumentParser
+    import argparse
+
     p = argparse.ArgumentParser(
         prog="eosbroker serve", allow_abbrev=False, description=SERVE_HELP,
         epilog="Settings also come from environment variables named after them (EOSBROKER_LOG_RETENTION_MS "
                "or KAFKA_LOG_RETENTION_MS for log.retention.ms), between the --config file and --override.")
-    p.add_argument("--host", default=env.get("EOSBROKER_HOST", "127.0.0.1"), help="(env EOSBROKER_HOST; default 127.0.0.1)")
-    p.add_argument("--port", type=_int_in(0, 65535), default=env.get("EOSBROKER_PORT", "9092"),
-                   help="(env EOSBROKER_PORT; default 9092)")
-    p.add_argument("--data-dir", type=_directory, default=env.get("EOSBROKER_DATA_DIR", "./data"),
-                   help="(env EOSBROKER_DATA_DIR; default ./data)")
-    p.add_argument("--config", dest="config_file", type=_existing_file, default=None,
-                   help="a server.properties file (Kafka setting names)")
-    p.add_argument("--override", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="set one setting; repeatable")
-    p.add_argument("--nodes", type=_int_in(1, 64), default=None,
-                   help="nodes in this process (ids 1..N, ports from --port on); the setting node.count")
-    p.add_argument("--admin-port", type=_int_in(0, 65535), default=None,
-                   help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one")
-    p.add_argument("--admin-host", default="127.0.0.1", help="(default 127.0.0.1)")
-    p.add_argument("--admin-token", default=env.get("EOSBROKER_ADMIN_TOKEN"),
-                   help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")
-    p.add_argument("--scenario", dest="scenario_name", metavar="NAME|FILE", default=None,
-                   help="run a scenario: a catalogue name (eosbroker scenarios) or a TOML file; its settings and "
-                        "node count win over the others")
+    for flag, keywords in _serve_options(os.environ):
+        p.add_argument(flag, **keywords)
     return p
+
+
+def quick_parse(argv: list[str]) -> SimpleNamespace | None:
+    """The namespace argparse would make of a well-formed command line (each option known,
+    spelt out, given a value that does not start with '-' and that its type accepts), or
+    None for anything else, which argparse then parses and reports as always. Importing
+    argparse (with gettext, locale and shutil) and building the parser is ~5% of a
+    broker's start-up."""
+    options = {flag: keywords for flag, keywords in _serve_options(os.environ)}
+    dest = {flag: keywords.get("dest", flag[2:].replace("-", "_")) for flag, keywords in options.items()}
+    given: dict[str, object] = {}
+    i = 0
+    try:
+        while i < len(argv):
+            flag, equals, value = argv[i].partition("=")
+            if flag not in options:
+                return None
+            if not equals:
+                if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                    return None
+                i += 1
+                value = argv[i]
+            i += 1
+            keywords = options[flag]
+            converted = keywords["type"](value) if "type" in keywords else value
+            if keywords.get("action") == "append":
+                given.setdefault(dest[flag], []).append(converted)
+            else:
+                given[dest[flag]] = converted
+        values = {}
+        for flag, keywords in options.items():
+            if dest[flag] in given:
+                values[dest[flag]] = given[dest[flag]]
+            else:
+                default = keywords["default"]
+                if isinstance(default, str) and "type" in keywords:
+                    default = keywords["type"](default)  # as argparse converts a string default
+                values[dest[flag]] = list(default) if isinstance(default, list) else default
+    except Exception:  # a value its type rejects: argparse words the message
+        return None
+    return SimpleNamespace(**values)
 
 
 def serve(argv: list[str]) -> None:
     """``eosbroker serve`` with the arguments after ``serve``."""
-    parser = serve_parser()
-    args = parser.parse_args(argv)
+    gc.disable()  # until the broker listens (see the top of this module)
+    try:
+        _serve_command(argv)
+    finally:
+        gc.enable()
+
+
+def _serve_command(argv: list[str]) -> None:
+    args = quick_parse(argv) or serve_parser().parse_args(argv)
     _without_hypothesis()  # before a scenario's checks import kio
     try:
         config = BrokerConfig.load(args.config_file, [*environment_overrides(os.environ), *args.overrides])
@@ -112,7 +174,7 @@ def serve(argv: list[str]) -> None:
             try:
                 scenario = read_scenario(args.scenario_name)
             except ScenarioError as e:
-                parser.error(str(e))
+                serve_parser().error(str(e))
             for key, value in scenario.settings.items():
                 config.set(key, value)
             if args.nodes is not None and args.nodes != scenario.nodes:
@@ -121,21 +183,18 @@ def serve(argv: list[str]) -> None:
         if not 1 <= config["node.count"] <= 64:
             raise ConfigError(f"node.count must be between 1 and 64, not {config['node.count']}")
     except (ConfigError, OSError) as e:
-        parser.error(str(e))
+        serve_parser().error(str(e))
     admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token)
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
         uvloop = None
     runner = uvloop.run if uvloop is not None else asyncio.run
-    gc.disable()
     try:
         runner(_serve(config, args.data_dir, args.host, args.port, admin, scenario))
     except CommandError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
-    finally:
-        gc.enable()
 
 
 def run(argv: list[str] | None = None) -> None:

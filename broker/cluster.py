@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,6 +273,8 @@ class Cluster:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
         if not self.config["delete.topic.enable"]:
             raise TopicError("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        import shutil  # here, not at start-up: it loads bz2, lzma and zlib
+
         for i in range(topic.partitions):
             part = self.partitions.pop((name, i), None)
             if part is not None:

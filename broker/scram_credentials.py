@@ -5,9 +5,6 @@ password itself is never stored). Persisted in ``meta/scram-credentials.json``.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 from pathlib import Path
 
@@ -56,6 +53,11 @@ class ScramCredentials:
             self.users.get(user, {}).pop(str(mechanism), None)
             if not self.users.get(user):
                 self.users.pop(user, None)
+        # hashlib, hmac and base64 load when credentials change, not at every start
+        import base64
+        import hashlib
+        import hmac
+
         for user, mechanism, iterations, salt, salted_password in upsertions:
             digest = MECHANISMS[mechanism][1]
             client_key = hmac.new(salted_password, b"Client Key", digest).digest()

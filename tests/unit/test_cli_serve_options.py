@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from broker.cli import main, run, serve_parser
+from broker.cli import main, quick_parse, run, serve_parser
 
 
 def test_options_and_their_environment_defaults(monkeypatch, tmp_path):
@@ -61,3 +63,67 @@ def test_the_click_group_lists_serve_and_hands_it_its_arguments(tmp_path):
     assert helped.exit_code == 0 and "--data-dir" in helped.output and "--admin-port" in helped.output
     refused = CliRunner().invoke(main, ["serve", "--port", "x", "--data-dir", str(tmp_path / "data")])
     assert refused.exit_code == 2 and not (tmp_path / "data").exists()
+
+
+_FLAGS = ["--host", "--port", "--data-dir", "--config", "--override", "--nodes", "--admin-port", "--admin-host",
+          "--admin-token", "--scenario", "--help", "-h", "--po", "--", "--no-such"]
+_VALUES = ["0", "9092", "70000", "-1", "x", "", "a=1", "--port", "-", "data", "0.0.0.0", "3", "65"]
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    """A file, a directory and a missing path for --config and --data-dir to meet."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "server.properties").write_text("")
+    (tmp_path / "a_dir").mkdir()
+    return ["server.properties", "a_dir", "missing"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=st.lists(st.one_of(st.sampled_from(_FLAGS), st.sampled_from(_VALUES + ["@file"]),
+                               st.builds(lambda f, v: f"{f}={v}", st.sampled_from(_FLAGS), st.sampled_from(_VALUES))),
+                     max_size=8),
+       env=st.fixed_dictionaries({}, optional={"EOSBROKER_PORT": st.sampled_from(["19092", "x", "70000"]),
+                                               "EOSBROKER_DATA_DIR": st.sampled_from(["d", "server.properties"])}))
+def test_quick_parse_reads_a_command_line_as_argparse_does(files, monkeypatch, capsys, argv, env):
+    """quick_parse (serve's way round argparse at start-up) gives argparse's namespace
+    whenever it answers, and leaves every command line argparse refuses (or answers with
+    help) to argparse."""
+    argv = [files[len(a) % 3] if a == "@file" else a for a in argv]
+    for name in ("EOSBROKER_PORT", "EOSBROKER_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    quick = quick_parse(argv)
+    try:
+        expected = vars(serve_parser().parse_args(argv))
+    except SystemExit:
+        expected = None
+    capsys.readouterr()
+    if quick is not None:
+        assert vars(quick) == expected
+    else:
+        assert expected is None or not {"--help", "-h"}.isdisjoint(argv) or _needs_argparse(argv)
+
+
+def _needs_argparse(argv: list[str]) -> bool:
+    """Command lines argparse accepts but quick_parse leaves to it: a value starting with
+    '-' (argparse takes a negative number as a value)."""
+    return any(a.startswith("-") and a not in _FLAGS and "=" not in a for a in argv)
+
+
+def test_quick_parse_reads_the_bench_and_test_command_lines(tmp_path):
+    args = quick_parse(["--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path / "d"), "--nodes", "3",
+                        "--override=a=1", "--override", "b=2", "--admin-port", "0"])
+    assert vars(args) == vars(serve_parser().parse_args(
+        ["--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path / "d"), "--nodes", "3",
+         "--override=a=1", "--override", "b=2", "--admin-port", "0"]))
+    assert (args.port, args.nodes, args.overrides) == (0, 3, ["a=1", "b=2"])
+
+
+def test_serve_leaves_the_collector_on_after_refusing_its_options(tmp_path):
+    import gc
+
+    with pytest.raises(SystemExit):
+        run(["serve", "--port", "x", "--data-dir", str(tmp_path / "data")])
+    assert gc.isenabled()
