@@ -26,7 +26,7 @@ from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from protocol import layouts, messages
-from protocol.apis import api_name, flexible_from
+from protocol.apis import api_name
 from protocol.framing import (
     FrameDecoder,
     FrameError,
@@ -266,11 +266,11 @@ class Server:
         if api is None or api_key not in HANDLERS:
             raise ProtocolViolation(f"unknown or unsupported API key {api_key}")
         version = header.api_version
-        if not api.accepted_min <= version <= api.max:  # ApiTable.accepts, with the range in hand
+        if not api.accepts(version):
             if api_key == API_VERSIONS:
                 return self._unsupported_api_versions(header)
             return self._unsupported_version(header, frame, pos)
-        flexible = version >= flexible_from(api_key)
+        flexible = api.flexible(version)
         if flexible:
             try:
                 pos = skip_tagged_fields(frame, pos)

@@ -29,6 +29,9 @@ class ApiRange:
     def kio_name(self) -> str:
         return api_key_map[self.api_key]
 
+    def accepts(self, version: int) -> bool:
+        return self.accepted_min <= version <= self.max
+
     def flexible(self, version: int) -> bool:
         """Whether this version uses request header v2 / response header v1."""
         return flexible_from(self.api_key) <= version
@@ -158,7 +161,7 @@ class ApiTable:
 
     def accepts(self, api_key: int, version: int) -> bool:
         r = self.ranges.get(api_key)
-        return r is not None and r.accepted_min <= version <= r.max
+        return r is not None and r.accepts(version)
 
     @property
     def features(self) -> dict[str, int]:
