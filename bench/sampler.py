@@ -76,6 +76,28 @@ class ResourceSampler:
 
         return _sum_over_tree(self.process, user_plus_system)
 
+    def run_seconds(self) -> float:
+        """On-CPU seconds of the broker's process tree to the nanosecond (the scheduler's
+        per-thread run time, /proc/<pid>/task/<tid>/schedstat), for spans whose CPU is a
+        few clock ticks (a 200,000-record produce takes ~100 ms of broker CPU: ten ticks).
+        Falls back to ``cpu_seconds`` where the kernel does not keep schedstat."""
+        total = 0
+        for p in _tree(self.process):
+            try:
+                tids = os.listdir(f"/proc/{p.pid}/task")
+            except OSError:
+                continue  # the process ended
+            for tid in tids:
+                try:
+                    with open(f"/proc/{p.pid}/task/{tid}/schedstat") as f:
+                        total += int(f.read().split()[0])
+                except FileNotFoundError:
+                    if not os.path.exists("/proc/self/schedstat"):
+                        return self.cpu_seconds()
+                except OSError:
+                    continue  # the thread ended
+        return total / 1e9
+
     def jit_cpu_seconds(self) -> float:
         """CPU seconds of JIT compiler threads (a JVM's; 0 for brokers without them)."""
         return sum(thread_cpu_seconds(p.pid, JIT_THREADS) for p in _tree(self.process))
