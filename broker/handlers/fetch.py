@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker import allocator
 from broker.acls import READ, TOPIC, allowed
 from broker.errors import code
 from broker.storage.log import OffsetOutOfRange
@@ -103,6 +104,8 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
 
 
 async def handle(ctx, request):
+    if not allocator.tuned:
+        allocator.keep_freed_buffers()
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
         return {"error_code": code("FETCH_SESSION_ID_NOT_FOUND"), "session_id": 0, "responses": []}

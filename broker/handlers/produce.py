@@ -13,6 +13,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from broker import allocator
 from broker.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from broker.errors import ProtocolViolation, code
 from broker.partition import ProduceRejected
@@ -150,6 +151,8 @@ async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
 
 
 async def handle(ctx, request):
+    if not allocator.tuned:
+        allocator.keep_freed_buffers()
     now = ctx.clock.now_ms()
     acks = request.acks
     responses = []
