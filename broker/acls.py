@@ -11,13 +11,12 @@ so every client is ``User:ANONYMOUS`` from its address.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from broker.storage.files import replace_atomically
+from broker.storage.files import read_json, write_json
 
 # ResourceType, PatternType, AclOperation and AclPermissionType ids (Kafka's enums)
 ANY_RESOURCE, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER = 1, 2, 3, 4, 5, 6, 7
@@ -128,7 +127,7 @@ class Authorizer:
         self.allow_if_no_acl = allow_if_no_acl
         self.bindings: list[AclBinding] = []
         if self._path.exists():
-            self.bindings = [AclBinding(**b) for b in json.loads(self._path.read_text())]
+            self.bindings = [AclBinding(**b) for b in read_json(self._path)]
 
     # -- the ACL APIs -----------------------------------------------------------------------
 
@@ -186,7 +185,7 @@ class Authorizer:
 
     def _save(self) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        replace_atomically(self._path, json.dumps([asdict(b) for b in self.bindings], indent=1).encode())
+        write_json(self._path, [asdict(b) for b in self.bindings], indent=1)
 
 
 def _covers(b: AclBinding, name: str) -> bool:

@@ -148,6 +148,8 @@ class Cluster:
 
     def _write_recovery_points(self) -> None:
         points = {key: p.recovery_point for key, p in self.partitions.items() if p.recovery_point is not None}
+        if not points and not self.recovery_points_path.exists():
+            return  # none to record and no file: reading none gives the same empty set
         try:
             write_recovery_points(self.recovery_points_path, points)
         except OSError as e:

@@ -10,13 +10,12 @@ as in Kafka's cluster-wide dynamic configs; a change re-applies every topic's lo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.errors import code
 from broker.config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, ConfigError
-from broker.storage.files import replace_atomically
+from broker.storage.files import read_json, write_json
 from broker.topic_configs import TOPIC_CONFIGS, ConfigDef, InvalidTopicConfig
 from broker.topics import TopicError, validate_topic_configs
 
@@ -78,7 +77,7 @@ class DynamicConfigs:
         self._broker: dict[str, str] = {}  # this node's overrides
         self._broker_default: dict[str, str] = {}  # the cluster-wide default (resource name "")
         if self._path.exists():
-            saved = json.loads(self._path.read_text())
+            saved = read_json(self._path)
             self.groups = saved.get("groups", {})
             self._broker = saved.get("broker", {})
             self._broker_default = saved.get("broker_default", {})
@@ -168,7 +167,7 @@ class DynamicConfigs:
     def _save(self) -> None:
         data = {"broker": self._broker, "broker_default": self._broker_default, "groups": self.groups}
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        replace_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+        write_json(self._path, data, indent=1, sort_keys=True)
 
 
 def answer_alter_configs(ctx, request, incremental: bool) -> dict:

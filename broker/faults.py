@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +129,8 @@ class FaultRule:
     held: list[asyncio.Future] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        import random  # here: a broker without fault rules never loads it
+
         self._rng = random.Random(self.seed)
 
     def fires(self) -> bool:
@@ -187,6 +188,8 @@ class FaultRules:
 
     def add(self, action: str, match: Match | None = None, **options) -> FaultRule:
         if options.get("probability") is not None and options.get("seed") is None:
+            import random
+
             options["seed"] = random.randrange(2**31)  # reported, so a run can be repeated
         rule = FaultRule(next(self._ids), action, match or Match(), **options)
         self.rules[rule.id] = rule

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +41,8 @@ class LinkFaults:
     seed: int | None = None  # of the loss draws: same seed, same losses
 
     def __post_init__(self) -> None:
+        import random  # here: a broker without link faults never loads it
+
         if self.seed is None:
             self.seed = random.randrange(2**31)
         self._rng = random.Random(self.seed)

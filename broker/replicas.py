@@ -11,14 +11,12 @@ the coordinator epoch, which is the coordinator partition's leader epoch).
 
 from __future__ import annotations
 
-import json
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.storage.files import replace_atomically
+from broker.storage.files import read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +55,7 @@ class ReplicaState:
         self.up = set(self.node_ids)
         self._stored: dict[str, list] = {}
         try:
-            self._stored = json.loads(self.path.read_text())
+            self._stored = read_json(self.path)
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as e:
@@ -94,7 +92,9 @@ class ReplicaState:
 
     def save(self) -> None:
         self._stored.update({f"{t}-{i}": [s.replicas, s.leader_epoch, s.leader] for (t, i), s in self.partitions.items()})
-        replace_atomically(self.path, json.dumps(self._stored, separators=(",", ":")).encode())
+        if not self._stored and not self.path.exists():
+            return  # nothing to keep and no file: reading none gives the same empty state
+        write_json(self.path, self._stored, separators=(",", ":"))
 
     def leader_of(self, topic: str, index: int) -> int:
         state = self.partitions.get((topic, index))
@@ -214,6 +214,8 @@ class ReplicaState:
 
     def shuffle(self, rng: random.Random | None = None) -> list[tuple[str, int]]:
         """A different ISR member leads every partition that has more than one."""
+        import random  # here: a broker that never shuffles never loads it
+
         rng = rng or random.Random()
         moved = []
         for key, state in self.partitions.items():

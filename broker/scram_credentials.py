@@ -5,10 +5,9 @@ password itself is never stored). Persisted in ``meta/scram-credentials.json``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from broker.storage.files import replace_atomically
+from broker.storage.files import read_json, write_json
 
 MECHANISMS = {1: ("SCRAM-SHA-256", "sha256"), 2: ("SCRAM-SHA-512", "sha512")}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
@@ -25,7 +24,7 @@ class ScramCredentials:
         self._path = Path(meta_dir) / "scram-credentials.json"
         self.users: dict[str, dict[str, dict]] = {}
         if self._path.exists():
-            self.users = json.loads(self._path.read_text())
+            self.users = read_json(self._path)
 
     def describe(self, user: str) -> list[tuple[int, int]]:
         """(mechanism id, iterations) of the user's credentials; CredentialError if none."""
@@ -67,7 +66,7 @@ class ScramCredentials:
                 "stored_key": base64.b64encode(hashlib.new(digest, client_key).digest()).decode(),
                 "server_key": base64.b64encode(hmac.new(salted_password, b"Server Key", digest).digest()).decode(),
             }
-        replace_atomically(self._path, json.dumps(self.users, indent=1, sort_keys=True).encode())
+        write_json(self._path, self.users, indent=1, sort_keys=True)
 
 
 def _check_user_and_mechanism(user: str, mechanism: int) -> None:

@@ -7,14 +7,13 @@ rewritten atomically on every change (changes are rare: create, delete, add part
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from broker.config import TOPIC_DEFAULTS, BrokerConfig
-from broker.storage.files import replace_atomically
+from broker.storage.files import read_json, write_json
 from protocol.names import INTERNAL_TOPICS
 from broker.topic_configs import PUBLIC_TOPIC_CONFIGS, TOPIC_CONFIGS, InvalidTopicConfig, validate_values
 
@@ -105,7 +104,7 @@ class TopicRegistry:
         self.by_name: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         if self._path.exists():
-            for entry in json.loads(self._path.read_text()):
+            for entry in read_json(self._path):
                 self._index(
                     TopicInfo(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry.get("configs", {}))
                 )
@@ -119,7 +118,7 @@ class TopicRegistry:
             {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
             for t in sorted(self.by_name.values(), key=lambda t: t.name)
         ]
-        replace_atomically(self._path, json.dumps(entries, indent=1).encode())
+        write_json(self._path, entries, indent=1)
 
     def add(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         topic = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))

@@ -33,3 +33,22 @@ def replace_atomically(path: Path, data: bytes, *, fsync: bool = True, sync_dir:
     os.replace(tmp, path)
     if sync_dir:
         fsync_dir(path.parent)
+
+
+# The metadata files (topics, partitions, ACLs, SCRAM users, dynamic configs) are JSON.
+# json is imported on first use: a fresh broker reads and writes none of them on its way
+# to serving its first request.
+
+def read_json(path: Path):
+    """The value stored in ``path``; FileNotFoundError when there is none."""
+    text = path.read_text()  # first: a missing file raises before json is loaded
+    import json
+
+    return json.loads(text)
+
+
+def write_json(path: Path, value, **dumps_options) -> None:
+    """Replaces ``path`` atomically with ``value`` as JSON (``json.dumps`` options)."""
+    import json
+
+    replace_atomically(path, json.dumps(value, **dumps_options).encode())

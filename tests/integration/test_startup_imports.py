@@ -18,7 +18,9 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 # packages the serve path must not load: test-only, the tools' (click), the control API's, the Spark client's
-NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", "pyspark", "pandas", "pyarrow")
+NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", "pyspark", "pandas", "pyarrow",
+                         # loaded by the metadata files and the fault rules on first use: a fresh broker has none
+                         "json", "random")
 # the broker's own modules a fresh broker answering Metadata does not need yet: partition
 # storage (loads with the first partition), coordinators, the control API, scenarios, tools
 NOT_BEFORE_FIRST_USE = ("broker.partition", "broker.storage.log", "broker.storage.producer_state",
