@@ -15,8 +15,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.storage.files import read_json, write_json
+
+if TYPE_CHECKING:  # shuffle's annotation only: random itself loads when a shuffle runs
+    import random
 
 log = logging.getLogger(__name__)
 
