@@ -62,6 +62,17 @@ class Connection:
 
 
 @dataclass(slots=True)
+class _Route:
+    """How one API version is served: looked up on its first request, then kept."""
+
+    handle: Any  # the handler coroutine function
+    flexible: bool  # request header v2 (tagged fields to skip)
+    flexible_response: bool  # response header v1 (ApiVersions always answers with v0)
+    decode: Any  # messages.request_decoder
+    encode: Any  # layouts.response_encoder
+
+
+@dataclass(slots=True)
 class RequestContext:
     broker: Any  # broker.app.Broker
     header: RequestHeader
@@ -133,6 +144,7 @@ class Server:
         self.connections: dict[int, Connection] = {}
         self.limits = ConnectionLimits(broker.config)
         self._server: asyncio.base_events.Server | None = None
+        self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -262,22 +274,19 @@ class Server:
         except FrameError as e:
             raise ProtocolViolation(f"bad request header: {e}") from None
         api_key = header.api_key
-        api = broker.apis.ranges.get(api_key)
-        if api is None or api_key not in HANDLERS:
-            raise ProtocolViolation(f"unknown or unsupported API key {api_key}")
         version = header.api_version
-        if not api.accepts(version):
-            if api_key == API_VERSIONS:
-                return self._unsupported_api_versions(header)
-            return self._unsupported_version(header, frame, pos)
-        flexible = api.flexible(version)
-        if flexible:
+        route = self._routes.get((api_key << 16) | (version & 0xFFFF))
+        if route is None:
+            route = self._route(header, frame, pos)
+            if route.__class__ is bytes:
+                return route
+        if route.flexible:
             try:
                 pos = skip_tagged_fields(frame, pos)
             except FrameError as e:
                 raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
-            request = messages.decode_request(api_key, version, frame, pos)
+            request = route.decode(frame, pos)
         except messages.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
         ctx = RequestContext(broker, header, conn)
@@ -289,7 +298,7 @@ class Server:
         if faults.active:
             result = await self._under_faults(faults, ctx, request)
         else:
-            result = await HANDLERS[api_key](ctx, request)
+            result = await route.handle(ctx, request)
         if triggers is not None:
             await triggers.answering(self.node, api_key, header.client_id, request)
             await self._still_serving()
@@ -298,12 +307,12 @@ class Server:
         out = None
         if result is not None:
             if isinstance(result, dict) and observer is None:  # the observer is given the typed message
-                body = layouts.encode_response(api_key, version, result)
+                body = route.encode(result)
             else:
                 if isinstance(result, dict):
                     result = messages.build_response(api_key, version, result)
                 body = messages.encode(result)
-            out = encode_response_frame(header.correlation_id, flexible and api_key != API_VERSIONS, body)
+            out = encode_response_frame(header.correlation_id, route.flexible_response, body)
         if observer is not None:
             try:
                 observer(api_key, version, broker.clock.monotonic() - started, len(frame),
@@ -311,6 +320,24 @@ class Server:
             except Exception:  # metrics never cost a client its answer
                 log.exception("request metrics failed for %s v%d", api_name(header.api_key), version)
         return out
+
+    def _route(self, header: RequestHeader, frame: bytes, pos: int) -> _Route | bytes:
+        """The route of a request's API version, made on its first request and kept; for a
+        version the broker does not accept, the answer that refuses it (or
+        ProtocolViolation, when the request gets none)."""
+        api_key, version = header.api_key, header.api_version
+        api = self.broker.apis.ranges.get(api_key)
+        if api is None or api_key not in HANDLERS:
+            raise ProtocolViolation(f"unknown or unsupported API key {api_key}")
+        if not api.accepts(version):
+            if api_key == API_VERSIONS:
+                return self._unsupported_api_versions(header)
+            return self._unsupported_version(header, frame, pos)
+        flexible = api.flexible(version)
+        route = _Route(HANDLERS[api_key], flexible, flexible and api_key != API_VERSIONS,
+                       messages.request_decoder(api_key, version), layouts.response_encoder(api_key, version))
+        self._routes[(api_key << 16) | (version & 0xFFFF)] = route
+        return route
 
     async def _under_faults(self, faults, ctx: RequestContext, request):
         header = ctx.header

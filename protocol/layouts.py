@@ -301,19 +301,33 @@ def encoder(api_key: int, version: int):
     return encode
 
 
-def encode_response(api_key: int, version: int, data: dict) -> bytes:
-    """The response body for a handler's dict: by the layout when the API has one,
-    else (or when the layout gives up) by build + kio."""
+@cache
+def response_encoder(api_key: int, version: int):
+    """``encode_response`` for one API version (its layout looked up once): the request
+    path calls it for every response."""
     encode = encoder(api_key, version)
-    if encode is not None:
+
+    def generic(data: dict) -> bytes:
+        return messages.encode(messages.build_response(api_key, version, data))
+
+    if encode is None:
+        return generic
+
+    def by_layout(data: dict) -> bytes:
         try:
             body = encode(data)
         except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
-            pass
-        else:
-            if messages.CHECK_FIELD_NAMES:
-                generic = messages.encode(messages.build_response(api_key, version, data))
-                if generic != body:
-                    raise AssertionError(f"layout of api {api_key} v{version} wrote {body!r}, kio {generic!r}")
-            return body
-    return messages.encode(messages.build_response(api_key, version, data))
+            return generic(data)
+        if messages.CHECK_FIELD_NAMES:
+            expected = generic(data)
+            if expected != body:
+                raise AssertionError(f"layout of api {api_key} v{version} wrote {body!r}, kio {expected!r}")
+        return body
+
+    return by_layout
+
+
+def encode_response(api_key: int, version: int, data: dict) -> bytes:
+    """The response body for a handler's dict: by the layout when the API has one,
+    else (or when the layout gives up) by build + kio."""
+    return response_encoder(api_key, version)(data)

@@ -55,14 +55,26 @@ def _writer(cls: type):
     return entity_writer(cls)
 
 
-def decode_request(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):
+@cache
+def request_decoder(api_key: int, version: int):
+    """``decode_request`` for one API version, its class, reader and shape walk looked up
+    once: the request path calls it for every request."""
     cls = request_class(api_key, version)
-    try:
-        wire_shape.check(cls, body, offset)  # kio's native reader aborts on absurd counts
-        message, size = _reader(cls)(body, offset)
-    except Exception as e:  # kio raises several types for malformed input
-        raise DecodeError(f"cannot decode {api_key_map[api_key]} v{version}: {e}") from e
-    return message
+    read = _reader(cls)
+    walk = wire_shape.walker(cls)
+
+    def decode(body: bytes | memoryview, offset: int = 0):
+        try:
+            walk(body, offset, len(body), 0)  # kio's native reader aborts on absurd counts
+            return read(body, offset)[0]
+        except Exception as e:  # kio raises several types for malformed input
+            raise DecodeError(f"cannot decode {api_key_map[api_key]} v{version}: {e}") from e
+
+    return decode
+
+
+def decode_request(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):
+    return request_decoder(api_key, version)(body, offset)
 
 
 def decode_response(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):

@@ -156,6 +156,11 @@ def _compiled(cls: type):
     return compiler.env[name]
 
 
+def walker(cls: type):
+    """``cls``'s walk, called as ``walk(buf, offset, len(buf), 0)`` (what ``check`` does)."""
+    return _compiled(cls)
+
+
 def check(cls: type, buf, offset: int = 0) -> None:
     """Raises ShapeError unless every length and count in ``buf[offset:]`` fits."""
     _compiled(cls)(buf, offset, len(buf), 0)
