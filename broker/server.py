@@ -228,21 +228,26 @@ class Server:
         """Answers the connection's requests strictly in order, one at a time."""
         conn = reading.conn
         writer = conn.writer
+        transport = writer.transport
+        serving = self.node.serving
+        clock = self.broker.clock
+        limits = self.limits
+        frames = reading.frames
         try:
             while True:
-                frame = reading.next_frame() if reading.frames else await reading.wait_frame()
+                frame = reading.next_frame() if frames else await reading.wait_frame()
                 if frame is None:
                     return
-                if not self.node.serving.is_set():
-                    await self.node.serving.wait()  # paused: read, but not answered until resumed
-                if writer.is_closing():
-                    self.limits.release(len(frame))
+                if not serving.is_set():
+                    await serving.wait()  # paused: read, but not answered until resumed
+                if transport.is_closing():
+                    limits.release(len(frame))
                     return
                 try:
                     try:
                         out = await self.handle_frame(frame, conn)
                     finally:
-                        self.limits.release(len(frame))
+                        limits.release(len(frame))
                 except ProtocolViolation as e:
                     log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
                     return
@@ -251,9 +256,9 @@ class Server:
                                   conn.id, conn.peer)
                     return
                 if out is not None:
-                    self._send(conn, out, more_coming=bool(reading.frames))
-                    conn.last_active = self.broker.clock.monotonic()
-                    if writer.transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
+                    self._send(conn, out, bool(frames))
+                    conn.last_active = clock.monotonic()
+                    if transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
                         self._flush(conn)
                         reading.pause(_OUTPUT_BACKED_UP)
                         try:
