@@ -213,19 +213,29 @@ class _Compiler:
         elif kafka_type == "string":
             body.append(f"{indent}    {var} = {var}.encode()")
         if flexible:
-            body.append(f"{indent}    _uvarint(buf, len({var}) + 1)")
+            self.compact_length(body, f"len({var}) + 1", indent + "    ")
         elif kafka_type == "string":
             body.append(f"{indent}    buf += {self.const(struct.Struct('>h'))}.pack(len({var}))")
         else:
             body.append(f"{indent}    buf += {self.const(struct.Struct('>i'))}.pack(len({var}))")
         body.append(f"{indent}    buf += {var}")
 
+    @staticmethod
+    def compact_length(body: list[str], expression: str, indent: str) -> None:
+        """A compact length prefix: the one-byte varint (< 128) appended without a call."""
+        body.append(f"{indent}_n = {expression}")
+        body.append(f"{indent}if _n < 0x80: buf.append(_n)")
+        body.append(f"{indent}else: _uvarint(buf, _n)")
+
     def array(self, body: list[str], var: str, kind, kafka_type: str | None, flexible: bool) -> None:
         length = self.const(struct.Struct(">i"))
         body.append(f"if {var} is None:")
         body.append("    buf.append(0)" if flexible else f"    buf += {length}.pack(-1)")
         body.append("else:")
-        body.append(f"    _uvarint(buf, len({var}) + 1)" if flexible else f"    buf += {length}.pack(len({var}))")
+        if flexible:
+            self.compact_length(body, f"len({var}) + 1", "    ")
+        else:
+            body.append(f"    buf += {length}.pack(len({var}))")
         item = f"{var}_item"
         body.append(f"    for {item} in {var}:")
         if isinstance(kind, EntityTupleField):
@@ -249,8 +259,19 @@ class _Compiler:
             absent = getattr(messages.build(cls, {}), f.name)
             plan.append((name, alias, conversion, f.metadata["tag"], writer, f.default, get_tagged_field_default(f),
                          absent))
-        body.append(f"_tagged({self.const(tuple(plan))}, d, buf)")
+        call = f"_tagged({self.const(tuple(plan))}, d, buf)"
+        if all(_skipped(absent, default, implicit) for *_, default, implicit, absent in plan):
+            names = [n for name, alias, *_ in plan for n in (name, alias) if n is not None]
+            body.append(f"if {' and '.join(f'{n!r} not in d' for n in names)}: buf.append(0)")
+            body.append(f"else: {call}")
+        else:
+            body.append(call)
         self.env["_tagged"] = _tagged
+
+
+def _skipped(value, default, implicit) -> bool:
+    """kio leaves a tagged field out when it holds its default."""
+    return value == default or (default is MISSING and value == implicit)
 
 
 def _tagged(plan: tuple, d: dict, buf: bytearray) -> None:
@@ -263,7 +284,7 @@ def _tagged(plan: tuple, d: dict, buf: bytearray) -> None:
             value = messages.convert(kind, arg, d[alias])
         else:
             value = absent
-        if value == default or (default is MISSING and value == implicit):
+        if _skipped(value, default, implicit):
             continue
         out = BytesIO()
         write_tagged_field(out, tag, writer, value)
