@@ -605,7 +605,7 @@ class TransactionCoordinator:
     def _record(md: TransactionMetadata) -> TransactionLogRecord:
         return TransactionLogRecord(
             key=log_codec.encode_key(md.transactional_id),
-            value=log_codec.encode_value(log_codec.value_from_metadata(md)),
+            value=log_codec.encode_metadata_value(md),
             last_producer_epoch=md.last_producer_epoch,
             metadata=md,
         )

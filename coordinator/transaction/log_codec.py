@@ -67,6 +67,7 @@ class TransactionLogValue:
 # -- key ---------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)  # every transaction writes three records under its id's key
 def encode_key(transactional_id: str) -> bytes:
     raw = transactional_id.encode()
     return struct.pack(">hh", TRANSACTION_LOG_KEY_TYPE, len(raw)) + raw
@@ -98,53 +99,80 @@ _TAGGED_NEXT_PRODUCER_EPOCH = bytes((_TAG_NEXT_PRODUCER_EPOCH, 2))
 
 
 def encode_value(value: TransactionLogValue, version: int = HIGHEST_VALUE_VERSION) -> bytes:
-    """Written into one buffer with prepared structs: every transaction writes three."""
+    return _encode_value(version, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
+                         value.transaction_status, value.transaction_partitions,
+                         value.transaction_last_update_timestamp_ms, value.transaction_start_timestamp_ms,
+                         value.previous_producer_id, value.next_producer_id, value.client_transaction_version,
+                         value.next_producer_epoch)
+
+
+def encode_metadata_value(metadata: TransactionMetadata) -> bytes:
+    """``encode_value(value_from_metadata(metadata))`` without building the value in
+    between: the coordinator writes three per transaction."""
+    return _encode_value(HIGHEST_VALUE_VERSION, metadata.producer_id, metadata.producer_epoch,
+                         metadata.txn_timeout_ms, metadata.state.id, _value_partitions(metadata),
+                         metadata.txn_last_update_timestamp_ms, metadata.txn_start_timestamp_ms,
+                         metadata.previous_producer_id, metadata.next_producer_id,
+                         metadata.client_transaction_version, -1)
+
+
+def _encode_value(version: int, producer_id: int, producer_epoch: int, timeout_ms: int, status: int,
+                  partitions: tuple[tuple[str, tuple[int, ...]], ...] | None, last_update_ms: int, start_ms: int,
+                  previous_producer_id: int, next_producer_id: int, client_transaction_version: int,
+                  next_producer_epoch: int) -> bytes:
+    """Written into one buffer with prepared structs."""
     if version not in (0, 1):
         raise UnknownValueVersion(version)
     flexible = version >= 1
-    out = bytearray(_HEAD.pack(version, value.producer_id, value.producer_epoch,
-                               value.transaction_timeout_ms, value.transaction_status))
-    partitions = value.transaction_partitions
+    out = bytearray(_HEAD.pack(version, producer_id, producer_epoch, timeout_ms, status))
+    out += _partitions_bytes(partitions, flexible)
+    out += _TIMES.pack(last_update_ms, start_ms)
+    if flexible:
+        count_at = len(out)
+        out.append(0)  # the tagged field count, set below (at most 4: one byte)
+        for prefix, tagged_producer_id in zip(_TAGGED_I64, (previous_producer_id, next_producer_id)):
+            if tagged_producer_id != -1:
+                out += prefix
+                out += _I64.pack(tagged_producer_id)
+                out[count_at] += 1
+        if client_transaction_version != 0:
+            out += _TAGGED_CLIENT_TRANSACTION_VERSION
+            out += _I16.pack(client_transaction_version)
+            out[count_at] += 1
+        if next_producer_epoch != -1:
+            out += _TAGGED_NEXT_PRODUCER_EPOCH
+            out += _I16.pack(next_producer_epoch)
+            out[count_at] += 1
+    return bytes(out)
+
+
+@lru_cache(maxsize=1024)  # a transaction's Ongoing and Prepare records carry the same partitions
+def _partitions_bytes(partitions: tuple[tuple[str, tuple[int, ...]], ...] | None, flexible: bool) -> bytes:
+    """TransactionPartitions as the value writes them (None: the null array)."""
+    out = bytearray()
     if partitions is None:
         if flexible:
             out.append(0)
         else:
             out += _I32.pack(-1)
-    else:
-        if flexible:
-            write_unsigned_varint(out, len(partitions) + 1)
-        else:
-            out += _I32.pack(len(partitions))
-        for topic, ids in partitions:
-            raw = topic.encode()
-            if flexible:
-                write_unsigned_varint(out, len(raw) + 1)
-                out += raw
-                write_unsigned_varint(out, len(ids) + 1)
-            else:
-                out += _I16.pack(len(raw))
-                out += raw
-                out += _I32.pack(len(ids))
-            out += struct.pack(f">{len(ids)}i", *ids)
-            if flexible:
-                out.append(0)  # no tagged fields in a partition entry
-    out += _TIMES.pack(value.transaction_last_update_timestamp_ms, value.transaction_start_timestamp_ms)
+        return bytes(out)
     if flexible:
-        count_at = len(out)
-        out.append(0)  # the tagged field count, set below (at most 4: one byte)
-        for prefix, producer_id in zip(_TAGGED_I64, (value.previous_producer_id, value.next_producer_id)):
-            if producer_id != -1:
-                out += prefix
-                out += _I64.pack(producer_id)
-                out[count_at] += 1
-        if value.client_transaction_version != 0:
-            out += _TAGGED_CLIENT_TRANSACTION_VERSION
-            out += _I16.pack(value.client_transaction_version)
-            out[count_at] += 1
-        if value.next_producer_epoch != -1:
-            out += _TAGGED_NEXT_PRODUCER_EPOCH
-            out += _I16.pack(value.next_producer_epoch)
-            out[count_at] += 1
+        write_unsigned_varint(out, len(partitions) + 1)
+    else:
+        out += _I32.pack(len(partitions))
+    for topic, ids in partitions:
+        raw = topic.encode()
+        if flexible:
+            write_unsigned_varint(out, len(raw) + 1)
+            out += raw
+            write_unsigned_varint(out, len(ids) + 1)
+        else:
+            out += _I16.pack(len(raw))
+            out += raw
+            out += _I32.pack(len(ids))
+        out += struct.pack(f">{len(ids)}i", *ids)
+        if flexible:
+            out.append(0)  # no tagged fields in a partition entry
     return bytes(out)
 
 
@@ -193,7 +221,8 @@ def decode_value(data: bytes) -> TransactionLogValue:
 # -- metadata <-> value ------------------------------------------------------------------
 
 
-def value_from_metadata(metadata: TransactionMetadata) -> TransactionLogValue:
+def _value_partitions(metadata: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    """The value's TransactionPartitions for the metadata: null when Empty."""
     if metadata.state is TransactionState.DEAD:
         raise ValueError("a Dead transactional id is written as a tombstone, not a value")
     if metadata.state is TransactionState.EMPTY:
@@ -201,15 +230,17 @@ def value_from_metadata(metadata: TransactionMetadata) -> TransactionLogValue:
             raise ValueError(
                 f"transactional id {metadata.transactional_id!r} is Empty but has partitions"
             )
-        partitions = None
-    else:
-        partitions = partitions_by_topic(metadata.topic_partitions)
+        return None
+    return partitions_by_topic(metadata.topic_partitions)
+
+
+def value_from_metadata(metadata: TransactionMetadata) -> TransactionLogValue:
     return TransactionLogValue(
         metadata.producer_id,
         metadata.producer_epoch,
         metadata.txn_timeout_ms,
         metadata.state.id,
-        partitions,
+        _value_partitions(metadata),
         metadata.txn_last_update_timestamp_ms,
         metadata.txn_start_timestamp_ms,
         metadata.previous_producer_id,
