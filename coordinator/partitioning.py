@@ -11,7 +11,7 @@ from functools import lru_cache
 _INT32_MIN = -(1 << 31)
 
 
-@lru_cache(maxsize=1 << 16)  # asked on every transactional request for the same few ids
+@lru_cache(maxsize=1 << 16)
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, as a signed int32."""
     h = 0
@@ -26,6 +26,7 @@ def java_abs(n: int) -> int:
     return 0 if n == _INT32_MIN else abs(n)
 
 
+@lru_cache(maxsize=1 << 16)  # asked a dozen times per transaction, for the same few ids
 def partition_for(key: str, partitions: int) -> int:
     if partitions <= 0:
         raise ValueError(f"partition count must be positive, got {partitions}")
