@@ -181,8 +181,11 @@ class CoordinatorRuntime:
     def _append(self, partition: int, records: tuple[CoordinatorRecord, ...], now_ms: int) -> None:
         """One batch per run of records of the same producer (or of none), each replayed
         right after its batch is in the log."""
-        for producer, run in itertools.groupby(records, _producer_of):
-            run = list(run)
+        if len(records) == 1:  # most events write one record: no grouping to do
+            runs = ((_producer_of(records[0]), records),)
+        else:
+            runs = ((producer, list(run)) for producer, run in itertools.groupby(records, _producer_of))
+        for producer, run in runs:
             base_offset = self.log.append(partition, RecordBatch(_build(run, producer, now_ms), 0), now_ms)
             producer_id = NO_PRODUCER_ID if producer is None else producer[0]
             for i, record in enumerate(run):
