@@ -10,7 +10,7 @@ the end of every transaction bumps the producer epoch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from coordinator.transaction.state import TransactionState
 from protocol.names import TopicPartition
@@ -23,6 +23,9 @@ MAX_EPOCH = 32767  # Short.MAX_VALUE
 def is_epoch_exhausted(epoch: int) -> bool:
     """Kafka stops handing out epochs at MAX-1 so the coordinator can always fence once more."""
     return epoch >= MAX_EPOCH - 1
+
+
+_KEEP = object()  # a field TransactionMetadata._with leaves as it is
 
 
 class InvalidTransition(Exception):
@@ -213,26 +216,26 @@ class TransactionMetadata:
             raise InvalidTransition(f"illegal producer epoch {new.producer_epoch}")
         return new
 
-    def _with(self, **changes: object) -> TransactionMetadata:
+    def _with(self, *, transactional_id=_KEEP, producer_id=_KEEP, previous_producer_id=_KEEP,
+              next_producer_id=_KEEP, producer_epoch=_KEEP, last_producer_epoch=_KEEP, txn_timeout_ms=_KEEP,
+              state=_KEEP, topic_partitions=_KEEP, txn_start_timestamp_ms=_KEEP,
+              txn_last_update_timestamp_ms=_KEEP, client_transaction_version=_KEEP) -> TransactionMetadata:
         """``dataclasses.replace`` spelled out: it runs on every transition, and replace's
-        generic walk over the fields cost more than the rest of the transition."""
-        if not changes.keys() <= _FIELD_NAMES:
-            raise TypeError(f"unknown TransactionMetadata fields {sorted(changes.keys() - _FIELD_NAMES)}")
-        get = changes.get
+        generic walk over the fields cost more than the rest of the transition. An unknown
+        field is a TypeError, as for replace; a field left out keeps its value."""
         return TransactionMetadata(
-            get("transactional_id", self.transactional_id),
-            get("producer_id", self.producer_id),
-            get("previous_producer_id", self.previous_producer_id),
-            get("next_producer_id", self.next_producer_id),
-            get("producer_epoch", self.producer_epoch),
-            get("last_producer_epoch", self.last_producer_epoch),
-            get("txn_timeout_ms", self.txn_timeout_ms),
-            get("state", self.state),
-            get("topic_partitions", self.topic_partitions),
-            get("txn_start_timestamp_ms", self.txn_start_timestamp_ms),
-            get("txn_last_update_timestamp_ms", self.txn_last_update_timestamp_ms),
-            get("client_transaction_version", self.client_transaction_version),
+            self.transactional_id if transactional_id is _KEEP else transactional_id,
+            self.producer_id if producer_id is _KEEP else producer_id,
+            self.previous_producer_id if previous_producer_id is _KEEP else previous_producer_id,
+            self.next_producer_id if next_producer_id is _KEEP else next_producer_id,
+            self.producer_epoch if producer_epoch is _KEEP else producer_epoch,
+            self.last_producer_epoch if last_producer_epoch is _KEEP else last_producer_epoch,
+            self.txn_timeout_ms if txn_timeout_ms is _KEEP else txn_timeout_ms,
+            self.state if state is _KEEP else state,
+            self.topic_partitions if topic_partitions is _KEEP else topic_partitions,
+            self.txn_start_timestamp_ms if txn_start_timestamp_ms is _KEEP else txn_start_timestamp_ms,
+            self.txn_last_update_timestamp_ms if txn_last_update_timestamp_ms is _KEEP
+            else txn_last_update_timestamp_ms,
+            self.client_transaction_version if client_transaction_version is _KEEP else client_transaction_version,
         )
 
-
-_FIELD_NAMES = frozenset(f.name for f in fields(TransactionMetadata))
