@@ -44,6 +44,8 @@ class AclError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class AclBinding:
+    """One ACL: who may (or may not) do what on which resources."""
+
     resource_type: int
     resource_name: str
     pattern_type: int
@@ -55,6 +57,8 @@ class AclBinding:
 
 @dataclass(frozen=True, slots=True)
 class AclFilter:
+    """Which ACLs a DescribeAcls or DeleteAcls filter selects; None matches any value."""
+
     resource_type: int
     resource_name: str | None
     pattern_type: int

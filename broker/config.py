@@ -76,6 +76,8 @@ def _host_counts_text(v: str) -> str:
 
 @dataclass(frozen=True)
 class Setting:
+    """One broker setting: its parser, its default and the topic config it feeds."""
+
     name: str
     parse: Callable[[Any], Any]
     default: Any

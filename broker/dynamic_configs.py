@@ -58,6 +58,8 @@ _SESSION_AND_HEARTBEAT = [(f"{kind}.session.timeout.ms", f"{kind}.heartbeat.inte
 
 @dataclass(frozen=True, slots=True)
 class ConfigChange:
+    """One change of an IncrementalAlterConfigs request: set, delete, append or subtract."""
+
     name: str
     value: str | None
     op: int = SET

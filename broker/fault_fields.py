@@ -32,6 +32,8 @@ _BATCH_PRODUCER_ID = struct.Struct(">q")  # at byte 43 of a v2 record batch (mag
 
 @dataclass
 class Named:
+    """The transactional ids, groups, producer ids and partitions one request names."""
+
     transactional_ids: set[str] = field(default_factory=set)
     group_ids: set[str] = field(default_factory=set)
     producer_ids: set[int] = field(default_factory=set)

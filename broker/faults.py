@@ -114,6 +114,8 @@ class Match:
 
 @dataclass
 class FaultRule:
+    """One fault rule: its action, its match, and how often it has matched and fired."""
+
     id: int
     action: str
     match: Match = field(default_factory=Match)

@@ -29,6 +29,8 @@ NO_LEADER = -1
 
 @dataclass(slots=True)
 class Leadership:
+    """One partition's replicas, in-sync replicas, leader and leader epoch."""
+
     replicas: list[int]
     isr: list[int]
     leader: int
@@ -49,6 +51,8 @@ LeaderListener = Callable[[str, int, int, Leadership], None]
 
 @dataclass
 class ReplicaState:
+    """Every partition's leadership, and which nodes are up; kept in meta/partitions.json."""
+
     path: Path
     node_ids: list[int]
     up: set[int] = field(default_factory=set)

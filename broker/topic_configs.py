@@ -23,6 +23,8 @@ class InvalidTopicConfig(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
+    """One topic config as Kafka's ConfigDef declares it: type, default and valid values."""
+
     name: str
     kind: str  # Kafka's ConfigDef type: BOOLEAN, STRING, INT, LONG, DOUBLE, LIST
     default: object

@@ -70,6 +70,8 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class TopicInfo:
+    """A topic as the registry keeps it: name, id, partition count and config overrides."""
+
     name: str
     topic_id: uuid.UUID
     partitions: int

@@ -19,6 +19,8 @@ from kio.schema.index import api_key_map
 
 @dataclass(frozen=True, slots=True)
 class ApiRange:
+    """The versions of one API a broker advertises, accepts and serves."""
+
     api_key: int
     name: str
     advertised_min: int
