@@ -17,20 +17,25 @@ waits). Every firing is logged and counted per rule and action.
 
 Triggers use ``observers``: callables given a ``RequestSeen`` for every request a
 node receives (before any rule acts), with ``Match.matches`` to test it.
+
+``Match`` and ``FaultRule`` live in ``broker.fault_rules`` and load with the first
+rule (this module names them on first use), like ``broker.fault_fields``: a broker
+never given a rule or a trigger builds none of them at start-up.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.fault_fields import Named, named_in
 from protocol.apis import api_name
+
+if TYPE_CHECKING:  # loaded on first use: a broker without rules or triggers never needs them
+    from broker.fault_fields import Named
+    from broker.fault_rules import FaultRule, Match
 
 log = logging.getLogger(__name__)
 
@@ -56,122 +61,14 @@ class RequestSeen:
     @property
     def named(self) -> Named:
         if self._named is None:
+            from broker.fault_fields import named_in
+
             self._named = named_in(self.api_key, self.request, self._topic_name)
         return self._named
 
     def describe(self) -> str:
         return (f"{api_name(self.api_key)} v{self.api_version} to node {self.node_id} "
                 f"from client {self.client_id!r}")
-
-
-@dataclass(frozen=True)
-class Match:
-    """Which requests a rule (or a trigger) is about; None fields match anything."""
-
-    api_key: int | None = None
-    min_version: int | None = None
-    max_version: int | None = None
-    node_id: int | None = None
-    client_id: str | None = None
-    transactional_id: str | None = None
-    producer_id: int | None = None
-    group_id: str | None = None
-    topic: str | None = None
-    partition: int | None = None
-
-    FIELDS = ("api_key", "min_version", "max_version", "node_id", "client_id", "transactional_id", "producer_id",
-              "group_id", "topic", "partition")
-
-    def matches(self, seen: RequestSeen) -> bool:
-        if self.api_key is not None and self.api_key != seen.api_key:
-            return False
-        if self.min_version is not None and seen.api_version < self.min_version:
-            return False
-        if self.max_version is not None and seen.api_version > self.max_version:
-            return False
-        if self.node_id is not None and self.node_id != seen.node_id:
-            return False
-        if self.client_id is not None and self.client_id != seen.client_id:
-            return False
-        if self.transactional_id is None and self.producer_id is None and self.group_id is None \
-                and self.topic is None and self.partition is None:
-            return True
-        named = seen.named
-        if self.transactional_id is not None and self.transactional_id not in named.transactional_ids:
-            return False
-        if self.producer_id is not None and self.producer_id not in named.producer_ids:
-            return False
-        if self.group_id is not None and self.group_id not in named.group_ids:
-            return False
-        if self.topic is not None or self.partition is not None:
-            return any((self.topic is None or t == self.topic) and (self.partition is None or p == self.partition)
-                       for t, p in named.partitions)
-        return True
-
-    def describe(self) -> dict:
-        return {name: getattr(self, name) for name in self.FIELDS}
-
-
-@dataclass
-class FaultRule:
-    """One fault rule: its action, its match, and how often it has matched and fired."""
-
-    id: int
-    action: str
-    match: Match = field(default_factory=Match)
-    delay_ms: int = 0
-    error: int | None = None  # the error code of an ``error`` rule
-    skip: int = 0
-    count: int | None = None
-    nth: int | None = None  # as given; skip = nth - 1, count = 1
-    probability: float | None = None
-    seed: int | None = None
-    matched: int = 0
-    fired: int = 0
-    held: list[asyncio.Future] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        import random  # here: a broker without fault rules never loads it
-
-        self._rng = random.Random(self.seed)
-
-    def fires(self) -> bool:
-        """Counts one matching request; whether the rule fires on it."""
-        self.matched += 1
-        if self.matched <= self.skip or (self.count is not None and self.fired >= self.count):
-            return False
-        if self.probability is not None and self._rng.random() >= self.probability:
-            return False
-        self.fired += 1
-        return True
-
-    async def hold(self) -> None:
-        """Waits until the rule releases its held requests."""
-        waiter = asyncio.get_running_loop().create_future()
-        self.held.append(waiter)
-        try:
-            await waiter
-        finally:
-            if waiter in self.held:
-                self.held.remove(waiter)
-
-    def release(self) -> int:
-        released = 0
-        for waiter in self.held:
-            if not waiter.done():
-                waiter.set_result(None)
-                released += 1
-        self.held.clear()
-        return released
-
-    def describe(self) -> dict:
-        from broker.fault_answers import error_name
-
-        out = {"id": self.id, "action": self.action} | self.match.describe()
-        out |= {"delay_ms": self.delay_ms, "error": None if self.error is None else error_name(self.error),
-                "skip": self.skip, "count": self.count, "nth": self.nth, "probability": self.probability,
-                "seed": self.seed, "matched": self.matched, "fired": self.fired, "held": len(self.held)}
-        return out
 
 
 class FaultRules:
@@ -193,6 +90,8 @@ class FaultRules:
             import random
 
             options["seed"] = random.randrange(2**31)  # reported, so a run can be repeated
+        from broker.fault_rules import FaultRule, Match
+
         rule = FaultRule(next(self._ids), action, match or Match(), **options)
         self.rules[rule.id] = rule
         return rule
@@ -264,3 +163,11 @@ async def run_under(rule: FaultRule | None, seen: RequestSeen, clock, process) -
     if rule.action == "close_after":
         raise FaultClose(f"fault rule {rule.id}: closing after processing")
     return result
+
+
+def __getattr__(name: str):
+    if name in ("Match", "FaultRule"):  # broker.fault_rules, loaded on first use
+        from broker import fault_rules
+
+        return getattr(fault_rules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,11 +22,12 @@ NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", 
                          # loaded by the metadata files and the fault rules on first use: a fresh broker has none
                          "json", "random")
 # the broker's own modules a fresh broker answering Metadata does not need yet: partition
-# storage (loads with the first partition), coordinators, the control API, scenarios, tools
+# storage (loads with the first partition), coordinators, the control API, scenarios, tools,
+# fault rules and what a request names for them (load with the first rule or trigger)
 NOT_BEFORE_FIRST_USE = ("broker.partition", "broker.storage.log", "broker.storage.producer_state",
                         "protocol.record_codec", "broker.transaction_service", "broker.group_service",
                         "broker.admin", "broker.control", "broker.scenarios", "broker.tools", "coordinator.transaction",
-                        "coordinator.group")
+                        "coordinator.group", "broker.fault_rules", "broker.fault_fields")
 
 
 def _logged(import_log: str) -> set[str]:

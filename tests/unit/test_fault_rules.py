@@ -3,7 +3,11 @@ any API's response schema, and rule counting (skip, count, nth, seeded probabili
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +143,36 @@ def test_a_lossy_link_loses_the_messages_its_seed_says():
     assert [link.lost() for _ in range(100)] == [draws.random() < 0.3 for _ in range(100)]
     assert not any(LinkFaults(delay_ms=10).lost() for _ in range(100))
     assert LinkFaults(loss=0.5).describe()["seed"] is not None  # chosen, so a run can be repeated
+
+
+def test_a_fresh_process_builds_the_rule_classes_with_its_first_rule():
+    """broker.faults names Match and FaultRule from broker.fault_rules on first use (a
+    broker without rules never builds them): the first rule and the first match that
+    needs what a request names work from a process that had loaded neither."""
+    script = """
+import sys
+import broker.faults as faults
+assert "broker.fault_rules" not in sys.modules and "broker.fault_fields" not in sys.modules
+rules = faults.FaultRules()
+rule = rules.add("error", error=7)
+from broker import fault_rules
+from broker.faults import Match
+assert Match is fault_rules.Match and faults.FaultRule is fault_rules.FaultRule and type(rule) is faults.FaultRule
+assert rule.match == Match() and rules.rules == {rule.id: rule}
+from protocol import messages
+request = messages.build_request(22, 4, {"transactional_id": "tx", "producer_id": 5, "producer_epoch": 0})
+seen = faults.RequestSeen(1, 22, 4, "c", request, lambda topic_id: None)
+assert Match(transactional_id="tx").matches(seen) and not Match(transactional_id="other").matches(seen)
+assert "broker.fault_fields" in sys.modules
+try:
+    faults.NoSuchName
+except AttributeError:
+    pass
+else:
+    raise AssertionError("an unknown name must raise AttributeError")
+print("ok")
+"""
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
