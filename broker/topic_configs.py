@@ -14,7 +14,7 @@ from dataclasses import dataclass
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-_THROTTLED = re.compile(r"^\s*(\*|\d+:\d+(\s*,\s*\d+:\d+)*)?\s*$")
+_THROTTLED = r"^\s*(\*|\d+:\d+(\s*,\s*\d+:\d+)*)?\s*$"  # compiled (and cached) by re on first use
 
 
 class InvalidTopicConfig(ValueError):
@@ -74,7 +74,7 @@ class ConfigDef:
         if self.name == "compression.gzip.level" and value == 0:
             raise InvalidTopicConfig(f"Invalid value {raw} for configuration {self.name}: "
                                      "Value must be between 1 and 9, or -1")
-        if self.name.endswith("replication.throttled.replicas") and not _THROTTLED.match(str(raw)):
+        if self.name.endswith("replication.throttled.replicas") and not re.match(_THROTTLED, str(raw)):
             raise InvalidTopicConfig(f"Invalid value {raw} for configuration {self.name}: must be the "
                                      "wildcard '*' or a list of partitionId:brokerId pairs")
 

@@ -17,7 +17,9 @@ from broker.storage.files import read_json, write_json
 from protocol.names import INTERNAL_TOPICS
 from broker.topic_configs import PUBLIC_TOPIC_CONFIGS, TOPIC_CONFIGS, InvalidTopicConfig, validate_values
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# a pattern, not a compiled regex: re compiles (and caches) it with the first topic name checked,
+# not at every start-up; fullmatch, so a trailing newline is refused as Kafka refuses it
+LEGAL_TOPIC = r"[a-zA-Z0-9._-]+"
 MAX_TOPIC_LENGTH = 249
 
 # Python types of the topic configs, for callers that only need a value's kind.
@@ -38,7 +40,7 @@ def validate_topic_name(name: str) -> None:
         raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name {name!r} is illegal")
     if len(name) > MAX_TOPIC_LENGTH:
         raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
-    if not LEGAL_TOPIC.match(name):
+    if not re.fullmatch(LEGAL_TOPIC, name):
         raise TopicError(
             "INVALID_TOPIC_EXCEPTION",
             f"topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
