@@ -139,6 +139,7 @@ class RunningBroker:
         self.spawned_at: float | None = None  # perf_counter() at the latest spawn
         self.log_offset = 0  # where the latest process's output starts in the log
         self.startup_s: float | None = None
+        self.startup_cpu_s: float | None = None  # on-CPU seconds of its live threads at that answer
         self.sampler: ResourceSampler | None = None
 
     @property
@@ -185,6 +186,9 @@ class RunningBroker:
             raise BrokerFailed(f"{self.kind.name} did not come up on {self.bootstrap}: {e}\n{self.log_tail()}") from e
         self.startup_s = answered - spawned
         self.sampler = ResourceSampler(self.process.pid)
+        # The broker's own CPU to that answer. Where the wall figure is close to it, start-up is
+        # the broker's work; on a busy machine both grow (the same instructions run slower).
+        self.startup_cpu_s = self.sampler.run_seconds()
         self.sampler.start()
 
     def check_alive(self) -> None:
