@@ -2,7 +2,8 @@
 Without an authorizer (``authorizer.class.name`` unset) every creation is answered
 SECURITY_DISABLED, as Kafka answers."""
 
-from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclBinding, AclError, allowed, validate_new
+from broker.acl_bindings import AclBinding, validate_new
+from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclError, allowed
 from broker.errors import code
 
 API_KEY = 30

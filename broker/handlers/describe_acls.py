@@ -1,7 +1,8 @@
 """DescribeAcls (29): the bindings matching one filter, grouped by resource pattern;
 SECURITY_DISABLED without an authorizer, as Kafka answers."""
 
-from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, AclError, AclFilter, allowed
+from broker.acl_bindings import AclFilter
+from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, AclError, allowed
 from broker.errors import code
 
 API_KEY = 29

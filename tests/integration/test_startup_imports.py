@@ -23,11 +23,13 @@ NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", 
                          "json", "random")
 # the broker's own modules a fresh broker answering Metadata does not need yet: partition
 # storage (loads with the first partition), coordinators, the control API, scenarios, tools,
-# fault rules and what a request names for them (load with the first rule or trigger)
+# fault rules and what a request names for them (load with the first rule or trigger), ACL
+# bindings (with the first ACL request or stored ACL file)
 NOT_BEFORE_FIRST_USE = ("broker.partition", "broker.storage.log", "broker.storage.producer_state",
                         "protocol.record_codec", "broker.transaction_service", "broker.group_service",
                         "broker.admin", "broker.control", "broker.scenarios", "broker.tools", "coordinator.transaction",
-                        "coordinator.group", "broker.fault_rules", "broker.fault_fields")
+                        "coordinator.group", "broker.fault_rules", "broker.fault_fields",
+                        "broker.acl_bindings")
 
 
 def _logged(import_log: str) -> set[str]:
