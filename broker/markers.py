@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v2.request import (  # VERSION's schema
@@ -126,16 +127,23 @@ class MarkerSender:
 def marker_request(markers: SendMarkers, partitions: list[tuple[str, int]]) -> WriteTxnMarkersRequest:
     """The WriteTxnMarkers request for ``partitions``, built as its kio dataclasses
     directly: the generic build from a dict cost more than the rest of the request."""
+    return _marker_request(markers.producer_id, markers.producer_epoch, markers.commit, markers.coordinator_epoch,
+                           markers.transaction_version, tuple(partitions))
+
+
+@lru_cache(maxsize=256)  # a producer's transactions (same epoch, same partitions) send the same request
+def _marker_request(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    transaction_version: int, partitions: tuple[tuple[str, int], ...]) -> WriteTxnMarkersRequest:
     topics: dict[str, list[int]] = defaultdict(list)
     for topic, partition in partitions:
         topics[topic].append(partition)
     return WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-        producer_id=markers.producer_id,
-        producer_epoch=markers.producer_epoch,
-        transaction_result=markers.commit,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transaction_result=commit,
         topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
-        coordinator_epoch=markers.coordinator_epoch,
-        transaction_version=markers.transaction_version,
+        coordinator_epoch=coordinator_epoch,
+        transaction_version=transaction_version,
     ),))
 
 

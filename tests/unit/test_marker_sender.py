@@ -117,3 +117,7 @@ def test_marker_request_is_what_the_generic_build_makes():
     direct = marker_request(markers, list(markers.topic_partitions))
     assert direct == built
     assert messages.encode(direct) == messages.encode(built)
+    # kept for the producer's next transaction: the same request again, and only for the same markers
+    assert marker_request(markers, list(markers.topic_partitions)) == built
+    next_epoch = SendMarkers("tid", 7, 4, 1, False, markers.topic_partitions, 2)
+    assert marker_request(next_epoch, list(markers.topic_partitions)).markers[0].producer_epoch == 4
