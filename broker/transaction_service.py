@@ -97,9 +97,10 @@ class TransactionService:
             m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.clock.now_ms(),
             m.coordinator_epoch), self.clock.now_ms())
         observe = self.cluster.on_transaction_completed
-        md = self.coordinator.transaction_metadata(m.transactional_id)
-        if observe is not None and started_ms >= 0 and md is not None and md.state.state_name.startswith("Complete"):
-            observe("commit" if m.commit else "abort", max(0, self.clock.now_ms() - started_ms) / 1000)
+        if observe is not None and started_ms >= 0:  # metrics on: was the transaction completed?
+            md = self.coordinator.transaction_metadata(m.transactional_id)
+            if md is not None and md.state.state_name.startswith("Complete"):
+                observe("commit" if m.commit else "abort", max(0, self.clock.now_ms() - started_ms) / 1000)
         completed = self._completions.pop(m.transactional_id, None)
         if completed is not None:
             completed.set()
