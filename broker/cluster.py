@@ -106,7 +106,10 @@ class Cluster:
         return self.replicas.partitions.get((topic, partition))
 
     def node(self, node_id: int) -> Node | None:
-        return next((n for n in self.nodes if n.node_id == node_id), None)
+        for n in self.nodes:  # a plain loop (no generator): asked several times per transaction
+            if n.node_id == node_id:
+                return n
+        return None
 
     def default_replication_factor(self, setting: str = "default.replication.factor") -> int:
         """A setting's replication factor, capped at the node count; left unset, a
