@@ -411,17 +411,30 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
     out += value
 
 
+@functools.lru_cache(maxsize=1024)
+def _varint(value: int) -> bytes:
+    """``_write_varint``'s bytes for ``value``, kept: a record's deltas and lengths repeat."""
+    out = bytearray()
+    _write_varint(out, value)
+    return bytes(out)
+
+
 def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
-    body = bytearray(b"\x00")  # attributes
-    _write_varint(body, timestamp_delta)
-    _write_varint(body, offset_delta)
-    _write_bytes(body, key)
-    _write_bytes(body, value)
-    _write_varint(body, len(headers))
+    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]  # attributes, then the deltas
+    for field in (key, value):
+        if field is None:
+            parts.append(b"\x01")  # zig-zag -1
+        else:
+            parts.append(_varint(len(field)))
+            parts.append(field)
+    parts.append(_varint(len(headers)))
     for header_key, header_value in headers:
-        _write_bytes(body, header_key.encode("utf-8"))
-        _write_bytes(body, header_value)
-    _write_varint(out, len(body))
+        header = bytearray()
+        _write_bytes(header, header_key.encode("utf-8"))
+        _write_bytes(header, header_value)
+        parts.append(header)
+    body = b"".join(parts)
+    out += _varint(len(body))
     out += body
 
 
