@@ -13,7 +13,6 @@ Large files report their progress on stderr (always with ``--progress``).
 
 from __future__ import annotations
 
-import json
 import struct
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import click
 from protocol import crc
 
+from broker.storage.files import read_json
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from broker.storage.producer_snapshots import CorruptSnapshot, decode_snapshot
 from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
@@ -228,7 +228,7 @@ def transaction_state_partition(data_dir: Path, transactional_id: str) -> tuple[
     count = None
     registry = data_dir / "meta" / "topics.json"
     try:
-        for entry in json.loads(registry.read_text()):
+        for entry in read_json(registry):
             if entry.get("name") == TRANSACTION_STATE:
                 count = int(entry["partitions"])
     except FileNotFoundError:
