@@ -620,6 +620,9 @@ SCENARIOS: list[Scenario] = [
         request("rf 3", "create_topics", lambda r: {"topics": [{
             "name": r.topic + "-r", "num_partitions": 1, "replication_factor": 3, "assignments": [],
             "configs": []}], "timeout_ms": 5000}, view=lambda r: err(r.topics[0].error_code)),
+        request("trailing newline", "create_topics", lambda r: {"topics": [{
+            "name": r.topic + "-n\n", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+            "configs": []}], "timeout_ms": 5000}, view=lambda r: err(r.topics[0].error_code)),
     ], ci=False),
     Scenario("find_coordinator_group_and_txn", [request(
         "find both", "find_coordinator", lambda r: {"key_type": 0, "coordinator_keys": [r.group("g")]},
