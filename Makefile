@@ -1,5 +1,7 @@
 # Everything a fresh machine needs is installed by these targets.
-PYTHON ?= python3
+# The venv's interpreter: an optimized build when the machine has one (tools/pick-python.sh
+# says why); `make PYTHON=python3.12 ...` picks another. An existing .venv is kept.
+PYTHON ?= $(shell sh tools/pick-python.sh python3 /usr/bin/python3 /usr/local/bin/python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
