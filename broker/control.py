@@ -9,6 +9,7 @@ generated from the same table. Arguments are checked here, once, and bad ones ra
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -291,6 +292,11 @@ class ControlService:
         result = getattr(self, name)(**args)
         if hasattr(result, "__await__"):
             result = await result
+        # What the operation set going (the duties of timers a clock advance fired, tasks
+        # it woke) takes its first step before the answer goes out: a client request sent
+        # after the answer finds it done, even one the broker answers straight from
+        # data_received, ahead of work already queued on the loop.
+        await asyncio.sleep(0)
         return result
 
     # -- nodes ---------------------------------------------------------------------------
