@@ -1,9 +1,9 @@
 """The asyncio listener and the per-connection request pipeline.
 
-Each connection's protocol cuts frames from the bytes as they arrive and answers them
-strictly in order, one at a time (as Kafka does: an idempotent producer's pipelined
-batches must be appended in the order sent): straight away while the connection's
-processor task is idle, otherwise through that task. Read-ahead is bounded by
+Each connection's protocol cuts frames from the bytes as they arrive and queues them
+for the connection's processor task, which answers them strictly in order, one at a
+time (as Kafka does: an idempotent producer's pipelined batches must be appended in
+the order sent). Read-ahead is bounded by
 ``queued.max.requests``; a frame over ``socket.request.max.bytes`` closes the
 connection before its body is read. Anything a peer does wrong costs only its own
 connection.
@@ -15,7 +15,6 @@ import asyncio
 import itertools
 import logging
 import socket
-import types
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +46,6 @@ _NOT_ADMITTED = 1  # max.connections: held unread, as Kafka's acceptor does
 _STALLED = 2  # a frame waits for room in the queue (queued.max.requests) or for request memory
 _OUTPUT_BACKED_UP = 4  # responses wait for a peer that does not read them, as Kafka mutes the channel
 _ENDED = 8  # end of stream, bad framing, or the processor ended
-_STOP = object()  # _RequestReader.handed: a request the reader answered closes the connection
 
 
 @dataclass(slots=True)
@@ -227,69 +225,50 @@ class Server:
                 conn.writer.close()
 
     async def _process(self, reading: _RequestReader) -> None:
-        """Answers the connection's requests strictly in order, one at a time: those the
-        reader did not answer itself (see ``_RequestReader._dispatch``) and those it
-        started that had to wait for something."""
+        """Answers the connection's requests strictly in order, one at a time."""
+        conn = reading.conn
+        writer = conn.writer
+        transport = writer.transport
+        serving = self.node.serving
+        clock = self.broker.clock
+        limits = self.limits
         frames = reading.frames
         try:
             while True:
-                handed = reading.handed
-                if handed is not None:
-                    if handed is _STOP:
-                        return
-                    reading.handed = None
-                    if not await _carry_on(*handed):
-                        return
-                    continue
                 frame = reading.next_frame() if frames else await reading.wait_frame()
                 if frame is None:
-                    if reading.handed is not None:
-                        continue
                     return
-                if not await self._answer(reading, frame):
+                if not serving.is_set():
+                    await serving.wait()  # paused: read, but not answered until resumed
+                if transport.is_closing():
+                    limits.release(len(frame))
                     return
-        finally:
-            handed, reading.handed = reading.handed, None
-            if handed is not None and handed is not _STOP:
-                handed[0].close()  # cancelled before taking it over: its cleanup runs now
-            reading.finished()
-
-    async def _answer(self, reading: _RequestReader, frame: bytes) -> bool:
-        """Answers one request; False when the connection is to close."""
-        conn = reading.conn
-        transport = reading.transport
-        serving = self.node.serving
-        limits = self.limits
-        if not serving.is_set():
-            await serving.wait()  # paused: read, but not answered until resumed
-        if transport.is_closing():
-            limits.release(len(frame))
-            return False
-        try:
-            try:
-                out = await self.handle_frame(frame, conn)
-            finally:
-                limits.release(len(frame))
-        except ProtocolViolation as e:
-            log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
-            return False
-        except Exception:
-            log.exception("closing connection %s from %s: unexpected error handling a request",
-                          conn.id, conn.peer)
-            return False
-        if out is not None:
-            self._send(conn, out, bool(reading.frames))
-            conn.last_active = self.broker.clock.monotonic()
-            if transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
-                self._flush(conn)
-                reading.pause(_OUTPUT_BACKED_UP)
                 try:
-                    await conn.writer.drain()
-                except ConnectionError:
-                    return False
-                finally:
-                    reading.resume(_OUTPUT_BACKED_UP)
-        return True
+                    try:
+                        out = await self.handle_frame(frame, conn)
+                    finally:
+                        limits.release(len(frame))
+                except ProtocolViolation as e:
+                    log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
+                    return
+                except Exception:
+                    log.exception("closing connection %s from %s: unexpected error handling a request",
+                                  conn.id, conn.peer)
+                    return
+                if out is not None:
+                    self._send(conn, out, bool(frames))
+                    conn.last_active = clock.monotonic()
+                    if transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:
+                        self._flush(conn)
+                        reading.pause(_OUTPUT_BACKED_UP)
+                        try:
+                            await writer.drain()
+                        except ConnectionError:
+                            return
+                        finally:
+                            reading.resume(_OUTPUT_BACKED_UP)
+        finally:
+            reading.finished()
 
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | None:
         broker = self.broker
@@ -412,8 +391,7 @@ class Server:
 class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     """One client connection's reading side: frames are cut from the bytes as they
     arrive (no stream buffer and no reader task between the socket and the processor)
-    and answered here while the connection's processor task is idle, else queued for
-    it; either way in order.
+    and queued for the connection's processor task, which answers them in order.
 
     Read-ahead is bounded by ``queued.max.requests`` and the broker-wide request memory
     (``queued.max.request.bytes``): a frame that finds no room stalls, and reading
@@ -434,9 +412,6 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._early: list[bytes] = []  # read before the connection was admitted
         self._max_queued = 1
         self._waiter: asyncio.Future | None = None  # the processor's, while nothing is queued
-        # for the processor: a request the reader started that waits for something, as
-        # (its coroutine, what it waits for), or _STOP
-        self.handed: tuple[Any, Any] | object | None = None
         # the _NOT_ADMITTED.. reasons reading is paused for (not FlowControlMixin's _paused,
         # which is whether the transport paused our writing)
         self._read_paused = 0
@@ -490,8 +465,6 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         except FrameError as e:
             log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
             self._end()
-            return
-        self._dispatch()
 
     def eof_received(self) -> bool:
         self._end()
@@ -595,6 +568,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             else:
                 self.stalled = frame
                 self.pause(_STALLED)
+        self._wake()
 
     def _unstall(self, reserved: bool = False) -> None:
         """After the processor took a frame (or got memory for the stalled one): queue the
@@ -614,41 +588,6 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             return
         if self.stalled is None:
             self.resume(_STALLED)
-
-    def _dispatch(self) -> None:
-        """Answers the frames just read. When the processor is idle (waiting for a frame)
-        they are answered here, one after the other, in this very callback: no wake-up of
-        the processor task between the bytes and the handler. A request that has to wait
-        for something (a pause, a fault's delay, a held answer, a slow peer) is handed to
-        the processor as it stands, and the processor carries it on, then answers
-        whatever else was read, in order; so is a request after which the connection
-        closes. Answers stay strictly in order: nothing is answered here while the
-        processor has a request in hand."""
-        waiter = self._waiter
-        if waiter is None or waiter.done() or not self.frames:
-            self._wake()
-            return
-        answer = self.server._answer
-        try:
-            while self.frames:
-                coro = answer(self, self.next_frame())
-                try:
-                    waiting_for = coro.send(None)
-                except StopIteration as answered:
-                    if not answered.value:
-                        self.handed = _STOP
-                        break
-                else:
-                    self.handed = (coro, waiting_for)
-                    break
-        except (Exception, asyncio.CancelledError):  # _answer catches a handler's errors: this is ours
-            log.exception("closing connection %s from %s: unexpected error answering a request",
-                          self.conn.id, self.conn.peer)
-            self.handed = _STOP
-        # the processor carries on what was handed, and waits for request memory for a
-        # frame that stalled
-        if (self.handed is not None or self.stalled is not None) and not waiter.done():
-            waiter.set_result(None)
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -679,33 +618,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                 await self._waiter
             finally:
                 self._waiter = None
-            if self.handed is not None:
-                return None
         return self.next_frame()
-
-
-@types.coroutine
-def _carry_on(coro, waiting_for):
-    """Carries on, in the awaiting task, a coroutine that was started outside any task
-    and suspended on ``waiting_for``: the task waits for what the coroutine waits for,
-    and its wake-ups and cancellations reach the coroutine as if it had run there all
-    along. Returns the coroutine's result."""
-    while True:
-        try:
-            yield waiting_for
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as e:
-            try:
-                waiting_for = coro.throw(e)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waiting_for = coro.send(None)
-            except StopIteration as done:
-                return done.value
 
 
 def _bound_socket(host: str, port: int) -> socket.socket | None:
