@@ -294,8 +294,7 @@ class ControlService:
             result = await result
         # What the operation set going (the duties of timers a clock advance fired, tasks
         # it woke) takes its first step before the answer goes out: a client request sent
-        # after the answer finds it done, even one the broker answers straight from
-        # data_received, ahead of work already queued on the loop.
+        # after the answer finds it done.
         await asyncio.sleep(0)
         return result
 
