@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import wait_until
+from tests.segment_files import log_bytes
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0, **conf) -> list[int]:
@@ -122,18 +123,6 @@ def test_segment_roll_and_delete_records_move_log_start(broker_factory, topic_na
     consumer.close()
 
 
-def _log_bytes(partition_dir) -> int:
-    """The partition's segment bytes; a segment that retention deletes between the listing
-    and its stat counts as gone."""
-    total = 0
-    for path in partition_dir.glob("*.log"):
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:
-            pass
-    return total
-
-
 def test_retention_by_size_moves_log_start(broker_factory, topic_name):
     broker = broker_factory({"log.retention.check.interval.ms": 200})
     _create(broker.bootstrap, topic_name, config={"segment.bytes": "1024", "retention.bytes": "3000"})
@@ -141,7 +130,7 @@ def test_retention_by_size_moves_log_start(broker_factory, topic_name):
         _produce(broker.bootstrap, topic_name, [b"x" * 200])
     partition_dir = broker.data_dir / f"{topic_name}-0"
     # a retention pass may run mid-stream: wait for one after the last append
-    wait_until(lambda: _log_bytes(partition_dir) <= 3000 + 1024,
+    wait_until(lambda: log_bytes(partition_dir, "*.log") <= 3000 + 1024,
                timeout=15, message="retention to bring the log under retention.bytes + one segment")
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"})
     low, high = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=5)

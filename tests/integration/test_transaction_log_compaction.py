@@ -12,22 +12,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client import KafkaConnection
 from broker.errors import code
 from tests.broker_process import wait_until
+from tests.segment_files import log_bytes
 
 HOST = "127.0.0.1"
 IDS = 3
 ROUNDS = 60
-
-
-def _log_bytes(broker) -> int:
-    """The state log's segment bytes; a segment the cleaner deletes between the listing
-    and its stat counts as gone."""
-    total = 0
-    for path in broker.data_dir.glob("__transaction_state-*/*.log"):
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:
-            pass
-    return total
 
 
 async def _describe(port: int, ids: list[str]) -> dict:
@@ -69,7 +58,8 @@ def test_many_transactions_on_few_ids_compact_and_recover(broker_factory, topic_
     segments = list(broker.data_dir.glob("__transaction_state-*/*.log"))
     assert len(segments) > 5 + 2, "the state log should have rolled"
     written = ROUNDS * IDS * 4 * 60  # a lower bound on the uncompacted size, ~60 bytes a record
-    wait_until(lambda: _log_bytes(broker) < written / 4, timeout=20, message="compaction of __transaction_state")
+    wait_until(lambda: log_bytes(broker.data_dir, "__transaction_state-*/*.log") < written / 4, timeout=20,
+               message="compaction of __transaction_state")
     assert "cleaned __transaction_state" in broker.log_text()
 
     # Recovery from the compacted log: each id's next epoch continues where it was.
