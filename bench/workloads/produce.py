@@ -28,9 +28,9 @@ TOPIC_KEY = "produce.topic"
 # client's (on 2 shared cores the client's Python loop, not the broker, sets records/s).
 CPU_PER_RECORD = Metric("CPU us/record", "us", "lower", ",.3f")
 # The CPU of the client's own loop (the thread calling produce()/poll(), or consume()) over
-# the same span, per record. When it times the records come close to the span's wall time
-# (1e6 / records/s us a record), the client's Python loop was busy throughout and sets
-# records/s, whatever the broker: with 2 cores the broker works beside it, not in its way.
+# the same span, per record. When it comes close to the span's wall time per record
+# (1e6 / records/s us), the client's Python loop was busy throughout and set records/s,
+# whatever the broker: with 2 cores the broker works beside it, not in its way.
 CLIENT_CPU_PER_RECORD = Metric("client CPU us/record", "us", "lower", ",.3f")
 _POLL_EVERY = 1000
 
@@ -82,8 +82,9 @@ def _warm_up(ctx: RunContext, producer: Producer, topic: str, value: bytes, name
 def produce_to_fresh_topic(ctx: RunContext, name: str, producer_config: dict) -> tuple[str, dict[str, float]]:
     """Creates a 1-partition topic and produces ``--records`` records of ``--record-size``
     bytes to it with acks=all and linger.ms=5 plus ``producer_config``; returns the topic
-    and records/s, MB/s, the broker's CPU per record (CPU time, so it holds on a
-    shared machine where wall times swing) and the producing thread's own CPU per record. ``name`` labels the topic and the failure messages."""
+    and records/s, MB/s, the broker's CPU per record (CPU time, so it holds on a shared
+    machine where wall times swing) and the producing thread's own CPU per record.
+    ``name`` labels the topic and the failure messages."""
     records, size = ctx.settings.records, ctx.settings.record_size
     topic = f"bench-{name}-{uuid.uuid4().hex[:12]}"
     create_topic(ctx.bootstrap, topic, min(30.0, ctx.settings.timeout_s))
