@@ -67,9 +67,14 @@ def record(broker: str, transactions: int, log_path: Path) -> None:
     with RunningBroker(BROKERS[broker]) as running:
         topic = f"timeline-{uuid.uuid4().hex[:8]}"
         create_topic(running.bootstrap, topic, 30, partitions=2)
-        with open(log_path, "w") as log:
-            subprocess.run([sys.executable, "-m", "bench.timeline", "--producer", running.bootstrap, topic,
-                            str(transactions)], stderr=log, check=True, timeout=600)
+        log_producer(running.bootstrap, topic, transactions, log_path)
+
+
+def log_producer(bootstrap: str, topic: str, transactions: int, log_path: Path) -> None:
+    """Runs the producer in a child process, its debug log and stamps into ``log_path``."""
+    with open(log_path, "w") as log:
+        subprocess.run([sys.executable, "-m", "bench.timeline", "--producer", bootstrap, topic, str(transactions)],
+                       stderr=log, check=True, timeout=600)
 
 
 def summarise(broker: str, log_path: Path) -> str:
