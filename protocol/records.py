@@ -88,12 +88,15 @@ class RecordBatch:
 
     __slots__ = ("buf", "pos", "_h")
 
-    def __init__(self, buf, pos: int = 0) -> None:
-        if len(buf) - pos < RECORD_BATCH_OVERHEAD:
-            raise InvalidBatch(f"batch header truncated: {len(buf) - pos} bytes", "CORRUPT_MESSAGE")
+    def __init__(self, buf, pos: int = 0, header: BatchHeader | None = None) -> None:
+        """``header``: the batch's header when the caller has already read it."""
+        if header is None:
+            if len(buf) - pos < RECORD_BATCH_OVERHEAD:
+                raise InvalidBatch(f"batch header truncated: {len(buf) - pos} bytes", "CORRUPT_MESSAGE")
+            header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
         self.buf = buf
         self.pos = pos
-        self._h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+        self._h = header
 
     # header fields -------------------------------------------------------
     @property
@@ -257,15 +260,20 @@ def validate_produce_records(records, max_message_bytes: int) -> RecordBatch:
     n = len(records)
     if n < LOG_OVERHEAD:
         raise InvalidBatch("Produce request must have at least one record batch per partition", "INVALID_RECORD")
-    length = _INT32.unpack_from(records, _LENGTH)[0]
+    # The header is read once. Records shorter than it are read zero-padded: each field
+    # past their end is only looked at after a check that has refused them.
+    h = BatchHeader._make(_HEADER.unpack_from(
+        records if n >= RECORD_BATCH_OVERHEAD else bytes(records).ljust(RECORD_BATCH_OVERHEAD, b"\0")))
+    length = h.batch_length
     if length < 14:  # LegacyRecord.RECORD_OVERHEAD_V0: not even an old-format record
         raise InvalidBatch(f"record size {length} is less than the minimum record overhead (14)", "CORRUPT_MESSAGE")
     size = length + LOG_OVERHEAD
     if n <= _MAGIC or size > n:
         raise InvalidBatch("Produce request must have at least one record batch per partition", "INVALID_RECORD")
-    magic = struct.unpack_from(">b", records, _MAGIC)[0]
-    if magic < 0 or magic > MAGIC_V2:
-        raise InvalidBatch(f"Invalid magic found in record: {magic}", "CORRUPT_MESSAGE")
+    magic = h.magic
+    if magic > MAGIC_V2:
+        raise InvalidBatch(f"Invalid magic found in record: {magic - 256 if magic > 127 else magic}",
+                           "CORRUPT_MESSAGE")
     if magic != MAGIC_V2:
         raise InvalidBatch("Produce requests are only allowed to contain record batches with magic version 2",
                            "INVALID_RECORD")
@@ -274,16 +282,15 @@ def validate_produce_records(records, max_message_bytes: int) -> RecordBatch:
                            "INVALID_RECORD")
     if size < RECORD_BATCH_OVERHEAD:
         raise InvalidBatch(f"batch of {size} bytes is shorter than the batch header", "CORRUPT_MESSAGE")
-    base_offset = _BASE_OFFSET_FMT.unpack_from(records, 0)[0]
-    if base_offset != 0:
-        raise InvalidBatch(f"The baseOffset of the record batch should be 0, but it is {base_offset}", "INVALID_RECORD")
+    if h.base_offset != 0:
+        raise InvalidBatch(f"The baseOffset of the record batch should be 0, but it is {h.base_offset}",
+                           "INVALID_RECORD")
     if size > max_message_bytes:
         raise InvalidBatch(f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}", "MESSAGE_TOO_LARGE")
-    batch = RecordBatch(bytearray(records), 0)
-    if not batch.crc_valid():
+    if crc.crc32c(memoryview(records)[_CRC_START:]) != h.crc:
         raise InvalidBatch("Record is corrupt (stored crc does not match the computed crc)", "CORRUPT_MESSAGE")
-    h = batch.header
-    if batch.is_control:
+    attributes = h.attributes
+    if attributes & CONTROL_FLAG:
         raise InvalidBatch("Clients are not allowed to write control records", "INVALID_RECORD")
     if h.records_count <= 0:
         raise InvalidBatch("a batch must hold at least one record", "INVALID_RECORD")
@@ -294,6 +301,6 @@ def validate_produce_records(records, max_message_bytes: int) -> RecordBatch:
         )
     if h.producer_id >= 0 and h.base_sequence < 0:
         raise InvalidBatch("a batch with a producer id must carry a sequence", "INVALID_RECORD")
-    if batch.is_transactional and h.producer_id < 0:
+    if attributes & TRANSACTIONAL_FLAG and h.producer_id < 0:
         raise InvalidBatch("a transactional batch must carry a producer id", "INVALID_RECORD")
-    return batch
+    return RecordBatch(bytearray(records), 0, h)
