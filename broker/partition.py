@@ -13,6 +13,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from broker.storage.leader_epochs import LeaderEpochCache
 from broker.storage.log import AppendInfo, LogConfig, PartitionLog
@@ -32,8 +33,9 @@ class ProduceRejected(Exception):
         self.error_name = error_name
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
+class Appended(NamedTuple):
+    """A Produce partition's answer; a NamedTuple, as it is built per produced batch."""
+
     base_offset: int
     log_append_time: int
     log_start_offset: int

@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.storage.files import fsync_dir, replace_atomically
 from protocol.records import LOG_OVERHEAD, RecordBatch
@@ -116,8 +116,9 @@ class LogConfig:
         return cls(**values)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """Where an append went; a NamedTuple, as it is built per produced batch."""
+
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime

@@ -35,10 +35,10 @@ UNKNOWN_PRODUCER_ID (seed 002).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
 from protocol.records import NO_SEQUENCE, TRANSACTIONAL_FLAG, InvalidBatch, RecordBatch, increment_sequence
@@ -52,8 +52,11 @@ NO_PRODUCER_EPOCH = -1
 NO_COORDINATOR_EPOCH = -1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One of a producer's last batches. This and ProducerStateEntry are NamedTuples, not
+    frozen dataclasses: one of each is built per produced batch, and a frozen dataclass's
+    __init__ sets each field through object.__setattr__ (about twice the cost)."""
+
     first_seq: int
     last_seq: int
     first_offset: int
@@ -61,8 +64,7 @@ class BatchMetadata:
     timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerStateEntry:
+class ProducerStateEntry(NamedTuple):
     producer_id: int
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: tuple[BatchMetadata, ...] = ()  # most recent last, at most 5
@@ -90,7 +92,7 @@ class ProducerStateEntry:
         """A new epoch starts a new sequence space: the batch cache is cleared."""
         if epoch == self.producer_epoch:
             return self
-        return dataclasses.replace(self, producer_epoch=epoch, batches=())
+        return self._replace(producer_epoch=epoch, batches=())
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,26 +236,28 @@ class ProducerStateManager:
 
     # produce path --------------------------------------------------------
     def _visible_entry(self, producer_id: int, log_start_offset: int) -> ProducerStateEntry | None:
+        """The entry as Kafka 2.0-2.4 saw it: they dropped batches, and then producers, that
+        retention moved below the log start (KIP-360 "prolonged retention" removed this)."""
         entry = self._producers.get(producer_id)
-        if entry is None or not self.emulate_older_than_2_5:
-            return entry
-        # Kafka 2.0-2.4 dropped batches, and then producers, that retention moved below
-        # the log start (KIP-360 "prolonged retention" removed this).
-        if entry.current_txn_first_offset is not None or not entry.batches:
+        if entry is None or entry.current_txn_first_offset is not None or not entry.batches:
             return entry
         kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
         if not kept:
             return None
-        return dataclasses.replace(entry, batches=kept)
+        return entry._replace(batches=kept)
 
     def check(self, batch: RecordBatch, log_start_offset: int) -> Check:
         """Validates a data batch before it is appended. Pure."""
-        pid = batch.producer_id
+        h = batch.header  # hot path: the fields read once, not through the batch's properties
+        pid = h.producer_id
         if pid < 0:
             return ACCEPT
-        epoch = batch.producer_epoch
-        first_seq = batch.base_sequence
-        entry = self._visible_entry(pid, log_start_offset)
+        epoch = h.producer_epoch
+        first_seq = h.base_sequence
+        if self.emulate_older_than_2_5:
+            entry = self._visible_entry(pid, log_start_offset)
+        else:
+            entry = self._producers.get(pid)
         if entry is None:
             if self.emulate_older_than_2_5 and first_seq != 0:
                 return _error(
@@ -262,10 +266,11 @@ class ProducerStateManager:
                 )
             return ACCEPT  # KIP-360: an unknown producer may resume at any sequence
 
-        dup = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
+        last_seq = NO_SEQUENCE if first_seq == NO_SEQUENCE else increment_sequence(first_seq, h.last_offset_delta)
+        dup = entry.find_duplicate(epoch, first_seq, last_seq)
         if dup is not None:
             txn_start = entry.current_txn_first_offset
-            stale = batch.is_transactional and (txn_start is None or dup.first_offset < txn_start)
+            stale = bool(h.attributes & TRANSACTIONAL_FLAG) and (txn_start is None or dup.first_offset < txn_start)
             return Check(duplicate_of=dup, stale=stale)
 
         if epoch < entry.producer_epoch:
@@ -294,7 +299,7 @@ class ProducerStateManager:
                 f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}",
             )
 
-        if entry.current_txn_first_offset is not None and not batch.is_transactional:
+        if entry.current_txn_first_offset is not None and not h.attributes & TRANSACTIONAL_FLAG:
             return _error(
                 "INVALID_TXN_STATE",
                 f"non-transactional write from producer {pid} while its transaction is open",
@@ -306,7 +311,7 @@ class ProducerStateManager:
         this is also the replay path. The batch's max timestamp is the producer's last
         activity (Kafka's lastTimestamp), whatever the broker's clock says."""
         # Hot path (every produced batch): header fields read once, the new entry built
-        # with one constructor call rather than with_epoch + dataclasses.replace.
+        # with one constructor call rather than with_epoch + _replace.
         h = batch.header
         base_offset = batch.base_offset
         last_offset = base_offset + h.last_offset_delta

@@ -719,10 +719,8 @@ def test_an_open_transaction_of_an_older_epoch_is_not_ongoing_for_the_next_epoch
 
 
 # The produce path builds entries with one constructor call; this is the plain
-# with_epoch + dataclasses.replace form it replaced, as the reference it must match.
+# with_epoch + _replace form it replaced, as the reference it must match.
 def _reference_update(entries: dict, verifications: set, batch: RecordBatch) -> None:
-    import dataclasses
-
     from broker.storage.producer_state import BATCHES_TO_RETAIN, ProducerStateEntry
 
     if batch.producer_id < 0:
@@ -736,14 +734,12 @@ def _reference_update(entries: dict, verifications: set, batch: RecordBatch) -> 
         verifications.discard(batch.producer_id)
         if txn_first is None:
             txn_first = batch.base_offset
-    entries[batch.producer_id] = dataclasses.replace(
-        entry, batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:], current_txn_first_offset=txn_first,
+    entries[batch.producer_id] = entry._replace(
+        batches=(entry.batches + (meta,))[-BATCHES_TO_RETAIN:], current_txn_first_offset=txn_first,
         last_timestamp=batch.max_timestamp)
 
 
 def _reference_complete(entries: dict, verifications: set, pid, epoch, offset, commit, coordinator_epoch, now):
-    import dataclasses
-
     from broker.storage.producer_state import ProducerStateEntry
 
     verifications.discard(pid)
@@ -752,8 +748,8 @@ def _reference_complete(entries: dict, verifications: set, pid, epoch, offset, c
     if entry.current_txn_first_offset is not None:
         completed = CompletedTxn(pid, entry.current_txn_first_offset, offset, not commit)
     entry = entry.with_epoch(epoch)
-    entries[pid] = dataclasses.replace(entry, current_txn_first_offset=None, coordinator_epoch=coordinator_epoch,
-                                       last_timestamp=entry.last_timestamp if now is None else now)
+    entries[pid] = entry._replace(current_txn_first_offset=None, coordinator_epoch=coordinator_epoch,
+                                  last_timestamp=entry.last_timestamp if now is None else now)
     return completed
 
 
