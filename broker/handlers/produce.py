@@ -72,14 +72,16 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
             check_keys_for_compaction(batch, f"{topic}-{data.index}")
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e), e.record_errors)
-    if (batch.is_transactional and cluster.config["transaction.partition.verification.enable"]
-            and not partition.producer_state.has_ongoing_transaction(batch.producer_id, batch.producer_epoch)):
-        partition.producer_state.start_verification(batch.producer_id, batch.base_sequence, batch.producer_epoch, now)
-        error = ctx.broker.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
-                                          topic, data.index, ctx.version)
-        if error is not None:
-            return _error(data.index, error, partition.log_start_offset,
-                          f"partition {topic}-{data.index} is not part of producer {batch.producer_id}'s transaction")
+    h = batch.header  # the fields read once, not through the batch's properties
+    if h.attributes & TRANSACTIONAL_FLAG and cluster.config["transaction.partition.verification.enable"]:
+        state = partition.producer_state
+        if not state.has_ongoing_transaction(h.producer_id, h.producer_epoch):
+            state.start_verification(h.producer_id, h.base_sequence, h.producer_epoch, now)
+            error = ctx.broker.verify_produce(transactional_id, h.producer_id, h.producer_epoch,
+                                              topic, data.index, ctx.version)
+            if error is not None:
+                return _error(data.index, error, partition.log_start_offset,
+                              f"partition {topic}-{data.index} is not part of producer {h.producer_id}'s transaction")
     try:
         appended = partition.append_from_client(batch, now, cluster.config["transaction.refuse.sequence.reuse"])
     except ProduceRejected as e:
@@ -155,6 +157,7 @@ async def handle(ctx, request):
         allocator.keep_freed_buffers()
     now = ctx.clock.now_ms()
     acks = request.acks
+    version = ctx.version
     responses = []
     if request.transactional_id is None and _has_transactional_records(request):
         # Kafka answers the whole request so: transactional records need a transactional id
@@ -166,7 +169,7 @@ async def handle(ctx, request):
     txn_denied = request.transactional_id is not None and not allowed(
         ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id)
     refused = {}
-    if request.transactional_id and not txn_denied and ctx.version >= FIRST_VERSION_WITH_IMPLICIT_ADD:
+    if request.transactional_id and not txn_denied and version >= FIRST_VERSION_WITH_IMPLICIT_ADD:
         refused = await _add_to_transaction(ctx, request)
     for topic in request.topic_data:
         results = []
@@ -188,7 +191,7 @@ async def handle(ctx, request):
             name, p = failed[0]
             raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
         return None
-    if ctx.version < KIP_951_VERSION:
+    if version < KIP_951_VERSION:
         return {"responses": responses}
     leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
                if "current_leader" in p}

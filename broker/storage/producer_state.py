@@ -115,8 +115,9 @@ class Check:
 ACCEPT = Check()
 
 
-@dataclass(frozen=True, slots=True)
-class CompletedTxn:
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (one per marker write: a NamedTuple, as BatchMetadata)."""
+
     producer_id: int
     first_offset: int
     last_offset: int  # the marker's offset
