@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -58,11 +59,16 @@ class Clock:
 
         A coroutine runs in the calling task, as under ``asyncio.timeout`` (the timer
         cancels this task): no task per wait, and work that finishes without waiting
-        finishes in this turn of the loop. A future or task is awaited in a task."""
+        finishes in this turn of the loop, arming no timer (none could fire before the
+        turn ends). A future or task is awaited in a task."""
         current = asyncio.current_task()
         if current is None or not asyncio.iscoroutine(awaitable):
             return await self._wait_for_in_task(awaitable, timeout_s)
         cancelling = current.cancelling()
+        try:
+            waits_on = awaitable.send(None)  # its first step, up to where it first waits
+        except StopIteration as finished:
+            return finished.value
         expired = False
 
         def expire() -> None:
@@ -72,7 +78,7 @@ class Clock:
 
         handle = self.call_later(timeout_s, expire)
         try:
-            result = await awaitable
+            result = await _resume(awaitable, waits_on)
         except asyncio.CancelledError:
             # ours only if no one else cancelled the task too (then theirs propagates)
             if expired and current.uncancel() <= cancelling:
@@ -105,6 +111,26 @@ class Clock:
             handle.cancel()
             if not task.done():
                 task.cancel()
+
+
+@types.coroutine
+def _resume(coroutine, waits_on):
+    """Goes on with ``coroutine``, which waits on ``waits_on`` after a first step taken
+    outside this await, as ``await coroutine`` would have."""
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as e:  # a cancel: raised where the coroutine waits
+            step, value = coroutine.throw, e
+        else:
+            step, value = coroutine.send, sent
+        try:
+            waits_on = step(value)
+        except StopIteration as finished:
+            return finished.value
 
 
 SYSTEM_CLOCK = Clock()

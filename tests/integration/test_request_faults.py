@@ -273,3 +273,44 @@ def test_close_before_processing_on_a_node_and_version_range_is_retried_and_stor
     assert states[never["id"]]["matched"] == 0
     assert states[rule["id"]]["fired"] == 2 and states[rule["id"]]["matched"] >= 5
     assert_exactly_once(read_committed(broker.bootstrap, topic_name, 1, 3), values)
+
+
+@pytest.mark.parametrize("action", ["drop_response", "delay"])
+def test_a_marker_request_dropped_or_delayed_by_a_rule_added_later_times_out_and_is_sent_again(
+        broker_factory, topic_name, action):
+    """Markers between nodes of one process meet the rules added after earlier markers
+    went through: the lost or late answer times out on the broker's clock and the
+    marker is sent again."""
+    broker = broker_factory(admin=True)
+    create(broker.bootstrap, topic_name, 2)
+    control = broker.control()
+    node_id = control.cluster()["nodes"][0]["node_id"]
+    txn_id = f"m-{topic_name}"
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(30)
+
+    def commit(value: bytes) -> None:
+        producer.begin_transaction()
+        for p in (0, 1):
+            producer.produce(topic_name, value, partition=p)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30)
+
+    def state() -> str:
+        return next(t["state"] for t in broker.transactions() if t["transactional_id"] == txn_id)
+
+    commit(b"before")  # no rule yet
+    wait_until(lambda: state() == "CompleteCommit", timeout=30)
+    rule = control.fault_add(action=action, api_key=27, client_id=f"eosbroker-node-{node_id}", count=1,
+                             **({"delay_ms": "60s"} if action == "delay" else {}))
+    commit(b"after")
+    wait_until(lambda: _rule(control, rule["id"])["fired"] == 1, timeout=30)
+    assert state() == "PrepareCommit"
+    control.clock_advance(by="31s")  # past the marker request's timeout, not the delay
+    wait_until(lambda: state() == "CompleteCommit", timeout=30)
+    assert _rule(control, rule["id"])["matched"] == 2  # the marker request was sent again
+    assert_exactly_once(read_committed(broker.bootstrap, topic_name, 2, 4), [b"before", b"after"] * 2)
+
+
+def _rule(control, rule_id: int) -> dict:
+    return next(r for r in control.faults()["rules"] if r["id"] == rule_id)

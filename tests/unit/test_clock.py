@@ -114,6 +114,24 @@ def test_wait_for_runs_a_coroutine_in_the_calling_task():
         tasks_before = len(asyncio.all_tasks())
         assert await clock.wait_for(immediate(), 3) == 7
         assert ran_in == [caller] and len(asyncio.all_tasks()) == tasks_before
+        assert clock._timers == []  # it never waited: no timer was armed
+
+        # one that waits runs on under the timer from where it first waited, to its result
+        async def waits_twice():
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            ran_in.append(asyncio.current_task())
+            return 8
+
+        assert await clock.wait_for(waits_twice(), 3) == 8
+        assert ran_in == [caller, caller] and len(clock._timers) == 1 and clock._timers[0][2] is None
+
+        async def fails_after_waiting():
+            await asyncio.sleep(0)
+            raise KeyError("from the coroutine")
+
+        with pytest.raises(KeyError, match="from the coroutine"):
+            await clock.wait_for(fails_after_waiting(), 3)
         assert all(entry[2] is None for entry in clock._timers)
 
         # a timeout cancels the coroutine where it waits and leaves the task uncancelled
