@@ -21,6 +21,7 @@ from typing import Any
 
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
+from broker.server import Connection, RequestContext
 from protocol import messages
 from protocol.framing import RequestHeader
 
@@ -64,6 +65,8 @@ class Network:
     def __post_init__(self) -> None:
         self._correlation = itertools.count(1)
         self._connection_ids = itertools.count(-1, -1)  # negative: never a client's
+        # one connection from each node to each other, as Kafka's brokers keep
+        self._connections: dict[tuple[int, int], Connection] = {}
 
     def faults(self, source: int, target: int) -> LinkFaults | None:
         if not self.links:  # the usual case: no link faults at all
@@ -87,8 +90,6 @@ class Network:
 
     async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
                        typed: bool = True) -> Any:
-        from broker.server import Connection, RequestContext
-
         sender = self.broker.node(source)
         if sender is not None and not sender.serving.is_set():
             await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
@@ -108,8 +109,11 @@ class Network:
         if not node.is_up:
             raise Unreachable(f"node {target} stopped")
         request = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
+        conn = self._connections.get((source, target))
+        if conn is None:
+            conn = self._connections[source, target] = Connection(
+                next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
-        conn = Connection(next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None)
         ctx = RequestContext(self.broker, header, conn)
         if not self.broker.faults.active:
             result = await HANDLERS[api_key](ctx, request)
