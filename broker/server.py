@@ -69,7 +69,7 @@ class _Route:
     flexible: bool  # request header v2 (tagged fields to skip)
     flexible_response: bool  # response header v1 (ApiVersions always answers with v0)
     decode: Any  # messages.request_decoder
-    encode: Any  # layouts.response_encoder
+    answer: Any  # layouts.response_frame_encoder
 
 
 @dataclass(slots=True)
@@ -204,12 +204,13 @@ class Server:
     @staticmethod
     def _flush(conn: Connection) -> None:
         unsent, conn.unsent = conn.unsent, None
-        if not unsent or conn.writer.is_closing():
+        transport = conn.writer.transport
+        if not unsent or transport.is_closing():
             return
         if len(unsent) == 1:
-            conn.writer.write(unsent[0])
+            transport.write(unsent[0])
         else:
-            conn.writer.writelines(unsent)
+            transport.writelines(unsent)
 
     def _close(self, conn: Connection) -> None:
         """Closes after sending what was already answered (a fault's close_after, a bad
@@ -270,7 +271,7 @@ class Server:
         finally:
             reading.finished()
 
-    async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | None:
+    async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | bytearray | None:
         broker = self.broker
         observer = broker.request_observer
         started = broker.clock.monotonic() if observer is not None else 0.0
@@ -286,10 +287,13 @@ class Server:
             if route.__class__ is bytes:
                 return route
         if route.flexible:
-            try:
-                pos = skip_tagged_fields(frame, pos)
-            except FrameError as e:
-                raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
+            if pos < len(frame) and frame[pos] == 0:  # no tagged fields, as clients send it
+                pos += 1
+            else:
+                try:
+                    pos = skip_tagged_fields(frame, pos)
+                except FrameError as e:
+                    raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
             request = route.decode(frame, pos)
         except messages.DecodeError as e:
@@ -312,12 +316,11 @@ class Server:
         out = None
         if result is not None:
             if isinstance(result, dict) and observer is None:  # the observer is given the typed message
-                body = route.encode(result)
+                out = route.answer(header.correlation_id, result)
             else:
                 if isinstance(result, dict):
                     result = messages.build_response(api_key, version, result)
-                body = messages.encode(result)
-            out = encode_response_frame(header.correlation_id, route.flexible_response, body)
+                out = encode_response_frame(header.correlation_id, route.flexible_response, messages.encode(result))
         if observer is not None:
             try:
                 observer(api_key, version, broker.clock.monotonic() - started, len(frame),
@@ -339,8 +342,9 @@ class Server:
                 return self._unsupported_api_versions(header)
             return self._unsupported_version(header, frame, pos)
         flexible = api.flexible(version)
-        route = _Route(HANDLERS[api_key], flexible, flexible and api_key != API_VERSIONS,
-                       messages.request_decoder(api_key, version), layouts.response_encoder(api_key, version))
+        flexible_response = flexible and api_key != API_VERSIONS
+        route = _Route(HANDLERS[api_key], flexible, flexible_response, messages.request_decoder(api_key, version),
+                       layouts.response_frame_encoder(api_key, version, flexible_response))
         self._routes[(api_key << 16) | (version & 0xFFFF)] = route
         return route
 

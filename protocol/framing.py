@@ -185,6 +185,20 @@ def encode_response_frame(correlation_id: int, flexible_header: bool, body: byte
     return _RESPONSE_HEAD.pack(4 + len(body), correlation_id) + body
 
 
+def response_head_size(flexible_header: bool) -> int:
+    """The bytes before a response's body: size prefix and response header."""
+    return _FLEXIBLE_RESPONSE_HEAD.size if flexible_header else _RESPONSE_HEAD.size
+
+
+def fill_response_head(frame: bytearray, correlation_id: int, flexible_header: bool) -> None:
+    """Writes size prefix and response header into the room a body was written after
+    (``response_head_size`` bytes), so the body is not copied into a frame."""
+    if flexible_header:
+        _FLEXIBLE_RESPONSE_HEAD.pack_into(frame, 0, len(frame) - 4, correlation_id, 0)
+    else:
+        _RESPONSE_HEAD.pack_into(frame, 0, len(frame) - 4, correlation_id)
+
+
 def encode_request_frame(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible_header: bool, body: bytes
 ) -> bytes:

@@ -34,6 +34,7 @@ from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_tagged_field
 
 from protocol import messages
+from protocol.framing import encode_response_frame, fill_response_head, response_head_size
 from protocol.framing import write_unsigned_varint as _uvarint
 
 # Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
@@ -75,10 +76,6 @@ def _datetime_ms(v) -> int:
     raise GiveUp(f"timestamp {v!r}")
 
 
-def _nullable_datetime_ms(v) -> int:
-    return -1 if v is None else _datetime_ms(v)
-
-
 def _uuid_bytes(v) -> bytes:
     if v is None:
         return bytes(16)
@@ -87,15 +84,27 @@ def _uuid_bytes(v) -> bytes:
     raise GiveUp(f"uuid {v!r}")
 
 
-def _scalar_conversion(kafka_type: str, optional: bool) -> str | None:
-    """The helper that turns a dict value into what struct packs (None: as it is)."""
+def _scalar(kafka_type: str, optional: bool, var: str) -> str:
+    """The expression that turns a dict value into what struct packs: the usual types
+    pass inline, anything else goes through the helper that converts it or gives up."""
     if kafka_type == "error_code":
-        return "_error_code"
+        return f"({var} if {var}.__class__ is _ErrorCode or ({var}.__class__ is int and {var} in _ERROR_CODES)" \
+               f" else _error_code({var}))"
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
-        return "_timedelta_ms"
+        return f"({var} if {var}.__class__ is int else _timedelta_ms({var}))"
     if kafka_type == "datetime_i64":
-        return "_nullable_datetime_ms" if optional else "_datetime_ms"
-    return None
+        converted = f"{var} if {var}.__class__ is int else _datetime_ms({var})"
+        return f"(-1 if {var} is None else {converted})" if optional else f"({converted})"
+    return var
+
+
+def _packed_default(kafka_type: str | None, default: Any) -> Any:
+    """A time field's default as the milliseconds it packs to: converted once, here."""
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(default, datetime.timedelta):
+        return _timedelta_ms(default)
+    if kafka_type == "datetime_i64" and isinstance(default, datetime.datetime):
+        return _datetime_ms(default)
+    return default
 
 
 def _default(f, kind) -> Any:
@@ -114,8 +123,8 @@ class _Compiler:
         self.lines: list[str] = []
         self.env: dict[str, Any] = {
             "_GiveUp": GiveUp, "_MISSING": MISSING, "_uvarint": _uvarint, "_error_code": _error_code,
-            "_timedelta_ms": _timedelta_ms, "_datetime_ms": _datetime_ms,
-            "_nullable_datetime_ms": _nullable_datetime_ms, "_uuid_bytes": _uuid_bytes, "_dict": dict,
+            "_timedelta_ms": _timedelta_ms, "_datetime_ms": _datetime_ms, "_ErrorCode": ErrorCode,
+            "_ERROR_CODES": _ERROR_CODES, "_uuid_bytes": _uuid_bytes, "_dict": dict,
             "_kio_entity": self._kio_entity,
         }
         self.names: dict[type, str] = {}
@@ -156,7 +165,7 @@ class _Compiler:
                 continue
             kafka_type = f.metadata.get("kafka_type")
             alias = f.name + "_ms" if kafka_type in messages._TIME_TYPES else None
-            default = self.const(_default(f, kind))
+            default = self.const(_packed_default(kafka_type, _default(f, kind)))
             var = f"v{i}"
             body.append(f"{var} = g({f.name!r}, _MISSING)")
             if alias is not None:
@@ -170,10 +179,10 @@ class _Compiler:
                 pack_pending()
                 self.nested(body, var, kind.type_, optional, indent="")
             elif kafka_type in _FIXED:
-                conversion = _scalar_conversion(kafka_type, optional)
-                if optional and conversion is None:
+                value = _scalar(kafka_type, optional, var)
+                if optional and value == var:
                     raise NotImplementedError(f"nullable {kafka_type} in {cls.__name__}")
-                pending.append((_FIXED[kafka_type], f"{conversion}({var})" if conversion else var))
+                pending.append((_FIXED[kafka_type], value))
             else:
                 pack_pending()
                 self.variable(body, var, kafka_type, optional, flexible, indent="")
@@ -241,9 +250,8 @@ class _Compiler:
         if isinstance(kind, EntityTupleField):
             body.append(f"        {self.entity(kind.type_)}({item}, buf)")
         elif kafka_type in _FIXED:
-            conversion = _scalar_conversion(kafka_type, False)
             s = self.const(struct.Struct(">" + _FIXED[kafka_type]))
-            body.append(f"        buf += {s}.pack({conversion + '(' + item + ')' if conversion else item})")
+            body.append(f"        buf += {s}.pack({_scalar(kafka_type, False, item)})")
         else:
             self.variable(body, item, kafka_type, False, flexible, indent="        ")
 
@@ -317,38 +325,46 @@ def encoder(api_key: int, version: int):
     def encode(data: dict) -> bytearray:
         buf = bytearray()
         write(data, buf)
-        return buf  # not copied to bytes: the frame copies it once (a Fetch answer is large)
+        return buf
 
     return encode
 
 
 @cache
-def response_encoder(api_key: int, version: int):
-    """``encode_response`` for one API version (its layout looked up once): the request
-    path calls it for every response."""
-    encode = encoder(api_key, version)
-
-    def generic(data: dict) -> bytes:
+def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
+    """``encode(correlation_id, data)``: the whole response frame for a handler's dict,
+    its body by the layout when the API has one, else (or when the layout gives up) by
+    build + kio. Looked up once per API version: the request path calls it for every
+    response. The layout writes the body after room for the size and header, so the
+    body (a Fetch answer can be a megabyte of records) is not copied again into a frame."""
+    def body_by_kio(data: dict) -> bytes:
         return messages.encode(messages.build_response(api_key, version, data))
 
-    if encode is None:
-        return generic
+    def generic(correlation_id: int, data: dict) -> bytes:
+        return encode_response_frame(correlation_id, flexible_header, body_by_kio(data))
 
-    def by_layout(data: dict) -> bytes:
+    if encoder(api_key, version) is None:
+        return generic
+    write = _compiled(messages.response_class(api_key, version))
+    head = response_head_size(flexible_header)
+
+    def by_layout(correlation_id: int, data: dict) -> bytearray | bytes:
+        frame = bytearray(head)
         try:
-            body = encode(data)
+            write(data, frame)
         except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
-            return generic(data)
+            return generic(correlation_id, data)
         if messages.CHECK_FIELD_NAMES:
-            expected = generic(data)
-            if expected != body:
-                raise AssertionError(f"layout of api {api_key} v{version} wrote {body!r}, kio {expected!r}")
-        return body
+            expected = body_by_kio(data)
+            if expected != frame[head:]:
+                raise AssertionError(f"layout of api {api_key} v{version} wrote {frame[head:]!r}, kio {expected!r}")
+        fill_response_head(frame, correlation_id, flexible_header)
+        return frame
 
     return by_layout
 
 
 def encode_response(api_key: int, version: int, data: dict) -> bytes:
-    """The response body for a handler's dict: by the layout when the API has one,
-    else (or when the layout gives up) by build + kio."""
-    return response_encoder(api_key, version)(data)
+    """The response body for a handler's dict (the frame of ``response_frame_encoder``
+    after its size and header)."""
+    return bytes(response_frame_encoder(api_key, version, False)(0, data)[response_head_size(False):])

@@ -83,8 +83,14 @@ def _plan(cls: type) -> tuple[bool, tuple]:
 # fixed-size values is skipped in one step. Refusals and their messages are the walk's.
 
 def _length_code(var: str, flexible: bool, wide: bool) -> list[str]:
+    """Reads a length or count into ``var`` (-1 for null), as ``_length`` does: a
+    fixed-size prefix or a one-byte varint without a call."""
     if not flexible:
-        return [f"{var}, pos = _length(buf, pos, end, False, {wide})"]
+        size = 4 if wide else 2
+        return [f"if pos + {size} > end: raise ShapeError('length prefix runs past the end of the request')",
+                f"{var} = {'_int32' if wide else '_int16'}(buf, pos)[0]",
+                f"if {var} < -1: raise ShapeError(f'negative length {{{var}}}')",
+                f"pos += {size}"]
     return [f"if pos < end and buf[pos] < 0x80: {var} = buf[pos] - 1; pos += 1",
             f"else: {var}, pos = _length(buf, pos, end, True, {wide})"]
 
@@ -103,7 +109,8 @@ def _value_code(kafka_type: str, flexible: bool, nullable: bool) -> list[str]:
 
 class _Compiler:
     def __init__(self) -> None:
-        self.env: dict = {"ShapeError": ShapeError, "_length": _length, "_uvarint": _uvarint}
+        self.env: dict = {"ShapeError": ShapeError, "_length": _length, "_uvarint": _uvarint,
+                          "_int16": _INT16.unpack_from, "_int32": _INT32.unpack_from}
         self.names: dict[type, str] = {}
         self.sources: list[str] = []
 
@@ -135,13 +142,15 @@ class _Compiler:
                     body += ["for _ in range(count):"] + ["    " + line for line in _value_code(arg, flexible, True)]
         if flexible:
             body += [
-                "tags, pos = _uvarint(buf, pos, end)",
-                "if tags > end - pos: raise ShapeError(f'{tags} tagged fields in {end - pos} remaining bytes')",
-                "for _ in range(tags):",
-                "    _tag, pos = _uvarint(buf, pos, end)",
-                "    size, pos = _uvarint(buf, pos, end)",
-                "    pos += size",
-                "    if pos > end: raise ShapeError('tagged field runs past the end of the request')",
+                "if pos < end and buf[pos] == 0: pos += 1  # no tagged fields: the usual case",
+                "else:",
+                "    tags, pos = _uvarint(buf, pos, end)",
+                "    if tags > end - pos: raise ShapeError(f'{tags} tagged fields in {end - pos} remaining bytes')",
+                "    for _ in range(tags):",
+                "        _tag, pos = _uvarint(buf, pos, end)",
+                "        size, pos = _uvarint(buf, pos, end)",
+                "        pos += size",
+                "        if pos > end: raise ShapeError('tagged field runs past the end of the request')",
             ]
         body.append("return pos")
         self.sources.append(f"def {name}(buf, pos, end, depth):\n" + "\n".join("    " + line for line in body))

@@ -129,7 +129,7 @@ def _answer(send, frame: bytes) -> None:
         out = send(frame)
     except ProtocolViolation:
         return
-    assert out is None or isinstance(out, bytes)
+    assert out is None or isinstance(out, (bytes, bytearray))
 
 
 @settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
