@@ -55,6 +55,13 @@ def _writer(cls: type):
     return entity_writer(cls)
 
 
+# A transactional producer sends the same AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+# body in every transaction; kio's messages are immutable, so one decoded copy of each
+# body serves its repeats (at most _REPEATS_KEPT bodies per API version).
+_REPEATING_APIS = frozenset({24, 25, 26})
+_REPEATS_KEPT = 64
+
+
 @cache
 def request_decoder(api_key: int, version: int):
     """``decode_request`` for one API version, its class, reader and shape walk looked up
@@ -70,7 +77,21 @@ def request_decoder(api_key: int, version: int):
         except Exception as e:  # kio raises several types for malformed input
             raise DecodeError(f"cannot decode {api_key_map[api_key]} v{version}: {e}") from e
 
-    return decode
+    if api_key not in _REPEATING_APIS:
+        return decode
+    decoded: dict[bytes, Any] = {}
+
+    def decode_repeat(body: bytes | memoryview, offset: int = 0):
+        key = bytes(body[offset:])
+        request = decoded.get(key)
+        if request is None:
+            request = decode(body, offset)
+            if len(decoded) >= _REPEATS_KEPT:
+                decoded.clear()
+            decoded[key] = request
+        return request
+
+    return decode_repeat
 
 
 def decode_request(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):

@@ -439,3 +439,18 @@ def test_flexible_versions_table_matches_kio_schemas():
     for api_key in KAFKA_4_0:
         for version in schema_name_map[api_key_map[api_key]]:
             assert request_class(api_key, version).__flexible__ == (version >= flexible_from(api_key)), (api_key, version)
+
+
+def test_a_repeated_end_txn_body_decodes_the_same_and_a_bad_one_fails_each_time():
+    """EndTxn bodies repeat in every transaction: a repeat decodes to the same message,
+    one that differs in a byte decodes anew, and a malformed one is refused every time."""
+    body = encode(build_request(26, 3, {"transactional_id": "t", "producer_id": 7, "producer_epoch": 1,
+                                        "committed": True}))
+    first = decode_request(26, 3, body)
+    assert decode_request(26, 3, bytes(body)) == first
+    assert decode_request(26, 3, b"\x00" * 3 + body, 3) == first
+    aborted = decode_request(26, 3, body[:-2] + b"\x00" + body[-1:])
+    assert aborted.committed is False and first.committed is True
+    for _ in range(2):
+        with pytest.raises(DecodeError):
+            decode_request(26, 3, body[:-3])
