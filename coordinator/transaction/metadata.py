@@ -141,15 +141,10 @@ class TransactionMetadata:
         self, partitions: frozenset[TopicPartition], now_ms: int
     ) -> TransactionMetadata:
         """AddPartitionsToTxn/AddOffsetsToTxn: the transaction starts (or grows)."""
-        starting = self.state in (
-            TransactionState.EMPTY,
-            TransactionState.COMPLETE_COMMIT,
-            TransactionState.COMPLETE_ABORT,
-        )
         return self._transit(
             TransactionState.ONGOING,
             topic_partitions=self.topic_partitions | partitions,
-            txn_start_timestamp_ms=now_ms if starting else self.txn_start_timestamp_ms,
+            txn_start_timestamp_ms=now_ms if self.state.is_idle else self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms=now_ms,
             client_transaction_version=0,
         )
@@ -162,10 +157,9 @@ class TransactionMetadata:
         transaction) carry the new one and a zombie of the old epoch is fenced. When that
         bump reaches the last epoch, ``next_producer_id`` is the id the producer moves to
         once the markers are written (``prepare_complete``)."""
-        if new_state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+        if not new_state.is_prepare:
             raise InvalidTransition(f"{new_state} is not a prepare state")
-        idle = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
-        if transaction_version < 2 and self.state in idle:
+        if transaction_version < 2 and self.state.is_idle:
             raise InvalidTransition(f"{new_state} cannot follow {self.state} in transaction version 1")
         bump = {}
         if transaction_version >= 2:
@@ -212,7 +206,7 @@ class TransactionMetadata:
         new = self._with(state=target, previous_producer_id=self.producer_id, **changes)
         if new.producer_id < 0:
             raise InvalidTransition(f"illegal producer id {new.producer_id}")
-        if target is not TransactionState.DEAD and new.producer_epoch < 0:
+        if new.producer_epoch < 0 and target is not TransactionState.DEAD:
             raise InvalidTransition(f"illegal producer epoch {new.producer_epoch}")
         return new
 

@@ -18,6 +18,17 @@ class TransactionState(enum.Enum):
     def __init__(self, state_id: int, state_name: str) -> None:
         self.id = state_id
         self.state_name = state_name
+        # Set below, once every member exists. Plain attributes, not properties: the
+        # coordinator asks them several times per request, and a property of an enum
+        # member costs ten times an attribute.
+        self.is_prepare = False
+        self.is_idle = False  # Empty or Complete*: no transaction open or completing
+        self.is_expiration_allowed = False  # only idle ids may expire
+        self.valid_previous_states: frozenset[TransactionState] = frozenset()
+
+    # Members are singletons: identity hashing is right, and it is C code where Enum's
+    # hash of the member name is a Python call (members key dicts and sets per request).
+    __hash__ = object.__hash__
 
     def __str__(self) -> str:
         return self.state_name
@@ -34,24 +45,10 @@ class TransactionState(enum.Enum):
         """The state Kafka calls ``name`` (ListTransactions state filters), or None."""
         return _BY_NAME.get(name)
 
-    @property
-    def valid_previous_states(self) -> frozenset[TransactionState]:
-        return _VALID_PREVIOUS[self]
-
-    @property
-    def is_expiration_allowed(self) -> bool:
-        """Only idle ids (no transaction open or completing) may expire."""
-        return self in _EXPIRABLE
-
-    @property
-    def is_prepare(self) -> bool:
-        return self in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
-
 
 S = TransactionState
 _BY_ID = {s.id: s for s in S}
 _BY_NAME = {s.state_name: s for s in S}
-_EXPIRABLE = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 
 # Kafka's rules; PrepareAbort after Empty/Complete* is transaction version 2's abort
 # without a transaction (EndTxn v5 only asks for it).
@@ -65,4 +62,8 @@ _VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
 }
-del S
+for _state in S:
+    _state.is_prepare = _state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+    _state.is_idle = _state.is_expiration_allowed = _state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+    _state.valid_previous_states = _VALID_PREVIOUS[_state]
+del S, _state
