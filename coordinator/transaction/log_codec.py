@@ -91,11 +91,9 @@ _HEAD = struct.Struct(">hqhib")  # version, ProducerId, ProducerEpoch, Transacti
 _TIMES = struct.Struct(">qq")  # LastUpdateTimestampMs, StartTimestampMs
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-# (tag, payload size) prefixes of the tagged fields, each a single varint byte
-_TAGGED_I64 = (bytes((_TAG_PREVIOUS_PRODUCER_ID, 8)), bytes((_TAG_NEXT_PRODUCER_ID, 8)))
-_TAGGED_CLIENT_TRANSACTION_VERSION = bytes((_TAG_CLIENT_TRANSACTION_VERSION, 2))
-_TAGGED_NEXT_PRODUCER_EPOCH = bytes((_TAG_NEXT_PRODUCER_EPOCH, 2))
+# A tagged field: tag and payload size (each a single varint byte), then the payload
+_TAGGED_I64 = struct.Struct(">BBq")
+_TAGGED_I16 = struct.Struct(">BBh")
 
 
 def encode_value(value: TransactionLogValue, version: int = HIGHEST_VALUE_VERSION) -> bytes:
@@ -120,30 +118,25 @@ def _encode_value(version: int, producer_id: int, producer_epoch: int, timeout_m
                   partitions: tuple[tuple[str, tuple[int, ...]], ...] | None, last_update_ms: int, start_ms: int,
                   previous_producer_id: int, next_producer_id: int, client_transaction_version: int,
                   next_producer_epoch: int) -> bytes:
-    """Written into one buffer with prepared structs."""
+    """Written with prepared structs, joined once."""
     if version not in (0, 1):
         raise UnknownValueVersion(version)
     flexible = version >= 1
-    out = bytearray(_HEAD.pack(version, producer_id, producer_epoch, timeout_ms, status))
-    out += _partitions_bytes(partitions, flexible)
-    out += _TIMES.pack(last_update_ms, start_ms)
+    parts = [_HEAD.pack(version, producer_id, producer_epoch, timeout_ms, status),
+             _partitions_bytes(partitions, flexible), _TIMES.pack(last_update_ms, start_ms)]
     if flexible:
-        count_at = len(out)
-        out.append(0)  # the tagged field count, set below (at most 4: one byte)
-        for prefix, tagged_producer_id in zip(_TAGGED_I64, (previous_producer_id, next_producer_id)):
-            if tagged_producer_id != -1:
-                out += prefix
-                out += _I64.pack(tagged_producer_id)
-                out[count_at] += 1
+        tagged = []  # each written only when it differs from its default
+        if previous_producer_id != -1:
+            tagged.append(_TAGGED_I64.pack(_TAG_PREVIOUS_PRODUCER_ID, 8, previous_producer_id))
+        if next_producer_id != -1:
+            tagged.append(_TAGGED_I64.pack(_TAG_NEXT_PRODUCER_ID, 8, next_producer_id))
         if client_transaction_version != 0:
-            out += _TAGGED_CLIENT_TRANSACTION_VERSION
-            out += _I16.pack(client_transaction_version)
-            out[count_at] += 1
+            tagged.append(_TAGGED_I16.pack(_TAG_CLIENT_TRANSACTION_VERSION, 2, client_transaction_version))
         if next_producer_epoch != -1:
-            out += _TAGGED_NEXT_PRODUCER_EPOCH
-            out += _I16.pack(next_producer_epoch)
-            out[count_at] += 1
-    return bytes(out)
+            tagged.append(_TAGGED_I16.pack(_TAG_NEXT_PRODUCER_EPOCH, 2, next_producer_epoch))
+        parts.append(bytes((len(tagged),)))  # their count: at most 4, one varint byte
+        parts += tagged
+    return b"".join(parts)
 
 
 @lru_cache(maxsize=1024)  # a transaction's Ongoing and Prepare records carry the same partitions
