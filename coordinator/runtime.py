@@ -174,8 +174,10 @@ class CoordinatorRuntime:
 
     def apply(self, partition: int, result: Result, now_ms: int) -> Any:
         """Commits a result: append its records, replay them, perform its effects."""
-        self._append(partition, result.records, now_ms)
-        self._perform_all([result])
+        if result.records:
+            self._append(partition, result.records, now_ms)
+        for effect in result.effects:
+            self._perform(effect)
         return result.response
 
     def _append(self, partition: int, records: tuple[CoordinatorRecord, ...], now_ms: int) -> None:
