@@ -57,9 +57,11 @@ def _writer(cls: type):
 
 # A transactional producer sends the same AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
 # body in every transaction; kio's messages are immutable, so one decoded copy of each
-# body serves its repeats (at most _REPEATS_KEPT bodies per API version).
+# body serves its repeats (at most _REPEATS_KEPT bodies of up to _REPEAT_BYTES each per
+# API version, so what a client can make the broker keep stays small).
 _REPEATING_APIS = frozenset({24, 25, 26})
 _REPEATS_KEPT = 64
+_REPEAT_BYTES = 1024
 
 
 @cache
@@ -82,6 +84,8 @@ def request_decoder(api_key: int, version: int):
     decoded: dict[bytes, Any] = {}
 
     def decode_repeat(body: bytes | memoryview, offset: int = 0):
+        if len(body) - offset > _REPEAT_BYTES:
+            return decode(body, offset)
         key = bytes(body[offset:])
         request = decoded.get(key)
         if request is None:

@@ -447,10 +447,19 @@ def test_a_repeated_end_txn_body_decodes_the_same_and_a_bad_one_fails_each_time(
     body = encode(build_request(26, 3, {"transactional_id": "t", "producer_id": 7, "producer_epoch": 1,
                                         "committed": True}))
     first = decode_request(26, 3, body)
-    assert decode_request(26, 3, bytes(body)) == first
-    assert decode_request(26, 3, b"\x00" * 3 + body, 3) == first
+    assert decode_request(26, 3, bytes(body)) is first
+    assert decode_request(26, 3, b"\x00" * 3 + body, 3) is first
     aborted = decode_request(26, 3, body[:-2] + b"\x00" + body[-1:])
     assert aborted.committed is False and first.committed is True
     for _ in range(2):
         with pytest.raises(DecodeError):
             decode_request(26, 3, body[:-3])
+
+
+def test_a_repeated_body_over_a_kilobyte_is_not_kept():
+    """What a client can make the broker keep is bounded: a long body decodes anew."""
+    body = encode(build_request(26, 3, {"transactional_id": "t" * 2000, "producer_id": 7, "producer_epoch": 1,
+                                        "committed": True}))
+    first = decode_request(26, 3, body)
+    again = decode_request(26, 3, body)
+    assert again == first and again is not first
