@@ -312,14 +312,23 @@ def _compiled(cls: type):
 
 
 @cache
-def encoder(api_key: int, version: int):
-    """The layout of ``api_key``'s response in ``version`` (a function dict -> bytes), or
-    None for APIs answered the generic way."""
+def _response_writer(api_key: int, version: int):
+    """The compiled layout writer ``(data, buf)`` of ``api_key``'s response in ``version``,
+    or None for APIs answered the generic way."""
     if api_key not in HOT_APIS:
         return None
     try:
-        write = _compiled(messages.response_class(api_key, version))
+        return _compiled(messages.response_class(api_key, version))
     except NotImplementedError:  # a field type no layout writes: the generic path serves it
+        return None
+
+
+@cache
+def encoder(api_key: int, version: int):
+    """The layout of ``api_key``'s response in ``version`` (a function dict -> bytes), or
+    None for APIs answered the generic way."""
+    write = _response_writer(api_key, version)
+    if write is None:
         return None
 
     def encode(data: dict) -> bytearray:
@@ -343,9 +352,9 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
     def generic(correlation_id: int, data: dict) -> bytes:
         return encode_response_frame(correlation_id, flexible_header, body_by_kio(data))
 
-    if encoder(api_key, version) is None:
+    write = _response_writer(api_key, version)
+    if write is None:
         return generic
-    write = _compiled(messages.response_class(api_key, version))
     head = response_head_size(flexible_header)
 
     def by_layout(correlation_id: int, data: dict) -> bytearray | bytes:
