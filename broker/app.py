@@ -237,6 +237,7 @@ class Broker:
             await node.stop()
         self.nodes.remove(node)
         self.cluster.nodes.remove(node.info)
+        self.network.forget(node_id)
         return moved
 
     async def stop(self) -> None:

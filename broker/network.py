@@ -68,6 +68,12 @@ class Network:
         # one connection from each node to each other, as Kafka's brokers keep
         self._connections: dict[tuple[int, int], Connection] = {}
 
+    def forget(self, node_id: int) -> None:
+        """Drops the connections from and to a node that left the cluster: a node added
+        later under the same id is a new machine and connects afresh."""
+        for pair in [pair for pair in self._connections if node_id in pair]:
+            del self._connections[pair]
+
     def faults(self, source: int, target: int) -> LinkFaults | None:
         if not self.links:  # the usual case: no link faults at all
             return None
