@@ -84,7 +84,7 @@ def _plan(cls: type) -> tuple[bool, tuple]:
 
 def _length_code(var: str, flexible: bool, wide: bool) -> list[str]:
     """Reads a length or count into ``var`` (-1 for null), as ``_length`` does: a
-    fixed-size prefix or a one-byte varint without a call."""
+    fixed-size prefix or a varint of one byte, or two (a produced batch's length), without a call."""
     if not flexible:
         size = 4 if wide else 2
         return [f"if pos + {size} > end: raise ShapeError('length prefix runs past the end of the request')",
@@ -92,6 +92,7 @@ def _length_code(var: str, flexible: bool, wide: bool) -> list[str]:
                 f"if {var} < -1: raise ShapeError(f'negative length {{{var}}}')",
                 f"pos += {size}"]
     return [f"if pos < end and buf[pos] < 0x80: {var} = buf[pos] - 1; pos += 1",
+            f"elif pos + 1 < end and buf[pos + 1] < 0x80: {var} = (buf[pos] & 0x7F | buf[pos + 1] << 7) - 1; pos += 2",
             f"else: {var}, pos = _length(buf, pos, end, True, {wide})"]
 
 
