@@ -74,9 +74,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
         return _error(data.index, e.error_name, partition.log_start_offset, str(e), e.record_errors)
     h = batch.header  # the fields read once, not through the batch's properties
     if h.attributes & TRANSACTIONAL_FLAG and cluster.config["transaction.partition.verification.enable"]:
-        state = partition.producer_state
-        if not state.has_ongoing_transaction(h.producer_id, h.producer_epoch):
-            state.start_verification(h.producer_id, h.base_sequence, h.producer_epoch, now)
+        if partition.producer_state.start_verification(h.producer_id, h.base_sequence, h.producer_epoch, now):
             error = ctx.broker.verify_produce(transactional_id, h.producer_id, h.producer_epoch,
                                               topic, data.index, ctx.version)
             if error is not None:
@@ -171,17 +169,21 @@ async def handle(ctx, request):
     refused = {}
     if request.transactional_id and not txn_denied and version >= FIRST_VERSION_WITH_IMPLICIT_ADD:
         refused = await _add_to_transaction(ctx, request)
+    leaders = set()  # KIP-951: the leaders NOT_LEADER_OR_FOLLOWER answers name
     for topic in request.topic_data:
         results = []
         for data in topic.partition_data:
             if txn_denied:
                 results.append(_error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))
-            elif (topic.name, data.index) in refused:
+            elif refused and (topic.name, data.index) in refused:
                 results.append(_error(data.index, refused[(topic.name, data.index)]))
             elif acks not in (0, 1, -1):
                 results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
             else:
-                results.append(_produce_partition(ctx, topic.name, data, now, request.transactional_id))
+                result = _produce_partition(ctx, topic.name, data, now, request.transactional_id)
+                if "current_leader" in result:
+                    leaders.add(result["current_leader"]["leader_id"])
+                results.append(result)
         responses.append({"name": topic.name, "partition_responses": results})
     if acks == -1 and not ctx.broker.replication.quiet():
         await _wait_for_isr(ctx, request, responses)
@@ -191,10 +193,6 @@ async def handle(ctx, request):
             name, p = failed[0]
             raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
         return None
-    if version < KIP_951_VERSION:
-        return {"responses": responses}
-    leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partition_responses"]
-               if "current_leader" in p}
     if not leaders:  # the tagged field's default, written as nothing: cheaper to leave out than to encode
         return {"responses": responses}
     return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}

@@ -195,16 +195,18 @@ class ProducerStateManager:
         e = self._producers.get(producer_id)
         return e is not None and e.current_txn_first_offset is not None and e.producer_epoch == producer_epoch
 
-    def start_verification(self, producer_id: int, first_seq: int, epoch: int, now_ms: int) -> None:
-        """Called before a transactional batch is verified with the coordinator
-        (UnifiedLog.maybeStartTransactionVerification)."""
+    def start_verification(self, producer_id: int, first_seq: int, epoch: int, now_ms: int) -> bool:
+        """Called for each transactional batch before it is appended
+        (UnifiedLog.maybeStartTransactionVerification): whether the coordinator must
+        verify it, i.e. the producer has no ongoing transaction here at this epoch."""
         if self.has_ongoing_transaction(producer_id, epoch):
-            return
+            return False
         entry = self._verifications.get(producer_id)
         if entry is None:
             self._verifications[producer_id] = Verification(first_seq, epoch, now_ms)
         else:
             entry.saw(first_seq, epoch)
+        return True
 
     def verification(self, producer_id: int) -> Verification | None:
         return self._verifications.get(producer_id)
