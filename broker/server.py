@@ -72,23 +72,19 @@ class _Route:
     answer: Any  # layouts.response_frame_encoder
 
 
-@dataclass(slots=True)
 class RequestContext:
-    broker: Any  # broker.app.Broker
-    header: RequestHeader
-    connection: Connection
+    """What a handler knows of its request. version, cluster and clock are plain
+    attributes, set once: handlers read them a dozen times per transaction."""
 
-    @property
-    def version(self) -> int:
-        return self.header.api_version
+    __slots__ = ("broker", "header", "connection", "version", "cluster", "clock")
 
-    @property
-    def cluster(self) -> Cluster:
-        return self.broker.cluster
-
-    @property
-    def clock(self) -> Clock:
-        return self.broker.clock
+    def __init__(self, broker, header: RequestHeader, connection: Connection) -> None:
+        self.broker = broker  # broker.app.Broker
+        self.header = header
+        self.connection = connection
+        self.version: int = header.api_version
+        self.cluster: Cluster = broker.cluster
+        self.clock: Clock = broker.clock
 
     @property
     def node(self):

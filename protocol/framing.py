@@ -94,9 +94,9 @@ class FrameDecoder:
                         self._chunk_pos = end
                     return chunk[pos + 4 : end]
             self._spill()  # a frame split across feeds: gathered in the buffer
+        if len(self._buf) - self._pos < 4:
+            return None  # the usual end of a feed of whole frames, without two more calls
         size = self.pending_frame_size()
-        if size is None:
-            return None
         self._check(size)
         start = self._pos + 4
         if len(self._buf) - start < size:
