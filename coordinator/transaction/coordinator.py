@@ -53,6 +53,16 @@ S = TransactionState
 # they give the metadata it carries (the same switch checks the response layouts).
 CHECK_REPLAY = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
 FIRST_END_TXN_VERSION_OF_TV2 = 5  # EndTxn v5+ ends the transaction with transaction version 2
+# What every transaction asks, looked up once: an enum member lookup costs more than the
+# comparison it is for, and an answer without fields is the same value every time.
+_ONGOING = S.ONGOING
+_PREPARE_COMMIT = S.PREPARE_COMMIT
+_PREPARE_ABORT = S.PREPARE_ABORT
+_NONE = E.none
+_CONCURRENT_TRANSACTIONS = E.concurrent_transactions
+_ADDED = Result(response=AddPartitionsResponse(E.none))
+_ENDED = EndTxnResponse(E.none)
+_NOTHING = Result()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +96,13 @@ class TransactionCoordinator:
 
     def __init__(self, config: TransactionConfig) -> None:
         self.config = config
+        self._log_partitions = config.transaction_state_log_num_partitions  # asked per request
         self._partitions: dict[int, _PartitionState] = {}
 
     # -- placement and inspection ------------------------------------------------------
 
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+        return partition_for(transactional_id, self._log_partitions)
 
     def partition_of(self, record: CoordinatorRecord) -> int:
         """The __transaction_state partition a record of ours belongs to."""
@@ -285,14 +296,14 @@ class TransactionCoordinator:
         if error is None:
             error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is None and md.state.is_prepare:
-            error = E.concurrent_transactions
+            error = _CONCURRENT_TRANSACTIONS
         if error is not None:
             return Result(response=AddPartitionsResponse(error))
         wanted = frozenset(partitions)
-        if md.state is S.ONGOING and wanted <= md.topic_partitions:
-            return Result(response=AddPartitionsResponse(E.none))  # nothing new to persist
+        if md.state is _ONGOING and wanted <= md.topic_partitions:
+            return _ADDED  # nothing new to persist
         new = md.prepare_add_partitions(wanted, now_ms)
-        return Result(records=(self._record(new),), response=AddPartitionsResponse(E.none))
+        return Result((self._record(new),), _ADDED.response)
 
     def add_offsets_to_txn(
         self,
@@ -378,15 +389,9 @@ class TransactionCoordinator:
             error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is not None:
             return Result(response=EndTxnResponse(error))
-        if md.state is S.ONGOING:
-            prepared = md.prepare_abort_or_commit(
-                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms
-            )
-            return Result(
-                records=(self._record(prepared),),
-                response=EndTxnResponse(E.none),
-                effects=(self._send_markers(prepared, coordinator_epoch, commit),),
-            )
+        if md.state is _ONGOING:
+            prepared = md.prepare_abort_or_commit(_PREPARE_COMMIT if commit else _PREPARE_ABORT, now_ms)
+            return Result((self._record(prepared),), _ENDED, (self._send_markers(prepared, coordinator_epoch, commit),))
         done, preparing = (
             (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
         )
@@ -458,14 +463,14 @@ class TransactionCoordinator:
         """Every marker is acknowledged: persist Complete*, unless the world moved on."""
         error, current_epoch, md = self._lookup(transactional_id)
         if error is not None or md is None:
-            return Result()
+            return _NOTHING
         if coordinator_epoch is not None and coordinator_epoch != current_epoch:
-            return Result()
+            return _NOTHING
         if md.producer_id != producer_id or md.producer_epoch != producer_epoch:
-            return Result()
-        if md.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
-            return Result()
-        return Result(records=(self._record(md.prepare_complete(now_ms)),))
+            return _NOTHING
+        if md.state is not (_PREPARE_COMMIT if commit else _PREPARE_ABORT):
+            return _NOTHING
+        return Result((self._record(md.prepare_complete(now_ms)),))
 
     # -- timers ------------------------------------------------------------------------
 
@@ -603,12 +608,9 @@ class TransactionCoordinator:
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:
-        return TransactionLogRecord(
-            key=log_codec.encode_key(md.transactional_id),
-            value=log_codec.encode_metadata_value(md),
-            last_producer_epoch=md.last_producer_epoch,
-            metadata=md,
-        )
+        # key, value, last_producer_epoch, metadata
+        return TransactionLogRecord(log_codec.encode_key(md.transactional_id), log_codec.encode_metadata_value(md),
+                                    md.last_producer_epoch, md)
 
     @staticmethod
     def _send_markers(md: TransactionMetadata, coordinator_epoch: int, commit: bool) -> SendMarkers:

@@ -4,13 +4,16 @@ Every ``prepare_*`` helper returns the metadata the next log record will carry, 
 ``InvalidTransition`` for a move the state machine forbids (a coordinator bug, never a
 client error) and ``ProducerFenced`` when a KIP-360 caller presents a fenced epoch.
 Nothing here mutates; the coordinator persists the returned value and replay installs it.
+The metadata is an immutable record (a NamedTuple): every transition builds one, and a
+tuple is built in one step where a frozen dataclass sets each of its twelve fields
+through ``object.__setattr__``.
 Rules follow Kafka's TransactionMetadata for transaction versions 1 and 2 (KIP-890 part 2:
 the end of every transaction bumps the producer epoch).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from coordinator.transaction.state import TransactionState
 from protocol.names import TopicPartition
@@ -25,7 +28,16 @@ def is_epoch_exhausted(epoch: int) -> bool:
     return epoch >= MAX_EPOCH - 1
 
 
-_KEEP = object()  # a field TransactionMetadata._with leaves as it is
+_KEEP = object()  # a field TransactionMetadata._transit leaves as it is
+_new = tuple.__new__
+# Aliases for the transitions of every transaction: an enum member lookup costs more
+# than the rest of a comparison.
+_ONGOING = TransactionState.ONGOING
+_PREPARE_COMMIT = TransactionState.PREPARE_COMMIT
+_COMPLETE_COMMIT = TransactionState.COMPLETE_COMMIT
+_COMPLETE_ABORT = TransactionState.COMPLETE_ABORT
+_DEAD = TransactionState.DEAD
+_NO_PARTITIONS = frozenset()
 
 
 class InvalidTransition(Exception):
@@ -36,8 +48,7 @@ class ProducerFenced(Exception):
     """The epoch a producer presented is neither the current nor the last one."""
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionMetadata:
+class TransactionMetadata(NamedTuple):
     transactional_id: str
     producer_id: int
     previous_producer_id: int
@@ -59,11 +70,7 @@ class TransactionMetadata:
 
     @property
     def has_pending_transaction(self) -> bool:
-        return self.state in (
-            TransactionState.ONGOING,
-            TransactionState.PREPARE_ABORT,
-            TransactionState.PREPARE_COMMIT,
-        )
+        return self.state.is_prepare or self.state is _ONGOING
 
     # -- transitions -------------------------------------------------------------------
 
@@ -142,7 +149,7 @@ class TransactionMetadata:
     ) -> TransactionMetadata:
         """AddPartitionsToTxn/AddOffsetsToTxn: the transaction starts (or grows)."""
         return self._transit(
-            TransactionState.ONGOING,
+            _ONGOING,
             topic_partitions=self.topic_partitions | partitions,
             txn_start_timestamp_ms=now_ms if self.state.is_idle else self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms=now_ms,
@@ -159,77 +166,73 @@ class TransactionMetadata:
         once the markers are written (``prepare_complete``)."""
         if not new_state.is_prepare:
             raise InvalidTransition(f"{new_state} is not a prepare state")
-        if transaction_version < 2 and self.state.is_idle:
-            raise InvalidTransition(f"{new_state} cannot follow {self.state} in transaction version 1")
-        bump = {}
-        if transaction_version >= 2:
-            if self.producer_epoch + 1 > MAX_EPOCH:
-                raise InvalidTransition(f"cannot allocate more epochs for producer id {self.producer_id}")
-            bump = {"producer_epoch": self.producer_epoch + 1, "last_producer_epoch": self.producer_epoch}
+        if transaction_version < 2:
+            if self.state.is_idle:
+                raise InvalidTransition(f"{new_state} cannot follow {self.state} in transaction version 1")
+            return self._transit(new_state, next_producer_id=NO_PRODUCER_ID, txn_last_update_timestamp_ms=now_ms,
+                                 client_transaction_version=0)
+        if self.producer_epoch + 1 > MAX_EPOCH:
+            raise InvalidTransition(f"cannot allocate more epochs for producer id {self.producer_id}")
         return self._transit(
             new_state,
-            next_producer_id=next_producer_id if transaction_version >= 2 else NO_PRODUCER_ID,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=self.producer_epoch,
+            next_producer_id=next_producer_id,
             txn_last_update_timestamp_ms=now_ms,
-            client_transaction_version=transaction_version if transaction_version >= 2 else 0,
-            **bump,
+            client_transaction_version=transaction_version,
         )
 
     def prepare_complete(self, now_ms: int) -> TransactionMetadata:
         """All markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort.
         A transaction version 2 end that exhausted the epoch moves the producer to its
         next producer id at epoch 0 (the markers went out with the old id and last epoch)."""
-        target = (
-            TransactionState.COMPLETE_COMMIT
-            if self.state is TransactionState.PREPARE_COMMIT
-            else TransactionState.COMPLETE_ABORT
-        )
-        rotate = {}
+        target = _COMPLETE_COMMIT if self.state is _PREPARE_COMMIT else _COMPLETE_ABORT
         if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
-            rotate = {"producer_id": self.next_producer_id, "producer_epoch": 0}
-        return self._transit(
-            target,
-            **rotate,
-            next_producer_id=NO_PRODUCER_ID,
-            topic_partitions=frozenset(),
-            txn_last_update_timestamp_ms=now_ms,
-        )
+            return self._transit(target, producer_id=self.next_producer_id, producer_epoch=0,
+                                 next_producer_id=NO_PRODUCER_ID, topic_partitions=_NO_PARTITIONS,
+                                 txn_last_update_timestamp_ms=now_ms)
+        return self._transit(target, next_producer_id=NO_PRODUCER_ID, topic_partitions=_NO_PARTITIONS,
+                             txn_last_update_timestamp_ms=now_ms)
 
     def prepare_dead(self) -> TransactionMetadata:
         """Expiration of an idle id; persisted as a tombstone, never as a value."""
         return self._transit(TransactionState.DEAD, topic_partitions=frozenset())
 
-    def _transit(self, target: TransactionState, **changes: object) -> TransactionMetadata:
-        if self.state not in target.valid_previous_states:
+    def _transit(self, target: TransactionState, *, producer_id=_KEEP, next_producer_id=_KEEP,
+                 producer_epoch=_KEEP, last_producer_epoch=_KEEP, txn_timeout_ms=_KEEP, topic_partitions=_KEEP,
+                 txn_start_timestamp_ms=_KEEP, txn_last_update_timestamp_ms=_KEEP,
+                 client_transaction_version=_KEEP) -> TransactionMetadata:
+        """The metadata in state ``target`` with the fields given changed (a field left out
+        keeps its value, an unknown one is a TypeError), the producer id before the move
+        kept as the previous one. ``_replace`` spelled out: it runs on every transition,
+        and _replace's generic walk over the fields cost more than the rest of it."""
+        (transactional_id, old_producer_id, _, old_next_producer_id, old_producer_epoch, old_last_producer_epoch,
+         old_txn_timeout_ms, state, old_topic_partitions, old_txn_start_timestamp_ms,
+         old_txn_last_update_timestamp_ms, old_client_transaction_version) = self
+        if state not in target.valid_previous_states:
             raise InvalidTransition(
-                f"transactional id {self.transactional_id!r}: {target} cannot follow {self.state}"
+                f"transactional id {transactional_id!r}: {target} cannot follow {state}"
             )
-        new = self._with(state=target, previous_producer_id=self.producer_id, **changes)
-        if new.producer_id < 0:
-            raise InvalidTransition(f"illegal producer id {new.producer_id}")
-        if new.producer_epoch < 0 and target is not TransactionState.DEAD:
-            raise InvalidTransition(f"illegal producer epoch {new.producer_epoch}")
-        return new
-
-    def _with(self, *, transactional_id=_KEEP, producer_id=_KEEP, previous_producer_id=_KEEP,
-              next_producer_id=_KEEP, producer_epoch=_KEEP, last_producer_epoch=_KEEP, txn_timeout_ms=_KEEP,
-              state=_KEEP, topic_partitions=_KEEP, txn_start_timestamp_ms=_KEEP,
-              txn_last_update_timestamp_ms=_KEEP, client_transaction_version=_KEEP) -> TransactionMetadata:
-        """``dataclasses.replace`` spelled out: it runs on every transition, and replace's
-        generic walk over the fields cost more than the rest of the transition. An unknown
-        field is a TypeError, as for replace; a field left out keeps its value."""
-        return TransactionMetadata(
-            self.transactional_id if transactional_id is _KEEP else transactional_id,
-            self.producer_id if producer_id is _KEEP else producer_id,
-            self.previous_producer_id if previous_producer_id is _KEEP else previous_producer_id,
-            self.next_producer_id if next_producer_id is _KEEP else next_producer_id,
-            self.producer_epoch if producer_epoch is _KEEP else producer_epoch,
-            self.last_producer_epoch if last_producer_epoch is _KEEP else last_producer_epoch,
-            self.txn_timeout_ms if txn_timeout_ms is _KEEP else txn_timeout_ms,
-            self.state if state is _KEEP else state,
-            self.topic_partitions if topic_partitions is _KEEP else topic_partitions,
-            self.txn_start_timestamp_ms if txn_start_timestamp_ms is _KEEP else txn_start_timestamp_ms,
-            self.txn_last_update_timestamp_ms if txn_last_update_timestamp_ms is _KEEP
+        if producer_id is _KEEP:
+            producer_id = old_producer_id
+        if producer_epoch is _KEEP:
+            producer_epoch = old_producer_epoch
+        if producer_id < 0:
+            raise InvalidTransition(f"illegal producer id {producer_id}")
+        if producer_epoch < 0 and target is not _DEAD:
+            raise InvalidTransition(f"illegal producer epoch {producer_epoch}")
+        return _new(TransactionMetadata, (
+            transactional_id,
+            producer_id,
+            old_producer_id,
+            old_next_producer_id if next_producer_id is _KEEP else next_producer_id,
+            producer_epoch,
+            old_last_producer_epoch if last_producer_epoch is _KEEP else last_producer_epoch,
+            old_txn_timeout_ms if txn_timeout_ms is _KEEP else txn_timeout_ms,
+            target,
+            old_topic_partitions if topic_partitions is _KEEP else topic_partitions,
+            old_txn_start_timestamp_ms if txn_start_timestamp_ms is _KEEP else txn_start_timestamp_ms,
+            old_txn_last_update_timestamp_ms if txn_last_update_timestamp_ms is _KEEP
             else txn_last_update_timestamp_ms,
-            self.client_transaction_version if client_transaction_version is _KEEP else client_transaction_version,
-        )
-
+            old_client_transaction_version if client_transaction_version is _KEEP else client_transaction_version,
+        ))

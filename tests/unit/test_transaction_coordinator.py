@@ -6,8 +6,6 @@ in-memory log: ``h.append(result)`` commits a handler's result; dropping a Resul
 instead is an append that failed.
 """
 
-import dataclasses
-
 import pytest
 from kio.schema.errors import ErrorCode as E
 
@@ -1167,7 +1165,7 @@ def _a_transaction_of_every_kind(h):
     h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW + 5))  # fences, aborts
     md = h.md()
     h.append(h.markers_written(TID, md.producer_id, md.producer_epoch, False, NOW + 6))
-    h.seed(dataclasses.replace(h.md(), producer_epoch=MAX - 2))
+    h.seed(h.md()._replace(producer_epoch=MAX - 2))
     init = h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW + 7)).response
     pid, epoch = init.producer_id, init.producer_epoch
     h.append(h.add_partitions_to_txn(TID, pid, epoch, PARTITIONS, TXN_V, NOW + 8))
@@ -1200,6 +1198,6 @@ def test_the_tests_check_a_record_whose_bytes_disagree_with_its_metadata():
     h.append(h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW))
     md = h.md()
     lying = TransactionLogRecord(encode_key(TID), encode_value(value_from_metadata(md)), md.last_producer_epoch,
-                                 metadata=dataclasses.replace(md, producer_epoch=md.producer_epoch + 1))
+                                 metadata=md._replace(producer_epoch=md.producer_epoch + 1))
     with pytest.raises(AssertionError, match="the bytes give"):
         h.coordinator.replay(lying, 0, NOW)

@@ -260,8 +260,8 @@ def test_non_ascii_topics_and_long_names_take_multi_byte_lengths():
 
 
 def test_value_from_metadata_puts_every_field_in_its_place():
-    md = dataclasses.replace(_metadata(S.PREPARE_COMMIT, {("b", 2), ("a", 1), ("b", 0)}),
-                             next_producer_id=43, client_transaction_version=2)
+    md = _metadata(S.PREPARE_COMMIT, {("b", 2), ("a", 1), ("b", 0)})._replace(
+        next_producer_id=43, client_transaction_version=2)
     assert value_from_metadata(md) == TransactionLogValue(
         producer_id=42, producer_epoch=3, transaction_timeout_ms=30000, transaction_status=S.PREPARE_COMMIT.id,
         transaction_partitions=(("a", (1,)), ("b", (0, 2))), transaction_last_update_timestamp_ms=200,

@@ -1,7 +1,5 @@
 """TransactionMetadata transitions (Kafka's TransactionMetadataTest, transaction version 1)."""
 
-import dataclasses
-
 import pytest
 
 from coordinator.transaction.metadata import (
@@ -271,15 +269,17 @@ def test_expiration_allowed_only_for_idle_states():
     assert {s for s in S if s.is_expiration_allowed} == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
 
 
-@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(TransactionMetadata)])
-def test_with_is_dataclasses_replace_for_every_field(name):
-    # _with spells replace out positionally: a field out of order would swap two values.
+@pytest.mark.parametrize("name", [f for f in TransactionMetadata._fields
+                                  if f not in ("transactional_id", "previous_producer_id", "state")])
+def test_transit_is_replace_for_every_field(name):
+    # _transit spells _replace out positionally: a field out of order would swap two values.
     md = TransactionMetadata("id", 1, 2, 3, 4, 5, 6, S.ONGOING, frozenset({("t", 0)}), 7, 8, 2)
-    changed = object()
-    assert md._with(**{name: changed}) == dataclasses.replace(md, **{name: changed})
-    assert md._with() == md
+    changed = 99
+    assert md._transit(S.ONGOING, **{name: changed}) == md._replace(
+        previous_producer_id=md.producer_id, **{name: changed})
+    assert md._transit(S.ONGOING) == md._replace(previous_producer_id=md.producer_id)
 
 
-def test_with_refuses_an_unknown_field():
+def test_transit_refuses_an_unknown_field():
     with pytest.raises(TypeError):
-        metadata(0)._with(producer_epoc=1)
+        metadata(0)._transit(S.EMPTY, producer_epoc=1)
