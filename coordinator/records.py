@@ -11,8 +11,8 @@ earlier appends produced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
 
 R = TypeVar("R")
 
@@ -35,9 +35,10 @@ class TransactionalRecord(CoordinatorRecord):
     producer_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class Result(Generic[R]):
+class Result(NamedTuple, Generic[R]):
+    """A NamedTuple, not a frozen dataclass: every request builds one, and a tuple is
+    built in one step where a frozen dataclass sets each field through object.__setattr__."""
+
     records: tuple[CoordinatorRecord, ...] = ()
     response: R | None = None
-    effects: tuple[Any, ...] = field(default_factory=tuple)
-
+    effects: tuple[Any, ...] = ()

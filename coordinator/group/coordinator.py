@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -320,7 +320,7 @@ class GroupCoordinator:
             client_id=client_id, client_host=client_host, api_version=api_version, reply_to=reply_to,
         )
         result = self._rebalancer.join(group, request, now_ms).result(reply_to)
-        return replace(result, records=(*records, *result.records)) if records else result
+        return result._replace(records=(*records, *result.records)) if records else result
 
     def _join_consumer_group(
         self, group: ConsumerGroup, join: ClassicJoin, api_version: int, now_ms: int,
@@ -459,7 +459,7 @@ class GroupCoordinator:
             if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and group is not None:
                 downgraded = self._maybe_downgrade(state, group, request.member_id, now_ms)
                 if downgraded is not None:
-                    return replace(downgraded, response=HeartbeatAnswer(
+                    return downgraded._replace(response=HeartbeatAnswer(
                         member_id=request.member_id, member_epoch=request.member_epoch))
             changes, answer = self.consumer.heartbeat(group, request, self.topics(), now_ms)
         except Refused as refused:

@@ -614,15 +614,8 @@ class TransactionCoordinator:
 
     @staticmethod
     def _send_markers(md: TransactionMetadata, coordinator_epoch: int, commit: bool) -> SendMarkers:
-        return SendMarkers(
-            transactional_id=md.transactional_id,
-            producer_id=md.producer_id,
-            producer_epoch=md.producer_epoch,
-            coordinator_epoch=coordinator_epoch,
-            commit=commit,
-            topic_partitions=tuple(sorted(md.topic_partitions)),
-            transaction_version=md.client_transaction_version,
-        )
+        return SendMarkers(md.transactional_id, md.producer_id, md.producer_epoch, coordinator_epoch, commit,
+                           tuple(sorted(md.topic_partitions)), md.client_transaction_version)
 
 
 def _check_replay(record: TransactionLogRecord, md: TransactionMetadata) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -35,9 +36,9 @@ class ProducerIdTaken:
     producer_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class SendMarkers:
-    """Write COMMIT/ABORT markers to every partition, then call ``markers_written``."""
+class SendMarkers(NamedTuple):
+    """Write COMMIT/ABORT markers to every partition, then call ``markers_written``.
+    A NamedTuple: every transaction ends with one (see TransactionMetadata)."""
 
     transactional_id: str
     producer_id: int
