@@ -17,7 +17,10 @@ from typing import Any, Generic, NamedTuple, TypeVar
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (a frozen init costs one object.__setattr__ per field, and every
+# coordinator event builds records); nothing changes a record once built, and records
+# hash by value as before.
+@dataclass(slots=True, unsafe_hash=True)
 class CoordinatorRecord:
     """One key/value record of a compacted coordinator topic; value None is a tombstone."""
 
@@ -25,7 +28,7 @@ class CoordinatorRecord:
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TransactionalRecord(CoordinatorRecord):
     """A record that belongs to a producer's transaction: the runtime appends it in a
     transactional batch of ``producer_id``/``producer_epoch``, so the partition's log

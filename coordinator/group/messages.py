@@ -30,7 +30,7 @@ class Reply:
     response: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen, as CoordinatorRecord
 class TransactionalOffsetRecord(TransactionalRecord):
     """An offset commit that must be appended inside the producer's open transaction
     (KIP-447): it stays pending until that producer's marker reaches the partition."""

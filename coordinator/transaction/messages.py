@@ -12,7 +12,7 @@ from coordinator.transaction.metadata import TransactionMetadata
 from protocol.names import TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen, as CoordinatorRecord
 class TransactionLogRecord(CoordinatorRecord):
     """A __transaction_state record as the coordinator produced it.
 
