@@ -69,12 +69,13 @@ class MarkerSender:
                 task.cancel()
 
     async def _deliver(self, markers: SendMarkers) -> None:
-        pending = set(markers.topic_partitions)
+        pending = sorted(set(markers.topic_partitions))  # each round asks for them in this order
         failures = 0
+        leader_of = self.cluster.leader_of
         while pending:
-            by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
-            for topic, partition in sorted(pending):
-                by_leader[self.cluster.leader_of(topic, partition)].append((topic, partition))
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            for tp in pending:
+                by_leader.setdefault(leader_of(*tp), []).append(tp)
             for node_id, partitions in by_leader.items():
                 try:
                     acked, fenced = await self._write(node_id, markers, partitions)
@@ -89,7 +90,7 @@ class MarkerSender:
                                 "COMMIT" if markers.commit else "ABORT", markers.transactional_id,
                                 markers.producer_id, markers.producer_epoch, fenced)
                     return
-                pending -= acked
+                pending = [tp for tp in pending if tp not in acked]
             if pending:
                 await self.cluster.clock.sleep(_RETRY_BACKOFF_S)
         await self._on_done(markers)

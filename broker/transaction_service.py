@@ -34,6 +34,7 @@ _PRODUCE_VERIFY_ERRORS = {
 
 
 FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
+_NONE = ErrorCode.none  # asked of every transaction's first batch on a partition
 
 
 def produce_error(error: ErrorCode, api_version: int = 0) -> str:
@@ -90,14 +91,16 @@ class TransactionService:
 
     async def _markers_written(self, m: SendMarkers) -> None:
         """The marker sender's completion: an event for the runtime like any request."""
-        partition = self.coordinator.partition_for(m.transactional_id)
-        md = self.coordinator.transaction_metadata(m.transactional_id)
-        started_ms = md.txn_start_timestamp_ms if md is not None and md.state.is_prepare else -1
-        self.runtime.run(partition, lambda: self.coordinator.markers_written(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.clock.now_ms(),
-            m.coordinator_epoch), self.clock.now_ms())
+        coordinator = self.coordinator
         observe = self.cluster.on_transaction_completed
-        if observe is not None and started_ms >= 0:  # metrics on: was the transaction completed?
+        started_ms = -1
+        if observe is not None:  # metrics on: when did the transaction start?
+            md = coordinator.transaction_metadata(m.transactional_id)
+            started_ms = md.txn_start_timestamp_ms if md is not None and md.state.is_prepare else -1
+        now_ms = self.clock.now_ms()
+        self.runtime.run(coordinator.partition_for(m.transactional_id), lambda: coordinator.markers_written(
+            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms, m.coordinator_epoch), now_ms)
+        if observe is not None and started_ms >= 0:  # was the transaction completed?
             md = self.coordinator.transaction_metadata(m.transactional_id)
             if md is not None and md.state.state_name.startswith("Complete"):
                 observe("commit" if m.commit else "abort", max(0, self.clock.now_ms() - started_ms) / 1000)
@@ -139,7 +142,7 @@ class TransactionService:
         if transactional_id is None:
             return "INVALID_TXN_STATE"
         error = self.verify(transactional_id, producer_id, producer_epoch, topic, partition)
-        if error is ErrorCode.none:
+        if error is _NONE:
             return None
         if error is ErrorCode.transaction_abortable and api_version >= FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
             return "TRANSACTION_ABORTABLE"

@@ -59,6 +59,7 @@ _ONGOING = S.ONGOING
 _PREPARE_COMMIT = S.PREPARE_COMMIT
 _PREPARE_ABORT = S.PREPARE_ABORT
 _NONE = E.none
+_TRANSACTION_ABORTABLE = E.transaction_abortable
 _CONCURRENT_TRANSACTIONS = E.concurrent_transactions
 _ADDED = Result(response=AddPartitionsResponse(E.none))
 _ENDED = EndTxnResponse(E.none)
@@ -350,7 +351,7 @@ class TransactionCoordinator:
         error, md = self._verifiable(transactional_id, producer_id, producer_epoch)
         if error is not None:
             return error
-        return E.none if partition in md.topic_partitions else E.transaction_abortable
+        return _NONE if partition in md.topic_partitions else _TRANSACTION_ABORTABLE
 
     def _verifiable(self, transactional_id: str, producer_id: int,
                     producer_epoch: int) -> tuple[ErrorCode | None, TransactionMetadata | None]:

@@ -32,6 +32,9 @@ _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
 _TAG_CLIENT_TRANSACTION_VERSION = 2
 _TAG_NEXT_PRODUCER_EPOCH = 3
+# Looked up once: an enum member lookup costs more than the comparison it is for.
+_EMPTY = TransactionState.EMPTY
+_DEAD = TransactionState.DEAD
 
 
 class UnknownKeyVersion(ValueError):
@@ -216,9 +219,9 @@ def decode_value(data: bytes) -> TransactionLogValue:
 
 def _value_partitions(metadata: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     """The value's TransactionPartitions for the metadata: null when Empty."""
-    if metadata.state is TransactionState.DEAD:
+    if metadata.state is _DEAD:
         raise ValueError("a Dead transactional id is written as a tombstone, not a value")
-    if metadata.state is TransactionState.EMPTY:
+    if metadata.state is _EMPTY:
         if metadata.topic_partitions:
             raise ValueError(
                 f"transactional id {metadata.transactional_id!r} is Empty but has partitions"
