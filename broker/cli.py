@@ -12,7 +12,11 @@ import gc
 # Start-up creates tens of thousands of objects that live as long as the process
 # (modules, classes, kio's message types); the cyclic collector would scan them again
 # and again while they are made and free nothing (~10% of start-up). It is off while
-# this module loads, and `serve` keeps it off until the broker listens.
+# this module loads, and `serve` keeps it off until the broker listens. Turned on in
+# between, the next allocation would scan everything the imports made (~5% of
+# start-up): the program (run as __main__, or broker.program, which turns it off before
+# importing this module) leaves it to `run`; other importers get it back at the end.
+_COLLECTING = gc.isenabled()
 gc.disable()
 
 from broker import dataclass_code
@@ -207,6 +211,7 @@ def run(argv: list[str] | None = None) -> None:
     elif rest[:1] and rest[0].startswith("--log-level="):
         level, rest = rest[0].partition("=")[2], rest[1:]
     if rest[:1] != ["serve"]:
+        gc.enable()  # off if the program just loaded this module (see its top)
         from broker.commands import main as group
 
         group()
@@ -306,7 +311,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-gc.enable()  # importers of this module (the tools, tests) keep their collector
-
 if __name__ == "__main__":
     run()
+elif _COLLECTING:
+    gc.enable()  # importers of this module (the tools, tests) keep their collector

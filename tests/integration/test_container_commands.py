@@ -74,3 +74,12 @@ def test_a_bad_setting_in_the_environment_is_refused(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "bad value for num.partitions: 'many'" in err
+
+
+def test_the_console_script_runs_the_tools_with_the_collector_on():
+    # its entry (broker.program) loads broker.cli with the cyclic collector off; run turns it on
+    code = ("import atexit, gc; atexit.register(lambda: print('collector on:', gc.isenabled())); "
+            "from broker.program import run; run()")
+    done = subprocess.run([sys.executable, "-c", code, "settings"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "log.retention.ms=" in done.stdout and done.stdout.rstrip().endswith("collector on: True")
