@@ -43,7 +43,7 @@ from coordinator.transaction.metadata import (
     TransactionMetadata,
     is_epoch_exhausted,
 )
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.state import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TransactionState
 from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 
@@ -54,10 +54,8 @@ S = TransactionState
 CHECK_REPLAY = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
 FIRST_END_TXN_VERSION_OF_TV2 = 5  # EndTxn v5+ ends the transaction with transaction version 2
 # What every transaction asks, looked up once: an enum member lookup costs more than the
-# comparison it is for, and an answer without fields is the same value every time.
-_ONGOING = S.ONGOING
-_PREPARE_COMMIT = S.PREPARE_COMMIT
-_PREPARE_ABORT = S.PREPARE_ABORT
+# comparison it is for, and an answer without fields is the same value every time
+# (the states: coordinator.transaction.state's module names).
 _NONE = E.none
 _TRANSACTION_ABORTABLE = E.transaction_abortable
 _CONCURRENT_TRANSACTIONS = E.concurrent_transactions
@@ -301,7 +299,7 @@ class TransactionCoordinator:
         if error is not None:
             return Result(response=AddPartitionsResponse(error))
         wanted = frozenset(partitions)
-        if md.state is _ONGOING and wanted <= md.topic_partitions:
+        if md.state is ONGOING and wanted <= md.topic_partitions:
             return _ADDED  # nothing new to persist
         new = md.prepare_add_partitions(wanted, now_ms)
         return Result((self._record(new),), _ADDED.response)
@@ -390,8 +388,8 @@ class TransactionCoordinator:
             error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is not None:
             return Result(response=EndTxnResponse(error))
-        if md.state is _ONGOING:
-            prepared = md.prepare_abort_or_commit(_PREPARE_COMMIT if commit else _PREPARE_ABORT, now_ms)
+        if md.state is ONGOING:
+            prepared = md.prepare_abort_or_commit(PREPARE_COMMIT if commit else PREPARE_ABORT, now_ms)
             return Result((self._record(prepared),), _ENDED, (self._send_markers(prepared, coordinator_epoch, commit),))
         done, preparing = (
             (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
@@ -469,7 +467,7 @@ class TransactionCoordinator:
             return _NOTHING
         if md.producer_id != producer_id or md.producer_epoch != producer_epoch:
             return _NOTHING
-        if md.state is not (_PREPARE_COMMIT if commit else _PREPARE_ABORT):
+        if md.state is not (PREPARE_COMMIT if commit else PREPARE_ABORT):
             return _NOTHING
         return Result((self._record(md.prepare_complete(now_ms)),))
 

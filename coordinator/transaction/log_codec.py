@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.state import DEAD, EMPTY, TransactionState
 from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
 from protocol.names import TopicPartition
 
@@ -32,9 +32,6 @@ _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
 _TAG_CLIENT_TRANSACTION_VERSION = 2
 _TAG_NEXT_PRODUCER_EPOCH = 3
-# Looked up once: an enum member lookup costs more than the comparison it is for.
-_EMPTY = TransactionState.EMPTY
-_DEAD = TransactionState.DEAD
 
 
 class UnknownKeyVersion(ValueError):
@@ -219,9 +216,9 @@ def decode_value(data: bytes) -> TransactionLogValue:
 
 def _value_partitions(metadata: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     """The value's TransactionPartitions for the metadata: null when Empty."""
-    if metadata.state is _DEAD:
+    if metadata.state is DEAD:
         raise ValueError("a Dead transactional id is written as a tombstone, not a value")
-    if metadata.state is _EMPTY:
+    if metadata.state is EMPTY:
         if metadata.topic_partitions:
             raise ValueError(
                 f"transactional id {metadata.transactional_id!r} is Empty but has partitions"

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.state import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    DEAD,
+    ONGOING,
+    PREPARE_COMMIT,
+    TransactionState,
+)
 from protocol.names import TopicPartition
 
 NO_PRODUCER_ID = -1
@@ -30,13 +37,6 @@ def is_epoch_exhausted(epoch: int) -> bool:
 
 _KEEP = object()  # a field TransactionMetadata._transit leaves as it is
 _new = tuple.__new__
-# Aliases for the transitions of every transaction: an enum member lookup costs more
-# than the rest of a comparison.
-_ONGOING = TransactionState.ONGOING
-_PREPARE_COMMIT = TransactionState.PREPARE_COMMIT
-_COMPLETE_COMMIT = TransactionState.COMPLETE_COMMIT
-_COMPLETE_ABORT = TransactionState.COMPLETE_ABORT
-_DEAD = TransactionState.DEAD
 _NO_PARTITIONS = frozenset()
 
 
@@ -70,7 +70,7 @@ class TransactionMetadata(NamedTuple):
 
     @property
     def has_pending_transaction(self) -> bool:
-        return self.state.is_prepare or self.state is _ONGOING
+        return self.state.is_prepare or self.state is ONGOING
 
     # -- transitions -------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ class TransactionMetadata(NamedTuple):
     ) -> TransactionMetadata:
         """AddPartitionsToTxn/AddOffsetsToTxn: the transaction starts (or grows)."""
         return self._transit(
-            _ONGOING,
+            ONGOING,
             topic_partitions=self.topic_partitions | partitions,
             txn_start_timestamp_ms=now_ms if self.state.is_idle else self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms=now_ms,
@@ -186,7 +186,7 @@ class TransactionMetadata(NamedTuple):
         """All markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort.
         A transaction version 2 end that exhausted the epoch moves the producer to its
         next producer id at epoch 0 (the markers went out with the old id and last epoch)."""
-        target = _COMPLETE_COMMIT if self.state is _PREPARE_COMMIT else _COMPLETE_ABORT
+        target = COMPLETE_COMMIT if self.state is PREPARE_COMMIT else COMPLETE_ABORT
         if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
             return self._transit(target, producer_id=self.next_producer_id, producer_epoch=0,
                                  next_producer_id=NO_PRODUCER_ID, topic_partitions=_NO_PARTITIONS,
@@ -219,7 +219,7 @@ class TransactionMetadata(NamedTuple):
             producer_epoch = old_producer_epoch
         if producer_id < 0:
             raise InvalidTransition(f"illegal producer id {producer_id}")
-        if producer_epoch < 0 and target is not _DEAD:
+        if producer_epoch < 0 and target is not DEAD:
             raise InvalidTransition(f"illegal producer epoch {producer_epoch}")
         return _new(TransactionMetadata, (
             transactional_id,
