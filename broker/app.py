@@ -18,6 +18,7 @@ from broker.replication import Replication
 from broker.network import Network
 from broker.node import BrokerNode
 from broker.scram_credentials import ScramCredentials
+from broker.storage.data_dir_lock import DataDirLock
 from broker.timers import every
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
@@ -40,7 +41,7 @@ class Broker:
         self.config = config
         self.clock = clock
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir_lock = DataDirLock(self.data_dir).acquire()  # before anything reads the files
         self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
         meta = self.data_dir / "meta"
         self.dynamic_configs = DynamicConfigs(meta, config)  # before any log config is computed
@@ -255,6 +256,7 @@ class Broker:
                 await node.stop()
         await self.cluster.wait_for_checkpoint()
         self.cluster.close()
+        self.data_dir_lock.release()
 
     # A paused node is a hung machine: its own timers do not run either (its coordinators
     # act again when it resumes, or their partitions move when it is fenced).

@@ -89,10 +89,12 @@ def _serve_options(env) -> list[tuple[str, dict]]:
                           help="a server.properties file (Kafka setting names)")),
         ("--override", dict(dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="set one setting; repeatable")),
-        ("--nodes", dict(type=_int_in(1, 64), default=None,
-                         help="nodes in this process (ids 1..N, ports from --port on); the setting node.count")),
-        ("--admin-port", dict(type=_int_in(0, 65535), default=None,
-                              help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one")),
+        ("--nodes", dict(type=_int_in(1, 64), default=env.get("EOSBROKER_NODES"),
+                         help="nodes in this process (ids 1..N, ports from --port on); the setting node.count "
+                              "(env EOSBROKER_NODES)")),
+        ("--admin-port", dict(type=_int_in(0, 65535), default=env.get("EOSBROKER_ADMIN_PORT"),
+                              help="serve the control API (HTTP, /openapi.json) on this port; 0 picks a free one "
+                                   "(env EOSBROKER_ADMIN_PORT)")),
         ("--admin-host", dict(default="127.0.0.1", help="(default 127.0.0.1)")),
         ("--admin-token", dict(default=env.get("EOSBROKER_ADMIN_TOKEN"),
                                help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")),
@@ -238,6 +240,7 @@ def _without_hypothesis() -> None:
 
 async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin, scenario=None) -> None:
     from broker.app import Broker
+    from broker.storage.data_dir_lock import DataDirError, unusable
 
     started = SYSTEM_CLOCK.monotonic()
     clock = None
@@ -245,11 +248,16 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
         from broker.virtual_clock import VirtualClock
 
         clock = VirtualClock()
-    broker = Broker(config, data_dir, host, port) if clock is None else Broker(config, data_dir, host, port, clock)
+    try:
+        broker = Broker(config, data_dir, host, port) if clock is None else Broker(config, data_dir, host, port, clock)
+    except DataDirError as e:
+        raise CommandError(str(e)) from None
+    except OSError as e:  # a file or directory under it
+        raise CommandError(unusable(data_dir, e)) from None
     try:
         await broker.start()
-    except OSError as e:
-        raise CommandError(f"cannot listen: {e}") from None
+    except OSError as e:  # a socket's error names no file
+        raise CommandError(f"cannot listen: {e}" if e.filename is None else unusable(data_dir, e)) from None
     admin_server = None
     if admin is not None:
         from broker.admin import AdminServer
