@@ -194,6 +194,20 @@ class ConfigError(ValueError):
     pass
 
 
+def closest(name: str, known) -> str | None:
+    """The known name a mistyped one most likely meant, for "did you mean"."""
+    import difflib  # only on the way to an error message
+
+    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+def unknown_setting(name: str) -> str:
+    """The message for a setting name that names none: the closest one suggested."""
+    suggestion = closest(name, SETTINGS)
+    return f"unknown setting {name!r}" + (f"; did you mean {suggestion!r}?" if suggestion else "")
+
+
 class BrokerConfig:
     """Effective broker settings: defaults, then the properties file, then overrides."""
 
@@ -210,7 +224,7 @@ class BrokerConfig:
     def set(self, key: str, raw: Any) -> None:
         setting = SETTINGS.get(key)
         if setting is None:
-            raise ConfigError(f"unknown setting {key!r}")
+            raise ConfigError(unknown_setting(key))
         try:
             self._values[key] = setting.parse(raw)
         except (TypeError, ValueError) as e:
@@ -245,7 +259,7 @@ class BrokerConfig:
         """The typed value of a setting, or ConfigError."""
         setting = SETTINGS.get(key)
         if setting is None:
-            raise ConfigError(f"unknown setting {key!r}")
+            raise ConfigError(unknown_setting(key))
         try:
             return setting.parse(raw)
         except (TypeError, ValueError) as e:
@@ -291,9 +305,17 @@ def parse_properties(text: str) -> dict[str, str]:
 
 # Settings from environment variables, for containers: a Kafka setting name in capitals
 # with dots as underscores, after EOSBROKER_ (or KAFKA_, as Kafka's own images take it):
-# EOSBROKER_LOG_RETENTION_MS=60000 sets log.retention.ms. Variables that name no
-# setting are left alone (images carry unrelated KAFKA_* variables).
+# EOSBROKER_LOG_RETENTION_MS=60000 sets log.retention.ms. KAFKA_ variables that name no
+# setting are left alone (images carry unrelated KAFKA_* variables); EOSBROKER_ ones are
+# the broker's own, so one that names nothing is a typo and refused.
 ENV_PREFIXES = ("KAFKA_", "EOSBROKER_")  # the later prefix wins when both name a setting
+
+# EOSBROKER_ variables that are not settings: serve's options, the tools' and the tests'.
+OTHER_EOSBROKER_VARIABLES = frozenset({
+    "EOSBROKER_HOST", "EOSBROKER_PORT", "EOSBROKER_DATA_DIR", "EOSBROKER_NODES", "EOSBROKER_ADMIN_PORT",
+    "EOSBROKER_ADMIN_TOKEN", "EOSBROKER_ADMIN",  # the control API's address, for `eosbroker ctl`
+    "EOSBROKER_CHECK_FIELDS", "EOSBROKER_FUZZ_SCALE", "EOSBROKER_REFERENCE_HEAP",  # the test suite's
+})
 
 
 def env_name(setting: str, prefix: str = "EOSBROKER_") -> str:
@@ -301,7 +323,9 @@ def env_name(setting: str, prefix: str = "EOSBROKER_") -> str:
 
 
 def environment_overrides(environ: dict[str, str]) -> list[str]:
-    """``key=value`` items for every setting named by a variable in ``environ``."""
+    """``key=value`` items for every setting named by a variable in ``environ``;
+    ConfigError for an EOSBROKER_ variable that names nothing."""
+    check_eosbroker_variables(environ)
     out = []
     for prefix in ENV_PREFIXES:
         for name in SETTINGS:
@@ -309,3 +333,12 @@ def environment_overrides(environ: dict[str, str]) -> list[str]:
             if value is not None:
                 out.append(f"{name}={value}")
     return out
+
+
+def check_eosbroker_variables(environ: dict[str, str]) -> None:
+    known = {env_name(name) for name in SETTINGS} | OTHER_EOSBROKER_VARIABLES
+    for variable in sorted(environ):
+        if variable.startswith("EOSBROKER_") and variable not in known:
+            suggestion = closest(variable, known)
+            raise ConfigError(f"unknown environment variable {variable}: it names no setting"
+                              + (f"; did you mean {suggestion}?" if suggestion else ""))

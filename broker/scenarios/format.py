@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from broker.config import SETTINGS, ConfigError, BrokerConfig
+from broker.config import SETTINGS, ConfigError, BrokerConfig, closest
 from broker.control import OPERATIONS_BY_NAME, ControlError, check_args, parse_duration_ms
 
 NODE_PLACEHOLDER = "$node"
@@ -182,7 +182,9 @@ def _settings(table: Any) -> dict[str, Any]:
     out = {}
     for key, raw in table.items():
         if key not in SETTINGS:
-            raise ScenarioError("unknown setting (eosbroker settings lists them)", f"settings.{key}")
+            suggestion = closest(key, SETTINGS)
+            raise ScenarioError(f"unknown setting; did you mean {suggestion!r}?" if suggestion
+                                else "unknown setting (eosbroker settings lists them)", f"settings.{key}")
         if isinstance(raw, (dict, list)):
             raise ScenarioError("must be a string, number or boolean", f"settings.{key}")
         try:

@@ -3,6 +3,7 @@ lists `serve` beside the tools and hands its arguments over."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.cli import main, quick_parse, run, serve_parser
+from broker.config import ConfigError, environment_overrides
 
 
 def test_options_and_their_environment_defaults(monkeypatch, tmp_path):
@@ -24,6 +26,48 @@ def test_options_and_their_environment_defaults(monkeypatch, tmp_path):
     args = serve_parser().parse_args(["--port", "0", "--nodes", "3", "--admin-port", "0", "--override", "a=1",
                                       "--override", "b=2", "--data-dir", "x"])
     assert (args.port, args.nodes, args.admin_port, args.overrides, args.data_dir) == (0, 3, 0, ["a=1", "b=2"], Path("x"))
+
+
+def test_node_count_and_admin_port_from_the_environment(monkeypatch):
+    monkeypatch.setenv("EOSBROKER_NODES", "3")
+    monkeypatch.setenv("EOSBROKER_ADMIN_PORT", "0")
+    for args in (serve_parser().parse_args([]), quick_parse([])):
+        assert (args.nodes, args.admin_port) == (3, 0)
+
+
+def test_a_mistyped_eosbroker_variable_is_refused_with_the_closest_name(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("EOSBROKER_LOG_RETENTION_MSS", "5")
+    with pytest.raises(SystemExit) as exited:
+        run(["--log-level", "WARNING", "serve", "--data-dir", str(tmp_path / "data")])
+    assert exited.value.code == 2
+    assert ("unknown environment variable EOSBROKER_LOG_RETENTION_MSS: it names no setting; "
+            "did you mean EOSBROKER_LOG_RETENTION_MS?") in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_eosbroker_variables_that_are_options_or_settings_pass_and_kafka_ones_are_left_alone():
+    assert environment_overrides({"EOSBROKER_DATA_DIR": "d", "EOSBROKER_ADMIN": "http://x", "EOSBROKER_NODES": "2",
+                                  "EOSBROKER_NODE_COUNT": "2", "KAFKA_LOG_RETENTION_MSS": "5"}) == ["node.count=2"]
+    with pytest.raises(ConfigError, match="did you mean EOSBROKER_DATA_DIR"):
+        environment_overrides({"EOSBROKER_DATADIR": "d"})
+
+
+def test_every_eosbroker_variable_the_project_names_is_accepted():
+    """The test suite's own variables (EOSBROKER_CHECK_FIELDS, ...) reach the brokers it
+    starts, and the docs' examples must start one."""
+    root = Path(__file__).parents[2]
+    named = set()
+    for path in [*root.glob("*.md"), *root.glob("docs/*.md"), root / "Makefile", root / "Dockerfile",
+                 root / "docker-compose.yml", *root.glob("tests/compose/*.sh")]:
+        named |= set(re.findall(r"EOSBROKER_[A-Z][A-Z0-9_]*", path.read_text()))
+    for package in ("broker", "coordinator", "protocol", "spark_client", "tests", "bench", "tools", "examples"):
+        for path in (root / package).rglob("*.py"):
+            if path == Path(__file__):  # names typos on purpose
+                continue
+            named |= set(re.findall(r"[\"']([A-Z]*EOSBROKER_[A-Z][A-Z0-9_]*)[\"']", path.read_text()))
+    named = {name for name in named if name.startswith("EOSBROKER_")}
+    assert {"EOSBROKER_CHECK_FIELDS", "EOSBROKER_FUZZ_SCALE", "EOSBROKER_PORT"} <= named
+    environment_overrides(dict.fromkeys(named, "1"))  # refuses none of them
 
 
 def test_defaults_without_environment(monkeypatch):
@@ -41,6 +85,7 @@ def test_defaults_without_environment(monkeypatch):
     (["--no-such-option"], "unrecognized arguments"),
     (["--po", "1"], "unrecognized arguments"),  # no abbreviations, as before
     (["--override", "no.such.setting=1"], "unknown setting 'no.such.setting'"),
+    (["--override", "log.retention.msec=1000"], "unknown setting 'log.retention.msec'; did you mean 'log.retention.ms'?"),
 ])
 def test_bad_options_exit_2_with_a_message(capsys, tmp_path, argv, words):
     with pytest.raises(SystemExit) as exited:

@@ -79,3 +79,9 @@ def test_not_toml_and_unknown_names():
     assert unknown.value.field == "scenario" and "did you mean 'zombie-fencing'" in unknown.value.message
     with pytest.raises(ScenarioError, match="only means something in a trigger"):
         parse('name = "x"\n[[setup]]\nop = "node_pause"\nnode_id = "$node"\n')
+
+
+def test_a_mistyped_setting_gets_the_closest_one():
+    with pytest.raises(ScenarioError) as refused:
+        parse(GOOD.replace('"transaction.abort', '"transaction.abbort', 1))
+    assert "did you mean 'transaction.abort.timed.out.transaction.cleanup.interval.ms'?" in refused.value.message
