@@ -8,7 +8,7 @@ import importlib
 import click
 
 from broker import cli
-from broker.config import SETTINGS
+from broker.config import SETTINGS, properties_text
 
 
 class _LazyGroup(click.Group):
@@ -44,7 +44,8 @@ def serve(args: tuple[str, ...]) -> None:
 
 @main.command("settings")
 def settings_cmd() -> None:
-    """List every setting with its default."""
+    """List every setting with its default, as a server.properties file (--config) takes them."""
     for name, s in sorted(SETTINGS.items()):
-        note = f"  ({s.doc})" if s.doc else ""
-        click.echo(f"{name}={s.default}{note}")
+        if s.doc:
+            click.echo(f"# {s.doc}")
+        click.echo(f"{name}={properties_text(s.default)}")

@@ -91,7 +91,7 @@ SETTINGS: dict[str, Setting] = {
     for s in [
         Setting("node.id", _long, 1),
         Setting("broker.id", _long, 1),
-        Setting("node.count", _long, 1, doc="nodes in this process, ids node.id, node.id+1, ... (also --nodes)"),
+        Setting("node.count", _long, 1, doc="Nodes in this process, with ids node.id, node.id+1, ... (also --nodes)."),
         Setting("cluster.id", _str, "eosbroker-local-cluster"),
         Setting("num.partitions", _long, 1),
         Setting("default.replication.factor", _long, 1),
@@ -100,12 +100,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("message.max.bytes", _long, 1048588, "max.message.bytes"),
         Setting("socket.request.max.bytes", _long, 104857600),
         Setting("connections.max.idle.ms", _long, 600000),
-        Setting("queued.max.requests", _long, 500, doc="requests read ahead per connection"),
+        Setting("queued.max.requests", _long, 500, doc="Requests read ahead on each connection."),
         Setting("queued.max.request.bytes", _long, -1,
-                doc="request bytes read but not yet handled, over all connections; -1: no limit"),
-        Setting("max.connections", _long, 2147483647, doc="beyond it new connections wait unread"),
-        Setting("max.connections.per.ip", _long, 2147483647, doc="beyond it new connections are closed"),
-        Setting("max.connections.per.ip.overrides", _host_counts_text, "", doc="host:count,... per-address limits"),
+                doc="Request bytes read but not yet handled, over all connections; -1 sets no limit."),
+        Setting("max.connections", _long, 2147483647, doc="Beyond this many connections, new ones wait unread."),
+        Setting("max.connections.per.ip", _long, 2147483647, doc="Beyond this many connections from one address, new ones are closed."),
+        Setting("max.connections.per.ip.overrides", _host_counts_text, "", doc="Per-address limits, as host:count,..."),
         Setting("log.segment.bytes", _long, 1073741824, "segment.bytes"),
         Setting("log.roll.ms", _long, 604800000, "segment.ms"),
         Setting("log.index.interval.bytes", _long, 4096, "index.interval.bytes"),
@@ -120,38 +120,38 @@ SETTINGS: dict[str, Setting] = {
         Setting("log.flush.interval.messages", _long, 2**63 - 1, "flush.messages"),
         Setting("log.flush.interval.ms", _long, 2**63 - 1, "flush.ms"),
         Setting("log.flush.offset.checkpoint.interval.ms", _long, 60000,
-                doc="how often the recovery points are recorded (a crash recovery validates only beyond them)"),
+                doc="How often the recovery points are recorded (a crash recovery validates only beyond them)."),
         Setting("min.insync.replicas", _long, 1, "min.insync.replicas"),
         Setting("replica.lag.time.max.ms", _long, 30000,
-                doc="a follower that cannot fetch this long leaves the ISR (emulated replication)"),
+                doc="A follower that cannot fetch for this long leaves the ISR (emulated replication)."),
         Setting("compression.type", _str, "producer", "compression.type"),
         Setting("offsets.topic.num.partitions", _long, 50),
-        Setting("offsets.topic.replication.factor", _long, 3, doc="capped at the node count"),
+        Setting("offsets.topic.replication.factor", _long, 3, doc="Capped at the node count."),
         Setting("offsets.topic.segment.bytes", _long, 104857600),
         Setting("offsets.retention.minutes", _long, 10080),
         Setting("group.initial.rebalance.delay.ms", _long, 100, local=True,
-                doc="Kafka: 3000; a local emulator should not make every new group wait 3 s"),
+                doc="Kafka's default is 3000; a local emulator should not make every new group wait 3 s."),
         Setting("group.min.session.timeout.ms", _long, 6000),
         Setting("group.max.session.timeout.ms", _long, 1800000),
         Setting("group.max.size", _long, 2147483647),
         Setting("group.consumer.assignors", consumer_assignors, ("uniform", "range"),
-                doc="KIP-848 server-side assignors, the first is the default: uniform, range "
-                    "(or Kafka's UniformAssignor/RangeAssignor class names)"),
+                doc="The KIP-848 server-side assignors, the first being the default: uniform, range "
+                    "(or Kafka's UniformAssignor/RangeAssignor class names)."),
         Setting("group.consumer.session.timeout.ms", _long, 45000),
         Setting("group.consumer.heartbeat.interval.ms", _long, 5000),
         Setting("group.consumer.max.size", _long, 2147483647),
         Setting("group.consumer.migration.policy", migration_policy, "bidirectional",
                 doc="KIP-848 online migration: upgrade (an empty classic group becomes a consumer "
                     "group), downgrade (a consumer group whose last KIP-848 member leaves while "
-                    "classic members remain becomes a classic group), bidirectional, disabled"),
+                    "classic members remain becomes a classic group), bidirectional or disabled."),
         Setting("offset.metadata.max.bytes", _long, 4096),
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.state.log.segment.bytes", _long, 104857600),
-        Setting("transaction.state.log.replication.factor", _long, 3, doc="capped at the node count"),
+        Setting("transaction.state.log.replication.factor", _long, 3, doc="Capped at the node count."),
         Setting("auto.leader.rebalance.enable", _bool, True),
         Setting("leader.imbalance.check.interval.seconds", _long, 300),
         Setting("broker.session.timeout.ms", _long, 9000,
-                doc="a paused node is fenced after this long (leaves the ISRs, loses its leaderships)"),
+                doc="A paused node is fenced after this long (it leaves the ISRs and loses its leaderships)."),
         Setting("transaction.max.timeout.ms", _long, 900000),
         Setting("transactional.id.expiration.ms", _long, 604800000),
         Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", _long, 10000),
@@ -159,32 +159,41 @@ SETTINGS: dict[str, Setting] = {
         Setting("producer.id.expiration.ms", _long, 86400000),
         Setting("producer.id.expiration.check.interval.ms", _long, 600000),
         Setting("transaction.partition.verification.enable", _bool, True,
-                doc="verify with the coordinator that a transactional Produce's partition is in the "
-                    "producer's transaction (KIP-890); false: accept it unverified, as Kafka before 3.6"),
+                doc="Verify with the coordinator that a transactional Produce's partition is in the "
+                    "producer's transaction (KIP-890); false accepts it unverified, as Kafka before 3.6 did."),
         Setting("add.partitions.to.txn.retry.backoff.ms", _long, 20,
-                doc="Produce v12's implicit add meeting CONCURRENT_TRANSACTIONS retries after this long"),
+                doc="Produce v12's implicit add, meeting CONCURRENT_TRANSACTIONS, is retried after this long."),
         Setting("add.partitions.to.txn.retry.backoff.max.ms", _long, 100,
-                doc="...for up to this long before answering it (Kafka's defaults)"),
+                doc="Produce v12's implicit add is retried for up to this long before CONCURRENT_TRANSACTIONS is answered."),
         Setting("transaction.refuse.sequence.reuse", _bool, False,
-                doc="refuse with OUT_OF_ORDER_SEQUENCE_NUMBER a transactional batch whose sequences match a "
-                    "batch of an already-ended transaction (Kafka answers it as a duplicate)"),
+                doc="Refuse with OUT_OF_ORDER_SEQUENCE_NUMBER a transactional batch whose sequences match a "
+                    "batch of an already-ended transaction (Kafka answers it as a duplicate)."),
         Setting("authorizer.class.name", _str, "",
-                doc="any value turns the ACL authorizer on (Kafka names StandardAuthorizer here)"),
-        Setting("super.users", _str, "", doc="principals that pass every ACL check, ';'-separated"),
+                doc="Any value turns the ACL authorizer on (Kafka names StandardAuthorizer here)."),
+        Setting("super.users", _str, "", doc="Principals that pass every ACL check, separated by ';'."),
         Setting("allow.everyone.if.no.acl.found", _bool, False),
         Setting("emulate.fault.hold.txn.markers", _bool, False,
-                doc="fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers"),
+                doc="Fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers."),
         Setting("emulate.fault.coordinator.load.ms", _long, 0,
-                doc="fault injection: loading a coordinator partition takes at least this long "
-                    "(COORDINATOR_LOAD_IN_PROGRESS meanwhile)"),
+                doc="Fault injection: loading a coordinator partition takes at least this long "
+                    "(COORDINATOR_LOAD_IN_PROGRESS meanwhile)."),
         Setting("emulate.concurrent.transactions.hold.ms", _long, 0,
-                doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0 a request that meets "
-                    "markers in flight is held up to this long and then run again"),
+                doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0, a request that meets "
+                    "markers in flight is held for up to this long and then run again."),
         Setting("emulate.kafka.version", _str, "4.0",
-                doc="version profile: 2.4, 2.8, 3.6, 3.9, 4.0 or 4.4: that release's API versions and features; "
-                    "below 2.5 the pre-KIP-360 producer state rules"),
+                doc="The version profile (2.4, 2.8, 3.6, 3.9, 4.0 or 4.4): that release's API versions and features, "
+                    "and below 2.5 the pre-KIP-360 producer state rules."),
     ]
 }
+
+def properties_text(value: Any) -> str:
+    """A setting's value as Kafka's config files write it: true/false, comma lists."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(properties_text, value))
+    return str(value)
+
 
 # Per-topic config names (CreateTopics configs, DescribeConfigs) -> broker default.
 TOPIC_DEFAULTS: dict[str, str] = {s.topic_name: s.name for s in SETTINGS.values() if s.topic_name}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.config import SETTINGS, TOPIC_DEFAULTS
+from broker.config import SETTINGS, TOPIC_DEFAULTS, properties_text
 from broker.dynamic_configs import DYNAMIC_BROKER_SETTINGS, GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS
 from broker.errors import code
 from broker.topic_configs import TOPIC_CONFIGS
@@ -27,8 +27,7 @@ def _entry(name, value, source, synonyms, kind, doc, read_only=False) -> dict:
             else _TYPES.get(kind, 0), "documentation": doc or None}
 
 
-def _render(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+_render = properties_text
 
 
 def _broker_synonyms(config, key: str) -> list[dict]:
