@@ -29,6 +29,7 @@ class _LazyGroup(click.Group):
 
 
 @click.group(cls=_LazyGroup)
+@click.version_option(package_name="eosbroker", prog_name="eosbroker", message="%(prog)s %(version)s")
 @click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR")
 def main(log_level: str) -> None:
     """eosbroker: a Kafka-compatible broker emulator built around exactly-once."""

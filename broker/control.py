@@ -186,6 +186,9 @@ OPERATIONS: tuple[Operation, ...] = (
                Param("toml", "string", required=False, doc="a scenario file's text"))),
     Operation("scenario_unload", "POST", "/scenario/unload",
               "Remove the loaded scenario's fault rules and triggers"),
+    Operation("transactions", "GET", "/transactions",
+              "Every transactional id the serving coordinators hold, as DescribeTransactions tells it, "
+              "with the age of an open transaction"),
     Operation("transaction_abort", "POST", "/transactions/{transactional_id}/abort",
               "Fence the producer of a transactional id and abort its ongoing transaction now, as its "
               "timeout would (for a transaction that hangs)",
@@ -672,6 +675,11 @@ class ControlService:
         "coordinator_load_in_progress": ("has its coordinator still loading", 503),
         "not_coordinator": ("has no coordinator on its leader", 503),
     }
+
+    def transactions(self) -> dict:
+        from broker.admin import snapshot  # the console's reading of the coordinators
+
+        return {"transactions": snapshot.transactions(self.broker, self.broker.cluster.clock.now_ms())}
 
     async def transaction_abort(self, transactional_id: str) -> dict:
         node = self.broker.coordinator_node(transactional_id, 1)

@@ -84,7 +84,16 @@ def add_routes(admin) -> None:
             pass
         return response
 
-    # Not in /openapi.json, which describes the control service's operations.
-    admin.add_route("GET", "/", index, auth=False)  # the page holds no data
-    admin.add_route("GET", "/console/state", current)
-    admin.add_route("GET", "/console/events", events)
+    admin.add_route("GET", "/", index, auth=False, openapi=_page(  # the page holds no data
+        "console", "The live console (an HTML page fed by /console/events)", "text/html", {"type": "string"}))
+    admin.add_route("GET", "/console/state", current, openapi=_page(
+        "console_state", "The console's state once: nodes, transactions, partitions, producers, groups, faults, "
+        "links and the clock", "application/json", {"type": "object"}))
+    admin.add_route("GET", "/console/events", events, openapi=_page(
+        "console_events", "The console's state as server-sent events: at each change, and once a second",
+        "text/event-stream", {"type": "string"}))
+
+
+def _page(operation_id: str, summary: str, content_type: str, schema: dict) -> dict:
+    return {"operationId": operation_id, "summary": summary,
+            "responses": {"200": {"description": summary, "content": {content_type: {"schema": schema}}}}}

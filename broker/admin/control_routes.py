@@ -26,7 +26,10 @@ _TYPES = {"integer": {"type": "integer", "format": "int32"}, "string": {"type": 
 def add_routes(admin) -> None:
     for op in OPERATIONS:
         admin.add_route(op.method, op.path, _handler(admin, op), openapi=operation_object(op))
-    admin.add_route("GET", "/openapi.json", lambda request: _openapi(admin), auth=False,
+    async def openapi(request: web.Request) -> web.Response:  # aiohttp deprecates plain functions
+        return _openapi(admin)
+
+    admin.add_route("GET", "/openapi.json", openapi, auth=False,
                     openapi={"operationId": "openapi", "summary": "This document",
                              "responses": {"200": {"description": "the OpenAPI document",
                                                    "content": {"application/json": {"schema": {"type": "object"}}}}}})
@@ -85,7 +88,7 @@ def _schema(p) -> dict:
     return schema
 
 
-async def _openapi(admin) -> web.Response:
+def _openapi(admin) -> web.Response:
     document = {
         "openapi": "3.0.3",
         "info": {"title": "eosbroker control API", "version": "1"},

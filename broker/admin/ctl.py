@@ -12,6 +12,7 @@
     eosbroker ctl --admin URL clock show|advance 7d
     eosbroker ctl --admin URL fault add --do drop_response --api-key 0 --count 1 | list | remove ID | release ID | clear
     eosbroker ctl --admin URL scenario list | show NAME | load NAME|FILE | state | unload
+    eosbroker ctl --admin URL transactions list | abort TRANSACTIONAL_ID
 """
 
 from __future__ import annotations
@@ -314,6 +315,28 @@ def scenario(ctx, action: str, scenario: str | None) -> None:
             _run(ctx, "scenario_load", _show_loaded, toml=text)
         else:
             _run(ctx, "scenario_load", _show_loaded, scenario=scenario)
+
+
+@ctl.command()
+@click.argument("action", type=click.Choice(["list", "abort"]))
+@click.argument("transactional_id", required=False)
+@click.pass_context
+def transactions(ctx, action: str, transactional_id: str | None) -> None:
+    """Transactions: list | abort TRANSACTIONAL_ID (fences its producer and aborts its open transaction)."""
+    if action == "list":
+        if transactional_id is not None:
+            raise click.UsageError("transactions list takes no transactional id")
+        _run(ctx, "transactions", lambda a: _table(
+            [[t["transactional_id"], t["state"], t["producer_id"], t["producer_epoch"], t["timeout_ms"],
+              "" if t["age_ms"] is None else t["age_ms"], ",".join(t["partitions"])]
+             for t in a["transactions"]],
+            ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "AGE-MS", "PARTITIONS"]))
+        return
+    if transactional_id is None:
+        raise click.UsageError("transactions abort needs the transactional id")
+    _run(ctx, "transaction_abort", lambda a: click.echo(
+        f"aborted: {a['transactional_id']} is {a['state']}, producer id {a['producer_id']} "
+        f"fenced at epoch {a['producer_epoch']} (coordinator {a['coordinator']})"), transactional_id=transactional_id)
 
 
 def _show_loaded(answer: dict) -> None:

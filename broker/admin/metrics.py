@@ -31,7 +31,10 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from broker.admin import snapshot
+from broker.admin.control_routes import ERROR_SCHEMA
+from broker.control import ControlError
 from protocol.apis import api_name
+from protocol.names import INTERNAL_TOPICS
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -227,7 +230,30 @@ def add_routes(admin) -> None:
     registry.register(FaultFiringsCollector(admin.broker))
 
     async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry)
+        internal = request.query.get("internal", "true")
+        if internal not in ("true", "false"):
+            raise ControlError("internal must be true or false", "internal")
+        body = generate_latest(registry if internal == "true" else WithoutInternalTopics(registry))
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    admin.add_route("GET", "/metrics", metrics)  # not a control operation: not in /openapi.json
+    admin.add_route("GET", "/metrics", metrics, openapi={
+        "operationId": "metrics", "summary": "Metrics in the Prometheus text format",
+        "parameters": [{"name": "internal", "in": "query", "required": False,
+                        "description": "false leaves out the internal topics' partitions (__consumer_offsets, "
+                                       "__transaction_state: 100 partitions by default, mostly idle)",
+                        "schema": {"type": "string", "enum": ["true", "false"], "default": "true"}}],
+        "responses": {"200": {"description": "the metrics", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                      "4XX": {"description": "refused; `field` names the offending argument",
+                              "content": {"application/json": {"schema": ERROR_SCHEMA}}}}})
+
+
+class WithoutInternalTopics:
+    """A registry's metrics without the series of the internal topics' partitions."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self):
+        for family in self.registry.collect():  # fresh objects at every collect: free to trim
+            family.samples = [s for s in family.samples if s.labels.get("topic") not in INTERNAL_TOPICS]
+            yield family

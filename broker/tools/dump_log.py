@@ -73,27 +73,24 @@ class Dump:
     # -- files -----------------------------------------------------------------------
 
     def file(self, path: Path) -> None:
-        self.line(f"Dumping {path}")
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            self.failed = True
-            click.echo(f"Cannot read {path}: {e.strerror or e}", err=True)
-            return
         if path.name == ABORTED_TXN_INDEX_NAME:
-            self.aborted_txn_index(path, data)
-        elif path.suffix == ".log":
-            self.segment(path, data)
-        elif path.suffix == ".index":
-            self.offset_index(path, data)
-        elif path.suffix == ".timeindex":
-            self.time_index(path, data)
-        elif path.suffix == ".snapshot":
-            self.snapshot(path, data)
+            dump = self.aborted_txn_index
         else:
+            dump = {".log": self.segment, ".index": self.offset_index, ".timeindex": self.time_index,
+                    ".snapshot": self.snapshot}.get(path.suffix)
+        if dump is None:
             self.failed = True
             click.echo(f"Unsupported file {path}: expected .log, .index, .timeindex, .snapshot "
                        f"or {ABORTED_TXN_INDEX_NAME}", err=True)
+            return
+        try:
+            data = path.read_bytes()
+        except OSError as e:  # said alone: no "Dumping" line for a file that is not there
+            self.failed = True
+            click.echo(f"Cannot read {path}: {e.strerror or e}", err=True)
+            return
+        self.line(f"Dumping {path}")
+        dump(path, data)
 
     def segment(self, path: Path, data: bytes) -> None:
         self.line(f"Log starting offset: {_base_offset(path)}")

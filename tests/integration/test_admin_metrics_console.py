@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
 import urllib.request
 
 import pytest
@@ -173,3 +174,68 @@ def test_metrics_of_transaction_durations_and_coordinator_loads(broker_factory, 
         _metric(text, "kafka_server_transaction_coordinator_metrics_partition_load_time_avg") >= 0
     assert _metric(text, "kafka_server_group_coordinator_metrics_partition_load_time_max") is not None
     assert _metric(text, "eosbroker_transactions", state="CompleteAbort") == 1
+
+
+def test_metrics_without_the_internal_topics(admin_broker, topic_name):
+    b = admin_broker
+    b.create_topic(topic_name)
+    _open_transaction(b, topic_name, "internal-" + topic_name).abort_transaction(10)  # __transaction_state made
+    everything = _get(b, "/metrics")
+    trimmed = _get(b, "/metrics?internal=false")
+    assert 'topic="__transaction_state"' in everything
+    assert "__transaction_state" not in trimmed and "__consumer_offsets" not in trimmed
+    assert _metric(trimmed, "eosbroker_partition_high_watermark", topic=topic_name, partition="0") == 4
+    assert _metric(trimmed, "kafka_server_replicamanager_partitioncount") == _metric(
+        everything, "kafka_server_replicamanager_partitioncount")  # totals still count them
+    assert len(trimmed.splitlines()) < len(everything.splitlines())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _get(b, "/metrics?internal=no")
+    assert refused.value.code == 400 and json.loads(refused.value.read())["field"] == "internal"
+
+
+def test_openapi_lists_the_metrics_and_console_routes(admin_broker):
+    paths = json.loads(_get(admin_broker, "/openapi.json"))["paths"]
+    assert {"/metrics", "/", "/console/state", "/console/events", "/transactions"} <= set(paths)
+    assert paths["/metrics"]["get"]["parameters"][0]["name"] == "internal"
+
+
+def test_admin_routes_are_registered_without_deprecated_usage(tmp_path):
+    import asyncio
+    import warnings
+
+    from broker.admin import AdminServer
+    from broker.app import Broker
+    from broker.config import BrokerConfig
+
+    async def build():
+        broker = Broker(BrokerConfig(), tmp_path / "data", "127.0.0.1", 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            AdminServer(broker)
+        broker.data_dir_lock.release()
+
+    asyncio.run(build())
+
+
+def test_ctl_lists_and_aborts_transactions(admin_broker, topic_name):
+    b = admin_broker
+    b.create_topic(topic_name)
+    transactional_id = "ctl-" + topic_name
+    producer = _open_transaction(b, topic_name, transactional_id)
+    ctl = ["ctl", "--admin", b.admin_url, "transactions"]
+    listed = CliRunner().invoke(main, [*ctl, "list"])
+    assert listed.exit_code == 0, listed.output
+    header, *rows = listed.output.splitlines()
+    assert header.split() == ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "AGE-MS", "PARTITIONS"]
+    (row,) = [r.split() for r in rows if r.split()[0] == transactional_id]
+    assert row[1] == "Ongoing" and row[4] == "600000" and row[6] == f"{topic_name}-0"
+    aborted = CliRunner().invoke(main, [*ctl, "abort", transactional_id])
+    assert aborted.exit_code == 0, aborted.output
+    assert f"aborted: {transactional_id} is " in aborted.output and "fenced at epoch 1" in aborted.output
+    b.assert_topic_holds(topic_name, [])
+    again = CliRunner().invoke(main, [*ctl, "abort", transactional_id])
+    assert again.exit_code == 1 and "refused (409)" in again.output and "has no ongoing transaction" in again.output
+    missing = CliRunner().invoke(main, [*ctl, "abort"])
+    assert missing.exit_code == 2 and "needs the transactional id" in missing.output
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)

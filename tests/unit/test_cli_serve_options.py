@@ -110,6 +110,13 @@ def test_the_click_group_lists_serve_and_hands_it_its_arguments(tmp_path):
     assert refused.exit_code == 2 and not (tmp_path / "data").exists()
 
 
+def test_version():
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and result.output == f"eosbroker {version('eosbroker')}\n"
+
+
 _FLAGS = ["--host", "--port", "--data-dir", "--config", "--override", "--nodes", "--admin-port", "--admin-host",
           "--admin-token", "--scenario", "--help", "-h", "--po", "--", "--no-such"]
 _VALUES = ["0", "9092", "70000", "-1", "x", "", "a=1", "--port", "-", "data", "0.0.0.0", "3", "65"]

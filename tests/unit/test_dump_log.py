@@ -193,6 +193,7 @@ def test_missing_and_unsupported_files(tmp_path):
         f"Cannot read {tmp_path / 'nope.log'}: No such file or directory",
         f"Unsupported file {other}: expected .log, .index, .timeindex, .snapshot or aborted-transactions.index",
     ]
+    assert result.stdout == ""  # neither is said to be dumped
 
 
 def test_unreadable_records_are_reported(tmp_path):
@@ -206,3 +207,4 @@ def test_unreadable_records_are_reported(tmp_path):
     assert "isvalid: true" in result.stdout.splitlines()[2]
     assert "endTxnMarker: COMMIT" in result.stdout
     assert result.stderr.startswith(f"Corruption in {path} at position 0: records of batch 0 cannot be read: ")
+
