@@ -10,15 +10,21 @@ Fixtures
 Brokers run as subprocesses; ``--eosbroker-in-process`` (or the ini setting
 ``eosbroker_in_process = true``) runs them on a thread of the test process instead.
 Settings for the session broker: ini ``eosbroker_settings`` (one key=value a line).
+
+A test that ends with a confluent-kafka client still alive gets a ClientLeakWarning
+naming it (broker/testing/client_leaks.py); ini ``eosbroker_client_leaks``: ``warn``
+(the default), ``fail`` or ``ignore``.
 """
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from pathlib import Path
 
 import pytest
 
+from broker.testing.client_leaks import ClientLeakWarning, clients_outliving, leak_message, librdkafka_clients
 from broker.testing.in_process import InProcessBroker
 from broker.testing.process import BrokerProcess
 
@@ -31,6 +37,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="run eosbroker fixtures in-process (default: subprocess)")
     parser.addini("eosbroker_settings", type="linelist", default=[],
                   help="broker settings (Kafka names) for the session's eosbroker, one key=value a line")
+    parser.addini("eosbroker_client_leaks", default="warn",
+                  help="a test that leaves a confluent-kafka client alive: warn (default), fail or ignore")
+
+
+_CALL_FAILED = pytest.StashKey[bool]()
+# How long a leaked handle may take to finish being destroyed: failing a test is worth waiting for.
+_LEAK_WAIT_S = {"warn": 2.0, "fail": 10.0}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+
+
+@pytest.fixture(autouse=True)
+def eosbroker_client_leaks(request: pytest.FixtureRequest):
+    """Counts the live confluent-kafka clients around each test. Autouse and
+    function-scoped, so set up before the test's own function fixtures and torn down
+    after them. A test that failed already is left alone: its kept traceback holds its
+    clients."""
+    mode = request.config.getini("eosbroker_client_leaks")
+    if mode not in ("warn", "fail", "ignore"):
+        raise pytest.UsageError(f"eosbroker_client_leaks: warn, fail or ignore, not {mode!r}")
+    if mode == "ignore":
+        yield
+        return
+    before = librdkafka_clients()
+    yield
+    if request.node.stash.get(_CALL_FAILED, False):
+        return
+    leaked = clients_outliving(before, _LEAK_WAIT_S[mode])
+    if not leaked:
+        return
+    if mode == "fail":
+        pytest.fail(leak_message(request.node.nodeid, leaked), pytrace=False)
+    warnings.warn(ClientLeakWarning(leak_message(request.node.nodeid, leaked)))
 
 
 def _in_process_default(config: pytest.Config) -> bool:

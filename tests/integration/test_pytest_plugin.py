@@ -128,6 +128,27 @@ def test_bad_settings_are_a_clear_error(pytester):
     result.stdout.fnmatch_lines(["*broker did not start*", "*unknown setting 'no.such.setting'*"])
 
 
+def test_a_test_that_leaks_a_client_is_named_in_a_warning(pytester):
+    result = _run(pytester, """
+        from confluent_kafka import Producer
+
+        KEPT = []
+
+        def test_leaks(eosbroker_cluster):
+            b = eosbroker_cluster()
+            KEPT.append(Producer({"bootstrap.servers": b.bootstrap_servers}))
+
+        def test_closes(eosbroker_cluster):
+            b = eosbroker_cluster()
+            p = Producer({"bootstrap.servers": b.bootstrap_servers})
+            p.flush(1)
+    """)
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(["*ClientLeakWarning: test_user.py::test_leaks: 1 confluent-kafka client(s) "
+                                 "outlived the test*"])
+    assert "test_user.py::test_closes: " not in result.stdout.str()
+
+
 # -- the helpers directly -------------------------------------------------------------
 
 
