@@ -54,6 +54,8 @@ class AdminServer:
         it without the bearer token."""
         self.app.router.add_route(method, path, handler)
         if openapi is not None:
+            if not auth:  # exempt from the document's bearer requirement
+                openapi = openapi | {"security": []}
             self.openapi_paths.setdefault(path, {})[method.lower()] = openapi
         if not auth:
             self._public.add((method.upper(), path))

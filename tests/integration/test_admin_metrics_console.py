@@ -197,6 +197,9 @@ def test_openapi_lists_the_metrics_and_console_routes(admin_broker):
     paths = json.loads(_get(admin_broker, "/openapi.json"))["paths"]
     assert {"/metrics", "/", "/console/state", "/console/events", "/transactions"} <= set(paths)
     assert paths["/metrics"]["get"]["parameters"][0]["name"] == "internal"
+    # served without the bearer token: exempt from the document's security requirement
+    assert paths["/"]["get"]["security"] == [] and paths["/openapi.json"]["get"]["security"] == []
+    assert "security" not in paths["/console/state"]["get"]
 
 
 def test_admin_routes_are_registered_without_deprecated_usage(tmp_path):
