@@ -300,10 +300,11 @@ class PartitionLog:
         if now_ms is not None:
             self._last_flush_ms = now_ms
 
-    def segment_fds(self) -> tuple[int, ...]:
-        """The files a recovery-point checkpoint fsyncs: segments written since their
-        last flush."""
-        return tuple(seg.fd for seg in self._segments if seg.unflushed)
+    def unflushed_files(self) -> tuple[Path, ...]:
+        """The files a recovery-point checkpoint fsyncs: segments (and their indexes)
+        written since their last flush."""
+        return tuple(path for seg in self._segments if seg.unflushed
+                     for path in (seg.log_path, seg.index_path, seg.time_index_path))
 
     # reading -------------------------------------------------------------
     def _check_offset(self, offset: int) -> None:
