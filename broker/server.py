@@ -112,7 +112,11 @@ class RequestContext:
             return None, "NOT_LEADER_OR_FOLLOWER"
         try:
             return cluster.partition(topic, index), None  # opened on its first use
-        except OSError as e:  # out of file descriptors, a failing disk: logged where it failed
+        except OSError as e:  # out of file descriptors, a failing disk
+            from broker.storage.descriptors import OUT_OF_DESCRIPTORS, POOL
+
+            if e.errno in OUT_OF_DESCRIPTORS and e.filename is not None:  # not the pool's own report
+                e = POOL.out_of_descriptors(e, e.filename)
             log.warning("cannot open partition %s-%d: %s", topic, index, e)
             return None, "KAFKA_STORAGE_ERROR"
 

@@ -24,7 +24,7 @@ MIN_CAPACITY = 16
 # The share of the descriptor limit the storage files may take when no cap is set;
 # the rest is for connections, snapshots, metadata files and the runtime.
 _DEFAULT_SHARE = 0.5
-_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 
 
 def descriptor_limits() -> tuple[int, int]:
@@ -93,20 +93,30 @@ class DescriptorPool:
         try:
             fd = os.open(f.path, f.flags, 0o644)
         except OSError as e:
-            if e.errno not in _OUT_OF_DESCRIPTORS:
-                raise
-            self.failures += 1
-            soft, _ = descriptor_limits()
-            message = (f"out of file descriptors opening {f.path} ({os.strerror(e.errno)}; {len(self._open)} storage "
-                       f"files open of log.open.files.max {self.capacity}, soft limit {soft}): raise the limit "
-                       "(ulimit -n, LimitNOFILE, docker --ulimit nofile) or lower log.open.files.max")
-            if self.failures == 1 or self.failures % 100 == 0:
-                log.error("%s [%d times so far]", message, self.failures)
-            raise OSError(e.errno, message) from None
+            if e.errno in OUT_OF_DESCRIPTORS:
+                raise self.out_of_descriptors(e, str(f.path)) from None
+            raise
         self.opens += 1
         f._fd = fd
         self._open[f] = None
         return fd
+
+    def out_of_descriptors(self, error: OSError, what: str) -> OSError:
+        """The process ran out of descriptors (EMFILE/ENFILE) opening ``what``: the pool
+        gives back a quarter of its files and keeps to that size from now on, so that
+        the next request finds descriptors again; logs what to raise. Returns the error
+        for the caller to raise (its request answers KAFKA_STORAGE_ERROR)."""
+        self.failures += 1
+        before = self.capacity
+        self.capacity = max(MIN_CAPACITY, len(self._open) * 3 // 4)
+        self._shrink(self.capacity)
+        soft, _ = descriptor_limits()
+        message = (f"out of file descriptors opening {what} ({os.strerror(error.errno)}, soft limit {soft}): "
+                   f"raise the limit (ulimit -n, LimitNOFILE=, docker --ulimit nofile=) or lower "
+                   f"log.open.files.max; storage files kept open now at most {self.capacity} (was {before})")
+        if self.failures == 1 or self.failures % 100 == 0:
+            log.error("%s [%d times so far]", message, self.failures)
+        return OSError(error.errno, message)
 
     def forget(self, f: PooledFile) -> None:
         self._open.pop(f, None)
