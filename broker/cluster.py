@@ -377,13 +377,26 @@ class Cluster:
         if validate_only:
             return None
         self._make_partition_dirs(name, 0, partitions)
-        topic = self.topics.add(name, partitions, checked)  # the commit point
+        try:
+            topic = self.topics.add(name, partitions, checked)  # the commit point
+        except OSError as e:
+            _remove_dirs([self.partition_dir(name, i) for i in range(partitions)])
+            log.warning("could not record topic %s (%s): nothing created", name, e)
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record topic {name}: {e}") from None
         self.created_this_run.add(name)
         for i in range(partitions):
             self.replicas.assign(name, i, replication_factor, (assignments or {}).get(i))
-        self.replicas.save()
+        self._save_leaderships()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    def _save_leaderships(self) -> None:
+        """After the registry has committed a change: a failure to record the leaderships
+        does not undo it (start-up assigns what partitions.json lacks)."""
+        try:
+            self.replicas.save()
+        except OSError as e:
+            log.warning("could not record the partition leaderships (%s): assigned again at the next start", e)
 
     def _make_partition_dirs(self, name: str, first: int, end: int) -> None:
         """Creates the directories of partitions ``first`` to ``end - 1`` before the
@@ -447,7 +460,7 @@ class Cluster:
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the new partitions of {name}: {e}") from None
         for i in range(first, count):
             self.replicas.assign(name, i, replication_factor)
-        self.replicas.save()
+        self._save_leaderships()
         return topic
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> tuple[int, int]:
@@ -511,6 +524,13 @@ class Cluster:
             part.close()
             part.recovery_point = part.log.log_end_offset  # flushed, snapshotted there
         self._write_recovery_points()
+        if not self._clean_start:
+            unchecked = sum(1 for key in self.partition_keys() if key not in self.partitions)
+            if unchecked:
+                # the marker would let the next start trust files nothing has validated
+                log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "
+                         "validated at the next start", unchecked)
+                return
         replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
 
 
