@@ -58,7 +58,10 @@ class LogSegment:
         self.base_offset = base_offset
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
         self._file = PooledFile(self.log_path)
-        self.size = os.fstat(self._file.fd).st_size
+        try:  # an existing segment is not opened until it is read or written
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = os.fstat(self._file.fd).st_size  # created
         self.next_offset = base_offset  # one past the last batch; exact for the active segment
         self.offset_index: OffsetIndex | None = None
         self.time_index: TimeIndex | None = None
