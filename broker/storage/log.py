@@ -301,10 +301,9 @@ class PartitionLog:
             self._last_flush_ms = now_ms
 
     def unflushed_files(self) -> tuple[Path, ...]:
-        """The files a recovery-point checkpoint fsyncs: segments (and their indexes)
-        written since their last flush."""
-        return tuple(path for seg in self._segments if seg.unflushed
-                     for path in (seg.log_path, seg.index_path, seg.time_index_path))
+        """The files a recovery-point checkpoint fsyncs: segments written since their
+        last flush (their indexes are checked against the log at recovery)."""
+        return tuple(seg.log_path for seg in self._segments if seg.unflushed)
 
     # reading -------------------------------------------------------------
     def _check_offset(self, offset: int) -> None:
