@@ -113,11 +113,9 @@ class RequestContext:
         try:
             return cluster.partition(topic, index), None  # opened on its first use
         except OSError as e:  # out of file descriptors, a failing disk
-            from broker.storage.descriptors import OUT_OF_DESCRIPTORS, POOL
+            from broker.storage.descriptors import storage_error
 
-            if e.errno in OUT_OF_DESCRIPTORS and e.filename is not None:  # not the pool's own report
-                e = POOL.out_of_descriptors(e, e.filename)
-            log.warning("cannot open partition %s-%d: %s", topic, index, e)
+            log.warning("cannot open partition %s-%d: %s", topic, index, storage_error(e))
             return None, "KAFKA_STORAGE_ERROR"
 
     def current_leader(self, topic: str | None, index: int) -> dict:

@@ -15,6 +15,7 @@ import logging
 from broker import allocator
 from broker.acls import READ, TOPIC, allowed
 from broker.errors import code
+from broker.storage.descriptors import storage_error
 from broker.storage.log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
 
@@ -90,7 +91,7 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
                 partitions.append(_partition_error(p.partition, "OFFSET_OUT_OF_RANGE"))
                 continue
             except OSError as e:  # out of file descriptors, a failing disk
-                log.warning("fetch from %s-%d failed: %s", part.topic, part.index, e)
+                log.warning("fetch from %s-%d failed: %s", part.topic, part.index, storage_error(e))
                 partitions.append(_partition_error(p.partition, "KAFKA_STORAGE_ERROR"))
                 continue
             if data:

@@ -10,6 +10,7 @@ import logging
 
 from broker.acls import DESCRIBE, TOPIC, allowed
 from broker.errors import code
+from broker.storage.descriptors import storage_error
 from protocol import record_codec
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ async def handle(ctx, request):
                     offset, timestamp = _lookup(part, p.timestamp, committed)
                     result.update(offset=offset, timestamp=timestamp, leader_epoch=part.log.leader_epoch)
                 except OSError as e:  # out of file descriptors, a failing disk
-                    log.warning("list offsets of %s-%d failed: %s", t.name, p.partition_index, e)
+                    log.warning("list offsets of %s-%d failed: %s", t.name, p.partition_index, storage_error(e))
                     result["error_code"] = code("KAFKA_STORAGE_ERROR")
             partitions.append(result)
         topics.append({"name": t.name, "partitions": partitions})

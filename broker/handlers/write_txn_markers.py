@@ -15,6 +15,7 @@ import logging
 from broker.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
 from broker.errors import code
 from broker.partition import ProduceRejected
+from broker.storage.descriptors import storage_error
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def _write(ctx, marker, topic: str, index: int, now: int):
     except ProduceRejected as e:
         return code(e.error_name)
     except OSError as e:  # out of file descriptors, a failing disk: nothing was appended
-        log.warning("marker for %s-%d failed: %s", topic, index, e)
+        log.warning("marker for %s-%d failed: %s", topic, index, storage_error(e))
         return code("KAFKA_STORAGE_ERROR")
     return 0
 

@@ -125,6 +125,14 @@ class DescriptorPool:
 POOL = DescriptorPool()
 
 
+def storage_error(error: OSError) -> OSError:
+    """An OSError from storage as it is logged: out of descriptors (and not already
+    reported by the pool), the pool gives some back and the message names what to raise."""
+    if error.errno in OUT_OF_DESCRIPTORS and error.filename is not None:
+        return POOL.out_of_descriptors(error, error.filename)
+    return error
+
+
 class PooledFile:
     """A file opened through the pool when its descriptor is asked for, and closed
     when it is the least recently used one and room is needed."""
