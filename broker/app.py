@@ -82,7 +82,13 @@ class Broker:
         return self.nodes[0].server.port
 
     async def start(self) -> None:
+        from broker.storage.descriptors import POOL, capacity_for, raise_descriptor_limit
+
+        POOL.resize(capacity_for(self.config["log.open.files.max"], raise_descriptor_limit()))
+        log.info("storage files kept open: at most %d (log.open.files.max)", POOL.capacity)
         self.cluster.open_all()
+        if not self.cluster.clean_start:
+            self._tasks.append(asyncio.create_task(self.cluster.open_remaining()))
         for node in self.nodes:
             await node.start()
         self._tasks.append(asyncio.create_task(every(
@@ -139,7 +145,7 @@ class Broker:
                 node.coordinator_service(topic).ensure_ready()
 
     def _leader_changed(self, topic: str, index: int, before: int, state) -> None:
-        part = self.cluster.partition(topic, index)
+        part = self.cluster.partitions.get((topic, index))  # one not opened yet gets the epoch at open
         if part is not None:
             part.set_leader_epoch(state.leader_epoch)
         if topic not in _COORDINATOR_TOPIC_NAMES:
@@ -270,18 +276,17 @@ class Broker:
             if node.info.state == RUNNING and node._transactions is not None:
                 node._transactions.expire_ids()
 
-    def _retention(self) -> None:
+    async def _retention(self) -> None:
         t = self.clock.now_ms()
-        for part in list(self.cluster.partitions.values()):
-            if "delete" in part.log.config.cleanup_policy:
-                deleted = part.log.enforce_retention(t)
-                if deleted:
-                    part.log_start_moved()
-                    log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
+        async for part in self.cluster.partitions_with_data(lambda cfg: cfg.deletes):
+            deleted = part.log.enforce_retention(t)
+            if deleted:
+                part.log_start_moved()
+                log.info("retention deleted %d segments of %s-%d", deleted, part.topic, part.index)
 
     async def _clean_logs(self) -> None:
-        compacted = [(f"{p.topic}-{p.index}", p.log) for p in self.cluster.partitions.values()
-                     if "compact" in p.log.config.cleanup_policy]
+        compacted = [(f"{p.topic}-{p.index}", p.log)
+                     async for p in self.cluster.partitions_with_data(lambda cfg: cfg.compacts)]
         if not compacted:
             return
         if self._cleaner is None:

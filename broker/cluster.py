@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,9 @@ class Cluster:
         self.topics = TopicRegistry(data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
+        # what open_all found: whether the last run ended cleanly, and its recovery points
+        self._clean_start = False
+        self._start_points: dict[tuple[str, int], int] = {}
         # Told of events that /metrics counts (set by the admin server, else None):
         # (coordinator topic, partition, seconds from load start to loaded) and
         # ("commit" | "abort", seconds from a transaction's start to its markers written).
@@ -124,33 +128,72 @@ class Cluster:
         return self.data_dir / "meta" / CLEAN_SHUTDOWN_FILE
 
     def open_all(self) -> None:
-        """Opens (and so recovers) every partition of every known topic.
+        """Readies every known partition for its first use without opening it: its
+        leadership assigned, what a crash left half made (a topic's directories without
+        its registry entry, or the reverse) removed or completed. Only the coordinator
+        topics' partitions are opened now, as their coordinators load at start.
 
-        After a clean shutdown the active segments' index files are trusted; otherwise
-        each active segment is validated batch by batch from its recovery point.
+        A partition opened later recovers as it would have here: after a clean shutdown
+        its index files are trusted; otherwise its active segment is validated from its
+        recovery point (``partition``).
         """
         started = self.clock.now_ms()
-        clean = self._take_clean_shutdown_marker()
-        points = {} if clean else read_recovery_points(self.recovery_points_path)
+        self._clean_start = self._take_clean_shutdown_marker()
+        self._start_points = read_recovery_points(self.recovery_points_path)
+        self._repair_half_made_topics()
         for topic in list(self.topics.by_name.values()):
-            self._open_partitions(topic, 0, clean, self.default_replication_factor(_replication_setting(topic.name)),
-                                  recovery_points=points)
+            replication_factor = self.default_replication_factor(_replication_setting(topic.name))
+            for i in range(topic.partitions):
+                self.replicas.assign(topic.name, i, replication_factor)
         self.replicas.save()
+        for name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
+            topic = self.topics.by_name.get(name)
+            for i in range(topic.partitions if topic is not None else 0):
+                self._open_partition(topic, i)
         self._write_recovery_points()
-        if self.partitions:
-            if clean:
-                log.info("opened %d partitions in %d ms after a clean shutdown (index files trusted)",
-                         len(self.partitions), self.clock.now_ms() - started)
-            else:
-                log.info("recovered %d partitions in %d ms after an unclean shutdown (active segments validated)",
-                         len(self.partitions), self.clock.now_ms() - started)
+        known = sum(t.partitions for t in self.topics.by_name.values())
+        if known:
+            log.info("%d partitions known, %d opened at start in %d ms after %s; the others open on first use",
+                     known, len(self.partitions), self.clock.now_ms() - started,
+                     "a clean shutdown (index files trusted)" if self._clean_start
+                     else "an unclean shutdown (active segments validated beyond their recovery points)")
+
+    def _repair_half_made_topics(self) -> None:
+        """A create or delete killed in the middle: partition directories the registry
+        does not name are removed (the registry entry is written last when creating,
+        first when deleting); directories missing for a registered topic are created."""
+        present: dict[str, set[int]] = {}
+        with os.scandir(self.data_dir) as entries:
+            for entry in entries:
+                name, dash, index = entry.name.rpartition("-")
+                if dash and name and index.isdigit() and str(int(index)) == index and entry.is_dir(follow_symlinks=False):
+                    present.setdefault(name, set()).add(int(index))
+        for name, indexes in sorted(present.items()):
+            topic = self.topics.by_name.get(name)
+            extra = sorted(i for i in indexes if topic is None or i >= topic.partitions)
+            extra = [i for i in extra if _holds_only_partition_files(self.partition_dir(name, i))]
+            if extra:
+                _remove_dirs([self.partition_dir(name, i) for i in extra])
+                log.warning("removed %d partition directories of %s %s (%s) left by a topic create, partition "
+                            "add or delete that did not finish", len(extra),
+                            "unknown topic" if topic is None else "topic", name, _ranges(extra))
+        for topic in list(self.topics.by_name.values()):
+            missing = [i for i in range(topic.partitions) if i not in present.get(topic.name, ())]
+            if missing:
+                for i in missing:
+                    self.partition_dir(topic.name, i).mkdir(parents=True, exist_ok=True)
+                fsync_dir(self.data_dir)
+                log.warning("completed topic %s: created its %d missing partition directories (%s)",
+                            topic.name, len(missing), _ranges(missing))
 
     @property
     def recovery_points_path(self) -> Path:
         return self.data_dir / "meta" / RECOVERY_POINTS_FILE
 
     def _write_recovery_points(self) -> None:
-        points = {key: p.recovery_point for key, p in self.partitions.items() if p.recovery_point is not None}
+        # partitions not opened this run keep the point they had at start
+        points = {key: p for key, p in self._start_points.items() if key not in self.partitions}
+        points.update((key, p.recovery_point) for key, p in self.partitions.items() if p.recovery_point is not None)
         if not points and not self.recovery_points_path.exists():
             return  # none to record and no file: reading none gives the same empty set
         try:
@@ -195,28 +238,101 @@ class Cluster:
         fsync_dir(path.parent)
         return True
 
-    def _open_partitions(self, topic: TopicInfo, first: int, clean_shutdown: bool = False,
-                         replication_factor: int = 1, assignments: dict[int, list[int]] | None = None,
-                         recovery_points: dict[tuple[str, int], int] | None = None) -> None:
+    def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
         # The storage machinery loads with the first partition: a fresh broker answers
         # its first Metadata without it (~15 ms of imports).
         from broker.partition import Partition
 
-        cfg = self.log_config(topic)
-        t = self.clock.now_ms()
-        for i in range(first, topic.partitions):
-            leadership = self.replicas.assign(topic.name, i, replication_factor, (assignments or {}).get(i))
-            part = self.partitions[(topic.name, i)] = Partition.open(
-                topic.name, i, self.partition_dir(topic.name, i), cfg, t, self.emulate_older_than_2_5, clean_shutdown,
-                (recovery_points or {}).get((topic.name, i)),
-            )
+        key = (topic.name, index)
+        part = Partition.open(
+            topic.name, index, self.partition_dir(topic.name, index), self.log_config(topic), self.clock.now_ms(),
+            self.emulate_older_than_2_5,
+            # not opened since start: its files are as the last run left them
+            self._clean_start and topic.name not in self.created_this_run, self._start_points.get(key),
+        )
+        self.partitions[key] = part
+        leadership = self.replicas.partitions.get(key)
+        if leadership is not None:
             part.set_leader_epoch(leadership.leader_epoch)
+        return part
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
+    def has_partition(self, topic: str, index: int) -> bool:
+        info = self.topics.by_name.get(topic)
+        return info is not None and 0 <= index < info.partitions
+
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        """The partition, opened (and recovered) on its first use; None when the topic
+        or the index is unknown. OSError when its files cannot be opened (out of file
+        descriptors, a failing disk): the caller answers KAFKA_STORAGE_ERROR."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part
+        info = self.topics.by_name.get(topic)
+        if info is None or not 0 <= index < info.partitions:
+            return None
+        return self._open_partition(info, index)
+
+    def partition_size(self, topic: str, index: int) -> int:
+        """Bytes of the partition's segments; read from the directory when the partition
+        is not open (DescribeLogDirs does not open it)."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part.log.size_bytes
+        try:
+            with os.scandir(self.partition_dir(topic, index)) as entries:
+                return sum(e.stat().st_size for e in entries if e.name.endswith(".log") and e.name[:20].isdigit())
+        except OSError:
+            return 0
+
+    @property
+    def clean_start(self) -> bool:
+        """Whether the last run ended with a clean shutdown (open_all tells)."""
+        return self._clean_start
+
+    async def open_remaining(self) -> None:
+        """After an unclean shutdown: opens (so validates beyond its recovery point) every
+        partition no request has opened yet, one at a time between requests."""
+        opened = 0
+        for topic, index in self.partition_keys():
+            if (topic, index) in self.partitions:
+                continue
+            try:
+                if self.partition(topic, index) is not None:
+                    opened += 1
+            except OSError as e:
+                log.warning("could not open %s-%d to validate it: %s (validated at its first use)", topic, index, e)
+            await asyncio.sleep(0)
+        if opened:
+            log.info("validated the %d partitions not used since the unclean shutdown", opened)
+
+    async def partitions_with_data(self, wanted: Callable[[LogConfig], bool]):
+        """The partitions whose log config is ``wanted`` (retention, compaction), those not
+        open yet opened when their directory holds any record; between partitions the
+        event loop serves requests."""
+        for n, topic in enumerate(list(self.topics.by_name.values())):
+            if not wanted(self.log_config(topic)):
+                continue
+            for index in range(topic.partitions):
+                if (n + index) % 64 == 63:
+                    await asyncio.sleep(0)
+                part = self.partitions.get((topic.name, index))
+                if part is None:
+                    if topic.name not in self.topics.by_name or not self.partition_size(topic.name, index):
+                        continue
+                    try:
+                        part = self.partition(topic.name, index)
+                    except OSError as e:
+                        log.warning("could not open %s-%d for retention or compaction: %s", topic.name, index, e)
+                        continue
+                if part is not None and wanted(part.log.config):
+                    yield part
+
+    def partition_keys(self) -> list[tuple[str, int]]:
+        """Every partition of every topic, opened or not."""
+        return [(t.name, i) for t in self.topics.by_name.values() for i in range(t.partitions)]
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
         from broker.storage.log import LogConfig
@@ -260,12 +376,45 @@ class Cluster:
         checked = validate_topic_configs(configs or {})
         if validate_only:
             return None
-        topic = self.topics.add(name, partitions, checked)
+        self._make_partition_dirs(name, 0, partitions)
+        try:
+            topic = self.topics.add(name, partitions, checked)  # the commit point
+        except OSError as e:
+            _remove_dirs([self.partition_dir(name, i) for i in range(partitions)])
+            log.warning("could not record topic %s (%s): nothing created", name, e)
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record topic {name}: {e}") from None
         self.created_this_run.add(name)
-        self._open_partitions(topic, 0, False, replication_factor, assignments)
-        self.replicas.save()
+        for i in range(partitions):
+            self.replicas.assign(name, i, replication_factor, (assignments or {}).get(i))
+        self._save_leaderships()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    def _save_leaderships(self) -> None:
+        """After the registry has committed a change: a failure to record the leaderships
+        does not undo it (start-up assigns what partitions.json lacks)."""
+        try:
+            self.replicas.save()
+        except OSError as e:
+            log.warning("could not record the partition leaderships (%s): assigned again at the next start", e)
+
+    def _make_partition_dirs(self, name: str, first: int, end: int) -> None:
+        """Creates the directories of partitions ``first`` to ``end - 1`` before the
+        registry names them; on failure removes those made and raises TopicError
+        (KAFKA_STORAGE_ERROR), so nothing of them is left. A crash in between leaves
+        directories the registry does not name: start-up removes them."""
+        made: list[Path] = []
+        try:
+            for i in range(first, end):
+                path = self.partition_dir(name, i)
+                path.mkdir()
+                made.append(path)
+            fsync_dir(self.data_dir)
+        except OSError as e:
+            _remove_dirs(made)
+            log.warning("could not create the partition directories of %s (%s): nothing created", name, e)
+            raise TopicError("KAFKA_STORAGE_ERROR",
+                             f"could not create partition {name}-{first + len(made)}: {e}") from None
 
     def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         """Creates an internal topic if it is missing (coordinator topics)."""
@@ -278,15 +427,15 @@ class Cluster:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
         if not self.config["delete.topic.enable"]:
             raise TopicError("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
-        import shutil  # here, not at start-up: it loads bz2, lzma and zlib
-
+        self.topics.remove(name)  # first: a crash from here on leaves directories start-up removes
         for i in range(topic.partitions):
             part = self.partitions.pop((name, i), None)
             if part is not None:
                 part.discard()
-            shutil.rmtree(self.partition_dir(name, i), ignore_errors=True)
             self.replicas.forget(name, i)
-        self.topics.remove(name)
+            self._start_points.pop((name, i), None)
+        _remove_dirs([self.partition_dir(name, i) for i in range(topic.partitions)])
+        self.created_this_run.discard(name)
         self.replicas.save()
         self._write_recovery_points()  # a topic created again under the name starts without one
         log.info("deleted topic %s", name)
@@ -303,9 +452,15 @@ class Cluster:
             )
         first = topic.partitions
         replication_factor = len(self.replicas.partitions[(name, 0)].replicas)
-        topic = self.topics.set_partitions(name, count)
-        self._open_partitions(topic, first, False, replication_factor)
-        self.replicas.save()
+        self._make_partition_dirs(name, first, count)
+        try:
+            topic = self.topics.set_partitions(name, count)  # the commit point
+        except OSError as e:
+            _remove_dirs([self.partition_dir(name, i) for i in range(first, count)])
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the new partitions of {name}: {e}") from None
+        for i in range(first, count):
+            self.replicas.assign(name, i, replication_factor)
+        self._save_leaderships()
         return topic
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> tuple[int, int]:
@@ -357,7 +512,9 @@ class Cluster:
         topic = self.topics.set_configs(name, validate_topic_configs(configs))
         cfg = self.log_config(topic)
         for i in range(topic.partitions):
-            self.partitions[(name, i)].log.update_config(cfg)
+            part = self.partitions.get((name, i))  # one not opened yet gets it at open
+            if part is not None:
+                part.log.update_config(cfg)
         return topic
 
     def close(self) -> None:
@@ -365,7 +522,52 @@ class Cluster:
         shutdown marker so the next start need not re-scan the active segments."""
         for part in self.partitions.values():
             part.close()
+            part.recovery_point = part.log.log_end_offset  # flushed, snapshotted there
+        self._write_recovery_points()
+        if not self._clean_start:
+            unchecked = sum(1 for key in self.partition_keys() if key not in self.partitions)
+            if unchecked:
+                # the marker would let the next start trust files nothing has validated
+                log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "
+                         "validated at the next start", unchecked)
+                return
         replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
+
+
+# What a partition directory may hold (segments, indexes, snapshots are named by a
+# 20-digit offset): start-up removes a leftover directory only when it holds nothing else.
+_PARTITION_FILES = frozenset({"leader-epoch-checkpoint", "aborted-transactions.index", "log-start-offset",
+                              "cleaner-offset-checkpoint"})
+
+
+def _holds_only_partition_files(directory: Path) -> bool:
+    for name in os.listdir(directory):
+        stem = name.removesuffix(".tmp")
+        if stem not in _PARTITION_FILES and not (len(stem) > 20 and stem[:20].isdigit() and stem[20] == "."):
+            return False
+    return True
+
+
+def _remove_dirs(paths: list[Path]) -> None:
+    if not paths:
+        return
+    import shutil  # here, not at start-up: it loads bz2, lzma and zlib
+
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    fsync_dir(paths[0].parent)
+
+
+def _ranges(indexes: list[int]) -> str:
+    """"0-3, 7" for [0, 1, 2, 3, 7]."""
+    out: list[str] = []
+    start = prev = indexes[0]
+    for i in indexes[1:] + [None]:
+        if i is None or i != prev + 1:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = i
+        prev = i
+    return ", ".join(out)
 
 
 def _replication_setting(topic: str) -> str:

@@ -758,7 +758,7 @@ class ControlService:
             "nodes": [node.describe() for node in cluster.nodes],
             "partitions": [
                 {"topic": topic, "partition": index} | cluster.leadership(topic, index).describe()
-                for topic, index in sorted(cluster.partitions)
+                for topic, index in sorted(cluster.partition_keys())
             ],
             "coordinators": self._coordinators(),
             "links": self._links(),

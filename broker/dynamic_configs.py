@@ -250,6 +250,6 @@ def _reapply_log_configs(cluster) -> None:
     for topic in list(cluster.topics.by_name.values()):
         cfg = cluster.log_config(topic)
         for i in range(topic.partitions):
-            part = cluster.partition(topic.name, i)
+            part = cluster.partitions.get((topic.name, i))  # one not opened yet gets it at open
             if part is not None:
                 part.log.update_config(cfg)

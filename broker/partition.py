@@ -47,14 +47,19 @@ class RecoveryCheckpoint:
     partition: "Partition"
     end: int
     snapshot: bytes
-    fds: tuple[int, ...]
+    files: tuple[Path, ...]
 
     def write(self) -> None:
         """fsyncs the log up to ``end`` and writes the producer snapshot taken there. Any
-        thread: segment files only grow meanwhile; a segment closed meanwhile raises
-        OSError and the recovery point stays where it was."""
-        for fd in self.fds:
-            os.fsync(fd)
+        thread: segment files only grow meanwhile; each is opened here (the event loop's
+        descriptor pool may close its own meanwhile), and a segment deleted meanwhile
+        raises OSError and the recovery point stays where it was."""
+        for path in self.files:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         write_snapshot_bytes(self.snapshot, self.partition.log.directory, self.end)
 
 
@@ -105,9 +110,13 @@ class Partition:
              emulate_older_than_2_5: bool = False, clean_shutdown: bool = False,
              recovery_point: int | None = None) -> "Partition":
         log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown, recovery_point)
-        aborted = AbortedTxnIndex(directory)
-        aborted.truncate_to(log_.log_end_offset)
-        state, start = _load_producer_state(log_, aborted, emulate_older_than_2_5)
+        try:
+            aborted = AbortedTxnIndex(directory)
+            aborted.truncate_to(log_.log_end_offset)
+            state, start = _load_producer_state(log_, aborted, emulate_older_than_2_5)
+        except BaseException:
+            log_.close()
+            raise
         part = cls(topic, index, log_, state, aborted)
         if clean_shutdown or start == log_.log_end_offset:
             part.recovery_point = log_.log_end_offset  # flushed at close, a snapshot there
@@ -161,6 +170,8 @@ class Partition:
         if check.error is not None:
             raise ProduceRejected(check.error, check.message)
         batch = RecordBatch(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms), 0)
+        if not commit:
+            self.aborted.ready()  # a failure for want of a descriptor comes before the marker
         info = self.log.append(batch, now_ms)
         completed = self.producer_state.complete_transaction(
             producer_id, producer_epoch, info.base_offset, commit, coordinator_epoch, now_ms)
@@ -213,7 +224,7 @@ class Partition:
         end = self.log.log_end_offset
         if end == self.recovery_point:
             return None
-        return RecoveryCheckpoint(self, end, encode_snapshot(self.producer_state), self.log.segment_fds())
+        return RecoveryCheckpoint(self, end, encode_snapshot(self.producer_state), self.log.unflushed_files())
 
     def _snapshot_at_roll(self, new_segment_base: int) -> None:
         write_snapshot(self.producer_state, self.log.directory, new_segment_base)

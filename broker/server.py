@@ -99,8 +99,7 @@ class RequestContext:
         FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), checked
         before leadership as Kafka does on a replica."""
         cluster = self.broker.cluster
-        part = cluster.partition(topic, index) if topic is not None else None
-        if part is None:
+        if topic is None or not cluster.has_partition(topic, index):
             return None, missing
         leadership = cluster.leadership(topic, index)
         node_id = self.connection.node_id
@@ -111,7 +110,13 @@ class RequestContext:
                 return None, "UNKNOWN_LEADER_EPOCH"
         if leadership.leader != node_id:
             return None, "NOT_LEADER_OR_FOLLOWER"
-        return part, None
+        try:
+            return cluster.partition(topic, index), None  # opened on its first use
+        except OSError as e:  # out of file descriptors, a failing disk
+            from broker.storage.descriptors import storage_error
+
+            log.warning("cannot open partition %s-%d: %s", topic, index, storage_error(e))
+            return None, "KAFKA_STORAGE_ERROR"
 
     def current_leader(self, topic: str | None, index: int) -> dict:
         """KIP-951's LeaderIdAndEpoch for a NOT_LEADER_OR_FOLLOWER answer."""

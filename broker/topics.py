@@ -127,7 +127,11 @@ class TopicRegistry:
     def add(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         topic = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
         self._index(topic)
-        self._save()
+        try:
+            self._save()
+        except BaseException:  # not on disk: not known either
+            del self.by_name[name], self.by_id[topic.topic_id]
+            raise
         return topic
 
     def remove(self, name: str) -> TopicInfo:
@@ -137,9 +141,14 @@ class TopicRegistry:
         return topic
 
     def set_partitions(self, name: str, partitions: int) -> TopicInfo:
-        topic = replace(self.by_name[name], partitions=partitions)
+        before = self.by_name[name]
+        topic = replace(before, partitions=partitions)
         self._index(topic)
-        self._save()
+        try:
+            self._save()
+        except BaseException:
+            self._index(before)
+            raise
         return topic
 
     def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:

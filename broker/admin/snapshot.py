@@ -56,7 +56,13 @@ def transactions(broker, now_ms: int) -> list[dict]:
 def partitions(broker) -> list[dict]:
     cluster = broker.cluster
     out = []
-    for (topic, index), p in sorted(cluster.partitions.items()):
+    for topic, index in sorted(cluster.partition_keys()):
+        try:
+            p = cluster.partition(topic, index)  # the control API's view opens what no client has
+        except OSError as e:
+            out.append({"topic": topic, "partition": index, "leader": cluster.leader_of(topic, index),
+                        "error": str(e)})
+            continue
         out.append({
             "topic": topic, "partition": index, "leader": cluster.leader_of(topic, index),
             "log_start_offset": p.log_start_offset, "last_stable_offset": p.last_stable_offset,

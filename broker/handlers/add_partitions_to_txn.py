@@ -44,7 +44,7 @@ def _refused(ctx, transactional_id: str, partitions: list) -> dict | None:
     for tp in partitions:
         if from_client and (tp[0] in INTERNAL_TOPICS or not allowed(ctx, WRITE, TOPIC, tp[0])):
             errors[tp] = TOPIC_DENIED
-        elif ctx.cluster.partition(*tp) is None:
+        elif not ctx.cluster.has_partition(*tp):
             errors[tp] = code("UNKNOWN_TOPIC_OR_PARTITION")
     if not errors:
         return None

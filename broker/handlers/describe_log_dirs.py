@@ -12,12 +12,13 @@ async def handle(ctx, request):
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_topic: dict[str, list[dict]] = {}
-    for (topic, index), part in sorted(cluster.partitions.items()):
+    for topic, index in sorted(cluster.partition_keys()):
         if wanted is not None and (topic, index) not in wanted:
             continue
         if cluster.leader_of(topic, index) != ctx.connection.node_id:
             continue
-        by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": part.log.size_bytes,
+        by_topic.setdefault(topic, []).append({"partition_index": index,
+                                               "partition_size": cluster.partition_size(topic, index),
                                                "offset_lag": 0, "is_future_key": False})
     try:
         usage = shutil.disk_usage(cluster.data_dir)

@@ -43,7 +43,7 @@ async def handle(ctx, request):
     if election_type not in (PREFERRED, UNCLEAN):
         return {"error_code": code("INVALID_REQUEST"), "replica_election_results": []}
     everything = request.topic_partitions is None
-    wanted = (sorted(cluster.partitions) if everything
+    wanted = (sorted(cluster.partition_keys()) if everything
               else [(t.topic, p) for t in request.topic_partitions for p in t.partitions])
     results: dict[str, list[dict]] = {}
     for topic, index in wanted:

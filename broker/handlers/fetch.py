@@ -10,12 +10,16 @@ declined: every answer carries session id 0, so clients send full requests.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from broker import allocator
 from broker.acls import READ, TOPIC, allowed
 from broker.errors import code
+from broker.storage.descriptors import storage_error
 from broker.storage.log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
+
+log = logging.getLogger(__name__)
 
 API_KEY = 1
 KIP_951_VERSION = 16  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
@@ -85,6 +89,10 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
             except OffsetOutOfRange:
                 # As Kafka: an errored partition carries no offsets (-1), whatever the log holds.
                 partitions.append(_partition_error(p.partition, "OFFSET_OUT_OF_RANGE"))
+                continue
+            except OSError as e:  # out of file descriptors, a failing disk
+                log.warning("fetch from %s-%d failed: %s", part.topic, part.index, storage_error(e))
+                partitions.append(_partition_error(p.partition, "KAFKA_STORAGE_ERROR"))
                 continue
             if data:
                 min_one = False

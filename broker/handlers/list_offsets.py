@@ -6,9 +6,14 @@ timestamp lookup finds the batch through the time index and the record inside it
 
 from __future__ import annotations
 
+import logging
+
 from broker.acls import DESCRIBE, TOPIC, allowed
 from broker.errors import code
+from broker.storage.descriptors import storage_error
 from protocol import record_codec
+
+log = logging.getLogger(__name__)
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -57,8 +62,12 @@ async def handle(ctx, request):
             elif p.timestamp < 0 and p.timestamp not in (LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED):
                 result["error_code"] = code("INVALID_REQUEST")
             else:
-                offset, timestamp = _lookup(part, p.timestamp, committed)
-                result.update(offset=offset, timestamp=timestamp, leader_epoch=part.log.leader_epoch)
+                try:
+                    offset, timestamp = _lookup(part, p.timestamp, committed)
+                    result.update(offset=offset, timestamp=timestamp, leader_epoch=part.log.leader_epoch)
+                except OSError as e:  # out of file descriptors, a failing disk
+                    log.warning("list offsets of %s-%d failed: %s", t.name, p.partition_index, storage_error(e))
+                    result["error_code"] = code("KAFKA_STORAGE_ERROR")
             partitions.append(result)
         topics.append({"name": t.name, "partitions": partitions})
     return {"topics": topics}

@@ -47,7 +47,7 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
 def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> set[TopicPartition]:
     """Partitions of topics that do not exist (or past their partition count): Kafka
     answers UNKNOWN_TOPIC_OR_PARTITION for them without asking the coordinator."""
-    return {tp for tp in partitions if cluster.partition(*tp) is None}
+    return {tp for tp in partitions if not cluster.has_partition(*tp)}
 
 
 def errors_by_topic(partitions: list[TopicPartition], errors: dict[TopicPartition, Any]) -> list[dict]:

@@ -17,6 +17,7 @@ from broker import allocator
 from broker.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from broker.errors import ProtocolViolation, code
 from broker.partition import ProduceRejected
+from broker.storage.descriptors import storage_error
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
@@ -85,7 +86,7 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
     except ProduceRejected as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e))
     except OSError as e:  # disk full, read-only or failing: nothing was appended
-        log.warning("produce to %s-%d failed: %s", topic, data.index, e)
+        log.warning("produce to %s-%d failed: %s", topic, data.index, storage_error(e))
         return _error(data.index, "KAFKA_STORAGE_ERROR", partition.log_start_offset, f"append failed: {e}")
     return {
         "index": data.index,

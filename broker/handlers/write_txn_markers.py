@@ -10,10 +10,15 @@ appends it and completes those offsets in one step.
 Only brokers send it: with the authorizer on a client needs ALTER or CLUSTER_ACTION on the
 cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED, as in Kafka."""
 
+import logging
+
 from broker.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
 from broker.errors import code
 from broker.partition import ProduceRejected
+from broker.storage.descriptors import storage_error
 from protocol.names import CONSUMER_OFFSETS
+
+log = logging.getLogger(__name__)
 
 API_KEY = 27
 
@@ -30,6 +35,9 @@ def _write(ctx, marker, topic: str, index: int, now: int):
             part.write_marker(*args, getattr(marker, "transaction_version", 0))
     except ProduceRejected as e:
         return code(e.error_name)
+    except OSError as e:  # out of file descriptors, a failing disk: nothing was appended
+        log.warning("marker for %s-%d failed: %s", topic, index, storage_error(e))
+        return code("KAFKA_STORAGE_ERROR")
     return 0
 
 

@@ -304,7 +304,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
     alive = set(map(id, segments))
 
     def changed_under_us() -> bool:
-        current = {id(s) for s in log_.inactive_segments() if s.fd >= 0}
+        current = {id(s) for s in log_.inactive_segments() if not s.closed}
         return not alive <= current
 
     if changed_under_us():

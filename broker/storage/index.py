@@ -20,13 +20,12 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from broker.storage.descriptors import PooledFile
 from broker.storage.files import replace_atomically
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
-
-_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
 class CorruptIndex(Exception):
@@ -38,20 +37,21 @@ def _read_file(path: Path) -> bytes:
         return f.read()
 
 
-def _open_rewritten(path: Path, data: bytes) -> int:
+def _rewrite(path: Path, data: bytes) -> None:
     """Replaces the file with ``data`` atomically (a crash must not leave a valid-looking
-    prefix of entries) and opens it for appending."""
+    prefix of entries)."""
     if data:
         replace_atomically(path, data, fsync=False)
-        return os.open(path, _OPEN_FLAGS, 0o644)
-    return os.open(path, _OPEN_FLAGS | os.O_TRUNC, 0o644)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644))
 
 
 class _SparseIndex:
     """Entries of two int columns (``_keys`` strictly increasing), kept in memory and
-    appended to the file one entry at a time. Subclasses name the columns."""
+    appended to the file one entry at a time (opened through the descriptor pool only
+    to append or fsync). Subclasses name the columns."""
 
-    __slots__ = ("path", "base_offset", "_fd", "_keys", "_values")
+    __slots__ = ("path", "base_offset", "_file", "_keys", "_values")
     ENTRY: struct.Struct
     KEY_TYPE: str
     VALUE_TYPE: str
@@ -59,7 +59,7 @@ class _SparseIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = -1
+        self._file = PooledFile(path)
         self._keys = array(self.KEY_TYPE)
         self._values = array(self.VALUE_TYPE)
 
@@ -77,7 +77,6 @@ class _SparseIndex:
             index._keys.append(entry[0])
             index._values.append(entry[1])
             previous = entry
-        index._fd = os.open(path, _OPEN_FLAGS, 0o644)
         return index
 
     @classmethod
@@ -86,7 +85,7 @@ class _SparseIndex:
         index = cls(path, base_offset)
         index._keys.extend(keys)
         index._values.extend(values)
-        index._fd = _open_rewritten(path, b"".join(map(cls.ENTRY.pack, index._keys, index._values)))
+        _rewrite(path, b"".join(map(cls.ENTRY.pack, index._keys, index._values)))
         return index
 
     def __len__(self) -> int:
@@ -96,18 +95,21 @@ class _SparseIndex:
         """Whether the entries are exactly these (relative) columns."""
         return self._keys == keys and self._values == values
 
+    def ready(self) -> None:
+        """Opens the file for appending now, so that an append that follows cannot fail
+        for want of a descriptor."""
+        self._file.fd
+
     def _append(self, key: int, value: int) -> None:
+        os.write(self._file.fd, self.ENTRY.pack(key, value))
         self._keys.append(key)
         self._values.append(value)
-        os.write(self._fd, self.ENTRY.pack(key, value))
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        os.fsync(self._file.fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
 
 class OffsetIndex(_SparseIndex):

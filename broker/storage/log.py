@@ -300,10 +300,10 @@ class PartitionLog:
         if now_ms is not None:
             self._last_flush_ms = now_ms
 
-    def segment_fds(self) -> tuple[int, ...]:
+    def unflushed_files(self) -> tuple[Path, ...]:
         """The files a recovery-point checkpoint fsyncs: segments written since their
-        last flush."""
-        return tuple(seg.fd for seg in self._segments if seg.unflushed)
+        last flush (their indexes are checked against the log at recovery)."""
+        return tuple(seg.log_path for seg in self._segments if seg.unflushed)
 
     # reading -------------------------------------------------------------
     def _check_offset(self, offset: int) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 
+from .descriptors import PooledFile
 from .index import NO_TIMESTAMP, CorruptIndex, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -29,7 +30,6 @@ _INT32 = struct.Struct(">i")
 _LAST_OFFSET_DELTA = 23
 _SCAN_CHUNK = 16 * 1024
 _ITER_CHUNK = 1024 * 1024
-_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
@@ -41,7 +41,7 @@ class LogSegment:
         "directory",
         "base_offset",
         "log_path",
-        "fd",
+        "_file",
         "size",
         "next_offset",
         "offset_index",
@@ -57,8 +57,11 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
-        self.fd = os.open(self.log_path, _OPEN_FLAGS, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        self._file = PooledFile(self.log_path)
+        try:  # an existing segment is not opened until it is read or written
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = os.fstat(self._file.fd).st_size  # created
         self.next_offset = base_offset  # one past the last batch; exact for the active segment
         self.offset_index: OffsetIndex | None = None
         self.time_index: TimeIndex | None = None
@@ -67,6 +70,16 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.roll_base_ms: int | None = None  # segment.ms counts from here
         self.unflushed = False
+
+    @property
+    def fd(self) -> int:
+        """The .log file's descriptor, reopened if the pool closed it (OSError once the
+        segment is closed)."""
+        return self._file.fd
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
 
     # creation and loading ------------------------------------------------
     @classmethod
@@ -307,6 +320,10 @@ class LogSegment:
     # appending -----------------------------------------------------------
     def append(self, data, base_offset: int, last_offset: int, max_timestamp: int, index_interval_bytes: int) -> None:
         position = self.size
+        if self.bytes_since_last_index_entry > index_interval_bytes:
+            # every descriptor the append needs, before the log is written
+            self.offset_index.ready()
+            self.time_index.ready()
         written = os.write(self.fd, data)
         if written != len(data):
             # A short write (disk full) would leave a torn batch: take it back.
@@ -392,9 +409,9 @@ class LogSegment:
     def iter_chunks(self, position: int = 0) -> Iterator[tuple[bytes, int, int]]:
         """The batches from ``position`` to the end as (buffer, start, end): whole batches
         in buffer[start:end], read in large chunks."""
-        fd = self.fd
         while position < self.size:
-            chunk = os.pread(fd, min(_ITER_CHUNK, self.size - position), position)
+            # the descriptor asked for at each step: between yields the pool may close it
+            chunk = os.pread(self.fd, min(_ITER_CHUNK, self.size - position), position)
             i, n = 0, len(chunk)
             while n - i >= RECORD_BATCH_OVERHEAD:
                 batch_size = _INT32.unpack_from(chunk, i + 8)[0] + LOG_OVERHEAD
@@ -445,9 +462,7 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             if index is not None:
                 index.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._file.close()
 
     def delete(self) -> None:
         self.close()

@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.storage.descriptors import PooledFile
 from broker.storage.files import replace_atomically
 from protocol import crc
 
@@ -46,7 +47,7 @@ class AbortedTxnIndex:
         self._known: set[tuple[int, int]] = set()
         if self.path.exists():
             self._load()
-        self._file = open(self.path, "ab")
+        self._file = PooledFile(self.path)  # opened at the first entry added
 
     def _load(self) -> None:
         data = self.path.read_bytes()
@@ -69,9 +70,13 @@ class AbortedTxnIndex:
     def add(self, producer_id: int, first_offset: int, last_offset: int) -> None:
         if (producer_id, last_offset) in self._known:
             return
+        os.write(self._file.fd, _encode(producer_id, first_offset, last_offset))
         self._insert(AbortedTxn(last_offset, first_offset, producer_id))
-        self._file.write(_encode(producer_id, first_offset, last_offset))
-        self._file.flush()
+
+    def ready(self) -> None:
+        """Opens the file now, so that an ``add`` that follows cannot fail for want of a
+        descriptor."""
+        self._file.fd
 
     def overlapping(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions with records in [start, end): they end at or after
@@ -99,12 +104,11 @@ class AbortedTxnIndex:
         replace_atomically(self.path, b"".join(_encode(e.producer_id, e.first_offset, e.last_offset) for e in entries))
         self._entries = entries
         self._known = {(e.producer_id, e.last_offset) for e in entries}
-        self._file = open(self.path, "ab")
+        self._file = PooledFile(self.path)
 
     def flush(self, fsync: bool = False) -> None:
-        self._file.flush()
-        if fsync:
-            os.fsync(self._file.fileno())
+        if fsync and self.path.exists():
+            os.fsync(self._file.fd)
 
     def close(self) -> None:
         self._file.close()

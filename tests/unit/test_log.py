@@ -1039,9 +1039,10 @@ def test_the_clean_shutdown_marker_is_taken_at_start_so_a_later_crash_gets_full_
     caplog.clear()
     with caplog.at_level(logging.INFO):
         cluster = start()
-    assert "after an unclean shutdown (active segments validated)" in caplog.text
+        assert "after an unclean shutdown (active segments validated" in caplog.text
+        assert "CRC mismatch" not in caplog.text  # not opened yet
+        assert cluster.partition("t", 0).log.log_end_offset == 5  # opened (and recovered) on first use
     assert "CRC mismatch" in caplog.text
-    assert cluster.partition("t", 0).log.log_end_offset == 5
     cluster.close()
 
 

@@ -1,0 +1,122 @@
+"""No half-made topics: CreateTopics and CreatePartitions create every partition
+(directories, registry, leaders) or answer an error and leave nothing; a kill -9 in the
+middle of one is repaired at start-up (what the registry does not name is removed, what
+it names is completed), with a log line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from broker.client import KafkaConnection
+from broker.testing.helpers import HOST
+
+
+def _registry(broker) -> dict[str, int]:
+    path = broker.data_dir / "meta" / "topics.json"
+    return {t["name"]: t["partitions"] for t in json.loads(path.read_text())} if path.exists() else {}
+
+
+def _dirs(broker, topic: str) -> set[str]:
+    return {p.name for p in broker.data_dir.glob(f"{topic}-*") if p.is_dir()}
+
+
+def _error_of(future) -> KafkaError:
+    try:
+        future.result(30)
+    except KafkaException as e:
+        return e.args[0]
+    raise AssertionError("no error")
+
+
+def test_create_topics_failing_midway_leaves_nothing(broker_factory):
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = f"half-{uuid.uuid4().hex[:6]}"
+    (broker.data_dir / f"{topic}-3").write_text("in the way")  # partition 3's directory cannot be made
+
+    error = _error_of(admin.create_topics([NewTopic(topic, 6, 1)])[topic])
+    assert error.code() == KafkaError.KAFKA_STORAGE_ERROR, error
+    assert topic not in _registry(broker)
+    assert _dirs(broker, topic) == set()  # partitions 0-2 were made, then removed
+    assert topic not in admin.list_topics(timeout=10).topics
+    assert "nothing created" in broker.log_text()
+
+    (broker.data_dir / f"{topic}-3").unlink()
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 6
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for p in range(6):
+        producer.produce(topic, b"v", partition=p)
+    assert producer.flush(30) == 0
+
+
+def test_create_partitions_failing_midway_leaves_the_topic_as_it_was(broker_factory):
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = f"grow-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    (broker.data_dir / f"{topic}-4").write_text("in the way")
+
+    error = _error_of(admin.create_partitions([NewPartitions(topic, 6)])[topic])
+    assert error.code() == KafkaError.KAFKA_STORAGE_ERROR, error
+    assert _registry(broker)[topic] == 2
+    assert _dirs(broker, topic) == {f"{topic}-0", f"{topic}-1"}
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2
+
+
+def test_kill_9_during_create_topics_is_repaired_at_start(broker_factory):
+    broker = broker_factory(in_process=False)
+    topic = f"big-{uuid.uuid4().hex[:6]}"
+    partitions = 5000
+
+    async def create_and_kill():
+        conn = await KafkaConnection.connect(HOST, broker.port)
+        conn.send(19, 5, {"topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
+                                      "assignments": [], "configs": []}], "timeout_ms": 30000})
+        while not _dirs(broker, topic):  # the creation has begun
+            await asyncio.sleep(0.001)
+        broker.kill()
+        await conn.close()
+
+    asyncio.run(create_and_kill())
+    seen = len(broker.log_text())
+    broker.start()
+    started = broker.log_text()[seen:]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_topics(timeout=10).topics
+    # whichever moment the kill met: the whole topic or none of it
+    if topic in _registry(broker):
+        assert len(listed[topic].partitions) == partitions
+        assert len(_dirs(broker, topic)) == partitions
+    else:
+        assert topic not in listed
+        assert _dirs(broker, topic) == set()
+        assert f"partition directories of unknown topic {topic}" in started
+
+    # the states a kill leaves, made by hand: directories of a topic the registry does
+    # not name, and a registered topic missing directories
+    ghost = f"ghost-{uuid.uuid4().hex[:6]}"
+    kept = f"kept-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(kept, 3, 1)])[kept].result(30)
+    broker.stop()
+    for p in range(4):
+        (broker.data_dir / f"{ghost}-{p}").mkdir()
+    (broker.data_dir / f"{ghost}-0" / f"{0:020d}.log").write_bytes(b"")
+    (broker.data_dir / f"{kept}-2").rmdir()
+    (broker.data_dir / "not-a-partition-7").mkdir()
+    (broker.data_dir / "not-a-partition-7" / "notes.txt").write_text("a user's file")
+    seen = len(broker.log_text())
+    broker.start()
+    started = broker.log_text()[seen:]
+    assert f"removed 4 partition directories of unknown topic {ghost} (0-3)" in started
+    assert f"completed topic {kept}: created its 1 missing partition directories (2)" in started
+    assert _dirs(broker, ghost) == set()
+    assert (broker.data_dir / "not-a-partition-7" / "notes.txt").exists()  # not ours: left alone
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(kept, b"v", partition=2)
+    assert producer.flush(30) == 0
