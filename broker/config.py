@@ -120,8 +120,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("log.flush.interval.messages", _long, 2**63 - 1, "flush.messages"),
         Setting("log.flush.interval.ms", _long, 2**63 - 1, "flush.ms"),
         Setting("log.open.files.max", _long, -1,
-                doc="segment and index files kept open at once, the least recently used closed beyond it; "
-                    "-1: half the file descriptor limit (whose soft value is raised to the hard one at start)"),
+                doc="How many segment and index files are kept open at once; beyond it the least recently used "
+                    "is closed. -1 means half the file descriptor limit, whose soft value is raised to the hard "
+                    "one at start."),
         Setting("log.flush.offset.checkpoint.interval.ms", _long, 60000,
                 doc="How often the recovery points are recorded (a crash recovery validates only beyond them)."),
         Setting("min.insync.replicas", _long, 1, "min.insync.replicas"),
