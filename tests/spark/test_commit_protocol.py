@@ -345,3 +345,27 @@ def test_every_error_the_data_source_raises_survives_pickling(error):
     for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
         copy = loads(dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error) and copy.__dict__ == error.__dict__
+
+
+def test_a_lost_batch_found_while_spark_pickles_the_writer_fails_the_commit_as_what_it_is(setup, tmp_path):
+    """Resolving earlier runs happens while Spark pickles the stream writer: an error
+    there reached the user as a PicklingError. The commit meets it and raises it whole."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from spark_client.sink import EosBrokerStreamWriter
+
+    bootstrap, topic, prefix = setup
+    (tmp_path / "metadata").write_text('{"id":"q-lost"}\n')
+    opts = SinkOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                              "transactional.id.prefix": prefix, "checkpointLocation": str(tmp_path)})
+    decided = _task(opts, "q-lost", 0, "r", [b"gone"])
+    with wire.Client(bootstrap) as cluster:
+        wire.fence(cluster, decided.transactional_id, time.monotonic() + 20)
+    with Committer(opts, "q-lost") as crashed:
+        crashed.control.ensure_topic()
+        crashed.control.append(Decision(0, COMMITTING, (decided.txn,)))
+    writer = EosBrokerStreamWriter(opts, StructType([StructField("value", BinaryType())]))
+    cloudpickle.loads(cloudpickle.dumps(writer))
+    with pytest.raises(TransactionLostError) as failure:
+        writer.commit([_task(opts, "q-lost", 1, "r", [])], 1)
+    assert failure.value.lost == (decided.transactional_id,) and failure.value.batch_id == 0
