@@ -11,8 +11,12 @@ Tasks leave their transactions open and send a ``TaskCommit``. For a batch the d
 5. sends EndTxn(commit) for every winner, then writes COMMITTED(batch);
 6. resolves every other attempt of the query still open: failed or killed tasks,
    losing speculative copies, what a crashed driver left (``resolve_open``).
-A transaction found aborted at step 5 is a ``TransactionLostError`` naming
-transaction.timeout.ms: never a silent loss.
+A task that wrote nothing opened no transaction and sends none: a batch whose tasks
+all wrote nothing commits with no transaction and advances. At step 5 a transaction
+that never began (0 records, Empty at the epoch its task reported: what an earlier
+version of the task reported for no rows) has nothing to commit; any other that EndTxn
+does not commit is a ``TransactionLostError`` naming the state and epoch the broker
+shows: never a silent loss.
 
 Liveness: every attempt's transactional id starts with ``prefix-scope-`` (scope: the
 query id or write id), so the driver finds them all with ListTransactions. When a
@@ -34,9 +38,9 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision, TxnRef
-from spark_client.open_transactions import ongoing_transactional_ids
+from spark_client.open_transactions import EMPTY, ongoing_transactional_ids
 from spark_client.options import SinkOptions
-from spark_client.wire import Client, describe_transactions, end_txns, fence
+from spark_client.wire import Client, TxnDescription, describe_transactions, end_txns, fence
 
 try:
     from pyspark.sql.datasource import WriterCommitMessage
@@ -79,7 +83,16 @@ class TransactionTimedOutError(RuntimeError):
 
 
 class TransactionLostError(RuntimeError):
-    """The broker aborted a transaction of a batch the driver had decided to commit."""
+    """The broker did not commit a transaction of a batch the driver had decided to commit.
+
+    ``lost`` holds the transactional ids; the message says what the broker answered."""
+
+    def __init__(self, message: str, batch_id: int | None = None, scope: str | None = None,
+                 lost: tuple[str, ...] = ()) -> None:
+        super().__init__(message)  # args == (message,): pickling rebuilds from it and restores the rest
+        self.batch_id = batch_id
+        self.scope = scope
+        self.lost = tuple(lost)
 
 
 def transactional_id(prefix: str, scope: str, batch_id: int, partition: int, attempt: int, run_id: str) -> str:
@@ -186,9 +199,16 @@ class Committer:
             results = end_txns(self.cluster, handles[:1], True, self.deadline)
             self._kill_hook("during-commit", decision.batch_id)
         results.update(end_txns(self.cluster, handles[len(results):], True, self.deadline))
-        lost = [t for t in decision.txns if results[t.transactional_id] != ErrorCode.none]
-        if lost:
-            raise TransactionLostError(self._lost_message(decision.batch_id, lost, results))
+        failed = [t for t in decision.txns if results[t.transactional_id] != ErrorCode.none]
+        if failed:
+            states, unknown = self._describe(failed)
+            lost = [t for t in failed if not _never_began(t, results[t.transactional_id],
+                                                          states.get(t.transactional_id))]
+            if lost:
+                raise TransactionLostError(self._lost_message(decision.batch_id, lost, results, states, unknown),
+                                           decision.batch_id, self.scope, tuple(t.transactional_id for t in lost))
+            log.info("batch %d of %s: %d of its transactions never began (0 records): nothing to commit",
+                     decision.batch_id, self.scope, len(failed))
         self.control.append(Decision(decision.batch_id, COMMITTED, decision.txns))
 
     def check_fresh(self, batch_id: int, txns: tuple[TxnRef, ...]) -> None:
@@ -209,27 +229,37 @@ class Committer:
             f"above batch time + commit time + driver restart time (the broker's transaction.max.timeout.ms "
             f"caps it).")
 
-    def _lost_message(self, batch_id: int, lost: list[TxnRef], results: dict[str, ErrorCode]) -> str:
-        states = {}
+    def _describe(self, txns: list[TxnRef]) -> tuple[dict[str, TxnDescription], str]:
+        """What the broker shows for ``txns``, and why it is not known if it is not."""
         try:
-            states = describe_transactions(self.cluster, [t.transactional_id for t in lost], self.deadline)
+            return describe_transactions(self.cluster, [t.transactional_id for t in txns], self.deadline), ""
         except Exception as e:  # a diagnosis only
-            log.warning("could not describe the lost transactions: %s", e)
+            log.warning("could not describe the transactions EndTxn did not commit: %s", e)
+            return {}, f"DescribeTransactions failed: {e}"
+
+    def _lost_message(self, batch_id: int, lost: list[TxnRef], results: dict[str, ErrorCode],
+                      states: dict[str, TxnDescription], unknown: str) -> str:
         lines = []
         for t in lost:
             d = states.get(t.transactional_id)
-            now_state = f", now {d.state} with producer epoch {d.producer_epoch}" if d else ""
-            lines.append(f"  {t.transactional_id} (producer id {t.producer_id}, epoch {t.producer_epoch}, "
+            if d is None:
+                now = f"state not known ({unknown or 'not described'})"
+            elif d.error != ErrorCode.none:
+                now = f"DescribeTransactions answered {d.error.name.upper()}"
+            else:
+                now = f"now {d.state} with producer id {d.producer_id}, producer epoch {d.producer_epoch}"
+            lines.append(f"  {t.transactional_id} (producer id {t.producer_id}, reported epoch {t.producer_epoch}, "
                          f"partition {t.partition}, {t.count} records): EndTxn(commit) answered "
-                         f"{results[t.transactional_id].name.upper()}{now_state}")
+                         f"{results[t.transactional_id].name.upper()}, {now}")
         return (
             f"eosbroker sink: batch {batch_id} of {self.scope} was decided (COMMITTING is in the control topic) "
-            f"but the broker had already aborted {len(lost)} of its transactions, most likely because they "
-            f"stayed open longer than transaction.timeout.ms={self.opts.transaction_timeout_ms}. Their records "
-            f"are LOST while the batch's other transactions are committed:\n" + "\n".join(lines) +
-            "\nRaise transaction.timeout.ms above batch time + commit time + driver restart time. The query "
-            "keeps failing on this batch until an operator decides (restart with a new checkpoint or "
-            "transactional.id.prefix after restoring the lost records).")
+            f"but the broker did not commit {len(lost)} of its transactions: they are no longer open at the "
+            f"producer id and epoch their tasks reported. Their records are LOST while the batch's other "
+            f"transactions are committed:\n" + "\n".join(lines) +
+            f"\nA broker aborts an open transaction that outlives its transaction.timeout.ms (this sink asks for "
+            f"transaction.timeout.ms={self.opts.transaction_timeout_ms}) and one whose transactional id another "
+            f"producer initialises. The query keeps failing on this batch until an operator decides (restart "
+            f"with a new checkpoint or transactional.id.prefix after restoring the lost records).")
 
     # -- abort ------------------------------------------------------------------------
 
@@ -263,6 +293,15 @@ class Committer:
             # daemon this worker belongs to (pyspark's daemon has its own).
             os.killpg(self.opts.hook_kill_driver[2], signal.SIGKILL)
             os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _never_began(t: TxnRef, error: ErrorCode, now: TxnDescription | None) -> bool:
+    """Whether EndTxn(commit) failed only because ``t`` never began: its task wrote 0
+    records and the id is still Empty at the producer id and epoch the task reported (an
+    abort or a fence would have moved it on). There is nothing to commit."""
+    return (t.count == 0 and error == ErrorCode.invalid_txn_state and now is not None
+            and now.error == ErrorCode.none and now.state == EMPTY
+            and (now.producer_id, now.producer_epoch) == (t.producer_id, t.producer_epoch))
 
 
 def _descends_from(pid: int) -> bool:

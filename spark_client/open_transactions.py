@@ -14,6 +14,7 @@ from spark_client.wire import METADATA_V, Backoff, Client, KafkaError
 
 LIST_TRANSACTIONS_V = 0
 ONGOING = "Ongoing"
+EMPTY = "Empty"  # an id initialised and in no transaction
 _RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available})
 
 

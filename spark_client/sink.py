@@ -180,7 +180,12 @@ class _WriterBase:
         # it): the moment to resolve what earlier runs of this query left open.
         if not self._started:
             self._started = True
-            self._resolve_earlier_runs()
+            try:
+                self._resolve_earlier_runs()
+            except Exception as e:
+                # Raised here it would reach the user as a PicklingError; the batch's
+                # commit meets the same state first thing and fails with the real error.
+                log.warning("could not resolve what earlier runs of this query left: %s", e)
         return self.__dict__.copy()
 
     def _resolve_earlier_runs(self) -> None:

@@ -70,7 +70,12 @@ class KafkaError(Exception):
 
     def __init__(self, error: ErrorCode, context: str) -> None:
         self.error = ErrorCode(error)
+        self.context = context
         super().__init__(f"{self.error.name.upper()} ({int(self.error)}): {context}")
+
+    def __reduce__(self):
+        # Spark pickles exceptions between its processes; the default rebuilds from the message alone.
+        return type(self), (self.error, self.context)
 
 
 class Connection:
@@ -416,8 +421,11 @@ class Producer:
             self._ship([tp])
 
     def flush(self) -> TxnHandle | None:
-        """Ships what is buffered and waits for every acknowledgement."""
-        self._ship([tp for tp, buf in self._buffers.items() if buf])
+        """Ships what is buffered and waits for every acknowledgement. A producer that was
+        given no record opens no transaction (returns None): it has nothing to commit."""
+        pending = [tp for tp, buf in self._buffers.items() if buf]
+        if pending:
+            self._ship(pending)
         for address in list(self._in_flight):
             self._drain(address, 0)
         return self.txn

@@ -3,10 +3,12 @@ batch, replay detection, double commits, timed-out transactions, the murmur2 par
 
 from __future__ import annotations
 
+import pickle
 import time
 import uuid
 
 import pytest
+from pyspark import cloudpickle
 
 from spark_client import wire
 from spark_client.commit_protocol import (
@@ -15,6 +17,8 @@ from spark_client.commit_protocol import (
 from spark_client.control import COMMITTED, COMMITTING, ControlLog, Decision
 from spark_client.options import SinkOptions, SourceOptions
 from spark_client.partitioner import murmur2, partition_for_key
+from spark_client.preflight import PreflightError
+from spark_client.sink import InjectedTaskFailure
 from tests.broker_process import wait_until
 from tests.spark.helpers import consume, create_topic, transaction_states
 
@@ -36,6 +40,8 @@ def _task(opts: SinkOptions, scope: str, batch: int, run: str, values: list[byte
         for v in values:
             producer.send(opts.topic, partition, None, v)
         txn = producer.flush()
+    if txn is None:  # no values: no transaction
+        return TaskCommit(scope, batch, run, partition, attempt, None, -1, -1, 0, -1)
     return TaskCommit(scope, batch, run, partition, attempt, txn.transactional_id, txn.producer_id,
                       txn.producer_epoch, len(values), producer.started_ms if started_ms is None else started_ms)
 
@@ -186,8 +192,9 @@ def test_a_transaction_the_broker_aborted_after_the_decision_is_a_loud_error(set
         with pytest.raises(TransactionLostError) as failure:
             driver.commit(0, fresh)
         message = str(failure.value)
-        assert "transaction.timeout.ms=1000" in message and "LOST" in message
+        assert "transaction.timeout.ms=1000" in message and "LOST" in message and "most likely" not in message
         assert lost.transactional_id in message and ("PRODUCER_FENCED" in message or "INVALID_PRODUCER_EPOCH" in message)
+        assert "now CompleteAbort" in message and lost.transactional_id in failure.value.lost
         # abort() after the failed commit rolls forward and fails the same way; so does a restart.
         with pytest.raises(TransactionLostError):
             driver.abort(0, fresh)
@@ -257,3 +264,108 @@ def test_register_refuses_local_workers_that_cannot_import_the_data_source(tmp_p
         _check_local_workers(session(str(bare)))
     _check_local_workers(session(sys.executable))  # this venv has it
     _check_local_workers(session(str(bare), master="spark://elsewhere:7077"))  # not ours to check
+
+
+def test_a_task_that_writes_nothing_opens_no_transaction(setup):
+    """No InitProducerId for nothing: the id never exists on the broker and the task
+    reports no transaction, so the driver has nothing to EndTxn."""
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    message = _task(opts, "q", 0, "r", [])
+    assert (message.transactional_id, message.count, message.txn) == (None, 0, None)
+    assert transaction_states(bootstrap, prefix) == {}
+
+
+def test_a_batch_whose_tasks_all_wrote_nothing_commits_as_an_empty_batch_and_the_next_one_follows(setup):
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    with Committer(opts, "q") as driver:
+        driver.commit(0, [_task(opts, "q", 0, "r", [], partition=p) for p in (0, 1)])
+        assert driver.control.latest() == Decision(0, COMMITTED, ())
+        driver.commit(1, [_task(opts, "q", 1, "r", [b"after"]), _task(opts, "q", 1, "r", [], partition=1)])
+        assert driver.control.latest().batch_id == 1
+    assert _values(bootstrap, topic) == [b"after"]
+
+
+def _never_began(opts: SinkOptions, scope: str, batch: int, partition: int) -> TaskCommit:
+    """What a task of an earlier version reported for no rows: an id initialised (Empty)
+    but never begun, 0 records."""
+    txn_id = transactional_id(opts.transactional_id_prefix, scope, batch, partition, 0, "old")
+    with wire.Client(opts.bootstrap) as cluster:
+        handle = wire.init_producer_id(cluster, txn_id, opts.transaction_timeout_ms, time.monotonic() + 20)
+    return TaskCommit(scope, batch, "old", partition, 0, txn_id, handle.producer_id, handle.producer_epoch, 0,
+                      int(time.time() * 1000))
+
+
+def test_a_decided_transaction_that_never_began_is_not_lost(setup):
+    """A COMMITTING record holding 0-record transactions that are Empty at the epoch the
+    task reported (what an earlier version wrote for an empty micro-batch) finishes: EndTxn
+    answers INVALID_TXN_STATE for them, which is not an abort."""
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    with_rows = _task(opts, "q", 3, "old", [b"kept"])
+    empty = [_never_began(opts, "q", 3, p) for p in (1, 2)]
+    with Committer(opts, "q") as crashed:
+        crashed.control.ensure_topic()
+        crashed.control.append(Decision(3, COMMITTING, tuple(m.txn for m in [with_rows, *empty])))
+    with Committer(opts, "q") as restarted:
+        restarted.commit(3, [_task(opts, "q", 3, "new", [b"replayed"])])  # a replay of the decided batch
+        assert restarted.control.latest().state == COMMITTED
+        restarted.commit(4, [_task(opts, "q", 4, "new", [])])
+        assert restarted.control.latest() == Decision(4, COMMITTED, ())
+    assert _values(bootstrap, topic) == [b"kept"]
+
+
+def test_a_never_begun_transaction_fenced_since_is_lost_with_what_was_seen(setup):
+    """Empty at another epoch than the task reported: someone else initialised the id
+    (a fence aborts whatever it held), so the driver cannot know it held nothing."""
+    bootstrap, topic, prefix = setup
+    opts = _opts(bootstrap, topic, prefix)
+    empty = _never_began(opts, "q", 0, 0)
+    with wire.Client(bootstrap) as cluster:
+        fenced = wire.fence(cluster, empty.transactional_id, time.monotonic() + 20)
+    with Committer(opts, "q") as driver:
+        with pytest.raises(TransactionLostError) as failure:
+            driver.commit(0, [empty])
+    message = str(failure.value)
+    assert f"reported epoch {empty.producer_epoch}" in message
+    assert f"now Empty with producer id {fenced.producer_id}, producer epoch {fenced.producer_epoch}" in message
+    assert "most likely" not in message
+
+
+@pytest.mark.parametrize("error", [
+    TransactionLostError("batch 3 lost", batch_id=3, scope="q", lost=("t-3-0",)),
+    TransactionTimedOutError("too old"),
+    wire.KafkaError(wire.ErrorCode.invalid_txn_state, "EndTxn for 't'"),
+    InjectedTaskFailure("hook"),
+    PreflightError("no such topic"),
+], ids=lambda e: type(e).__name__)
+def test_every_error_the_data_source_raises_survives_pickling(error):
+    """Spark ships exceptions between its processes with (cloud)pickle."""
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+        copy = loads(dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and copy.__dict__ == error.__dict__
+
+
+def test_a_lost_batch_found_while_spark_pickles_the_writer_fails_the_commit_as_what_it_is(setup, tmp_path):
+    """Resolving earlier runs happens while Spark pickles the stream writer: an error
+    there reached the user as a PicklingError. The commit meets it and raises it whole."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from spark_client.sink import EosBrokerStreamWriter
+
+    bootstrap, topic, prefix = setup
+    (tmp_path / "metadata").write_text('{"id":"q-lost"}\n')
+    opts = SinkOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                              "transactional.id.prefix": prefix, "checkpointLocation": str(tmp_path)})
+    decided = _task(opts, "q-lost", 0, "r", [b"gone"])
+    with wire.Client(bootstrap) as cluster:
+        wire.fence(cluster, decided.transactional_id, time.monotonic() + 20)
+    with Committer(opts, "q-lost") as crashed:
+        crashed.control.ensure_topic()
+        crashed.control.append(Decision(0, COMMITTING, (decided.txn,)))
+    writer = EosBrokerStreamWriter(opts, StructType([StructField("value", BinaryType())]))
+    cloudpickle.loads(cloudpickle.dumps(writer))
+    with pytest.raises(TransactionLostError) as failure:
+        writer.commit([_task(opts, "q-lost", 1, "r", [])], 1)
+    assert failure.value.lost == (decided.transactional_id,) and failure.value.batch_id == 0
