@@ -78,3 +78,27 @@ async def test_create_partitions_checks_assignments_as_kafka(brokers, topic_name
     assert answers["kafka"]["a broker twice", False] == (
         39, "The manual partition assignment includes the broker 1 more than once.")
     assert answers["kafka"]["now three"] == 3
+
+
+# --- DescribeUserScramCredentials --------------------------------------------------------------
+
+
+async def _scram_users(port: int, user: str):
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        r = await conn.request(51, 0, {"deletions": [], "upsertions": [{
+            "name": user, "mechanism": 2, "iterations": 8192, "salt": b"salt", "salted_password": b"x" * 64}]})
+        assert r.results[0].error_code == 0
+        described = {}
+        for label, users in (("empty list", []), ("null", None), ("named", [{"name": user}])):
+            r = await conn.request(50, 0, {"users": users})
+            described[label] = (r.error_code, [(u.user, u.error_code, [(c.mechanism, c.iterations) for c in
+                                                                        u.credential_infos])
+                                               for u in r.results if u.user == user])
+        return described
+
+
+async def test_describe_scram_credentials_of_all_users(brokers, topic_name):
+    answers = {name: await _scram_users(b.port, f"{topic_name}-{name}") for name, b in brokers.items()}
+    for name, described in answers.items():
+        assert described["empty list"] == described["null"] == described["named"] == (
+            0, [(f"{topic_name}-{name}", 0, [(2, 8192)])]), name
