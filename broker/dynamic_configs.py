@@ -56,6 +56,14 @@ _SESSION_AND_HEARTBEAT = [(f"{kind}.session.timeout.ms", f"{kind}.heartbeat.inte
                           for kind in ("consumer", "share", "streams")]
 
 
+ELR_SETTING = "min.insync.replicas"
+
+
+def elr_enabled(config: BrokerConfig) -> bool:
+    """Eligible leader replicas are on in new Kafka 4.1+ clusters (the 4.4 profile here)."""
+    return tuple(int(x) for x in config["emulate.kafka.version"].split(".")) >= (4, 1)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigChange:
     """One change of an IncrementalAlterConfigs request: set, delete, append or subtract."""
@@ -83,6 +91,11 @@ class DynamicConfigs:
             self.groups = saved.get("groups", {})
             self._broker = saved.get("broker", {})
             self._broker_default = saved.get("broker_default", {})
+        if elr_enabled(config) and ELR_SETTING not in self._broker_default:
+            # Kafka 4.1+ (KIP-966, ELR on): the controller writes the cluster-level
+            # min.insync.replicas when it activates, from the static setting
+            self._broker_default[ELR_SETTING] = str(config[ELR_SETTING])
+            self._save()
         self._install()
 
     # -- the one entry point of both APIs -------------------------------------------------
@@ -107,6 +120,9 @@ class DynamicConfigs:
         elif resource_type == BROKER:
             scope = self._broker_scope(name)
             new = _apply(scope, changes, None, incremental, "broker")
+            if scope is self._broker_default and ELR_SETTING not in new and elr_enabled(self._config):
+                raise ConfigChangeError("INVALID_CONFIG",
+                                        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
             typed = self._check_broker(new)
             if not validate_only:
                 scope.clear()
@@ -212,17 +228,29 @@ def _apply(current: dict[str, str], changes: list[ConfigChange], defs: dict[str,
             if definition is None or definition.kind != "LIST":
                 raise ConfigChangeError("INVALID_CONFIG",
                                         f"Config value {_OP_NAMES[c.op]} is not allowed for config key: {c.name}")
+            # Kafka's controller: the old value's non-empty items, the given value split as
+            # Java splits (trailing empty items dropped); the result is validated as a whole
             old = new.get(c.name)
             items = [i for i in (old if old is not None else definition.render(definition.default)).split(",") if i]
-            given = [i.strip() for i in (c.value or "").split(",") if i.strip()]
-            if c.op == APPEND:
-                items = list(dict.fromkeys(items + given))
-            else:
-                items = [i for i in items if i not in given]
+            for item in _java_split(c.value or ""):
+                if c.op == APPEND and item not in items:
+                    items.append(item)
+                elif c.op == SUBTRACT and item in items:
+                    items.remove(item)
             new[c.name] = ",".join(items)
         else:
             raise ConfigChangeError("INVALID_REQUEST", f"Unknown operation type {c.op} for {kind} config {c.name}")
     return new
+
+
+def _java_split(text: str) -> list[str]:
+    """String.split(","): empty items kept, except trailing ones (all of them: "," gives none)."""
+    items = text.split(",")
+    if text == "":
+        return items
+    while items and items[-1] == "":
+        items.pop()
+    return items
 
 
 def _check_group(new: dict[str, str]) -> dict[str, str]:

@@ -102,3 +102,89 @@ async def test_describe_scram_credentials_of_all_users(brokers, topic_name):
     for name, described in answers.items():
         assert described["empty list"] == described["null"] == described["named"] == (
             0, [(f"{topic_name}-{name}", 0, [(2, 8192)])]), name
+
+
+# --- topic configs: Kafka 4.x ------------------------------------------------------------------
+
+# The broker settings of Kafka's reference broker that are topic defaults, for eosbroker too,
+# and the 4.4 profile (eligible leader replicas on, as in every new Kafka 4.1+ cluster)
+KAFKA_4_4_TOPIC_DEFAULTS = {"emulate.kafka.version": "4.4", "min.insync.replicas": "1",
+                            "log.flush.interval.messages": str(2**63 - 1)}
+EMPTY_ITEM = (40, "Configuration 'cleanup.policy' values must not be empty.")
+
+
+async def _describe_topic(conn: KafkaConnection, topic: str) -> dict[str, tuple]:
+    r = await conn.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+                                   "include_synonyms": False, "include_documentation": False})
+    return {c.name: (c.value, c.config_source, c.read_only, c.config_type, c.is_sensitive) for c in r.results[0].configs}
+
+
+async def _settled_description(conn: KafkaConnection, topic: str, policy: str) -> dict[str, tuple]:
+    """The description once it shows cleanup.policy ``policy`` (Kafka's brokers learn a
+    change a little after the controller accepts it)."""
+    deadline = time.monotonic() + 15
+    while (described := await _describe_topic(conn, topic))["cleanup.policy"][0] != policy:
+        assert time.monotonic() < deadline, described["cleanup.policy"]
+        await asyncio.sleep(0.1)
+    return described
+
+
+async def _cleanup_policy_changes(port: int, topic: str):
+    """confluent-kafka-python's incremental-alter test, then the edges of an empty policy."""
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        assert await _create(conn, topic, configs={"compression.type": "gzip"}) == 0
+        assert await _create(conn, topic + "-empty", configs={"cleanup.policy": ""}) == 0
+        answers = {}
+
+        async def alter(op: int, value: str | None, name="cleanup.policy", api=44):
+            body = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+                {"name": name, "config_operation": op, "value": value} if api == 44 else {"name": name, "value": value}]}],
+                "validate_only": False}
+            r = await conn.request(api, 1, body)
+            return r.responses[0].error_code, r.responses[0].error_message
+
+        answers["subtract the last policy"] = await alter(3, "delete")
+        answers["retention.ms"] = await alter(0, "5000", "retention.ms")
+        answers["described"] = await _settled_description(conn, topic, "")
+        answers["append an empty item to none"] = await alter(2, "")
+        answers["set an empty item"] = await alter(0, "delete,,compact")
+        answers["subtract nothing"] = await alter(3, "")
+        answers["append compact"] = await alter(2, "compact,")
+        answers["compact"] = (await _settled_description(conn, topic, "compact"))["cleanup.policy"]
+        answers["append an empty item"] = await alter(2, "")
+        answers["AlterConfigs to empty"] = await alter(0, "", api=33)
+        answers["empty again"] = (await _settled_description(conn, topic, ""))["cleanup.policy"]
+        answers["created empty"] = (await _settled_description(conn, topic + "-empty", ""))["cleanup.policy"]
+        return answers
+
+
+async def test_empty_cleanup_policy_and_the_described_topic_configs(broker_factory, kafka_broker, topic_name):
+    eos = broker_factory(KAFKA_4_4_TOPIC_DEFAULTS)
+    answers = {name: await _cleanup_policy_changes(b.port, f"{topic_name}-{name}")
+               for name, b in (("eosbroker", eos), ("kafka", kafka_broker))}
+    assert answers["eosbroker"] == answers["kafka"]
+    kafka = answers["kafka"]
+    assert kafka["subtract the last policy"] == (0, None)
+    assert kafka["append an empty item"] == kafka["set an empty item"] == EMPTY_ITEM
+    # confluent-kafka-python expects these among the non-default entries (4.1+)
+    assert {n for n, (_, source, *_) in kafka["described"].items() if source != 5} == {
+        "cleanup.policy", "compression.type", "flush.messages", "min.insync.replicas", "retention.ms"}
+
+
+async def test_cluster_level_min_insync_replicas_stays(broker_factory, kafka_broker):
+    """Kafka 4.1+ writes min.insync.replicas as a cluster-wide dynamic default and refuses
+    to remove it while eligible leader replicas are on."""
+    eos = broker_factory(KAFKA_4_4_TOPIC_DEFAULTS)
+    answers = {}
+    for name, b in (("eosbroker", eos), ("kafka", kafka_broker)):
+        async with await KafkaConnection.connect(HOST, b.port) as conn:
+            r = await conn.request(44, 1, {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "min.insync.replicas", "config_operation": 1, "value": None}]}], "validate_only": False})
+            removed = (r.responses[0].error_code, r.responses[0].error_message)
+            r = await conn.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": "",
+                                                          "configuration_keys": ["min.insync.replicas"]}],
+                                           "include_synonyms": False, "include_documentation": False})
+            answers[name] = removed, [(c.name, c.value, c.config_source) for c in r.results[0].configs]
+    assert answers["eosbroker"] == answers["kafka"] == (
+        (40, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."),
+        [("min.insync.replicas", "1", 3)])
