@@ -3,9 +3,10 @@ topics, brokers and groups, as Kafka's ConfigAdminManager applies them.
 
 Topic overrides live with the topic (broker.topics); broker overrides (this node's and
 the cluster-wide default) and group configs live in ``meta/dynamic-configs.json``,
-rewritten atomically on every change. Only the broker settings that are defaults of
-topic configs (``log.retention.ms``, ``message.max.bytes``, ...) can change at run time,
-as in Kafka's cluster-wide dynamic configs; a change re-applies every topic's log config.
+rewritten atomically on every change. A broker resource accepts what Kafka 4.4 accepts
+(broker.kafka_settings); of those, the broker settings that are defaults of topic configs
+(``log.retention.ms``, ``message.max.bytes``, ...) take effect, and a change re-applies
+every topic's log config; the others are kept and have no effect here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.errors import code
+from broker.kafka_settings import KafkaSettingRefused, check_dynamic_change, kafka_setting
 from broker.config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, ConfigError
 from broker.storage.files import read_json, write_json
 from broker.topic_configs import TOPIC_CONFIGS, ConfigDef, InvalidTopicConfig
@@ -120,10 +122,14 @@ class DynamicConfigs:
         elif resource_type == BROKER:
             scope = self._broker_scope(name)
             new = _apply(scope, changes, None, incremental, "broker")
-            if scope is self._broker_default and ELR_SETTING not in new and elr_enabled(self._config):
-                raise ConfigChangeError("INVALID_CONFIG",
-                                        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
-            typed = self._check_broker(new)
+            typed = self._check_broker(new, per_broker=scope is self._broker)
+            if elr_enabled(self._config):
+                if scope is self._broker_default and ELR_SETTING not in new:
+                    raise ConfigChangeError("INVALID_CONFIG",
+                                            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+                if scope is self._broker and ELR_SETTING in names:
+                    raise ConfigChangeError("INVALID_CONFIG",
+                                            "Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
             if not validate_only:
                 scope.clear()
                 scope.update(new)
@@ -160,27 +166,35 @@ class DynamicConfigs:
         if name == "":
             return self._broker_default
         if name != str(self._config["node.id"]):
-            raise ConfigChangeError("INVALID_REQUEST", f"Unexpected broker id, expected {self._config['node.id']}")
+            raise ConfigChangeError("INVALID_REQUEST", f"Unexpected broker id, expected {self._config['node.id']}, "
+                                                       f"but received {name}")
         return self._broker
 
-    def _check_broker(self, new: dict[str, str]) -> dict[str, object]:
-        typed = {}
-        fixed = sorted(k for k in new if k in SETTINGS and k not in DYNAMIC_BROKER_SETTINGS)
+    def _check_broker(self, new: dict[str, str], per_broker: bool) -> dict[str, object]:
+        """Kafka's rules for every name Kafka knows (accepted where Kafka accepts it, even
+        with no effect here), then this broker's own settings that are not Kafka's: only the
+        topic defaults change at run time. Returns the overrides that take effect."""
+        try:
+            check_dynamic_change(new, per_broker)
+        except KafkaSettingRefused as e:
+            raise ConfigChangeError("INVALID_REQUEST", str(e)) from None
+        fixed = sorted(k for k in new if k in SETTINGS and kafka_setting(k) is None and k not in DYNAMIC_BROKER_SETTINGS)
         if fixed:
-            raise ConfigChangeError("INVALID_REQUEST", f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
-        for key, value in new.items():
+            raise ConfigChangeError("INVALID_REQUEST", f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+        typed = {}
+        for key, value in _effective(new).items():
             try:
                 typed[key] = self._config.parse(key, value)
             except ConfigError as e:
-                raise ConfigChangeError("INVALID_CONFIG", str(e)) from None
+                raise ConfigChangeError("INVALID_REQUEST", str(e)) from None
         return typed
 
     def _install(self, broker: dict | None = None, default: dict | None = None) -> None:
         """Puts the overrides into the broker's settings (parsing them when not given)."""
         self._config.dynamic = broker if broker is not None else {
-            k: self._config.parse(k, v) for k, v in self._broker.items()}
+            k: self._config.parse(k, v) for k, v in _effective(self._broker).items()}
         self._config.dynamic_default = default if default is not None else {
-            k: self._config.parse(k, v) for k, v in self._broker_default.items()}
+            k: self._config.parse(k, v) for k, v in _effective(self._broker_default).items()}
 
     def _save(self) -> None:
         data = {"broker": self._broker, "broker_default": self._broker_default, "groups": self.groups}
@@ -241,6 +255,12 @@ def _apply(current: dict[str, str], changes: list[ConfigChange], defs: dict[str,
         else:
             raise ConfigChangeError("INVALID_REQUEST", f"Unknown operation type {c.op} for {kind} config {c.name}")
     return new
+
+
+def _effective(overrides: dict[str, str]) -> dict[str, str]:
+    """The broker overrides this broker acts on: the topic defaults. The others Kafka
+    accepts are kept and have no effect here."""
+    return {k: v for k, v in overrides.items() if k in DYNAMIC_BROKER_SETTINGS}
 
 
 def _java_split(text: str) -> list[str]:

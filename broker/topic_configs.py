@@ -41,12 +41,12 @@ class ConfigDef:
                     raise ValueError("Expected value to be either true or false")
                 value: object = text.lower() == "true"
             elif self.kind in ("INT", "LONG"):
-                value = int(text)
+                value = _number(int, text, self.kind)
                 limit = INT_MAX if self.kind == "INT" else LONG_MAX
                 if not -limit - 1 <= value <= limit:
                     raise ValueError(f"Not a number of type {self.kind}")
             elif self.kind == "DOUBLE":
-                value = float(text)
+                value = _number(float, text, self.kind)
             elif self.kind == "LIST":
                 value = [item.strip() for item in text.split(",")] if text else []
                 if not self.choices:
@@ -86,6 +86,13 @@ class ConfigDef:
         if isinstance(value, list):
             return ",".join(value)
         return str(value)
+
+
+def _number(parse, text: str, kind: str):
+    try:
+        return parse(text)
+    except ValueError:
+        raise ValueError(f"Not a number of type {kind}") from None
 
 
 def empty_item_message(name: str) -> str:

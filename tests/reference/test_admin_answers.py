@@ -188,3 +188,64 @@ async def test_cluster_level_min_insync_replicas_stays(broker_factory, kafka_bro
     assert answers["eosbroker"] == answers["kafka"] == (
         (40, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."),
         [("min.insync.replicas", "1", 3)])
+
+
+# --- broker resource: every setting Kafka knows -----------------------------------------------
+
+# These depend on the listeners a broker runs with (Kafka checks the new value against them)
+LISTENER_DEPENDENT = {"listeners", "listener.security.protocol.map"}
+# (resource name, setting, value): accepted, refused as read-only, per-listener only, cluster
+# level refused, badly typed or out of range, an unknown name (which Kafka accepts)
+BROKER_CHANGES = [
+    ("1", "sasl.kerberos.min.time.before.relogin", "58000"), ("", "sasl.kerberos.min.time.before.relogin", "58000"),
+    ("1", "listener.name.plaintext.sasl.kerberos.min.time.before.relogin", "58000"),
+    ("", "listener.name.plaintext.sasl.kerberos.min.time.before.relogin", "58000"),
+    ("1", "log.dirs", "/tmp/x"), ("1", "node.id", "3"), ("1", "auto.create.topics.enable", "false"),
+    ("1", "ssl.keystore.location", "/x"), ("", "ssl.truststore.password", "x"),
+    ("1", "num.io.threads", "4"), ("", "num.io.threads", "0"), ("1", "log.retention.ms", "abc"),
+    ("1", "sasl.kerberos.ticket.renew.jitter", "abc"), ("1", "log.cleanup.policy", "bogus"),
+    ("1", "compression.type", "lz9"), ("1", "message.max.bytes", "-5"), ("1", "ssl.engine.factory.class", " "),
+    ("1", "no.such.setting", "1"), ("2", "log.retention.ms", "1"), ("1", "min.insync.replicas", "2"),
+]
+
+
+async def _broker_changes(port: int, changes: list[tuple[str, str, str]], validate_only: bool = True) -> list:
+    out = []
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        for resource, name, value in changes:
+            for api, version, entry in ((33, 2, {"name": name, "value": value}),
+                                        (44, 1, {"name": name, "config_operation": 0, "value": value})):
+                r = await conn.request(api, version, {"resources": [{"resource_type": 4, "resource_name": resource,
+                                                                     "configs": [entry]}], "validate_only": validate_only})
+                out.append((api, resource, name, r.responses[0].error_code, r.responses[0].error_message))
+    return out
+
+
+async def test_broker_resource_takes_kafkas_setting_names_as_kafka(broker_factory, kafka_broker):
+    eos = broker_factory(KAFKA_4_4_TOPIC_DEFAULTS)
+    answers = {name: await _broker_changes(b.port, BROKER_CHANGES) for name, b in (("eosbroker", eos),
+                                                                                  ("kafka", kafka_broker))}
+    assert answers["eosbroker"] == answers["kafka"]
+    assert answers["kafka"][0] == (33, "1", "sasl.kerberos.min.time.before.relogin", 0, None)
+    # librdkafka's admin test sets it for real, then it is removed
+    for change in ("set", "delete"):
+        for name, b in (("eosbroker", eos), ("kafka", kafka_broker)):
+            async with await KafkaConnection.connect(HOST, b.port) as conn:
+                r = await conn.request(44, 1, {"resources": [{"resource_type": 4, "resource_name": "1", "configs": [
+                    {"name": "sasl.kerberos.min.time.before.relogin", "config_operation": 0 if change == "set" else 1,
+                     "value": "58000" if change == "set" else None}]}], "validate_only": False})
+                assert (r.responses[0].error_code, r.responses[0].error_message) == (0, None), (name, change)
+
+
+async def test_every_kafka_broker_setting_at_its_default(broker_factory, kafka_broker):
+    """Each setting Kafka 4.4 knows, set to its own default on the broker and at the
+    cluster level (validate only): accepted or refused as Kafka does."""
+    from broker.kafka_settings import KAFKA_BROKER_SETTINGS, REQUIRED
+
+    changes = [(resource, s.name, s.default if s.default not in (None, REQUIRED) else "")
+               for s in KAFKA_BROKER_SETTINGS.values() if not s.internal and s.name not in LISTENER_DEPENDENT
+               for resource in ("1", "")]
+    eos = broker_factory(KAFKA_4_4_TOPIC_DEFAULTS)
+    kafka, ours = await _broker_changes(kafka_broker.port, changes), await _broker_changes(eos.port, changes)
+    assert [a for a, b in zip(ours, kafka) if a != b] == []
+    assert sum(1 for a in kafka if a[3] == 0) > 150  # the dynamic ones are accepted
