@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.errors import code
-from broker.kafka_settings import KafkaSettingRefused, check_dynamic_change, kafka_setting
 from broker.config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, ConfigError
+from broker.kafka_settings import KafkaSettingRefused, check_dynamic_change, kafka_setting
 from broker.storage.files import read_json, write_json
 from broker.topic_configs import TOPIC_CONFIGS, ConfigDef, InvalidTopicConfig
 from broker.topics import TopicError, validate_topic_configs

@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -286,8 +287,6 @@ def test_acls_are_enforced_when_the_authorizer_is_on(broker_factory, tmp_path, t
 def test_create_partitions_keeps_the_replica_order_given(broker_factory, topic_name):
     """librdkafka's admin test asks for replicas [3,2,1]: Metadata shows them in that order,
     the first one leads, and a restart keeps them; a list of the wrong size is refused."""
-    from confluent_kafka.admin import NewPartitions
-
     cluster = broker_factory(nodes=3)
     admin = _admin(cluster)
     admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(10)
