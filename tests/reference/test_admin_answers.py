@@ -205,6 +205,7 @@ BROKER_CHANGES = [
     ("1", "num.io.threads", "4"), ("", "num.io.threads", "0"), ("1", "log.retention.ms", "abc"),
     ("1", "sasl.kerberos.ticket.renew.jitter", "abc"), ("1", "log.cleanup.policy", "bogus"),
     ("1", "compression.type", "lz9"), ("1", "message.max.bytes", "-5"), ("1", "ssl.engine.factory.class", " "),
+    ("1", "log.cleanup.policy", "delete,,compact"), ("1", "log.cleanup.policy", ""),
     ("1", "no.such.setting", "1"), ("2", "log.retention.ms", "1"), ("1", "min.insync.replicas", "2"),
 ]
 

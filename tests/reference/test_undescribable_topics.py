@@ -17,6 +17,9 @@ from tests.acl_setup import OPEN_AUTHORIZER
 from tests.integration.test_kafka_parity import _produce
 from tests.reference.kafka_broker import KafkaBroker
 
+# A second Kafka (with the authorizer) takes its own start: outside the CI subset.
+pytestmark = pytest.mark.reference_extended
+
 # An ACL on a resource ends "allow.everyone.if.no.acl.found" for it: with only a DENY of
 # CREATE, DESCRIBE is refused too.
 
