@@ -152,6 +152,11 @@ class DynamicConfigs:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def broker_overrides(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(this node's, the cluster default's) broker overrides as given, those without an
+        effect here included."""
+        return dict(self._broker), dict(self._broker_default)
+
     def group_value(self, group: str, key: str) -> tuple[str, bool]:
         """(value, whether the group overrides it)."""
         overrides = self.groups.get(group, {})

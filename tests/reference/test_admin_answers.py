@@ -228,14 +228,46 @@ async def test_broker_resource_takes_kafkas_setting_names_as_kafka(broker_factor
                                                                                   ("kafka", kafka_broker))}
     assert answers["eosbroker"] == answers["kafka"]
     assert answers["kafka"][0] == (33, "1", "sasl.kerberos.min.time.before.relogin", 0, None)
-    # librdkafka's admin test sets it for real, then it is removed
-    for change in ("set", "delete"):
-        for name, b in (("eosbroker", eos), ("kafka", kafka_broker)):
-            async with await KafkaConnection.connect(HOST, b.port) as conn:
-                r = await conn.request(44, 1, {"resources": [{"resource_type": 4, "resource_name": "1", "configs": [
-                    {"name": "sasl.kerberos.min.time.before.relogin", "config_operation": 0 if change == "set" else 1,
-                     "value": "58000" if change == "set" else None}]}], "validate_only": False})
-                assert (r.responses[0].error_code, r.responses[0].error_message) == (0, None), (name, change)
+    # librdkafka's admin test sets it for real; described, then removed
+    described = {name: await _set_describe_remove(b.port) for name, b in (("eosbroker", eos), ("kafka", kafka_broker))}
+    assert described["eosbroker"] == described["kafka"]
+    assert described["kafka"]["1"] == [("num.io.threads", "4", 3, False, 3, [("num.io.threads", "4", 3),
+                                                                            ("num.io.threads", "8", 5)]),
+                                       ("sasl.kerberos.min.time.before.relogin", "58000", 2, False, 5, [
+                                           ("sasl.kerberos.min.time.before.relogin", "58000", 2),
+                                           ("sasl.kerberos.min.time.before.relogin", "60000", 5)])]
+
+
+async def _set_describe_remove(port: int) -> dict:
+    """A setting without an effect here on the broker, another at the cluster level: how
+    DescribeConfigs shows them on each resource; both removed again."""
+    changes = {"1": ("sasl.kerberos.min.time.before.relogin", "58000"), "": ("num.io.threads", "4")}
+    keys = [name for name, _ in changes.values()]
+    out = {}
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        async def alter(resource: str, op: int, value: str | None):
+            r = await conn.request(44, 1, {"resources": [{"resource_type": 4, "resource_name": resource, "configs": [
+                {"name": changes[resource][0], "config_operation": op, "value": value}]}], "validate_only": False})
+            assert (r.responses[0].error_code, r.responses[0].error_message) == (0, None)
+
+        async def describe(resource: str):
+            r = await conn.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": resource,
+                                                          "configuration_keys": keys}],
+                                           "include_synonyms": True, "include_documentation": False})
+            return sorted((c.name, c.value, c.config_source, c.read_only, c.config_type,
+                           [(s.name, s.value, s.source) for s in c.synonyms]) for c in r.results[0].configs)
+
+        for resource, (_, value) in changes.items():
+            await alter(resource, 0, value)
+        deadline = time.monotonic() + 15  # Kafka's broker learns the cluster-level change a little later
+        while len(out.setdefault("1", await describe("1"))) < 2 or out["1"][0][1:3] != ("4", 3):
+            assert time.monotonic() < deadline, out
+            await asyncio.sleep(0.1)
+            out["1"] = await describe("1")
+        out[""] = await describe("")
+        for resource in changes:
+            await alter(resource, 1, None)
+    return out
 
 
 async def test_every_kafka_broker_setting_at_its_default(broker_factory, kafka_broker):
