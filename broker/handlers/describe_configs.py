@@ -5,6 +5,7 @@ from __future__ import annotations
 from broker.config import SETTINGS, TOPIC_DEFAULTS, properties_text
 from broker.dynamic_configs import DYNAMIC_BROKER_SETTINGS, GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS
 from broker.errors import code
+from broker.kafka_settings import REQUIRED, kafka_setting
 from broker.topic_configs import TOPIC_CONFIGS
 from broker.topics import effective_topic_config
 
@@ -74,6 +75,33 @@ def _broker_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
         # Only the settings that are topic defaults change at run time (AlterConfigs).
         out.append(_entry(key, value, _SOURCES[config.source(key)], synonyms, type(SETTINGS[key].default),
                           SETTINGS[key].doc, read_only=key not in DYNAMIC_BROKER_SETTINGS))
+    # Kafka's settings this broker does not act on, where an AlterConfigs set them
+    node, default = ctx.broker.dynamic_configs.broker_overrides()
+    for key in sorted((node.keys() | default.keys()) - SETTINGS.keys()):
+        if keys is not None and key not in keys:
+            continue
+        synonyms = [{"name": key, "value": v, "source": source}
+                    for v, source in ((node.get(key), DYNAMIC_BROKER), (default.get(key), DYNAMIC_DEFAULT_BROKER))
+                    if v is not None]
+        setting = kafka_setting(key)
+        if setting is not None and setting.default not in (None, REQUIRED):
+            synonyms.append({"name": key, "value": setting.default, "source": DEFAULT})
+        out.append(_entry(key, synonyms[0]["value"], synonyms[0]["source"], synonyms if with_synonyms else [],
+                          setting.kind if setting else "STRING", "", read_only=False))
+    return out
+
+
+def _cluster_default_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
+    """The cluster-wide default resource ("") lists only what is set there, as Kafka's does."""
+    _, default = ctx.broker.dynamic_configs.broker_overrides()
+    out = []
+    for key, value in sorted(default.items()):
+        if keys is not None and key not in keys:
+            continue
+        setting = kafka_setting(key)
+        synonyms = [{"name": key, "value": value, "source": DYNAMIC_DEFAULT_BROKER}]
+        out.append(_entry(key, value, DYNAMIC_DEFAULT_BROKER, synonyms if with_synonyms else [],
+                          setting.kind if setting else "STRING", "", read_only=False))
     return out
 
 
@@ -110,7 +138,8 @@ async def handle(ctx, request):
                 result.update(error_code=code("INVALID_REQUEST"),
                               error_message=f"Unexpected broker id, expected {ctx.connection.node_id}")
             else:
-                result["configs"] = _broker_entries(ctx, keys, with_synonyms)
+                entries = _cluster_default_entries if r.resource_name == "" else _broker_entries
+                result["configs"] = entries(ctx, keys, with_synonyms)
         elif r.resource_type == GROUP:
             if not r.resource_name:
                 result.update(error_code=code("INVALID_REQUEST"), error_message="Group name must not be empty")
