@@ -292,21 +292,59 @@ class Cluster:
         log.info("deleted topic %s", name)
         return topic
 
-    def add_partitions(self, name: str, count: int) -> TopicInfo:
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                       validate_only: bool = False) -> TopicInfo | None:
+        """Grows a topic to ``count`` partitions, the new ones on ``assignments`` (replica
+        lists, in the order given) or spread as at creation; checked as Kafka's controller
+        checks, in its order and with its messages."""
         topic = self.topics.by_name.get(name)
         if topic is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if count <= topic.partitions:
-            raise TopicError(
-                "INVALID_PARTITIONS",
-                f"Topic currently has {topic.partitions} partitions, which is higher than the requested {count}.",
-            )
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", None)
+        if count == topic.partitions:
+            raise TopicError("INVALID_PARTITIONS", f"Topic already has {topic.partitions} partition(s).")
+        if count < topic.partitions:
+            raise TopicError("INVALID_PARTITIONS", f"The topic {name} currently has {topic.partitions} partition(s); "
+                                                   f"{count} would not be an increase.")
         first = topic.partitions
+        additional = count - first
         replication_factor = len(self.replicas.partitions[(name, 0)].replicas)
+        if assignments is not None:
+            if len(assignments) != additional:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"Attempted to add {additional} additional partition(s), "
+                                                               f"but only {len(assignments)} assignment(s) were specified.")
+            for offset, replicas in enumerate(assignments):
+                self._check_manual_assignment(replicas, replication_factor)
+                if not any(r in self.replicas.up for r in replicas):
+                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                                     f"All brokers specified in the manual partition assignment for partition "
+                                     f"{first + offset} are fenced or in controlled shutdown.")
+        if validate_only:
+            return None
         topic = self.topics.set_partitions(name, count)
-        self._open_partitions(topic, first, False, replication_factor)
+        self._open_partitions(topic, first, False, replication_factor,
+                              {first + k: list(r) for k, r in enumerate(assignments or [])})
         self.replicas.save()
         return topic
+
+    def _check_manual_assignment(self, replicas: list[int], replication_factor: int) -> None:
+        """Kafka's checks of one partition's replica list: the brokers in ascending order."""
+        if not replicas:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT", "The manual partition assignment includes an empty replica list.")
+        known = {n.node_id for n in self.nodes}
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in known:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"The manual partition assignment includes broker "
+                                                               f"{broker}, but no such broker is registered.")
+            if broker == previous:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"The manual partition assignment includes the broker "
+                                                               f"{broker} more than once.")
+            previous = broker
+        if len(replicas) != replication_factor:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                             f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                             f"but this is not consistent with previous partitions, which have {replication_factor} "
+                             f"replica(s).")
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> tuple[int, int]:
         """(partition count, replication factor) of explicit CreateTopics assignments."""

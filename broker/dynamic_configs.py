@@ -3,9 +3,10 @@ topics, brokers and groups, as Kafka's ConfigAdminManager applies them.
 
 Topic overrides live with the topic (broker.topics); broker overrides (this node's and
 the cluster-wide default) and group configs live in ``meta/dynamic-configs.json``,
-rewritten atomically on every change. Only the broker settings that are defaults of
-topic configs (``log.retention.ms``, ``message.max.bytes``, ...) can change at run time,
-as in Kafka's cluster-wide dynamic configs; a change re-applies every topic's log config.
+rewritten atomically on every change. A broker resource accepts what Kafka 4.4 accepts
+(broker.kafka_settings); of those, the broker settings that are defaults of topic configs
+(``log.retention.ms``, ``message.max.bytes``, ...) take effect, and a change re-applies
+every topic's log config; the others are kept and have no effect here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.errors import code
+from broker.kafka_settings import KafkaSettingRefused, check_dynamic_change, kafka_setting
 from broker.config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, ConfigError
 from broker.storage.files import read_json, write_json
 from broker.topic_configs import TOPIC_CONFIGS, ConfigDef, InvalidTopicConfig
@@ -56,6 +58,14 @@ _SESSION_AND_HEARTBEAT = [(f"{kind}.session.timeout.ms", f"{kind}.heartbeat.inte
                           for kind in ("consumer", "share", "streams")]
 
 
+ELR_SETTING = "min.insync.replicas"
+
+
+def elr_enabled(config: BrokerConfig) -> bool:
+    """Eligible leader replicas are on in new Kafka 4.1+ clusters (the 4.4 profile here)."""
+    return tuple(int(x) for x in config["emulate.kafka.version"].split(".")) >= (4, 1)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigChange:
     """One change of an IncrementalAlterConfigs request: set, delete, append or subtract."""
@@ -83,6 +93,11 @@ class DynamicConfigs:
             self.groups = saved.get("groups", {})
             self._broker = saved.get("broker", {})
             self._broker_default = saved.get("broker_default", {})
+        if elr_enabled(config) and ELR_SETTING not in self._broker_default:
+            # Kafka 4.1+ (KIP-966, ELR on): the controller writes the cluster-level
+            # min.insync.replicas when it activates, from the static setting
+            self._broker_default[ELR_SETTING] = str(config[ELR_SETTING])
+            self._save()
         self._install()
 
     # -- the one entry point of both APIs -------------------------------------------------
@@ -107,7 +122,14 @@ class DynamicConfigs:
         elif resource_type == BROKER:
             scope = self._broker_scope(name)
             new = _apply(scope, changes, None, incremental, "broker")
-            typed = self._check_broker(new)
+            typed = self._check_broker(new, per_broker=scope is self._broker)
+            if elr_enabled(self._config):
+                if scope is self._broker_default and ELR_SETTING not in new:
+                    raise ConfigChangeError("INVALID_CONFIG",
+                                            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+                if scope is self._broker and ELR_SETTING in names:
+                    raise ConfigChangeError("INVALID_CONFIG",
+                                            "Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
             if not validate_only:
                 scope.clear()
                 scope.update(new)
@@ -144,27 +166,35 @@ class DynamicConfigs:
         if name == "":
             return self._broker_default
         if name != str(self._config["node.id"]):
-            raise ConfigChangeError("INVALID_REQUEST", f"Unexpected broker id, expected {self._config['node.id']}")
+            raise ConfigChangeError("INVALID_REQUEST", f"Unexpected broker id, expected {self._config['node.id']}, "
+                                                       f"but received {name}")
         return self._broker
 
-    def _check_broker(self, new: dict[str, str]) -> dict[str, object]:
-        typed = {}
-        fixed = sorted(k for k in new if k in SETTINGS and k not in DYNAMIC_BROKER_SETTINGS)
+    def _check_broker(self, new: dict[str, str], per_broker: bool) -> dict[str, object]:
+        """Kafka's rules for every name Kafka knows (accepted where Kafka accepts it, even
+        with no effect here), then this broker's own settings that are not Kafka's: only the
+        topic defaults change at run time. Returns the overrides that take effect."""
+        try:
+            check_dynamic_change(new, per_broker)
+        except KafkaSettingRefused as e:
+            raise ConfigChangeError("INVALID_REQUEST", str(e)) from None
+        fixed = sorted(k for k in new if k in SETTINGS and kafka_setting(k) is None and k not in DYNAMIC_BROKER_SETTINGS)
         if fixed:
-            raise ConfigChangeError("INVALID_REQUEST", f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
-        for key, value in new.items():
+            raise ConfigChangeError("INVALID_REQUEST", f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+        typed = {}
+        for key, value in _effective(new).items():
             try:
                 typed[key] = self._config.parse(key, value)
             except ConfigError as e:
-                raise ConfigChangeError("INVALID_CONFIG", str(e)) from None
+                raise ConfigChangeError("INVALID_REQUEST", str(e)) from None
         return typed
 
     def _install(self, broker: dict | None = None, default: dict | None = None) -> None:
         """Puts the overrides into the broker's settings (parsing them when not given)."""
         self._config.dynamic = broker if broker is not None else {
-            k: self._config.parse(k, v) for k, v in self._broker.items()}
+            k: self._config.parse(k, v) for k, v in _effective(self._broker).items()}
         self._config.dynamic_default = default if default is not None else {
-            k: self._config.parse(k, v) for k, v in self._broker_default.items()}
+            k: self._config.parse(k, v) for k, v in _effective(self._broker_default).items()}
 
     def _save(self) -> None:
         data = {"broker": self._broker, "broker_default": self._broker_default, "groups": self.groups}
@@ -212,17 +242,35 @@ def _apply(current: dict[str, str], changes: list[ConfigChange], defs: dict[str,
             if definition is None or definition.kind != "LIST":
                 raise ConfigChangeError("INVALID_CONFIG",
                                         f"Config value {_OP_NAMES[c.op]} is not allowed for config key: {c.name}")
+            # Kafka's controller: the old value's non-empty items, the given value split as
+            # Java splits (trailing empty items dropped); the result is validated as a whole
             old = new.get(c.name)
             items = [i for i in (old if old is not None else definition.render(definition.default)).split(",") if i]
-            given = [i.strip() for i in (c.value or "").split(",") if i.strip()]
-            if c.op == APPEND:
-                items = list(dict.fromkeys(items + given))
-            else:
-                items = [i for i in items if i not in given]
+            for item in _java_split(c.value or ""):
+                if c.op == APPEND and item not in items:
+                    items.append(item)
+                elif c.op == SUBTRACT and item in items:
+                    items.remove(item)
             new[c.name] = ",".join(items)
         else:
             raise ConfigChangeError("INVALID_REQUEST", f"Unknown operation type {c.op} for {kind} config {c.name}")
     return new
+
+
+def _effective(overrides: dict[str, str]) -> dict[str, str]:
+    """The broker overrides this broker acts on: the topic defaults. The others Kafka
+    accepts are kept and have no effect here."""
+    return {k: v for k, v in overrides.items() if k in DYNAMIC_BROKER_SETTINGS}
+
+
+def _java_split(text: str) -> list[str]:
+    """String.split(","): empty items kept, except trailing ones (all of them: "," gives none)."""
+    items = text.split(",")
+    if text == "":
+        return items
+    while items and items[-1] == "":
+        items.pop()
+    return items
 
 
 def _check_group(new: dict[str, str]) -> dict[str, str]:

@@ -41,14 +41,16 @@ class ConfigDef:
                     raise ValueError("Expected value to be either true or false")
                 value: object = text.lower() == "true"
             elif self.kind in ("INT", "LONG"):
-                value = int(text)
+                value = _number(int, text, self.kind)
                 limit = INT_MAX if self.kind == "INT" else LONG_MAX
                 if not -limit - 1 <= value <= limit:
                     raise ValueError(f"Not a number of type {self.kind}")
             elif self.kind == "DOUBLE":
-                value = float(text)
+                value = _number(float, text, self.kind)
             elif self.kind == "LIST":
-                value = [item.strip() for item in text.split(",") if item.strip()]
+                value = [item.strip() for item in text.split(",")] if text else []
+                if not self.choices:
+                    value = [item for item in value if item]
             else:
                 value = text
         except ValueError as e:
@@ -64,9 +66,9 @@ class ConfigDef:
             raise InvalidTopicConfig(f"Invalid value {raw} for configuration {self.name}: {bound}")
         if self.choices:
             items = value if isinstance(value, list) else [value]
-            if self.kind == "LIST" and not items:
-                raise InvalidTopicConfig(f"Invalid value {raw} for configuration {self.name}: "
-                                         f"Empty list not allowed; choose from {list(self.choices)}")
+            # Kafka 4.2+: an empty list is allowed (cleanup.policy: no deletion, no compaction), an empty item is not
+            if self.kind == "LIST" and "" in items:
+                raise InvalidTopicConfig(empty_item_message(self.name))
             for item in items:
                 if item not in self.choices:
                     raise InvalidTopicConfig(f"Invalid value {item} for configuration {self.name}: "
@@ -84,6 +86,17 @@ class ConfigDef:
         if isinstance(value, list):
             return ",".join(value)
         return str(value)
+
+
+def _number(parse, text: str, kind: str):
+    try:
+        return parse(text)
+    except ValueError:
+        raise ValueError(f"Not a number of type {kind}") from None
+
+
+def empty_item_message(name: str) -> str:
+    return f"Configuration '{name}' values must not be empty."
 
 
 def _num(x: float) -> str:

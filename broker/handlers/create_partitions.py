@@ -1,4 +1,4 @@
-"""CreatePartitions (37): adds partitions to a topic."""
+"""CreatePartitions (37): adds partitions to a topic, on the replicas asked for if any."""
 
 from broker.errors import code
 from broker.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
@@ -15,16 +15,10 @@ async def handle(ctx, request):
         if added > MAX_PARTITIONS_PER_REQUEST:  # the same bound as CreateTopics
             results.append({"name": t.name, "error_code": code("POLICY_VIOLATION"), "error_message": TOO_MANY_PARTITIONS})
             continue
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            if request.validate_only:
-                info = ctx.cluster.topics.by_name.get(t.name)
-                if info is None:
-                    raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-                if t.count <= info.partitions:
-                    raise TopicError("INVALID_PARTITIONS", f"Topic currently has {info.partitions} partitions.")
-            else:
-                ctx.cluster.add_partitions(t.name, t.count)
+            ctx.cluster.add_partitions(t.name, t.count, assignments, request.validate_only)
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except TopicError as e:
-            results.append({"name": t.name, "error_code": code(e.error_name), "error_message": str(e)})
-    return { "results": results}
+            results.append({"name": t.name, "error_code": code(e.error_name), "error_message": e.args[0]})
+    return {"results": results}

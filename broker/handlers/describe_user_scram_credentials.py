@@ -10,7 +10,8 @@ API_KEY = 50
 
 async def handle(ctx, request):
     credentials = ctx.broker.scram_credentials
-    names = sorted(credentials.users) if request.users is None else [u.name for u in request.users]
+    # null or empty: every user (librdkafka sends an empty list)
+    names = sorted(credentials.users) if not request.users else [u.name for u in request.users]
     twice = {n for n, count in Counter(names).items() if count > 1}
     results = []
     for name in dict.fromkeys(names):

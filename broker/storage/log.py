@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 LOG_START_OFFSET_FILE = "log-start-offset"
 _LOG_START_OFFSET_VERSION = 0
 LONG_MAX = 2**63 - 1
-_CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
+# Either, both, or neither (Kafka 4.2+: no retention, no compaction, only DeleteRecords frees space)
+_CLEANUP_POLICIES = {"delete", "compact"}
 _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 # Compaction writes <base>.log.cleaned (+ .index.cleaned, .timeindex.cleaned), renames
 # them to .swap (the commit point is the .log.swap rename), then into place.
@@ -87,8 +88,8 @@ class LogConfig:
             raise ValueError(f"index.interval.bytes must be at least 0, got {self.index_interval_bytes}")
         if self.flush_messages < 1 or self.flush_ms < 0:
             raise ValueError("flush.messages must be at least 1 and flush.ms at least 0")
-        if self.cleanup_policy not in _CLEANUP_POLICIES:
-            raise ValueError(f"cleanup.policy must be delete, compact or both, got {self.cleanup_policy!r}")
+        if not {p.strip() for p in self.cleanup_policy.split(",") if p.strip()} <= _CLEANUP_POLICIES:
+            raise ValueError(f"cleanup.policy must be delete, compact, both or empty, got {self.cleanup_policy!r}")
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
             raise ValueError(
                 f"message.timestamp.type must be CreateTime or LogAppendTime, got {self.message_timestamp_type!r}"

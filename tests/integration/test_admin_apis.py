@@ -278,3 +278,34 @@ def test_acls_are_enforced_when_the_authorizer_is_on(broker_factory, tmp_path, t
     cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
     assert sorted(str(op) for op in cluster.authorized_operations) == sorted(
         str(op) for op in (AclOperation.ALTER, AclOperation.DESCRIBE))
+
+
+# --- CreatePartitions --------------------------------------------------------------------------
+
+
+def test_create_partitions_keeps_the_replica_order_given(broker_factory, topic_name):
+    """librdkafka's admin test asks for replicas [3,2,1]: Metadata shows them in that order,
+    the first one leads, and a restart keeps them; a list of the wrong size is refused."""
+    from confluent_kafka.admin import NewPartitions
+
+    cluster = broker_factory(nodes=3)
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(10)
+    wrong = admin.create_partitions([NewPartitions(topic_name, 2, replica_assignment=[[1, 2]])])[topic_name]
+    with pytest.raises(KafkaException) as refused:
+        wrong.result(10)
+    assert refused.value.args[0].code() == code("INVALID_REPLICA_ASSIGNMENT")
+    assert refused.value.args[0].str() == ("The manual partition assignment includes a partition with 2 replica(s), "
+                                           "but this is not consistent with previous partitions, which have 3 "
+                                           "replica(s).")
+    admin.create_partitions([NewPartitions(topic_name, 3, replica_assignment=[[3, 2, 1], [2, 1, 3]])])[
+        topic_name].result(10)
+
+    def placement(broker) -> dict[int, tuple[int, list[int]]]:
+        partitions = _admin(broker).list_topics(topic_name, timeout=10).topics[topic_name].partitions
+        return {i: (p.leader, p.replicas) for i, p in partitions.items()}
+
+    assert placement(cluster) == {0: (1, [1, 2, 3]), 1: (3, [3, 2, 1]), 2: (2, [2, 1, 3])}
+    del admin
+    cluster.restart()
+    assert placement(cluster) == {0: (1, [1, 2, 3]), 1: (3, [3, 2, 1]), 2: (2, [2, 1, 3])}

@@ -521,6 +521,18 @@ def test_compact_only_topics_have_no_time_or_size_retention(pdir: Path) -> None:
     log.close()
 
 
+def test_an_empty_cleanup_policy_keeps_everything_but_what_delete_records_removes(pdir: Path) -> None:
+    """Kafka 4.2+: no policy means no retention and no compaction; only the log start
+    offset (DeleteRecords) frees segments."""
+    log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=10, retention_bytes=0, cleanup_policy="")
+    fill(log, 5, timestamp=100)
+    assert (log.config.deletes, log.config.compacts) == (False, False)
+    assert log.enforce_retention(now_ms=10_000) == 0
+    log.delete_records_before(2)
+    assert log.segment_base_offsets == [2, 4]
+    log.close()
+
+
 def test_unlimited_retention_keeps_everything(pdir: Path) -> None:
     log = open_log(pdir, segment_bytes=BATCH_SIZE * 2, retention_ms=-1, retention_bytes=-1)
     fill(log, 5, timestamp=0)
