@@ -52,6 +52,7 @@ class ListenerPlan:
     advertised: tuple[Endpoint, ...]  # the broker listeners of advertised.listeners
     inter_broker: str
     controller: tuple[Endpoint, ...] = ()
+    short_form: bool = False  # from --host/--port: advertised as given, a wildcard too
 
     def binds(self, index: int) -> list[Endpoint]:
         """Node ``index``'s sockets: each listener's port + index (0 stays 0)."""
@@ -65,7 +66,7 @@ class ListenerPlan:
         out = {}
         for e in self.advertised:
             port = e.port + index if e.port and index is not None else bound.get(e.name, e.port)
-            out[e.name] = (local_host_name() if e.host in WILDCARD_HOSTS else e.host, port)
+            out[e.name] = (local_host_name() if e.host in WILDCARD_HOSTS and not self.short_form else e.host, port)
         return out
 
 
@@ -206,7 +207,9 @@ def listener_plan(values: dict[str, str], explicit: set[str], host: str = "127.0
             "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
             f"Found {','.join(advertised_names)}. The valid options based on the current configuration are "
             f"{','.join(listener_names)}")
-    if any(e.host == "0.0.0.0" for e in advertised_all):
+    # (the --host/--port short form keeps advertising its host as given, 0.0.0.0 too)
+    short_form = not values.get("listeners") and not values.get("advertised.listeners")
+    if not short_form and any(e.host == "0.0.0.0" for e in advertised_all):
         raise ListenerConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
                                   "Use a routable IP address.")
 
@@ -223,4 +226,4 @@ def listener_plan(values: dict[str, str], explicit: set[str], host: str = "127.0
     # A listener bound but not advertised is served as Kafka serves it: its clients are
     # told of no broker on it (Metadata: LISTENER_NOT_FOUND).
     return ListenerPlan(tuple(ordered), tuple(advertised), inter_broker,
-                        tuple(e for e in listeners if e.name in controller_names))
+                        tuple(e for e in listeners if e.name in controller_names), short_form)
