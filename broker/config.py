@@ -210,6 +210,11 @@ _COARSER_UNITS = {
 }
 
 
+def settings_in_effect() -> frozenset[str]:
+    """Kafka's names outside SETTINGS that change something here."""
+    return LISTENER_SETTINGS.union(*_COARSER_UNITS.values())
+
+
 class ConfigError(ValueError):
     pass
 
@@ -319,7 +324,7 @@ class BrokerConfig:
 
     def without_effect(self) -> list[str]:
         """The Kafka settings given that change nothing in eosbroker."""
-        in_effect = LISTENER_SETTINGS.union(*_COARSER_UNITS.values())
+        in_effect = settings_in_effect()
         return sorted(k for k in self.kafka_values if k not in in_effect)
 
     def listener_plan(self, host: str = "127.0.0.1", port: int = 9092):
