@@ -92,25 +92,35 @@ def parse_protocol_map(text: str) -> dict[str, str]:
 
 
 def parse_endpoints(text: str, protocols: dict[str, str], distinct_ports: bool = True) -> list[Endpoint]:
-    """A ``listeners``-style list, checked as Kafka's listenerListToEndPoints does."""
+    """A ``listeners``-style list, checked as Kafka's listenerListToEndPoints does; its
+    messages show the list as Kafka 4.4 renders a LIST setting ("[A, B]")."""
+    entries = [part.strip() for part in text.strip().split(",") if part.strip()]
+
+    def refuse(reason: str) -> ListenerConfigError:
+        return ListenerConfigError(f"Error creating broker listeners from '[{', '.join(entries)}]': {reason}")
+
     endpoints = []
-    for entry in filter(None, (part.strip() for part in text.strip().split(","))):
+    for entry in entries:
         match = _ENDPOINT.match(entry)
-        if match is None:
-            raise ListenerConfigError(f"Error creating broker listeners from '{text}': "
-                                      f"Unable to parse {entry} to a broker endpoint")
+        if match is None or not 0 <= int(match.group(3)) <= 65535:
+            raise refuse(f"Unable to parse {entry} to a broker endpoint")
         name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
         if name not in protocols:
-            raise ListenerConfigError(f"Error creating broker listeners from '{text}': "
-                                      f"No security protocol defined for listener {name}")
-        if not 0 <= port <= 65535:
-            raise ListenerConfigError(f"Error creating broker listeners from '{text}': "
-                                      f"Unable to parse {entry} to a broker endpoint")
+            raise refuse(f"No security protocol defined for listener {name}")
         endpoints.append(Endpoint(name, host, port, protocols[name]))
     if len({e.name for e in endpoints}) != len(endpoints):
-        raise ListenerConfigError(f"Each listener must have a different name, listeners: {text}")
+        raise refuse(f"Each listener must have a different name, listeners: [{', '.join(entries)}]")
     if distinct_ports:
-        _check_ports(endpoints, text)
+        by_port: dict[int, list[Endpoint]] = {}
+        for e in endpoints:
+            if e.port:
+                by_port.setdefault(e.port, []).append(e)
+        for port, same in by_port.items():
+            versions = sorted(v for e in same if (v := _ip_version(e.host)) is not None)
+            if len(same) > 1 and versions != [4, 6]:  # one IPv4 and one IPv6 address may share a port
+                raise refuse("Each listener must have a different port unless exactly one listener has an "
+                             f"IPv4 address and the other IPv6 address, listeners: [{', '.join(entries)}], "
+                             f"port: {port}")
     return endpoints
 
 
@@ -119,23 +129,6 @@ def _ip_version(host: str) -> int | None:
         return ipaddress.ip_address(host).version
     except ValueError:
         return None
-
-
-def _check_ports(endpoints: list[Endpoint], text: str) -> None:
-    by_port: dict[int, list[Endpoint]] = {}
-    for e in endpoints:
-        if e.port:
-            by_port.setdefault(e.port, []).append(e)
-    for port, same in by_port.items():
-        if len(same) < 2:
-            continue
-        versions = sorted(v for e in same if (v := _ip_version(e.host)) is not None)
-        if len(same) == 2 and versions == [4, 6]:
-            continue  # one IPv4 and one IPv6 address may share a port, as in Kafka
-        if len(versions) < 2:
-            raise ListenerConfigError(f"Each listener must have a different port, listeners: {text}")
-        raise ListenerConfigError("Each listener must have a different port unless exactly one listener has "
-                                  f"an IPv4 address and the other IPv6 address, listeners: {text}, port: {port}")
 
 
 def listener_plan(values: dict[str, str], explicit: set[str], host: str = "127.0.0.1",

@@ -161,7 +161,7 @@ def test_a_listener_not_advertised_gets_kafkas_listener_not_found(tmp_path):
     (["--override", "listeners=PLAINTEXT://127.0.0.1:0", "--port", "0"],
      "--host/--port are the short form of listeners=PLAINTEXT://HOST:PORT; give either them or the listeners setting"),
     (["--override", "advertised.listeners=EXTERNAL://localhost:9092"],
-     "Error creating broker listeners from 'EXTERNAL://localhost:9092': No security protocol defined for "
+     "Error creating broker listeners from '[EXTERNAL://localhost:9092]': No security protocol defined for "
      "listener EXTERNAL"),
 ])
 def test_refused_at_start_with_a_clear_message(tmp_path, args, message):

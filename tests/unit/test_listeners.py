@@ -57,16 +57,22 @@ def test_a_listener_not_advertised_is_served_and_advertised_nowhere():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["listeners=PLAINTEXT:/x:1"], "Error creating broker listeners from 'PLAINTEXT:/x:1': Unable to parse "
+    (["listeners=PLAINTEXT:/x:1"], "Error creating broker listeners from '[PLAINTEXT:/x:1]': Unable to parse "
                                    "PLAINTEXT:/x:1 to a broker endpoint"),
-    (["listeners=INTERNAL://:9092"], "Error creating broker listeners from 'INTERNAL://:9092': No security "
+    (["listeners=INTERNAL://:9092"], "Error creating broker listeners from '[INTERNAL://:9092]': No security "
                                      "protocol defined for listener INTERNAL"),
-    (["listeners=PLAINTEXT://a:9092,PLAINTEXT://b:9093"], "Each listener must have a different name, listeners: "
-                                                          "PLAINTEXT://a:9092,PLAINTEXT://b:9093"),
-    (["listeners=PLAINTEXT://a:9092,SSL://b:9092"], "Each listener must have a different port, listeners: "
-                                                    "PLAINTEXT://a:9092,SSL://b:9092"),
+    (["listeners=PLAINTEXT://a:9092,PLAINTEXT://b:9093"],
+     "Error creating broker listeners from '[PLAINTEXT://a:9092, PLAINTEXT://b:9093]': Each listener must have "
+     "a different name, listeners: [PLAINTEXT://a:9092, PLAINTEXT://b:9093]"),
+    (["listeners=PLAINTEXT://a:9092,SSL://b:9092"],
+     "Error creating broker listeners from '[PLAINTEXT://a:9092, SSL://b:9092]': Each listener must have a "
+     "different port unless exactly one listener has an IPv4 address and the other IPv6 address, listeners: "
+     "[PLAINTEXT://a:9092, SSL://b:9092], port: 9092"),
     (["listener.security.protocol.map=A:PLAINTEXT,B:TLS"],
      "Invalid security protocol `TLS` defined in listener.security.protocol.map"),
+    (["listener.security.protocol.map=SSL:SSL"],
+     "Error creating broker listeners from '[PLAINTEXT://127.0.0.1:9092]': No security protocol defined for "
+     "listener PLAINTEXT"),
     (["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"],
      "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."),
     (["inter.broker.listener.name=REPLICATION"],
