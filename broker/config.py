@@ -247,16 +247,32 @@ def unknown_setting(name: str) -> str:
     return f"unknown setting {name!r}" + (f"; did you mean {suggestion!r}?" if suggestion else "")
 
 
+def kafka_setting_name(key: str) -> str | None:
+    """The Kafka setting ``key`` names (itself, or through ``listener.name.<listener>.``,
+    also with a SASL mechanism: ``listener.name.<l>.<mechanism>.sasl.jaas.config``), or None."""
+    from broker.kafka_settings import LISTENER_PREFIX, kafka_setting
+
+    if kafka_setting(key) is not None:
+        return key
+    if key.startswith(LISTENER_PREFIX):
+        listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+        mechanism, _, sasl_name = rest.partition(".")
+        if listener and mechanism and sasl_name.startswith("sasl.") and kafka_setting(sasl_name) is not None:
+            return sasl_name
+    return None
+
+
 def parse_kafka_setting(key: str, raw: Any) -> str:
     """The text of a Kafka setting eosbroker does not model, type-checked as Kafka does;
     ConfigError with Kafka's message, or for a name Kafka does not know."""
-    from broker.kafka_settings import KafkaSettingRefused, kafka_setting, parse_value
+    from broker.kafka_settings import KafkaSettingRefused, parse_value
 
-    if kafka_setting(key) is None:
+    checked_as = kafka_setting_name(key)
+    if checked_as is None:
         raise ConfigError(unknown_setting(key))
     text = str(raw).strip()
     try:
-        parse_value(key, text)
+        parse_value(checked_as, text)
     except KafkaSettingRefused as e:
         raise ConfigError(str(e)) from None
     return text
@@ -416,11 +432,7 @@ def setting_name(variable: str, prefix: str) -> str:
 
 
 def _known(name: str) -> bool:
-    if name in SETTINGS:
-        return True
-    from broker.kafka_settings import kafka_setting
-
-    return kafka_setting(name) is not None
+    return name in SETTINGS or kafka_setting_name(name) is not None
 
 
 def environment_overrides(environ: dict[str, str]) -> list[str]:

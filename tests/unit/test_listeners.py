@@ -132,6 +132,21 @@ def test_every_kafka_setting_name_is_accepted_type_checked_and_listed_as_without
         config.set("num.network.thread", "3")
 
 
+def test_per_listener_settings_are_kept_also_with_a_sasl_mechanism():
+    config = BrokerConfig.load(None, [
+        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        "required username=\"admin\" password=\"secret\";",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=x", "listener.name.internal.ssl.client.auth=required"])
+    assert sorted(config.kafka_values) == ["listener.name.internal.ssl.client.auth",
+                                           "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                                           "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+    with pytest.raises(ConfigError, match="Invalid value sometimes for configuration"):
+        config.set("listener.name.internal.ssl.client.auth", "sometimes")
+    for unknown in ("listener.name.internal.plain.no.such", "listener.name.internal.nothing"):
+        with pytest.raises(ConfigError, match="^unknown setting"):
+            config.set(unknown, "1")
+
+
 def test_coarser_retention_units_take_effect_unless_the_ms_setting_is_given():
     assert BrokerConfig.load(None, ["log.retention.hours=2"])["log.retention.ms"] == 7_200_000
     assert BrokerConfig.load(None, ["log.retention.hours=2", "log.retention.minutes=3"])["log.retention.ms"] == 180_000
