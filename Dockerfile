@@ -5,7 +5,9 @@
 # official slim one. Settings come from environment variables named after Kafka's
 # settings: EOSBROKER_LOG_RETENTION_MS=60000 (or KAFKA_LOG_RETENTION_MS=60000) sets
 # log.retention.ms. EOSBROKER_HOST, EOSBROKER_PORT, EOSBROKER_DATA_DIR, EOSBROKER_NODES
-# and EOSBROKER_ADMIN_PORT set the listener, data directory, node count and admin port.
+# and EOSBROKER_ADMIN_PORT set the listener, data directory, node count and admin port;
+# KAFKA_LISTENERS, KAFKA_ADVERTISED_LISTENERS, ... (the apache/kafka image's variables)
+# replace EOSBROKER_HOST/PORT with Kafka's listeners.
 ARG BASE_IMAGE=python:3.12-slim
 
 FROM ${BASE_IMAGE} AS broker

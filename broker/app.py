@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from broker.acls import Authorizer
@@ -58,9 +59,9 @@ class Broker:
         self.scenario = None
         self.triggers = None
         self.replication = Replication(self)
-        # Consecutive ports from ``port``; port 0 lets every node pick a free one.
-        self.nodes = [BrokerNode(self, info, host, port + i if port else 0)
-                      for i, info in enumerate(self.cluster.nodes)]
+        # Each listener on consecutive ports; port 0 lets every node pick free ones.
+        self.listeners = config.listener_plan(host, port)
+        self.nodes = [BrokerNode(self, info, self.listeners.binds(i), i) for i, info in enumerate(self.cluster.nodes)]
         self.cluster.replicas.listeners.append(self._leader_changed)
         self._tasks: list[asyncio.Task] = []
         # Told of every answered request (api key, version, seconds, bytes in, bytes out,
@@ -225,7 +226,8 @@ class Broker:
         if node_id is None:
             node_id = max(n.node_id for n in self.cluster.nodes) + 1
         info = Node(node_id, "", 0)
-        node = BrokerNode(self, info, self.host, port)
+        binds = [replace(e, port=port if i == 0 else 0) for i, e in enumerate(self.listeners.served)]
+        node = BrokerNode(self, info, binds)
         await node.start()  # before it is registered: a port in use leaves no trace
         self.cluster.nodes.append(info)
         self.nodes.append(node)

@@ -80,9 +80,10 @@ def _serve_options(env) -> list[tuple[str, dict]]:
     """``serve``'s options as (flag, argparse keywords): argparse builds its parser from
     them and ``quick_parse`` reads well-formed command lines with them."""
     return [
-        ("--host", dict(default=env.get("EOSBROKER_HOST", "127.0.0.1"), help="(env EOSBROKER_HOST; default 127.0.0.1)")),
+        ("--host", dict(default=env.get("EOSBROKER_HOST", "127.0.0.1"),
+                        help="the short form of listeners=PLAINTEXT://HOST:PORT (env EOSBROKER_HOST; default 127.0.0.1)")),
         ("--port", dict(type=_int_in(0, 65535), default=env.get("EOSBROKER_PORT", "9092"),
-                        help="(env EOSBROKER_PORT; default 9092)")),
+                        help="(env EOSBROKER_PORT; default 9092); with --nodes N, nodes listen on N consecutive ports")),
         ("--data-dir", dict(type=_directory, default=env.get("EOSBROKER_DATA_DIR", "./data"),
                             help="(env EOSBROKER_DATA_DIR; default ./data)")),
         ("--config", dict(dest="config_file", type=_existing_file, default=None,
@@ -188,6 +189,10 @@ def _serve_command(argv: list[str]) -> None:
             config.set("node.count", scenario.nodes)
         if not 1 <= config["node.count"] <= 64:
             raise ConfigError(f"node.count must be between 1 and 64, not {config['node.count']}")
+        if "listeners" in config.explicit and _host_or_port_given(argv):
+            raise ConfigError("--host/--port are the short form of listeners=PLAINTEXT://HOST:PORT; "
+                              "give either them or the listeners setting")
+        config.listener_plan(args.host, args.port)  # refused here, with Kafka's message, before anything starts
     except (ConfigError, OSError) as e:
         serve_parser().error(str(e))
     admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token)
@@ -201,6 +206,21 @@ def _serve_command(argv: list[str]) -> None:
     except CommandError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
+
+
+def _host_or_port_given(argv: list[str]) -> bool:
+    """--host or --port on the command line (EOSBROKER_HOST/PORT, which the image sets,
+    give way to a listeners setting)."""
+    return any(a.partition("=")[0] in ("--host", "--port") for a in argv)
+
+
+def _listening(broker, node, host: str) -> str:
+    """A node's start-up line: "host:port" for the one listener --host/--port make,
+    else each listener as Kafka writes it (NAME://host:port)."""
+    binds = node.server.binds
+    if "listeners" not in broker.config.explicit:
+        return f"{host}:{binds[0].port}"
+    return " ".join(b.text() for b in binds)
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -284,10 +304,10 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if len(broker.nodes) == 1:
-        print(f"eosbroker listening on {host}:{broker.port}", flush=True)
+        print(f"eosbroker listening on {_listening(broker, broker.nodes[0], host)}", flush=True)
     else:
         for node in broker.nodes:
-            print(f"eosbroker node {node.node_id} listening on {host}:{node.server.port}", flush=True)
+            print(f"eosbroker node {node.node_id} listening on {_listening(broker, node, host)}", flush=True)
     if admin_server is not None:
         print(f"eosbroker admin listening on {admin_server.url}", flush=True)
     if scenario is not None:
@@ -298,7 +318,14 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     gc.enable()
     dataclass_code.save()  # what start-up compiled; the first requests' message types at exit
     broker.node_listening = lambda node: print(
-        f"eosbroker node {node.node_id} listening on {host}:{node.server.port}", flush=True)
+        f"eosbroker node {node.node_id} listening on {_listening(broker, node, host)}", flush=True)
+    without_effect = config.without_effect()
+    if without_effect:
+        logging.getLogger("broker").info("accepted, no effect in eosbroker: %s", ", ".join(without_effect))
+    for controller in broker.listeners.controller:
+        logging.getLogger("broker").info(
+            "controller listener %s accepted, not served: eosbroker has no separate controller quorum",
+            controller.text())
     logging.getLogger("broker").info(
         "started in %.0f ms, data in %s, profile emulate.kafka.version=%s",
         (SYSTEM_CLOCK.monotonic() - started) * 1000, data_dir, config["emulate.kafka.version"],

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,6 +58,14 @@ class Node:
     state: str = RUNNING
     # Paused past broker.session.timeout.ms: out of every ISR and off Metadata's list.
     fenced: bool = False
+    # advertised (host, port) by listener name; empty: (host, port) on every listener
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach this node, or None: not on that listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
     @property
     def is_up(self) -> bool:

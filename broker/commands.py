@@ -50,3 +50,14 @@ def settings_cmd() -> None:
         if s.doc:
             click.echo(f"# {s.doc}")
         click.echo(f"{name}={properties_text(s.default)}")
+    import textwrap
+
+    from broker.config import kafka_names, settings_in_effect
+
+    in_effect = sorted(settings_in_effect())
+    without = sorted(n for n in kafka_names() if n not in SETTINGS and n not in in_effect)
+    click.echo("\n# Apache Kafka's other broker and controller settings are accepted too, and type-checked as Kafka")
+    click.echo("# checks them. These take effect: " + ", ".join(in_effect) + ".")
+    click.echo("# Accepted, no effect in eosbroker:")
+    for line in textwrap.wrap(", ".join(without), 100):
+        click.echo(f"#   {line}")

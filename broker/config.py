@@ -2,7 +2,11 @@
 
 Where a default makes no sense for a local emulator it differs, and the README
 says so (marked ``local`` below). Settings come from a server.properties file and
-``--override key=value``; unknown keys are refused so a typo is not silently ignored.
+``--override key=value``. Every other name Apache Kafka's broker and controller know
+(broker/kafka_settings_table.py) is accepted and type-checked as Kafka checks it; the
+listener settings among them take effect (broker.listeners), the rest are listed as
+having no effect here. Names Kafka does not know are refused, so a typo is not
+silently ignored.
 """
 
 from __future__ import annotations
@@ -203,6 +207,18 @@ def properties_text(value: Any) -> str:
 TOPIC_DEFAULTS: dict[str, str] = {s.topic_name: s.name for s in SETTINGS.values() if s.topic_name}
 
 
+# Kafka settings that give a SETTINGS value in a coarser unit, finest first
+_COARSER_UNITS = {
+    "log.retention.ms": {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000},
+    "log.roll.ms": {"log.roll.hours": 3_600_000},
+}
+
+
+def settings_in_effect() -> frozenset[str]:
+    """Kafka's names outside SETTINGS that change something here."""
+    return LISTENER_SETTINGS.union(*_COARSER_UNITS.values())
+
+
 class ConfigError(ValueError):
     pass
 
@@ -215,10 +231,55 @@ def closest(name: str, known) -> str | None:
     return matches[0] if matches else None
 
 
+# Kafka settings outside SETTINGS that take effect: they say which listeners to serve
+# (read by broker.listeners).
+LISTENER_SETTINGS = frozenset({
+    "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
+    "security.inter.broker.protocol", "controller.listener.names", "process.roles",
+})
+
+
+def kafka_names():
+    from broker.kafka_settings import KAFKA_BROKER_SETTINGS  # only when a name is not one of SETTINGS
+
+    return KAFKA_BROKER_SETTINGS
+
+
 def unknown_setting(name: str) -> str:
     """The message for a setting name that names none: the closest one suggested."""
-    suggestion = closest(name, SETTINGS)
+    suggestion = closest(name, SETTINGS) or closest(name, kafka_names())
     return f"unknown setting {name!r}" + (f"; did you mean {suggestion!r}?" if suggestion else "")
+
+
+def kafka_setting_name(key: str) -> str | None:
+    """The Kafka setting ``key`` names (itself, or through ``listener.name.<listener>.``,
+    also with a SASL mechanism: ``listener.name.<l>.<mechanism>.sasl.jaas.config``), or None."""
+    from broker.kafka_settings import LISTENER_PREFIX, kafka_setting
+
+    if kafka_setting(key) is not None:
+        return key
+    if key.startswith(LISTENER_PREFIX):
+        listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+        mechanism, _, sasl_name = rest.partition(".")
+        if listener and mechanism and sasl_name.startswith("sasl.") and kafka_setting(sasl_name) is not None:
+            return sasl_name
+    return None
+
+
+def parse_kafka_setting(key: str, raw: Any) -> str:
+    """The text of a Kafka setting eosbroker does not model, type-checked as Kafka does;
+    ConfigError with Kafka's message, or for a name Kafka does not know."""
+    from broker.kafka_settings import KafkaSettingRefused, parse_value
+
+    checked_as = kafka_setting_name(key)
+    if checked_as is None:
+        raise ConfigError(unknown_setting(key))
+    text = str(raw).strip()
+    try:
+        parse_value(checked_as, text)
+    except KafkaSettingRefused as e:
+        raise ConfigError(str(e)) from None
+    return text
 
 
 class BrokerConfig:
@@ -227,6 +288,8 @@ class BrokerConfig:
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
         self.explicit: set[str] = set()
+        # Kafka settings outside SETTINGS, as given (checked text), by name
+        self.kafka_values: dict[str, str] = {}
         # Set at run time by AlterConfigs (broker.dynamic_configs): for this broker, and
         # the cluster-wide default; both win over the properties file.
         self.dynamic: dict[str, Any] = {}
@@ -237,7 +300,10 @@ class BrokerConfig:
     def set(self, key: str, raw: Any) -> None:
         setting = SETTINGS.get(key)
         if setting is None:
-            raise ConfigError(unknown_setting(key))
+            self.kafka_values[key] = parse_kafka_setting(key, raw)
+            self.explicit.add(key)
+            self._apply_coarser_units(key)
+            return
         try:
             self._values[key] = setting.parse(raw)
         except (TypeError, ValueError) as e:
@@ -245,6 +311,14 @@ class BrokerConfig:
         self.explicit.add(key)
         if key == "broker.id":
             self._values["node.id"] = self._values[key]
+
+    def _apply_coarser_units(self, key: str) -> None:
+        """log.retention.hours/minutes and log.roll.hours, which Kafka reads when the
+        ms setting is not given (minutes before hours)."""
+        for target, synonyms in _COARSER_UNITS.items():
+            if key in synonyms and target not in self.explicit:
+                name = next(n for n in synonyms if n in self.kafka_values)
+                self._values[target] = int(self.kafka_values[name]) * synonyms[name]
 
     def __getitem__(self, key: str) -> Any:
         if key in self.dynamic:
@@ -267,6 +341,22 @@ class BrokerConfig:
     def static_value(self, key: str) -> Any:
         """The value from the properties file, overrides or default, ignoring AlterConfigs."""
         return self._values[key]
+
+    def without_effect(self) -> list[str]:
+        """The Kafka settings given that change nothing in eosbroker."""
+        in_effect = settings_in_effect()
+        return sorted(k for k in self.kafka_values if k not in in_effect)
+
+    def listener_plan(self, host: str = "127.0.0.1", port: int = 9092):
+        """The listeners these settings describe (broker.listeners.ListenerPlan);
+        ``host``/``port``: serve's one PLAINTEXT listener when ``listeners`` is not set."""
+        from broker.listeners import ListenerConfigError, listener_plan
+
+        values = {k: v for k, v in self.kafka_values.items() if k in LISTENER_SETTINGS}
+        try:
+            return listener_plan(values, self.explicit, host, port)
+        except ListenerConfigError as e:
+            raise ConfigError(str(e)) from None
 
     def parse(self, key: str, raw: Any) -> Any:
         """The typed value of a setting, or ConfigError."""
@@ -318,9 +408,11 @@ def parse_properties(text: str) -> dict[str, str]:
 
 # Settings from environment variables, for containers: a Kafka setting name in capitals
 # with dots as underscores, after EOSBROKER_ (or KAFKA_, as Kafka's own images take it):
-# EOSBROKER_LOG_RETENTION_MS=60000 sets log.retention.ms. KAFKA_ variables that name no
-# setting are left alone (images carry unrelated KAFKA_* variables); EOSBROKER_ ones are
-# the broker's own, so one that names nothing is a typo and refused.
+# EOSBROKER_LOG_RETENTION_MS=60000 sets log.retention.ms; as in the apache/kafka image, a
+# double underscore stands for "_" and a triple one for "-". KAFKA_ variables that name no
+# setting are left alone (images carry unrelated KAFKA_* variables such as
+# KAFKA_HEAP_OPTS); EOSBROKER_ ones are the broker's own, so one that names nothing is a
+# typo and refused. CLUSTER_ID, the apache/kafka image's, sets cluster.id.
 ENV_PREFIXES = ("KAFKA_", "EOSBROKER_")  # the later prefix wins when both name a setting
 
 # EOSBROKER_ variables that are not settings: serve's options, the tools' and the tests'.
@@ -332,7 +424,19 @@ OTHER_EOSBROKER_VARIABLES = frozenset({
 
 
 def env_name(setting: str, prefix: str = "EOSBROKER_") -> str:
-    return prefix + setting.upper().replace(".", "_")
+    return prefix + setting.upper().replace("-", "___").replace("_", "__").replace(".", "_")
+
+
+def setting_name(variable: str, prefix: str) -> str:
+    """The setting a variable names, by the apache/kafka image's rule (``_`` is ``.``,
+    ``__`` is ``_``, ``___`` is ``-``); the listener name in ``listener.name.<l>.`` kept
+    lower case, as Kafka's prefix is."""
+    rest = variable[len(prefix):].lower()
+    return rest.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+
+
+def _known(name: str) -> bool:
+    return name in SETTINGS or kafka_setting_name(name) is not None
 
 
 def environment_overrides(environ: dict[str, str]) -> list[str]:
@@ -340,18 +444,22 @@ def environment_overrides(environ: dict[str, str]) -> list[str]:
     ConfigError for an EOSBROKER_ variable that names nothing."""
     check_eosbroker_variables(environ)
     out = []
+    if "CLUSTER_ID" in environ:
+        out.append(f"cluster.id={environ['CLUSTER_ID']}")
     for prefix in ENV_PREFIXES:
-        for name in SETTINGS:
-            value = environ.get(env_name(name, prefix))
-            if value is not None:
-                out.append(f"{name}={value}")
+        for variable in sorted(environ):
+            if variable.startswith(prefix) and variable not in OTHER_EOSBROKER_VARIABLES:
+                name = setting_name(variable, prefix)
+                if _known(name):
+                    out.append(f"{name}={environ[variable]}")
     return out
 
 
 def check_eosbroker_variables(environ: dict[str, str]) -> None:
-    known = {env_name(name) for name in SETTINGS} | OTHER_EOSBROKER_VARIABLES
     for variable in sorted(environ):
-        if variable.startswith("EOSBROKER_") and variable not in known:
-            suggestion = closest(variable, known)
+        if (variable.startswith("EOSBROKER_") and variable not in OTHER_EOSBROKER_VARIABLES
+                and not _known(setting_name(variable, "EOSBROKER_"))):
+            known = {env_name(name) for name in SETTINGS} | OTHER_EOSBROKER_VARIABLES
+            suggestion = closest(variable, known) or closest(variable, {env_name(n) for n in kafka_names()})
             raise ConfigError(f"unknown environment variable {variable}: it names no setting"
                               + (f"; did you mean {suggestion}?" if suggestion else ""))

@@ -118,7 +118,8 @@ class Network:
         conn = self._connections.get((source, target))
         if conn is None:
             conn = self._connections[source, target] = Connection(
-                next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None)
+                next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None,
+                listener=self.broker.listeners.inter_broker)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
         ctx = RequestContext(self.broker, header, conn)
         if not self.broker.faults.active:

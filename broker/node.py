@@ -21,11 +21,15 @@ log = logging.getLogger(__name__)
 
 
 class BrokerNode:
-    def __init__(self, broker, info: Node, host: str, port: int) -> None:
+    def __init__(self, broker, info: Node, binds, index: int | None = None) -> None:
+        """``binds``: its listeners (broker.listeners.Endpoint); ``index``: its place among
+        the nodes started together (advertised ports are counted from it), None for one
+        added later (advertised on the ports it binds)."""
         self.broker = broker
         self.info = info
         self.node_id = info.node_id
-        self.server = Server(broker, self, host, port)
+        self.index = index
+        self.server = Server(broker, self, binds)
         # Cleared while paused: requests are read but not answered.
         self.serving = asyncio.Event()
         self.serving.set()
@@ -64,7 +68,10 @@ class BrokerNode:
 
     async def start(self) -> None:
         await self.server.start()
-        self.info.host, self.info.port = self.server.host, self.server.port
+        plan = self.broker.listeners
+        self.info.endpoints = plan.advertised_for(self.index, self.server.bound_ports)
+        self.info.host, self.info.port = self.info.endpoints.get(
+            plan.inter_broker, (self.server.host, self.server.port))
         self.info.state = RUNNING
         self.serving.set()
         topics = self.broker.cluster.topics.by_name

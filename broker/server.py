@@ -16,7 +16,7 @@ import itertools
 import logging
 import socket
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.clock import Clock
@@ -59,6 +59,7 @@ class Connection:
     # responses answered in this event-loop turn, sent together at its end (one writev
     # instead of one send per pipelined response); None when nothing is waiting
     unsent: list[bytes] | None = None
+    listener: str = "PLAINTEXT"  # the listener it came in on: which addresses its answers give
 
 
 @dataclass(slots=True)
@@ -125,43 +126,73 @@ class RequestContext:
             return {"leader_id": -1, "leader_epoch": -1}
         return {"leader_id": leadership.leader, "leader_epoch": leadership.leader_epoch}
 
+    def address(self, node) -> tuple[str, int] | None:
+        """Where ``node`` (a cluster.Node) is advertised on this request's listener, or
+        None when it has no such listener (Kafka then leaves it out of the answers)."""
+        return node.address(self.connection.listener)
+
+    def brokers(self, id_key: str = "node_id") -> list[dict]:
+        """The live nodes with an address on this request's listener, as Metadata and
+        DescribeCluster list them."""
+        out = []
+        for n in self.broker.cluster.live_nodes:
+            address = n.address(self.connection.listener)
+            if address is not None:
+                out.append({id_key: n.node_id, "host": address[0], "port": address[1], "rack": None})
+        return out
+
     def node_endpoints(self, leaders: set[int]) -> list[dict]:
         """KIP-951's NodeEndpoints: where the named leaders listen."""
-        return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
-                for n in self.broker.cluster.live_nodes if n.node_id in leaders]
+        return [b for b in self.brokers() if b["node_id"] in leaders]
 
 
 class Server:
-    """Serves one emulated node on one listener."""
+    """Serves one emulated node on its listeners (broker.listeners.Endpoint: name, host,
+    port); ``host`` and ``port`` are the first one's."""
 
     _ids = itertools.count(1)
 
-    def __init__(self, broker, node, host: str, port: int) -> None:
+    def __init__(self, broker, node, binds) -> None:
         self.broker = broker
         self.node = node
         self.node_id = node.node_id
-        self.host = host
-        self.port = port
+        self.binds = list(binds)  # a port 0 becomes the one bound, kept for a restart
+        self.host, self.port = self.binds[0].host, self.binds[0].port
         self.connections: dict[int, Connection] = {}
         self.limits = ConnectionLimits(broker.config)
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        sock = _bound_socket(self.host, self.port)
-        if sock is None:  # a name: the loop resolves it
-            self._server = await loop.create_server(lambda: _RequestReader(self), self.host, self.port, backlog=1024)
-        else:
-            self._server = await loop.create_server(lambda: _RequestReader(self), sock=sock, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        try:
+            for i, bind in enumerate(self.binds):
+                def reader(name=bind.name):
+                    return _RequestReader(self, name)
+                sock = _bound_socket(bind.host, bind.port)
+                if sock is None:  # a name, or "" for every interface: the loop resolves it
+                    server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
+                else:
+                    server = await loop.create_server(reader, sock=sock, backlog=1024)
+                self._servers.append(server)
+                self.binds[i] = replace(bind, port=server.sockets[0].getsockname()[1])
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers = []
+            raise
+        self.host, self.port = self.binds[0].host, self.binds[0].port
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        return {bind.name: bind.port for bind in self.binds}
 
     async def stop(self, abort: bool = False) -> None:
         """Stops accepting, ends every connection (``abort``: with a reset, as a crashed
         host's peers see it) and waits for their request processing, so nothing
         touches the logs after the broker closes them."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         processors = []
         for conn in list(self.connections.values()):
             if abort:
@@ -176,12 +207,12 @@ class Server:
             if stuck:
                 log.warning("node %d: %d connections still processing after %.0f s; leaving them",
                             self.node_id, len(stuck), _DRAIN_GRACE_S)
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await self.broker.clock.wait_for(self._server.wait_closed(), _DRAIN_GRACE_S)
+                await self.broker.clock.wait_for(server.wait_closed(), _DRAIN_GRACE_S)
             except asyncio.TimeoutError:
                 log.warning("node %d: listener did not close within %.0f s", self.node_id, _DRAIN_GRACE_S)
-            self._server = None
+        self._servers = []
 
     @staticmethod
     def _send(conn: Connection, response: bytes, more_coming: bool) -> None:
@@ -405,9 +436,10 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     not be lost), but a parked or long-polling one is not waited for beyond a grace
     period."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, listener: str) -> None:
         super().__init__()
         self.server = server
+        self.listener = listener
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: Connection | None = None
@@ -519,7 +551,8 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         server = self.server
         loop = asyncio.get_running_loop()
         writer = asyncio.StreamWriter(self.transport, self, None, loop)
-        self.conn = Connection(next(server._ids), self._peer, server.node_id, server.broker.clock.monotonic(), writer)
+        self.conn = Connection(next(server._ids), self._peer, server.node_id, server.broker.clock.monotonic(), writer,
+                               listener=self.listener)
         server.connections[self.conn.id] = self.conn
         config = server.broker.config
         self._decoder = FrameDecoder(config["socket.request.max.bytes"])

@@ -12,7 +12,7 @@ async def handle(ctx, request):
         "endpoint_type": 1,
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.controller_id,
-        "brokers": [{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.live_nodes],
+        "brokers": ctx.brokers("broker_id"),  # on the listener the request came in on
         "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
         if request.include_cluster_authorized_operations else NOT_REQUESTED,
     }

@@ -42,11 +42,14 @@ def _answer(ctx, key: str, key_type: int) -> dict:
     if key_type == TRANSACTION_KEY_TYPE or topic in ctx.cluster.topics.by_name:
         ctx.broker.start_coordinators(topic)
     node = ctx.broker.coordinator_node(key, key_type)
-    if node is None or not node.is_up:
+    # a coordinator with no address on this request's listener: Kafka answers
+    # COORDINATOR_NOT_AVAILABLE (it looks the node up by the request's listener)
+    address = ctx.address(node) if node is not None and node.is_up else None
+    if address is None:
         return {"error_code": code("COORDINATOR_NOT_AVAILABLE"), "error_message": None,
                 "node_id": -1, "host": "", "port": -1}
-    return {"error_code": 0, "error_message": None, "node_id": node.node_id, "host": node.host,
-            "port": node.port}
+    return {"error_code": 0, "error_message": None, "node_id": node.node_id, "host": address[0],
+            "port": address[1]}
 
 
 async def handle(ctx, request):

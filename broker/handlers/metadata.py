@@ -19,18 +19,26 @@ from broker.topics import TopicError, validate_topic_name
 from protocol.messages import ZERO_UUID
 
 API_KEY = 3
+_LEADER_NOT_AVAILABLE = code("LEADER_NOT_AVAILABLE")
+_LISTENER_NOT_FOUND = code("LISTENER_NOT_FOUND")
 
 
 def _partitions(ctx, topic) -> list[dict]:
     cluster = ctx.cluster
     out = []
     up = {n.node_id for n in cluster.live_nodes}
+    listener = ctx.connection.listener
+    # leaders with no address on this listener: Kafka answers LISTENER_NOT_FOUND (v6+)
+    unlisted = {n.node_id for n in cluster.live_nodes if n.address(listener) is None}
     for i in range(topic.partitions):
         state = cluster.leadership(topic.name, i)
+        leader, error = state.leader, 0 if state.leader != -1 else _LEADER_NOT_AVAILABLE
+        if leader in unlisted:
+            leader, error = -1, _LISTENER_NOT_FOUND if ctx.version >= 6 else _LEADER_NOT_AVAILABLE
         out.append({
-            "error_code": code("LEADER_NOT_AVAILABLE") if state.leader == -1 else 0,
+            "error_code": error,
             "partition_index": i,
-            "leader_id": state.leader,
+            "leader_id": leader,
             "leader_epoch": state.leader_epoch,
             "replica_nodes": state.replicas,
             "isr_nodes": state.isr,
@@ -97,7 +105,7 @@ async def handle(ctx, request):
                 # elect leaders at once, so clients can use it right away.
             topics.append(_topic(ctx, info, ops) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
     return {
-        "brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None} for n in cluster.live_nodes],
+        "brokers": ctx.brokers(),  # on the listener the request came in on
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.controller_id,
         "topics": topics,

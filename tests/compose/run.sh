@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # make compose-test: docker-compose.yml for real, on a machine with no image registry.
 #
-# As root: installs Debian's docker.io, docker-compose and debootstrap; starts a private
-# dockerd (its own socket and data root, no bridge network, no iptables); builds a
-# Debian base image with debootstrap + `docker import`; runs `docker-compose up` with
-# that base on the host network until the Spark container prints its OK line; then
-# removes the containers, images, volumes, the daemon and its files. Nothing is pulled
-# from a registry: the base image is built here, every other image from it.
-# Ports: EOSBROKER_PORT (and the two after it) and EOSBROKER_ADMIN_PORT, free ones.
+# As root: installs Debian's docker.io, docker-compose, iptables and debootstrap; starts a
+# private dockerd (its own socket and data root; bridge networks through Debian's
+# iptables); builds a Debian base image with debootstrap + `docker import`; runs
+# `docker-compose up` with that base (the containers on the compose network, the
+# broker's EXTERNAL ports published on 127.0.0.1) until the Spark container prints its
+# OK line; then removes the containers, images, volumes, networks, the daemon and its
+# files. Nothing is pulled from a registry: the base image is built here, every other
+# image from it. Ports: EOSBROKER_PORT (and the two after it, LAST_EXTERNAL_PORT) and
+# EOSBROKER_ADMIN_PORT, free ones.
 set -euo pipefail
 # Debian's docker client and daemon, whatever else is on the PATH
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
@@ -58,15 +60,17 @@ cleanup() {
         for _ in $(seq 1 50); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.2; done
         kill -9 "$DOCKERD_PID" 2>/dev/null
     fi
+    # the default bridge this dockerd made (compose's own network went with `down`)
+    [ "${had_docker0:-yes}" = no ] && ip link del docker0 2>/dev/null
     # whatever dockerd left mounted under the work directory (overlays, network namespaces)
     grep -o " $WORK[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-log "installing docker.io, docker-compose, debootstrap"
+log "installing docker.io, docker-compose, iptables, debootstrap"
 need=()
-for cmd in dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap; do
+for cmd in dockerd:docker.io docker-compose:docker-compose iptables:iptables debootstrap:debootstrap; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -76,8 +80,9 @@ fi
 
 log "starting dockerd in $WORK"
 mkdir -p "$WORK/root" "$WORK/exec"
+had_docker0=$(ip link show docker0 >/dev/null 2>&1 && echo yes || echo no)
 dockerd --host "unix://$SOCK" --data-root "$WORK/root" --exec-root "$WORK/exec" --pidfile "$WORK/dockerd.pid" \
-    --bridge none --iptables=false --ip6tables=false --ip-masq=false >"$WORK/dockerd.log" 2>&1 &
+    --ip6tables=false >"$WORK/dockerd.log" 2>&1 &
 DOCKERD_PID=$!
 for _ in $(seq 1 150); do
     docker version >/dev/null 2>&1 && break
@@ -102,8 +107,8 @@ rm -rf "$WORK/rootfs"
 
 port=$(free_port_block)
 admin=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export BASE_IMAGE=$BASE EOSBROKER_PORT=$port EOSBROKER_ADMIN_PORT=$admin
-log "docker-compose up (nodes on 127.0.0.1:$port-$((port + 2)), admin on $admin)"
+export BASE_IMAGE=$BASE EOSBROKER_PORT=$port LAST_EXTERNAL_PORT=$((port + 2)) EOSBROKER_ADMIN_PORT=$admin
+log "docker-compose up (EXTERNAL on 127.0.0.1:$port-$((port + 2)), admin on $admin)"
 cd "$ROOT"
 docker-compose -p "$PROJECT" build --quiet
 # up -d waits for the cluster to be healthy and the topics container to finish before it

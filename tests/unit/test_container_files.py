@@ -1,5 +1,5 @@
 """The Dockerfile and docker-compose.yml, read as data: what `make compose-test` runs
-for real, checked here for structure (host networking only, the healthcheck, the
+for real, checked here for structure (the compose network with INTERNAL and EXTERNAL listeners, the healthcheck, the
 three-node cluster, the one-shot topics container, the Spark pipeline) and checked
 against the command line they call."""
 
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from broker.cli import main
-from broker.config import SETTINGS, env_name, environment_overrides
+from broker.config import SETTINGS, BrokerConfig, env_name, environment_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 _VARIABLE = re.compile(r"\$\{(\w+):-([^}]*)\}")
@@ -55,12 +55,27 @@ def _parses(argv: list[str]) -> None:
             args = ctx.protected_args + ctx.args if isinstance(command, click.Group) else []
 
 
-def test_every_service_is_on_the_host_network_only(compose):
+def test_every_service_is_on_the_default_compose_network(compose):
     assert set(compose["services"]) == {"eosbroker", "topics", "spark"}
     for name, service in compose["services"].items():
-        assert service["network_mode"] == "host", name
-        assert "ports" not in service and "networks" not in service, name
+        assert "network_mode" not in service and "networks" not in service, name
     assert "networks" not in compose
+    # only the broker is reached from the host, on loopback: EXTERNAL's three ports and the console
+    assert compose["services"]["eosbroker"]["ports"] == ["127.0.0.1:9092-9094:9092-9094", "127.0.0.1:9644:9644"]
+    assert not any("ports" in s for n, s in compose["services"].items() if n != "eosbroker")
+
+
+def test_containers_use_internal_and_the_host_external(compose):
+    """The broker's KAFKA_ variables, read as serve reads them: INTERNAL advertised under
+    the service's name on the compose network, EXTERNAL as localhost on the published ports."""
+    environment = compose["services"]["eosbroker"]["environment"]
+    config = BrokerConfig.load(None, environment_overrides(environment))
+    plan = config.listener_plan()
+    assert plan.inter_broker == "INTERNAL"
+    assert [(b.name, b.host, b.port) for b in plan.binds(2)] == [("INTERNAL", "0.0.0.0", 29094),
+                                                                ("EXTERNAL", "0.0.0.0", 9094)]
+    assert plan.advertised_for(2, {}) == {"INTERNAL": ("eosbroker", 29094), "EXTERNAL": ("localhost", 9094)}
+    assert config.without_effect() == []
 
 
 def test_the_cluster_service(compose, dockerfile):
@@ -69,13 +84,12 @@ def test_the_cluster_service(compose, dockerfile):
     command = broker["command"]
     assert command[:3] == ["serve", "--nodes", "3"] and "--admin-port" in command
     _parses(["eosbroker", *command])
-    assert broker["environment"]["EOSBROKER_HOST"] == "127.0.0.1"  # only loopback addresses
-    assert broker["healthcheck"]["test"] == ["CMD", "eosbroker", "healthcheck"]
+    assert broker["healthcheck"]["test"] == ["CMD", "eosbroker", "healthcheck", "--bootstrap-server",
+                                             "127.0.0.1:29092"]
     assert any(v.endswith(":/data") for v in broker["volumes"])
-    # every EOSBROKER_ variable is a serve option or names a setting
-    options = {"EOSBROKER_HOST", "EOSBROKER_PORT", "EOSBROKER_DATA_DIR"}
-    for name in broker["environment"]:
-        assert name in options or environment_overrides({name: "1"}), name
+    # every variable names a setting
+    for name, value in broker["environment"].items():
+        assert environment_overrides({name: value}), name
 
 
 def test_the_topics_container_runs_once_after_the_cluster_is_healthy(compose):
@@ -94,7 +108,7 @@ def test_the_spark_container_runs_the_pipeline(compose, dockerfile):
     assert spark["depends_on"] == {"topics": {"condition": "service_completed_successfully"}}
     assert spark["build"]["target"] == "spark"
     assert spark["command"][:2] == ["python", "examples/pipeline.py"]
-    assert spark["command"][2:] == ["--bootstrap", "127.0.0.1:9092"]
+    assert spark["command"][2:] == ["--bootstrap", "eosbroker:29092"]
     assert (ROOT / spark["command"][1]).exists()
 
 

@@ -31,8 +31,17 @@ def test_the_output_read_back_as_a_config_file_gives_the_defaults(tmp_path):
 
 
 def test_descriptions_are_whole_sentences():
-    comments = [line[2:] for line in _output().splitlines() if line.startswith("#")]
+    own = _output().split("\n\n")[0]  # before the list of Kafka's other names
+    comments = [line[2:] for line in own.splitlines() if line.startswith("#")]
     assert len(comments) == sum(1 for s in SETTINGS.values() if s.doc)
     for sentence in comments:
         assert sentence[0].isupper() or sentence[0].isdigit(), sentence
         assert sentence.endswith((".", "...")), sentence
+
+
+def test_kafkas_other_names_are_listed_with_what_they_do():
+    tail = _output().split("\n\n", 1)[1]
+    assert "These take effect: advertised.listeners, controller.listener.names, inter.broker.listener.name," in tail
+    listed = tail.split("no effect in eosbroker:", 1)[1].replace("#", " ").replace(",", " ").split()
+    assert {"num.network.threads", "log.dirs", "controller.quorum.voters"} <= set(listed)
+    assert not set(listed) & (set(SETTINGS) | {"listeners", "log.retention.hours"})
