@@ -8,7 +8,7 @@ from pathlib import Path
 
 from broker.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster import PAUSED, RUNNING, STOPPED, Cluster, Node
+from broker.cluster import PAUSED, RUNNING, Cluster, Node
 from broker.config import BrokerConfig
 from broker.dynamic_configs import DynamicConfigs
 from broker.handlers import HANDLERS
@@ -144,7 +144,7 @@ class Broker:
         if topic not in _COORDINATOR_TOPIC_NAMES:
             return
         old, new = self.node(before), self.node(state.leader)
-        if old is not None and old.is_up:
+        if old is not None:  # a stopped node has nothing loaded: no-op there
             old.coordinator_partition_moved(topic, index, state.leader_epoch, leads=False)
         if new is not None:
             new.coordinator_partition_moved(topic, index, state.leader_epoch, leads=True)
@@ -155,11 +155,16 @@ class Broker:
         """Stops (or, with ``crash``, kills) a node: its partitions fail over to the next
         ISR member with a new leader epoch, its coordinator partitions are loaded by
         their new leaders, its listener and connections close. Returns the partitions
-        whose leader changed."""
+        whose leader changed.
+
+        The node falls silent first, in the same event-loop turn as the failover: its
+        connections close and its requests in flight are abandoned unanswered, its
+        coordinators' state is dropped, and only then do its partitions move. So no
+        handler of the node runs once another node leads what it led."""
         node = self.node(node_id)
         self._end_session_timer(node_id)
         node.info.fenced = False
-        node.info.state = STOPPED
+        node.halt(crash=crash)
         moved = self.cluster.replicas.node_down(node_id)
         await node.stop(crash=crash)
         return moved

@@ -33,8 +33,11 @@ _MAX_SLEEP_S = 30.0
 
 
 class GroupService:
-    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int,
+                 serving: asyncio.Event | None = None) -> None:
         self.cluster = cluster
+        # Cleared while the node is paused: a hung node's coordinator changes nothing.
+        self.serving = serving
         self.clock = cluster.clock
         self.coordinator = GroupCoordinator(GroupConfig(
             offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
@@ -70,11 +73,19 @@ class GroupService:
     async def ready(self) -> None:
         await self.topic.started()
 
-    async def close(self) -> None:
-        """Stops loading and gives up parked requests (their connections are closing)."""
-        self.topic.stop_loading()
+    def halt(self) -> None:
+        """The node stopped or died: loads end, the state is dropped and parked requests
+        are given up (their connections are gone), in this turn."""
+        self.topic.halt()
         for answer in list(self._parked):
             answer.cancel()
+
+    async def close(self) -> None:
+        self.halt()
+
+    async def _wait_while_paused(self) -> None:
+        if self.serving is not None and not self.serving.is_set():
+            await self.serving.wait()
 
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
@@ -84,6 +95,7 @@ class GroupService:
     async def run(self, group_id: str, handler: Callable[[], Result]) -> Any:
         """Runs a coordinator handler through the runtime on the group's partition."""
         await self.ready()
+        await self._wait_while_paused()
         response = self.runtime.run(self.partition_for(group_id), handler, self.clock.now_ms())
         self.wake()
         return response
@@ -138,6 +150,7 @@ class GroupService:
                 except asyncio.TimeoutError:
                     pass
                 continue
+            await self._wait_while_paused()  # a hung node's timers do not fire
             try:
                 self.poll(self.clock.now_ms())
             except Exception:

@@ -118,10 +118,14 @@ class MarkerSender:
                                  markers.transactional_id, ErrorCode(error).name)
         return acked, fenced
 
+    def halt(self) -> None:
+        """Cancels every delivery (the node stopped): none sends anything more."""
+        for task in self._tasks:
+            task.cancel()
+
     async def close(self) -> None:
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
+        self.halt()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 

@@ -141,6 +141,7 @@ class Server:
         self.limits = ConnectionLimits(broker.config)
         self._server: asyncio.base_events.Server | None = None
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
+        self._halted: list[asyncio.Task] = []  # processors ``halt`` cancelled, for ``stop`` to wait for
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -151,21 +152,28 @@ class Server:
             self._server = await loop.create_server(lambda: _RequestReader(self), sock=sock, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self, abort: bool = False) -> None:
-        """Stops accepting, ends every connection (``abort``: with a reset, as a crashed
-        host's peers see it) and waits for their request processing, so nothing
-        touches the logs after the broker closes them."""
+    def halt(self, abort: bool = False) -> None:
+        """Stops accepting and ends every connection at once (``abort``: with a reset, as
+        a crashed host's peers see it), its request processing cancelled: a request
+        being handled is abandoned unanswered, one read but not yet handled is dropped.
+        Only answers already sent or queued in this turn go out."""
         if self._server is not None:
             self._server.close()
-        processors = []
         for conn in list(self.connections.values()):
             if abort:
+                conn.unsent = None  # a dead host sends nothing more
                 conn.writer.transport.abort()
             else:
                 conn.writer.close()
             if conn.processor is not None and not conn.processor.done():
                 conn.processor.cancel()
-                processors.append(conn.processor)
+                self._halted.append(conn.processor)
+
+    async def stop(self, abort: bool = False) -> None:
+        """``halt``, then waits for the cancelled request processing to end, so nothing
+        touches the logs after the broker closes them."""
+        self.halt(abort)
+        processors, self._halted = [p for p in self._halted if not p.done()], []
         if processors:
             _, stuck = await asyncio.wait(processors, timeout=_DRAIN_GRACE_S)
             if stuck:
@@ -226,7 +234,8 @@ class Server:
         conn = reading.conn
         writer = conn.writer
         transport = writer.transport
-        serving = self.node.serving
+        node = self.node
+        serving = node.serving
         clock = self.broker.clock
         limits = self.limits
         frames = reading.frames
@@ -236,8 +245,8 @@ class Server:
                 if frame is None:
                     return
                 if not serving.is_set():
-                    await serving.wait()  # paused: read, but not answered until resumed
-                if transport.is_closing():
+                    await serving.wait()  # paused: read, but not handled until resumed
+                if transport.is_closing() or not node.is_up:
                     limits.release(len(frame))
                     return
                 try:
@@ -253,6 +262,10 @@ class Server:
                                   conn.id, conn.peer)
                     return
                 if out is not None:
+                    if not serving.is_set():  # paused while handling: the answer waits too
+                        await serving.wait()
+                        if not node.is_up:
+                            return
                     self._send(conn, out, bool(frames))
                     conn.last_active = clock.monotonic()
                     if transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:

@@ -20,6 +20,7 @@ from protocol.names import TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE
+
 # What a producer gets when verification fails; coordinator trouble is retriable for a
 # producer. A partition missing from the transaction is TRANSACTION_ABORTABLE from Produce
 # v11 (Kafka 3.8+), INVALID_TXN_STATE before.
@@ -47,8 +48,11 @@ def produce_error(error: ErrorCode, api_version: int = 0) -> str:
 
 
 class TransactionService:
-    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network,
+                 serving: asyncio.Event | None = None) -> None:
         self.config = config
+        # Cleared while the node is paused: a hung node's coordinator changes nothing.
+        self.serving = serving
         self.cluster = cluster
         self.clock = cluster.clock
         self.coordinator = TransactionCoordinator(
@@ -91,6 +95,7 @@ class TransactionService:
 
     async def _markers_written(self, m: SendMarkers) -> None:
         """The marker sender's completion: an event for the runtime like any request."""
+        await self._wait_while_paused()
         coordinator = self.coordinator
         observe = self.cluster.on_transaction_completed
         started_ms = -1
@@ -118,6 +123,7 @@ class TransactionService:
         exercising the client's retry path.
         """
         self.topic.start()
+        await self._wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
         response = self.runtime.run(partition, handler, self.clock.now_ms())
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
@@ -128,6 +134,7 @@ class TransactionService:
                 await self.clock.wait_for(completed.wait(), self._hold_s)
             except asyncio.TimeoutError:
                 return response
+        await self._wait_while_paused()
         return self.runtime.run(partition, handler, self.clock.now_ms())
 
     def _markers_pending(self, transactional_id: str) -> bool:
@@ -168,6 +175,16 @@ class TransactionService:
         now = self.clock.now_ms()
         self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
 
+    async def _wait_while_paused(self) -> None:
+        if self.serving is not None and not self.serving.is_set():
+            await self.serving.wait()
+
+    def halt(self) -> None:
+        """The node stopped or died: loads and marker deliveries end and the state is
+        dropped, in this turn."""
+        self.topic.halt()
+        self.markers.halt()
+
     async def close(self) -> None:
-        self.topic.stop_loading()
+        self.halt()
         await self.markers.close()

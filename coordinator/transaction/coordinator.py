@@ -135,15 +135,18 @@ class TransactionCoordinator:
         self._partitions[partition] = _PartitionState(coordinator_epoch)
 
     def finish_loading(self, partition: int, now_ms: int = 0) -> list[Result]:
-        """Serve the partition; roll forward transactions found half-completed."""
+        """Serve the partition; roll forward transactions found half-completed, and fence
+        and abort every Ongoing one whose timeout passed (by ``now_ms``) while nobody
+        coordinated it, before the first request is served, as Kafka does at load."""
         state = self._partitions[partition]
         state.loading = False
-        return [
+        rolled_forward = [
             Result(effects=(self._send_markers(md, state.coordinator_epoch,
                                                md.state is S.PREPARE_COMMIT),))
             for md in state.transactions.values()
             if md.state.is_prepare
         ]
+        return rolled_forward + self.abort_timed_out_transactions(now_ms, partition)
 
     def unload_partition(self, partition: int) -> list[Result]:
         """Forget the partition; markers already being sent still finish (their
