@@ -1,0 +1,227 @@
+"""A node that stops or dies falls silent, as a Kafka broker does, and a deposed
+coordinator cannot write: stock clients (confluent-kafka) and raw requests against
+`--nodes 3` while the transaction coordinator's node, paused with requests parked on it
+and markers in flight, is stopped or killed; and a transaction whose timeout passed
+while the whole broker was down is fenced and aborted when its coordinator loads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from broker.client import KafkaConnection
+from broker.testing.helpers import wait_until
+from coordinator.partitioning import partition_for
+from tests.integration.test_cluster import assert_exactly_once, create, read_committed
+
+pytestmark = pytest.mark.timeout(180)
+INIT_PRODUCER_ID = 22
+TRANSACTION_STATE_PARTITIONS = 50
+
+
+@pytest.fixture
+def cluster(broker_factory):
+    return broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}, nodes=3, admin=True)
+
+
+def _every_node(cluster) -> str:
+    return ",".join(f"127.0.0.1:{port}" for port in cluster.node_ports.values())
+
+
+def _leader(control, topic: str, index: int) -> int:
+    return next(p["leader"] for p in control.cluster()["partitions"] if p["topic"] == topic and p["partition"] == index)
+
+
+def _ids_coordinated_by(control, node_id: int, prefix: str, count: int) -> list[str]:
+    found = []
+    for i in range(10_000):
+        candidate = f"{prefix}-{i}"
+        if _leader(control, "__transaction_state", partition_for(candidate, TRANSACTION_STATE_PARTITIONS)) == node_id:
+            found.append(candidate)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"no {count} transactional ids coordinated by node {node_id}")
+
+
+def _state(cluster, txn_id: str) -> dict | None:
+    return next((t for t in cluster.transactions() if t["transactional_id"] == txn_id), None)
+
+
+def _producer(cluster, txn_id: str, **settings) -> Producer:
+    p = Producer({"bootstrap.servers": _every_node(cluster), "transactional.id": txn_id,
+                  "socket.timeout.ms": 10000, **settings})
+    p.init_transactions(30)
+    return p
+
+
+@pytest.mark.parametrize("action", ["stop", "kill"])
+def test_a_paused_coordinator_that_stops_answers_nothing_and_its_parked_commit_moves_with_it(
+        cluster, topic_name, action):
+    """The coordinator's node is paused with markers in flight, an EndTxn(commit) from a
+    stock client and a raw InitProducerId parked on it, then stopped or killed. Neither
+    request is answered by it (before the fix, the node woke them and ran them on its
+    deposed coordinator: the commit was answered OK while the new coordinator held the
+    transaction Ongoing, and then aborted it at its timeout). The client's retry commits
+    on the new coordinator."""
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    holder_id = f"h-{topic_name}"
+    holder = _producer(cluster, holder_id)
+    coordinator = _state(cluster, holder_id)["coordinator"]
+    if _leader(control, topic_name, 0) == coordinator:  # the data's leader stays up throughout
+        other = next(n["node_id"] for n in control.cluster()["nodes"] if n["node_id"] != coordinator)
+        control.partition_move(topic=topic_name, partition=0, leader=other)
+    committer_id, raw_id = _ids_coordinated_by(control, coordinator, f"c-{topic_name}", 2)
+
+    # Markers in flight on the coordinator's node: each delivery is refused and retried.
+    control.fault_add(action="close_before", api_key=27, client_id=f"eosbroker-node-{coordinator}")
+    holder.begin_transaction()
+    holder.produce(topic_name, b"held", partition=0)
+    holder.commit_transaction(30)  # answered once PREPARE_COMMIT is written; markers pending
+
+    committer = _producer(cluster, committer_id, **{"transaction.timeout.ms": 60000})
+    committer.begin_transaction()
+    committer.produce(topic_name, b"committed", partition=0)
+    assert committer.flush(30) == 0
+
+    control.node_pause(node_id=coordinator)
+    outcome: list = []
+
+    def commit() -> None:
+        try:
+            committer.commit_transaction(90)
+            outcome.append("ok")
+        except KafkaException as e:
+            outcome.append(e)
+
+    committing = threading.Thread(target=commit)
+    committing.start()
+
+    async def parked_init_producer_id():
+        port = cluster.node_ports[coordinator]
+        async with await KafkaConnection.connect("127.0.0.1", port) as conn:
+            answer = conn.send(INIT_PRODUCER_ID, 4, {"transactional_id": raw_id, "transaction_timeout_ms": 60000,
+                                                     "producer_id": -1, "producer_epoch": -1})
+            await asyncio.sleep(1.0)  # the request and the client's EndTxn reach the paused node
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: getattr(control, f"node_{action}")(node_id=coordinator))
+            try:
+                response = await asyncio.wait_for(answer, 10)
+            except (ConnectionError, asyncio.TimeoutError):
+                return None
+            return response
+
+    answered = asyncio.run(parked_init_producer_id())
+    control.faults_clear()
+    committing.join(120)
+    assert answered is None, f"node {coordinator} answered after it was {action}ped: {answered}".replace("killped", "killed")
+    assert outcome == ["ok"]
+    # The new coordinator committed it: never Ongoing after the client was told OK.
+    wait_until(lambda: (_state(cluster, committer_id) or {}).get("state") == "CompleteCommit", timeout=30)
+    # The raw request was never applied: the new coordinator gives the id its first epoch.
+    async def init_on_new_coordinator():
+        new = _state(cluster, holder_id)["coordinator"]
+        assert new != coordinator
+        async with await KafkaConnection.connect("127.0.0.1", cluster.node_ports[new]) as conn:
+            return await conn.request(INIT_PRODUCER_ID, 4, {"transactional_id": raw_id, "transaction_timeout_ms": 60000,
+                                                            "producer_id": -1, "producer_epoch": -1})
+    fresh = asyncio.run(init_on_new_coordinator())
+    assert (fresh.error_code, fresh.producer_epoch) == (0, 0)
+    wait_until(lambda: (_state(cluster, holder_id) or {}).get("state") == "CompleteCommit", timeout=30)
+    assert_exactly_once(read_committed(_every_node(cluster), topic_name, 1, 2), [b"held", b"committed"])
+    holder.flush(5)
+    committer.flush(5)
+
+
+def test_a_transaction_whose_timeout_passed_while_the_broker_was_down_is_aborted_at_load(broker_factory, topic_name):
+    """Kill -9, down longer than the transaction's timeout, restart: the coordinator's
+    load fences the producer and aborts, before the client's commit is served (the
+    timer that also aborts timed-out transactions is set far off, so only the load can)."""
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 3_600_000},
+                            in_process=False)
+    create(broker.bootstrap, topic_name, 1)
+    txn_id = f"r-{topic_name}"
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"outlived", partition=0)
+    assert producer.flush(30) == 0
+    broker.kill()
+    time.sleep(3.0)  # the broker is down past the transaction's timeout
+    broker.start()
+    with pytest.raises(KafkaException) as fenced:
+        producer.commit_transaction(30)
+    error = fenced.value.args[0]
+    assert error.fatal() or error.txn_requires_abort(), error
+    assert error.code() in (KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.PRODUCER_FENCED), error
+    assert read_committed(broker.bootstrap, topic_name, 1, 1, timeout=3) == []
+
+
+@pytest.mark.parametrize("action", ["stop", "kill"])
+def test_no_producer_epoch_is_handed_out_twice_across_a_coordinator_failure_under_load(cluster, topic_name, action):
+    """Connections keep sending InitProducerId for ids coordinated by one node, with
+    marker deliveries in flight there, while that node stops or dies; each then goes on
+    at the new coordinator. No (producer id, epoch) is given to two requests for one id
+    (before the fix, the failing node went on answering, and writing, after its
+    partitions had moved, and the new coordinator handed out the same epochs again)."""
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    holder_id = f"h-{topic_name}"
+    holder = _producer(cluster, holder_id)
+    coordinator = _state(cluster, holder_id)["coordinator"]
+    if _leader(control, topic_name, 0) == coordinator:
+        other = next(n["node_id"] for n in control.cluster()["nodes"] if n["node_id"] != coordinator)
+        control.partition_move(topic=topic_name, partition=0, leader=other)
+    control.fault_add(action="close_before", api_key=27, client_id=f"eosbroker-node-{coordinator}")
+    holder.begin_transaction()
+    holder.produce(topic_name, b"held", partition=0)
+    holder.commit_transaction(30)
+    ids = _ids_coordinated_by(control, coordinator, f"i-{topic_name}", 6)
+    ports = dict(cluster.node_ports)
+    handed_out: dict[str, list[tuple[int, int, int]]] = {t: [] for t in ids}  # (node, pid, epoch)
+
+    async def keep_initializing(txn_id: str, failed: asyncio.Event) -> None:
+        order = [coordinator] + [n for n in ports if n != coordinator]
+        after_failure = 0
+        while after_failure < 3:
+            node = order[0]
+            try:
+                async with await KafkaConnection.connect("127.0.0.1", ports[node]) as conn:
+                    while after_failure < 3:
+                        r = await conn.request(INIT_PRODUCER_ID, 4, {
+                            "transactional_id": txn_id, "transaction_timeout_ms": 60000,
+                            "producer_id": -1, "producer_epoch": -1}, timeout=15)
+                        if r.error_code == 0:
+                            handed_out[txn_id].append((node, r.producer_id, r.producer_epoch))
+                            after_failure += failed.is_set()
+                        elif r.error_code in (14, 51):  # loading, markers pending: again
+                            await asyncio.sleep(0.02)
+                        else:  # NOT_COORDINATOR: the next node
+                            break
+            except (ConnectionError, OSError, asyncio.TimeoutError):
+                pass
+            order.append(order.pop(0))
+            await asyncio.sleep(0.02)
+
+    async def run() -> None:
+        failed = asyncio.Event()
+        workers = [asyncio.ensure_future(keep_initializing(t, failed)) for t in ids]
+        await asyncio.sleep(0.5)  # every connection is busy
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: getattr(control, f"node_{action}")(node_id=coordinator))
+        failed.set()
+        await asyncio.wait_for(asyncio.gather(*workers), 90)
+
+    asyncio.run(run())
+    control.faults_clear()
+    for txn_id, given in handed_out.items():
+        pairs = [(pid, epoch) for _, pid, epoch in given]
+        twice = sorted({p for p in pairs if pairs.count(p) > 1})
+        assert not twice, f"{txn_id}: handed out twice: {twice} ({given})"
+        assert any(node != coordinator for node, _, _ in given)
+    holder.flush(5)
