@@ -117,6 +117,10 @@ class CoordinatorTopic:
         if records:
             log.info("%s of node %d loaded %d records from %s-%d in %d ms", self.name, self.node_id, records,
                      self.topic, partition, self.clock.now_ms() - started)
+        if self.runtime.written_at_load:
+            log.info("%s of node %d wrote %d records to %s-%d on loading it: what timed out while no coordinator "
+                     "served it (fenced and aborted before any request)", self.name, self.node_id,
+                     self.runtime.written_at_load, self.topic, partition)
 
     def unload_partition(self, partition: int, quiet: bool = False) -> None:
         """The partition's leadership moved away: its state is dropped, parked requests

@@ -137,6 +137,29 @@ class TransactionService:
         await self._wait_while_paused()
         return self.runtime.run(partition, handler, self.clock.now_ms())
 
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], api_version: int):
+        """A producer's AddPartitionsToTxn. Its record is in the log (the page cache: a
+        process crash keeps it) before the answer leaves; the INFO line says where, so
+        a transaction found without its partitions after a crash can be told from one
+        whose request was never answered."""
+        response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
+            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()))
+        if log.isEnabledFor(logging.INFO):
+            offset = self.runtime.last_offset
+            added = ", ".join(f"{t}-{p}" for t, p in partitions)
+            if response.error is not _NONE:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, nothing written", transactional_id,
+                         producer_id, producer_epoch, added, response.error.name.upper())
+            elif offset < 0:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: already in the transaction",
+                         transactional_id, producer_id, producer_epoch, added)
+            else:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) added %s: record at %s-%d offset %d, "
+                         "written before the answer", transactional_id, producer_id, producer_epoch, added, TOPIC,
+                         self.coordinator.partition_for(transactional_id), offset)
+        return response
+
     def _markers_pending(self, transactional_id: str) -> bool:
         md = self.coordinator.transaction_metadata(transactional_id)
         return md is not None and md.state.is_prepare and not self.markers.hold

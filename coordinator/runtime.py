@@ -109,6 +109,9 @@ class CoordinatorRuntime:
         # What a refused append does to the partition: unload it (the broker's also
         # stops the work it runs for it).
         self._resign = resign if resign is not None else self.unload
+        # The offset of the last record the latest event appended, -1 when it wrote none.
+        self.last_offset = -1
+        self.written_at_load = 0  # records the latest load appended (what expired meanwhile)
 
     # -- partitions moving here and away -------------------------------------------------
 
@@ -123,9 +126,11 @@ class CoordinatorRuntime:
             count = self._replay_latest_per_key(self.log.chunks(partition))
         else:
             count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
+        self.written_at_load = 0
         try:
             for result in self.machine.finish_loading(partition, now_ms):
                 self.apply(partition, result, now_ms)
+                self.written_at_load += len(result.records)
         except AppendRefused:
             self._resign(partition)
         return count
@@ -200,6 +205,7 @@ class CoordinatorRuntime:
 
     def apply(self, partition: int, result: Result, now_ms: int) -> Any:
         """Commits a result: append its records, replay them, perform its effects."""
+        self.last_offset = -1
         if result.records:
             self._append(partition, result.records, now_ms)
         for effect in result.effects:
@@ -216,6 +222,7 @@ class CoordinatorRuntime:
         for producer, run in runs:
             base_offset = self.log.append(partition, RecordBatch(_build(run, producer, now_ms), 0), now_ms)
             producer_id = NO_PRODUCER_ID if producer is None else producer[0]
+            self.last_offset = base_offset + len(run) - 1
             for i, record in enumerate(run):
                 self.machine.replay(record, base_offset + i, now_ms, producer_id)
 

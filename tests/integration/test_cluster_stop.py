@@ -21,6 +21,7 @@ from tests.integration.test_cluster import assert_exactly_once, create, read_com
 pytestmark = pytest.mark.timeout(180)
 INIT_PRODUCER_ID = 22
 TRANSACTION_STATE_PARTITIONS = 50
+RETRIABLE_COORDINATOR_ERRORS = (14, 15, 16)  # load in progress, not available, not coordinator
 
 
 @pytest.fixture
@@ -225,3 +226,47 @@ def test_no_producer_epoch_is_handed_out_twice_across_a_coordinator_failure_unde
         assert not twice, f"{txn_id}: handed out twice: {twice} ({given})"
         assert any(node != coordinator for node, _, _ in given)
     holder.flush(5)
+
+
+def test_an_acknowledged_add_partitions_survives_kill_9_and_its_abort_is_accepted(broker_factory, topic_name):
+    """AddPartitionsToTxn is answered only once its record is in the log (the page
+    cache, which a process crash keeps): after kill -9 and a restart the coordinator
+    holds the transaction Ongoing with the partition, and the producer's abort is
+    accepted, not INVALID_TXN_STATE. The broker's log names the record's offset."""
+    broker = broker_factory(in_process=False)
+    create(broker.bootstrap, topic_name, 1)
+    txn_id = f"a-{topic_name}"
+
+    async def init_and_add():
+        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+            for _ in range(100):  # the first use creates and loads __transaction_state
+                init = await conn.request(INIT_PRODUCER_ID, 4, {"transactional_id": txn_id,
+                                                                "transaction_timeout_ms": 60000,
+                                                                "producer_id": -1, "producer_epoch": -1})
+                if init.error_code not in RETRIABLE_COORDINATOR_ERRORS:
+                    break
+                await asyncio.sleep(0.1)
+            assert init.error_code == 0
+            added = await conn.request(24, 3, {"v3_and_below_transactional_id": txn_id,
+                                               "v3_and_below_producer_id": init.producer_id,
+                                               "v3_and_below_producer_epoch": init.producer_epoch,
+                                               "v3_and_below_topics": [{"name": topic_name, "partitions": [0]}]})
+            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+            return init.producer_id, init.producer_epoch
+
+    async def abort(pid: int, epoch: int):
+        for _ in range(100):
+            async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+                r = await conn.request(26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                                               "committed": False})
+            if r.error_code not in RETRIABLE_COORDINATOR_ERRORS:
+                return r.error_code
+            await asyncio.sleep(0.1)
+        return r.error_code
+
+    pid, epoch = asyncio.run(init_and_add())
+    assert f"AddPartitionsToTxn {txn_id} (producer {pid}, epoch {epoch}) added {topic_name}-0: record at " \
+           "__transaction_state-" in broker.log_text()
+    broker.kill()
+    broker.start()
+    assert asyncio.run(abort(pid, epoch)) == 0
