@@ -164,7 +164,7 @@ class Server:
                 conn.unsent = None  # a dead host sends nothing more
                 conn.writer.transport.abort()
             else:
-                conn.writer.close()
+                self._close(conn)  # what was answered before this instant still goes out
             if conn.processor is not None and not conn.processor.done():
                 conn.processor.cancel()
                 self._halted.append(conn.processor)
