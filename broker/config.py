@@ -148,6 +148,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.state.log.segment.bytes", _long, 104857600),
         Setting("transaction.state.log.replication.factor", _long, 3, doc="capped at the node count"),
+        Setting("transaction.state.log.min.isr", _long, 2,
+                doc="min.insync.replicas of __transaction_state: a coordinator write with fewer in sync is "
+                    "refused, or answered COORDINATOR_NOT_AVAILABLE when the ISR shrinks below it meanwhile"),
         Setting("auto.leader.rebalance.enable", _bool, True),
         Setting("leader.imbalance.check.interval.seconds", _long, 300),
         Setting("broker.session.timeout.ms", _long, 9000,

@@ -41,7 +41,7 @@ class BrokerNode:
 
             b = self.broker
             self._transactions = TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network,
-                                                    self.serving)
+                                                    self.serving, b.replication)
         return self._transactions
 
     @property

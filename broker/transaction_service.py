@@ -12,6 +12,7 @@ from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinator_topic import CoordinatorTopic
 from broker.markers import MarkerSender
+from coordinator.runtime import with_error
 from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
@@ -35,6 +36,7 @@ _PRODUCE_VERIFY_ERRORS = {
 
 
 FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
+_APPEND_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms, which its coordinators' appends wait up to
 _NONE = ErrorCode.none  # asked of every transaction's first batch on a partition
 
 
@@ -49,7 +51,7 @@ def produce_error(error: ErrorCode, api_version: int = 0) -> str:
 
 class TransactionService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network,
-                 serving: asyncio.Event | None = None) -> None:
+                 serving: asyncio.Event | None = None, replication=None) -> None:
         self.config = config
         # Cleared while the node is paused: a hung node's coordinator changes nothing.
         self.serving = serving
@@ -64,15 +66,19 @@ class TransactionService:
             ),
         )
         self.producer_ids = producer_ids
+        self.replication = replication  # broker.replication.Replication: writes wait for the ISR
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
         self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
         self.topic = CoordinatorTopic(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
-            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
+            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+             "min.insync.replicas": str(config["transaction.state.log.min.isr"])},
             self.coordinator, cluster, node_id, self._perform,
         )
+        # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
+        self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
         self.runtime = self.topic.runtime
         # A partition moving away takes its marker deliveries along: the new leader
@@ -125,7 +131,7 @@ class TransactionService:
         self.topic.start()
         await self._wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
-        response = self.runtime.run(partition, handler, self.clock.now_ms())
+        response = await self._run_replicated(partition, handler)
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
             return response
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
@@ -135,7 +141,24 @@ class TransactionService:
             except asyncio.TimeoutError:
                 return response
         await self._wait_while_paused()
-        return self.runtime.run(partition, handler, self.clock.now_ms())
+        return await self._run_replicated(partition, handler)
+
+    async def _run_replicated(self, partition: int, handler):
+        """Runs the handler; what it wrote is answered once the partition's ISR has it,
+        as an acks=all produce (Kafka's coordinator appends with acks=-1). Meanwhile
+        shrunk below transaction.state.log.min.isr or timed out: COORDINATOR_NOT_AVAILABLE
+        (the record stays in the log); leadership lost: NOT_COORDINATOR."""
+        response = self.runtime.run(partition, handler, self.clock.now_ms())
+        replication = self.replication
+        if self.runtime.last_offset < 0 or replication is None or replication.quiet():
+            return response
+        error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
+        if error is None:
+            return response
+        answer = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
+        log.warning("%s-%d: a coordinator write was not replicated (%s); answered %s", TOPIC, partition, error,
+                    answer.name.upper())
+        return with_error(response, answer)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], api_version: int):

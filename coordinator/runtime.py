@@ -54,6 +54,15 @@ class AppendRefused(Exception):
     epoch (the coordinator epoch it loaded at), so another coordinator may own it."""
 
 
+class AppendUnavailable(Exception):
+    """The log cannot take an append now (too few replicas in sync): nothing is applied
+    and the request is answered ``error``, a retriable one."""
+
+    def __init__(self, error, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 class CoordinatorLog(Protocol):
     """A coordinator topic's partitions, as the runtime reads and writes them."""
 
@@ -177,10 +186,13 @@ class CoordinatorRuntime:
         When the log refuses the records (another coordinator leads the partition now),
         nothing of the result takes effect: the partition is resigned and the handler
         runs again on the state without it, which answers NOT_COORDINATOR."""
+        result = handler()
         try:
-            return self.apply(partition, handler(), now_ms)
+            return self.apply(partition, result, now_ms)
         except AppendRefused:
             self._resign(partition)
+        except AppendUnavailable as e:
+            return with_error(result.response, e.error)
         return self.apply(partition, handler(), now_ms)
 
     def run_timers(self, timer: Callable[[int], list[Result]], now_ms: int) -> list[tuple[int, Result]]:
@@ -230,6 +242,12 @@ class CoordinatorRuntime:
         for result in results:
             for effect in result.effects:
                 self._perform(effect)
+
+
+def with_error(response: Any, error: Any) -> Any:
+    """A response of the same type carrying only ``error`` (the coordinators' responses
+    take the error first, every other field defaulted)."""
+    return type(response)(error)
 
 
 def _producer_of(record: CoordinatorRecord) -> tuple[int, int] | None:

@@ -52,6 +52,11 @@ def _state(cluster, txn_id: str) -> dict | None:
     return next((t for t in cluster.transactions() if t["transactional_id"] == txn_id), None)
 
 
+async def _request(port: int, api_key: int, version: int, body: dict):
+    async with await KafkaConnection.connect("127.0.0.1", port) as conn:
+        return await conn.request(api_key, version, body)
+
+
 def _producer(cluster, txn_id: str, **settings) -> Producer:
     p = Producer({"bootstrap.servers": _every_node(cluster), "transactional.id": txn_id,
                   "socket.timeout.ms": 10000, **settings})
@@ -270,3 +275,50 @@ def test_an_acknowledged_add_partitions_survives_kill_9_and_its_abort_is_accepte
     broker.kill()
     broker.start()
     assert asyncio.run(abort(pid, epoch)) == 0
+
+
+def test_a_coordinator_cut_off_from_its_followers_cannot_complete_a_commit(broker_factory, topic_name):
+    """Coordinator writes need transaction.state.log.min.isr (2) in sync, as an acks=all
+    append: with the coordinator's node cut off from both others, once they have left
+    the ISR (replica.lag.time.max.ms on the broker's clock), EndTxn is answered
+    COORDINATOR_NOT_AVAILABLE and nothing is written: the transaction stays Ongoing. When
+    the links heal the retry commits."""
+    cluster = broker_factory(nodes=3, admin=True)
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    txn_id = f"i-{topic_name}"
+
+    async def retried(port: int, api_key: int, version: int, body: dict):
+        async with await KafkaConnection.connect("127.0.0.1", port) as conn:
+            for _ in range(100):
+                r = await conn.request(api_key, version, body)
+                if r.error_code not in RETRIABLE_COORDINATOR_ERRORS:
+                    return r
+                await asyncio.sleep(0.1)
+            return r
+
+    async def find_coordinator() -> int:
+        async with await KafkaConnection.connect("127.0.0.1", next(iter(cluster.node_ports.values()))) as conn:
+            r = await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+            return r.coordinators[0].node_id
+
+    coordinator = asyncio.run(find_coordinator())
+    port = cluster.node_ports[coordinator]
+    init = asyncio.run(retried(port, INIT_PRODUCER_ID, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 120000,
+                                                          "producer_id": -1, "producer_epoch": -1}))
+    pid, epoch = init.producer_id, init.producer_epoch
+    added = asyncio.run(_request(port, 24, 3, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                                              "v3_and_below_producer_epoch": epoch,
+                                              "v3_and_below_topics": [{"name": topic_name, "partitions": [0]}]}))
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    for other in cluster.node_ports:
+        if other != coordinator:
+            control.network_cut(source=coordinator, target=other)
+    control.clock_advance(by="31s")  # the others leave the ISR of the coordinator's partitions
+    end = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+
+    assert asyncio.run(_request(port, 26, 3, end)).error_code == 15  # COORDINATOR_NOT_AVAILABLE
+    assert _state(cluster, txn_id)["state"] == "Ongoing"
+    control.network_heal()
+    assert asyncio.run(retried(port, 26, 3, end)).error_code == 0
+    wait_until(lambda: _state(cluster, txn_id)["state"] == "CompleteCommit", timeout=30)

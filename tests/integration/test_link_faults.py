@@ -144,7 +144,10 @@ def test_markers_to_a_cut_off_leader_are_retried_until_the_link_heals(cluster, t
     producer.produce(topic_name, b"held-back", partition=0)
     assert producer.flush(30) == 0
     control.network_cut(source=coordinator, target=leader)
-    producer.commit_transaction(30)  # EndTxn is answered once PREPARE_COMMIT is written
+    # The cut-off node leaves the ISRs first (replica.lag.time.max.ms): EndTxn is then
+    # answered once PREPARE_COMMIT is in the ISR left, at once
+    control.clock_advance(by="31s")  # within the transaction's timeout (60 s)
+    producer.commit_transaction(30)
     wait_until(lambda: [t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id]
                == ["PrepareCommit"], timeout=30)
     assert read_committed(cluster.bootstrap, topic_name, 1, 1, timeout=3) == []  # the LSO is held

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import GroupConfig, GroupCoordinator, JoinProtocol, OffsetFetchGroup, OffsetToCommit
-from coordinator.runtime import CoordinatorRuntime, InMemoryLog
+from coordinator.runtime import AppendUnavailable, CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import SendMarkers, TransactionConfig, TransactionCoordinator
 
 NOW = 1_000_000
@@ -183,3 +183,22 @@ def test_load_fences_and_aborts_a_transaction_whose_timeout_passed_before_servin
     within.begin_load(0, 2)
     within.load(0, NOW + 5_000)
     assert fresh.transaction_metadata("t").state.state_name == "Ongoing"
+
+
+def test_an_append_the_log_cannot_take_now_applies_nothing_and_answers_its_retriable_error():
+    class TooFewInSync(InMemoryLog):
+        def append(self, partition, batch, now_ms):
+            raise AppendUnavailable(E.coordinator_not_available, "1 in sync, min.insync.replicas 2")
+
+    log = InMemoryLog()
+    coordinator, runtime, effects = _txn_runtime(log, 1)
+    runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500), NOW)
+    runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 500, 0, [("a", 0)], 3, NOW), NOW)
+    shrunk = TooFewInSync()
+    runtime.log = shrunk
+    ended = runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
+    assert ended == type(ended)(E.coordinator_not_available)
+    assert coordinator.transaction_metadata("t").state.state_name == "Ongoing"  # still coordinator, unchanged
+    assert not [e for e in effects if isinstance(e, SendMarkers)]
+    runtime.log = log  # the ISR grew back: the retry commits
+    assert runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW).error is E.none
