@@ -322,3 +322,43 @@ def test_a_coordinator_cut_off_from_its_followers_cannot_complete_a_commit(broke
     control.network_heal()
     assert asyncio.run(retried(port, 26, 3, end)).error_code == 0
     wait_until(lambda: _state(cluster, txn_id)["state"] == "CompleteCommit", timeout=30)
+
+
+def _group(cluster, group_id: str) -> dict | None:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(cluster.admin_url + "/console/state", timeout=30) as answer:
+        return next((g for g in json.load(answer)["groups"] if g["group_id"] == group_id), None)
+
+
+def test_a_paused_group_coordinator_fires_no_timer_until_it_resumes(cluster, topic_name):
+    """A hung machine runs nothing: with the group coordinator's node paused and the
+    broker's clock moved past the member's session timeout (short of
+    broker.session.timeout.ms, so the node is not fenced), the member is still in the
+    group (before the fix the paused node's timers expelled it)."""
+    from confluent_kafka import Consumer
+
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    group_id = f"g-{topic_name}"
+    consumer = Consumer({"bootstrap.servers": _every_node(cluster), "group.id": group_id,
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    consumer.subscribe([topic_name])
+    try:
+        def joined() -> bool:
+            consumer.poll(0.2)
+            g = _group(cluster, group_id)
+            return g is not None and g["state"] == "Stable" and len(g["members"]) == 1
+
+        wait_until(joined, timeout=60)
+        before = _group(cluster, group_id)
+        control.node_pause(node_id=before["coordinator"])
+        control.clock_advance(by="7s")  # past the session (6 s), short of broker.session.timeout.ms (9 s)
+        time.sleep(0.5)  # a timer that fired would have run by now
+        during = _group(cluster, group_id)
+        assert (during["state"], during["members"], during["generation"]) == \
+               (before["state"], before["members"], before["generation"])
+        control.node_resume(node_id=before["coordinator"])
+    finally:
+        consumer.close()
