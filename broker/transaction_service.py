@@ -129,7 +129,8 @@ class TransactionService:
         exercising the client's retry path.
         """
         self.topic.start()
-        await self._wait_while_paused()  # paused while this request was under way
+        if self.serving is not None and not self.serving.is_set():  # paused while this request was under way
+            await self.serving.wait()
         partition = self.coordinator.partition_for(transactional_id or "")
         response = await self._run_replicated(partition, handler)
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
