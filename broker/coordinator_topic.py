@@ -52,6 +52,9 @@ class CoordinatorTopic:
         # Set: an append with fewer replicas in sync than the topic's min.insync.replicas
         # is refused with this error, as an acks=all append is (NOT_ENOUGH_REPLICAS).
         self.too_few_in_sync = None
+        # The node's serving event (cleared while it is paused): a hung node's coordinator
+        # changes nothing until it resumes.
+        self.serving: asyncio.Event | None = None
 
     # -- loading -------------------------------------------------------------------------
 
@@ -161,6 +164,10 @@ class CoordinatorTopic:
         for p in self.machine.owned_partitions() | self.machine.loading_partitions():
             self.runtime.unload(p)
         self._epochs.clear()
+
+    async def wait_while_paused(self) -> None:
+        if self.serving is not None and not self.serving.is_set():
+            await self.serving.wait()
 
     # -- the runtime's CoordinatorLog ------------------------------------------------------
 

@@ -36,8 +36,6 @@ class GroupService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int,
                  serving: asyncio.Event | None = None) -> None:
         self.cluster = cluster
-        # Cleared while the node is paused: a hung node's coordinator changes nothing.
-        self.serving = serving
         self.clock = cluster.clock
         self.coordinator = GroupCoordinator(GroupConfig(
             offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
@@ -63,6 +61,7 @@ class GroupService:
             on_loaded=self.wake,  # loaded members now have session deadlines
         )
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
+        self.topic.serving = serving
         self.runtime = self.topic.runtime
         self._wake = asyncio.Event()
         self._parked: set[asyncio.Future] = set()
@@ -80,13 +79,6 @@ class GroupService:
         for answer in list(self._parked):
             answer.cancel()
 
-    async def close(self) -> None:
-        self.halt()
-
-    async def _wait_while_paused(self) -> None:
-        if self.serving is not None and not self.serving.is_set():
-            await self.serving.wait()
-
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
 
@@ -95,7 +87,7 @@ class GroupService:
     async def run(self, group_id: str, handler: Callable[[], Result]) -> Any:
         """Runs a coordinator handler through the runtime on the group's partition."""
         await self.ready()
-        await self._wait_while_paused()
+        await self.topic.wait_while_paused()
         response = self.runtime.run(self.partition_for(group_id), handler, self.clock.now_ms())
         self.wake()
         return response
@@ -150,7 +142,7 @@ class GroupService:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            await self._wait_while_paused()  # a hung node's timers do not fire
+            await self.topic.wait_while_paused()  # a hung node's timers do not fire
             try:
                 self.poll(self.clock.now_ms())
             except Exception:

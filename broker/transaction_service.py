@@ -53,8 +53,6 @@ class TransactionService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network,
                  serving: asyncio.Event | None = None, replication=None) -> None:
         self.config = config
-        # Cleared while the node is paused: a hung node's coordinator changes nothing.
-        self.serving = serving
         self.cluster = cluster
         self.clock = cluster.clock
         self.coordinator = TransactionCoordinator(
@@ -80,6 +78,7 @@ class TransactionService:
         # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
         self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
+        self.topic.serving = serving
         self.runtime = self.topic.runtime
         # A partition moving away takes its marker deliveries along: the new leader
         # resends them with its coordinator epoch.
@@ -101,7 +100,7 @@ class TransactionService:
 
     async def _markers_written(self, m: SendMarkers) -> None:
         """The marker sender's completion: an event for the runtime like any request."""
-        await self._wait_while_paused()
+        await self.topic.wait_while_paused()
         coordinator = self.coordinator
         observe = self.cluster.on_transaction_completed
         started_ms = -1
@@ -129,8 +128,7 @@ class TransactionService:
         exercising the client's retry path.
         """
         self.topic.start()
-        if self.serving is not None and not self.serving.is_set():  # paused while this request was under way
-            await self.serving.wait()
+        await self.topic.wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
         response = await self._run_replicated(partition, handler)
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
@@ -141,7 +139,7 @@ class TransactionService:
                 await self.clock.wait_for(completed.wait(), self._hold_s)
             except asyncio.TimeoutError:
                 return response
-        await self._wait_while_paused()
+        await self.topic.wait_while_paused()
         return await self._run_replicated(partition, handler)
 
     async def _run_replicated(self, partition: int, handler):
@@ -222,16 +220,8 @@ class TransactionService:
         now = self.clock.now_ms()
         self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
 
-    async def _wait_while_paused(self) -> None:
-        if self.serving is not None and not self.serving.is_set():
-            await self.serving.wait()
-
     def halt(self) -> None:
         """The node stopped or died: loads and marker deliveries end and the state is
         dropped, in this turn."""
         self.topic.halt()
         self.markers.halt()
-
-    async def close(self) -> None:
-        self.halt()
-        await self.markers.close()
