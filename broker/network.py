@@ -1,14 +1,18 @@
 """The network between the nodes of the process.
 
-Everything one node asks of another (a coordinator's markers to partition leaders)
-goes through ``Network.request``: the request is built as the kio message the wire
-would carry and handed to the same handler a TCP connection reaches, on the target
-node's behalf; the response comes back as the kio response a client would decode.
-A stopped target refuses the connection, a paused one never answers (the caller's
-timeout fires), a paused source sends nothing until it resumes, and the fault points
-(cut links, delay, loss, each per direction: the request crosses source->target, the
-answer target->source) live here, in one place.
-The emulated replication (broker/replication.py) reads the same link faults.
+Every request one node sends another goes through ``Network.request``: a coordinator's
+markers to partition leaders (broker/markers.py) and a partition leader's KIP-890
+verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
+TxnOffsetCommit (broker/txn_verification.py). The request is built as the kio message
+the wire would carry and handed to the same handler a TCP connection reaches, on the
+target node's behalf, under the request fault rules (client id ``eosbroker-node-N``);
+the response comes back as the kio response a client would decode. A stopped target
+refuses the connection, a paused one never answers (the caller's timeout fires), a
+paused source sends nothing until it resumes, and the fault points (cut links, delay,
+loss, each per direction: the request crosses source->target, the answer
+target->source) live here, in one place.
+Replication sends no requests: the emulated followers (broker/replication.py) only read
+the same link faults to tell whether they could fetch.
 """
 
 from __future__ import annotations
