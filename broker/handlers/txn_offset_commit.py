@@ -40,7 +40,8 @@ async def _verify(ctx, request, offsets_partition: int):
     await ctx.node.groups.ready()  # creates __consumer_offsets on first use
     part, error = ctx.led_partition(OFFSETS_TOPIC, offsets_partition)
     if error is not None:  # not this group's coordinator: nothing to verify for
-        return (ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available), None
+        refused = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
+        return refused, None
     operation = tv.txn_offset_commit_operation(ctx.version)
     verification = part.producer_state.start_verification(
         request.producer_id, _ANY_SEQUENCE, request.producer_epoch, ctx.clock.now_ms(), operation == tv.ADD_PARTITION)

@@ -53,7 +53,8 @@ def _partition(control, topic: str, index: int = 0) -> dict:
 
 def _coordinator_of(control, kind: str, key: str) -> int:
     index = partition_for(key, NUM_PARTITIONS)
-    return next(c["node_id"] for c in control.cluster()["coordinators"] if c["kind"] == kind and c["partition"] == index)
+    return next(c["node_id"] for c in control.cluster()["coordinators"]
+                if c["kind"] == kind and c["partition"] == index)
 
 
 def _lead_apart(control, topic: str, coordinator: int) -> int:
@@ -193,9 +194,14 @@ def _port(control, node_id: int) -> int:
     return next(n["port"] for n in control.cluster()["nodes"] if n["node_id"] == node_id)
 
 
-async def _init(conn: KafkaConnection, txn_id: str):
-    init = await conn.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 600_000,
-                                      "producer_id": -1, "producer_epoch": -1})
+async def _init(conn: KafkaConnection, txn_id: str) -> tuple[int, int]:
+    """InitProducerId, retried while the coordinator loads __transaction_state."""
+    while True:
+        init = await conn.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 600_000,
+                                          "producer_id": -1, "producer_epoch": -1})
+        if init.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
+            break
+        await asyncio.sleep(0.05)
     assert init.error_code == 0
     return init.producer_id, init.producer_epoch
 
@@ -228,14 +234,7 @@ async def test_a_paused_coordinator_verifies_nothing_and_writes_nothing(cluster,
     leader = _lead_apart(control, topic_name, coordinator)
     async with await KafkaConnection.connect(HOST, _port(control, coordinator), "raw") as to_coordinator, \
             await KafkaConnection.connect(HOST, _port(control, leader), "raw-producer") as to_leader:
-        while True:  # the coordinator loads __transaction_state on first use
-            init = await to_coordinator.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 600_000,
-                                                        "producer_id": -1, "producer_epoch": -1})
-            if init.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
-                break
-            await asyncio.sleep(0.05)
-        assert init.error_code == 0
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = await _init(to_coordinator, txn_id)
         if version < 12:  # the client adds the partition itself
             added = await to_coordinator.request(24, 3, {
                 "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
@@ -284,14 +283,7 @@ async def test_txn_offset_commit_to_a_paused_coordinator_is_retriable_and_writes
     assert group is not None
     async with await KafkaConnection.connect(HOST, _port(control, coordinator), "raw") as to_coordinator, \
             await KafkaConnection.connect(HOST, _port(control, group_coordinator), "raw-offsets") as to_group:
-        while True:
-            init = await to_coordinator.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 600_000,
-                                                        "producer_id": -1, "producer_epoch": -1})
-            if init.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
-                break
-            await asyncio.sleep(0.05)
-        assert init.error_code == 0
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = await _init(to_coordinator, txn_id)
         if version < 5:
             added = await to_coordinator.request(25, 3, {"transactional_id": txn_id, "producer_id": pid,
                                                          "producer_epoch": epoch, "group_id": group})
@@ -335,3 +327,73 @@ async def test_txn_offset_commit_to_a_paused_coordinator_is_retriable_and_writes
                 break
             await asyncio.sleep(0.05)
         assert (p.error_code, p.committed_offset) == (0, 7)
+
+
+# --- batching per coordinator node, as Kafka's AddPartitionsToTxnManager ---------------------
+
+
+async def test_verifications_for_one_coordinator_node_wait_and_leave_together(cluster, topic_name):
+    """While one AddPartitionsToTxn from the leader's node is in flight (held by a request
+    fault rule matching the node's client id), the verifications that arrive wait and leave
+    in one request; a second verification of a transactional id already waiting replaces
+    it, the first answered NETWORK_EXCEPTION (NOT_ENOUGH_REPLICAS to its producer)."""
+    create(cluster.bootstrap, topic_name, 2)
+    control = cluster.control()
+    async with await KafkaConnection.connect(HOST, cluster.port) as bootstrap:
+        by_coordinator: dict[int, list[str]] = {}
+        for candidate in (f"batch{i}-{topic_name}" for i in range(200)):
+            found = await bootstrap.request(10, 4, {"key_type": 1, "coordinator_keys": [candidate]})
+            by_coordinator.setdefault(found.coordinators[0].node_id, []).append(candidate)
+            coordinator, ids = max(by_coordinator.items(), key=lambda kv: len(kv[1]))
+            if len(ids) == 3:
+                break
+    held, waiting, replaced = ids
+    leader = _lead_apart(control, topic_name, coordinator)
+    other = _partition(control, topic_name, 1)
+    if other["leader"] != leader:
+        control.partition_move(topic=topic_name, partition=1, leader=leader)
+    producers = {}
+    async with await KafkaConnection.connect(HOST, _port(control, coordinator), "raw") as to_coordinator:
+        for txn_id in ids:
+            pid, epoch = producers[txn_id] = await _init(to_coordinator, txn_id)
+            added = await to_coordinator.request(24, 3, {
+                "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": topic_name, "partitions": [0, 1]}]})
+            assert all(p.partition_error_code == 0
+                       for p in added.results_by_topic_v3_and_below[0].results_by_partition)
+        rule = control.fault_add(action="delay", delay_ms=20_000, api_key=24, client_id=f"eosbroker-node-{leader}")
+
+        def requests_sent() -> int:
+            return next(r for r in control.faults()["rules"] if r["id"] == rule["id"])["matched"]
+
+        connections = [await KafkaConnection.connect(HOST, _port(control, leader), f"p{i}") for i in range(4)]
+        try:
+            def produce(conn, txn_id, partition):
+                pid, epoch = producers[txn_id]
+                batch = bytes(build_batch([(None, txn_id.encode(), (), 1)], producer_id=pid, producer_epoch=epoch,
+                                          base_sequence=0, transactional=True))
+                return conn.send(0, 9, {"transactional_id": txn_id, "acks": 1, "timeout_ms": 30000, "topic_data": [
+                    {"name": topic_name, "partition_data": [{"index": partition, "records": batch}]}]})
+
+            first = produce(connections[0], held, 0)
+            wait_until(lambda: requests_sent() == 1, timeout=30)  # in flight, held
+            second = produce(connections[1], waiting, 0)
+            # the same producer twice (a retry, say): whichever arrives second replaces the first
+            twice = [produce(connections[2], replaced, 0), produce(connections[3], replaced, 1)]
+            done, _ = await asyncio.wait(twice, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            [superseded] = done
+            latest = next(f for f in twice if f is not superseded)
+            answer = superseded.result().responses[0].partition_responses[0]
+            assert answer.error_code == code("NOT_ENOUGH_REPLICAS")
+            assert not first.done() and not second.done() and not latest.done()
+            control.clock_advance(by="21s")  # within request.timeout.ms: the held request is answered
+            await asyncio.wait_for(first, 30)  # and the waiting ones leave together
+            wait_until(lambda: requests_sent() == 2, timeout=30)
+            control.clock_advance(by="21s")
+            answers = [(await asyncio.wait_for(f, 30)).responses[0].partition_responses[0].error_code
+                       for f in (first, second, latest)]
+            assert answers == [0, 0, 0] and requests_sent() == 2
+        finally:
+            for conn in connections:
+                await conn.close()
