@@ -36,6 +36,12 @@ class Unreachable(ConnectionError):
     """The target node is down, or the link to it is cut or lost the message."""
 
 
+def answer_field(answer: Any, name: str) -> Any:
+    """A field of an answer from ``request(..., typed=False)``: the handler's dict, or the
+    kio response a fault rule's error answer is."""
+    return answer[name] if type(answer) is dict else getattr(answer, name)
+
+
 @dataclass
 class LinkFaults:
     """What happens to messages from one node to another (``None`` matches any node)."""

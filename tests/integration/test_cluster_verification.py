@@ -11,6 +11,7 @@ heals or the node resumes, everything commits exactly once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.request
 
 import pytest
@@ -76,6 +77,14 @@ def _arrived(control, api_key: int, client_id: str):
 
 def _state(cluster, txn_id: str) -> dict:
     return next(t for t in cluster.transactions() if t["transactional_id"] == txn_id)
+
+
+def _transaction_log_end(cluster, txn_id: str) -> int:
+    """The high watermark of the id's __transaction_state partition."""
+    with urllib.request.urlopen(cluster.admin_url + "/console/state", timeout=30) as answer:
+        partitions = json.load(answer)["partitions"]
+    index = partition_for(txn_id, NUM_PARTITIONS)
+    return next(p["high_watermark"] for p in partitions if p["topic"] == "__transaction_state" and p["partition"] == index)
 
 
 def _high_watermark(cluster, topic: str) -> int:
@@ -240,7 +249,7 @@ async def test_a_paused_coordinator_verifies_nothing_and_writes_nothing(cluster,
                 "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": topic_name, "partitions": [0]}]})
             assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
-        before = _state(cluster, txn_id)
+        before, logged = _state(cluster, txn_id), _transaction_log_end(cluster, txn_id)
         arrived = _arrived(control, 0, "raw-producer")
         control.node_pause(node_id=coordinator)
         answer = _produce(to_leader, version, txn_id, topic_name, pid, epoch, b"once")
@@ -253,7 +262,7 @@ async def test_a_paused_coordinator_verifies_nothing_and_writes_nothing(cluster,
         control.node_resume(node_id=coordinator)
         after = _state(cluster, txn_id)
         assert (after["state"], after["partitions"]) == (before["state"], before["partitions"])  # nothing written
-        assert _high_watermark(cluster, topic_name) == 0
+        assert _transaction_log_end(cluster, txn_id) == logged and _high_watermark(cluster, topic_name) == 0
 
         response = (await _produce(to_leader, version, txn_id, topic_name, pid, epoch, b"once")).responses[0]
         assert response.partition_responses[0].error_code == 0
@@ -288,7 +297,7 @@ async def test_txn_offset_commit_to_a_paused_coordinator_is_retriable_and_writes
             added = await to_coordinator.request(25, 3, {"transactional_id": txn_id, "producer_id": pid,
                                                          "producer_epoch": epoch, "group_id": group})
             assert added.error_code == 0
-        before = _state(cluster, txn_id)
+        before, logged = _state(cluster, txn_id), _transaction_log_end(cluster, txn_id)
 
         def commit_offsets():
             return to_group.send(28, version, {
@@ -316,6 +325,7 @@ async def test_txn_offset_commit_to_a_paused_coordinator_is_retriable_and_writes
         control.node_resume(node_id=coordinator)
         after = _state(cluster, txn_id)
         assert (after["state"], after["partitions"]) == (before["state"], before["partitions"])  # nothing written
+        assert _transaction_log_end(cluster, txn_id) == logged
 
         assert (await commit_offsets()).topics[0].partitions[0].error_code == 0
         assert await _end(to_coordinator, txn_id, pid, epoch) == 0
