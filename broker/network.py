@@ -85,7 +85,7 @@ class Network:
             del self._connections[pair]
 
     def faults(self, source: int, target: int) -> LinkFaults | None:
-        if not self.links:  # the usual case: no link faults at all
+        if not self.links or source == target:  # usual: no link faults; a node's request to itself crosses none
             return None
         for key in ((source, target), (source, None), (None, target), (None, None)):
             if key in self.links:

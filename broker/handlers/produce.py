@@ -58,16 +58,20 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
     }
 
 
+def _not_led(ctx, topic: str, index: int, error: str) -> dict:
+    if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
+        return _error(index, error) | {"current_leader": ctx.current_leader(topic, index)}
+    return _error(index, error)
+
+
 def _validate(ctx, topic: str, data) -> dict | tuple:
     """(partition, batch) ready for verification and append, or the partition's error answer."""
     cluster = ctx.cluster
     if not allowed(ctx, WRITE, TOPIC, topic):
         return _error(data.index, "TOPIC_AUTHORIZATION_FAILED")
     partition, error = ctx.led_partition(topic, data.index)
-    if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
-        return _error(data.index, error) | {"current_leader": ctx.current_leader(topic, data.index)}
     if error is not None:
-        return _error(data.index, error)
+        return _not_led(ctx, topic, data.index, error)
     if topic in INTERNAL_TOPICS:
         return _error(data.index, "INVALID_TOPIC_EXCEPTION", partition.log_start_offset,
                       f"Cannot append to internal topic {topic}")
@@ -129,12 +133,14 @@ def _unverified_answer(index: int, error: ErrorCode, log_start_offset: int) -> d
     return _error(index, error.name.upper(), log_start_offset, message)
 
 
-async def _verify(ctx, transactional_id: str, batches: list[tuple], now: int) -> dict[tuple[str, int], ErrorCode]:
+async def _verify(ctx, transactional_id: str, batches: list[list],
+                  now: int) -> dict[tuple[str, int], ErrorCode] | None:
     """KIP-890, as Kafka's ReplicaManager: the transactional batches that would start the
     producer's transaction on their partition are verified with (Produce v12+: added to
     the transaction by) the coordinator, across the network (broker/txn_verification.py).
-    Returns the Produce error of each partition that did not pass; fills in the
-    verification each batch's append must still find (``batches``' last field)."""
+    Returns the Produce error of each partition that did not pass (None: nothing needed
+    asking); fills in the verification each batch's append must still find
+    (``batches``' last field)."""
     from broker import txn_verification as tv  # loads only for transactions
 
     config = ctx.cluster.config
@@ -157,7 +163,7 @@ async def _verify(ctx, transactional_id: str, batches: list[tuple], now: int) ->
         wanted.append((item[0], item[1]))
         producers.add((h.producer_id, h.producer_epoch))
     if not wanted:
-        return {}
+        return None
     if len(producers) > 1:
         return dict.fromkeys(wanted, ErrorCode.invalid_producer_id_mapping)
     (producer_id, producer_epoch), = producers
@@ -211,15 +217,20 @@ async def handle(ctx, request):
                     ready.append([topic.name, data.index, checked[0], checked[1], (results, len(results)), None])
                     results.append(None)
         responses.append({"name": topic.name, "partition_responses": results})
-    unverified = {}
+    unverified = None
     if request.transactional_id is not None and ready:
         unverified = await _verify(ctx, request.transactional_id, ready, now)
-        now = ctx.clock.now_ms()
+        if unverified is not None:
+            now = ctx.clock.now_ms()
     guarding = request.transactional_id is not None and ctx.cluster.config["transaction.partition.verification.enable"]
     for topic, index, partition, batch, (results, at), verification in ready:
         error = unverified.get((topic, index)) if unverified else None
         if error is not None:
             results[at] = _unverified_answer(index, error, partition.log_start_offset)
+        elif unverified is not None and (moved := ctx.led_partition(topic, index)[1]) is not None:
+            results[at] = _not_led(ctx, topic, index, moved)  # the leadership moved while the coordinator answered
+            if "current_leader" in results[at]:
+                leaders.add(results[at]["current_leader"]["leader_id"])
         else:
             guarded = guarding and bool(batch.header.attributes & TRANSACTIONAL_FLAG)
             results[at] = _append(ctx, index, partition, batch, now, guarded, verification)
