@@ -346,7 +346,8 @@ async def test_verifications_for_one_coordinator_node_wait_and_leave_together(cl
     """While one AddPartitionsToTxn from the leader's node is in flight (held by a request
     fault rule matching the node's client id), the verifications that arrive wait and leave
     in one request; a second verification of a transactional id already waiting replaces
-    it, the first answered NETWORK_EXCEPTION (NOT_ENOUGH_REPLICAS to its producer)."""
+    it, the first answered NETWORK_EXCEPTION (NOT_ENOUGH_REPLICAS to its producer), and of
+    two epochs of one id the older is refused INVALID_PRODUCER_EPOCH."""
     create(cluster.bootstrap, topic_name, 2)
     control = cluster.control()
     async with await KafkaConnection.connect(HOST, cluster.port) as bootstrap:
@@ -366,6 +367,8 @@ async def test_verifications_for_one_coordinator_node_wait_and_leave_together(cl
     async with await KafkaConnection.connect(HOST, _port(control, coordinator), "raw") as to_coordinator:
         for txn_id in ids:
             pid, epoch = producers[txn_id] = await _init(to_coordinator, txn_id)
+            if txn_id == waiting:  # a second instance fenced the first: epoch 1
+                pid, epoch = producers[txn_id] = await _init(to_coordinator, txn_id)
             added = await to_coordinator.request(24, 3, {
                 "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch,
@@ -377,10 +380,11 @@ async def test_verifications_for_one_coordinator_node_wait_and_leave_together(cl
         def requests_sent() -> int:
             return next(r for r in control.faults()["rules"] if r["id"] == rule["id"])["matched"]
 
-        connections = [await KafkaConnection.connect(HOST, _port(control, leader), f"p{i}") for i in range(4)]
+        connections = [await KafkaConnection.connect(HOST, _port(control, leader), f"p{i}") for i in range(5)]
         try:
-            def produce(conn, txn_id, partition):
-                pid, epoch = producers[txn_id]
+            def produce(conn, txn_id, partition, epoch=None):
+                pid, newest = producers[txn_id]
+                epoch = newest if epoch is None else epoch
                 batch = bytes(build_batch([(None, txn_id.encode(), (), 1)], producer_id=pid, producer_epoch=epoch,
                                           base_sequence=0, transactional=True))
                 return conn.send(0, 9, {"transactional_id": txn_id, "acks": 1, "timeout_ms": 30000, "topic_data": [
@@ -396,6 +400,10 @@ async def test_verifications_for_one_coordinator_node_wait_and_leave_together(cl
             latest = next(f for f in twice if f is not superseded)
             answer = superseded.result().responses[0].partition_responses[0]
             assert answer.error_code == code("NOT_ENOUGH_REPLICAS")
+            # the fenced instance (epoch 0) of a waiting id is refused, whichever came first
+            zombie = produce(connections[4], waiting, 1, epoch=0)
+            answer = (await asyncio.wait_for(zombie, 30)).responses[0].partition_responses[0]
+            assert answer.error_code == code("INVALID_PRODUCER_EPOCH")
             assert not first.done() and not second.done() and not latest.done()
             control.clock_advance(by="21s")  # within request.timeout.ms: the held request is answered
             await asyncio.wait_for(first, 30)  # and the waiting ones leave together
