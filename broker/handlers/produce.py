@@ -123,9 +123,15 @@ def _has_transactional_records(request) -> bool:
     )
 
 
-def _unverified_answer(index: int, error: ErrorCode, log_start_offset: int) -> dict:
+def _unverified_answer(ctx, index: int, underlying: ErrorCode, log_start_offset: int) -> dict:
+    """The Produce answer for a partition the coordinator's answer (``underlying``) did not
+    verify, with ReplicaManager's message."""
+    from broker import txn_verification as tv
+
+    error = tv.produce_error(underlying, tv.produce_operation(ctx.version))
     if error is ErrorCode.not_enough_replicas:
-        message = "Unable to verify the partition has been added to the transaction"
+        message = ("Unable to verify the partition has been added to the transaction. "
+                   f"Underlying error: {underlying.name.upper()}")
     elif error is ErrorCode.invalid_txn_state:
         message = "Partition was not added to the transaction"
     else:
@@ -138,8 +144,8 @@ async def _verify(ctx, transactional_id: str, batches: list[list],
     """KIP-890, as Kafka's ReplicaManager: the transactional batches that would start the
     producer's transaction on their partition are verified with (Produce v12+: added to
     the transaction by) the coordinator, across the network (broker/txn_verification.py).
-    Returns the Produce error of each partition that did not pass (None: nothing needed
-    asking); fills in the verification each batch's append must still find
+    Returns the coordinator's answer for each partition that did not pass (None: nothing
+    needed asking); fills in the verification each batch's append must still find
     (``batches``' last field)."""
     from broker import txn_verification as tv  # loads only for transactions
 
@@ -177,7 +183,7 @@ async def _verify(ctx, transactional_id: str, batches: list[list],
         # as Kafka, ask again briefly before making the client back off.
         if (operation != tv.ADD_PARTITION or not unverified or ctx.clock.now_ms() >= give_up_ms
                 or any(e is not ErrorCode.concurrent_transactions for e in unverified.values())):
-            return {tp: tv.produce_error(e, operation) for tp, e in unverified.items()}
+            return unverified
         await ctx.clock.sleep(backoff_s)
 
 
@@ -226,7 +232,7 @@ async def handle(ctx, request):
     for topic, index, partition, batch, (results, at), verification in ready:
         error = unverified.get((topic, index)) if unverified else None
         if error is not None:
-            results[at] = _unverified_answer(index, error, partition.log_start_offset)
+            results[at] = _unverified_answer(ctx, index, error, partition.log_start_offset)
         elif unverified is not None and (moved := ctx.led_partition(topic, index)[1]) is not None:
             results[at] = _not_led(ctx, topic, index, moved)  # the leadership moved while the coordinator answered
             if "current_leader" in results[at]:

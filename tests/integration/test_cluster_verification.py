@@ -259,6 +259,7 @@ async def test_a_paused_coordinator_verifies_nothing_and_writes_nothing(cluster,
         control.clock_advance(by="31s")  # request.timeout.ms passes: NETWORK_EXCEPTION
         response = (await asyncio.wait_for(answer, 30)).responses[0].partition_responses[0]
         assert response.error_code == code("NOT_ENOUGH_REPLICAS")
+        assert response.error_message.endswith("Underlying error: NETWORK_EXCEPTION")
         control.node_resume(node_id=coordinator)
         after = _state(cluster, txn_id)
         assert (after["state"], after["partitions"]) == (before["state"], before["partitions"])  # nothing written
