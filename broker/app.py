@@ -243,6 +243,8 @@ class Broker:
                 await task
             except asyncio.CancelledError:
                 pass
+        if self._transaction_verifier is not None:
+            await self._transaction_verifier.close()
         for node in self.nodes:
             if node.is_up:
                 await node.stop()

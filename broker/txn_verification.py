@@ -107,6 +107,7 @@ class TransactionVerifier:
         self.broker = broker
         self._waiting: dict[tuple[int, int], dict[str, _Waiting]] = {}
         self._in_flight: set[tuple[int, int]] = set()
+        self._senders: set[asyncio.Task] = set()  # referenced: the loop keeps only weak ones
 
     async def verify(self, source: int, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition], operation: int) -> dict[TopicPartition, ErrorCode]:
@@ -128,8 +129,17 @@ class TransactionVerifier:
         waiting[transactional_id] = _Waiting(producer_id, producer_epoch, list(partitions), operation, answer)
         if link not in self._in_flight:
             self._in_flight.add(link)
-            asyncio.get_running_loop().create_task(self._send(link))
+            sender = asyncio.get_running_loop().create_task(self._send(link))
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
         return await answer
+
+    async def close(self) -> None:
+        """Stops sending (the broker stops); what waits is answered NETWORK_EXCEPTION."""
+        senders = list(self._senders)
+        for sender in senders:
+            sender.cancel()
+        await asyncio.gather(*senders, return_exceptions=True)
 
     def _coordinator(self, transactional_id: str) -> int | None:
         """The node leading the id's __transaction_state partition, if it is alive."""
@@ -138,6 +148,7 @@ class TransactionVerifier:
         return node.node_id if node is not None and node.is_up else None
 
     async def _send(self, link: tuple[int, int]) -> None:
+        batch: dict[str, _Waiting] = {}
         try:
             while True:
                 batch = self._waiting.pop(link, None)
@@ -150,6 +161,10 @@ class TransactionVerifier:
                     answers = {tid: dict.fromkeys(w.partitions, E.unknown_server_error) for tid, w in batch.items()}
                 for tid, waiting in batch.items():
                     _answer(waiting, answers[tid])
+        except asyncio.CancelledError:
+            for waiting in [*(batch or {}).values(), *self._waiting.pop(link, {}).values()]:
+                _answer(waiting, dict.fromkeys(waiting.partitions, E.network_exception))
+            raise
         finally:
             self._in_flight.discard(link)
 
