@@ -52,6 +52,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
         self.network = Network(self)
+        self._transaction_verifier = None
         self.faults = FaultRules()
         # The loaded scenario (broker.scenarios) and its triggers, consulted per request.
         self.scenario = None
@@ -112,23 +113,15 @@ class Broker:
             return self.cluster.node(self.cluster.replicas.first_leader(partition))
         return self.cluster.node(self.cluster.leader_of(topic, partition))
 
-    def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int, api_version: int = 0) -> str | None:
-        """A partition leader asks the id's coordinator whether the partition is in the
-        producer's transaction (KIP-890); a coordinator that is down is retriable."""
-        if transactional_id is None:
-            return "INVALID_TXN_STATE"
-        txns = self.transactions_for(transactional_id)
-        if txns is None:
-            return "NOT_ENOUGH_REPLICAS"
-        return txns.verify_produce(transactional_id, producer_id, producer_epoch, topic, partition, api_version)
+    @property
+    def transaction_verifier(self):
+        """KIP-890 verification from a partition leader's node to the coordinator's
+        (broker/txn_verification.py); loads with the first transaction."""
+        if self._transaction_verifier is None:
+            from broker.txn_verification import TransactionVerifier
 
-    def transactions_for(self, transactional_id: str):
-        """The transaction service of the node coordinating ``transactional_id``, or None
-        while that node is down."""
-        info = self.coordinator_node(transactional_id, 1)
-        node = None if info is None else self.node(info.node_id)
-        return node.transactions if node is not None and node.is_up else None
+            self._transaction_verifier = TransactionVerifier(self)
+        return self._transaction_verifier
 
     def start_coordinators(self, topic: str) -> None:
         """Starts the coordinator of ``topic`` on every node that is up, so each loads the
@@ -255,6 +248,8 @@ class Broker:
                 await task
             except asyncio.CancelledError:
                 pass
+        if self._transaction_verifier is not None:
+            await self._transaction_verifier.close()
         for node in self.nodes:
             if node.is_up:
                 await node.stop()

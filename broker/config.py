@@ -164,6 +164,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.partition.verification.enable", _bool, True,
                 doc="verify with the coordinator that a transactional Produce's partition is in the "
                     "producer's transaction (KIP-890); false: accept it unverified, as Kafka before 3.6"),
+        Setting("request.timeout.ms", _long, 30000,
+                doc="how long a node waits for another's answer to a transaction verification "
+                    "(AddPartitionsToTxn) before failing it with NETWORK_EXCEPTION"),
         Setting("add.partitions.to.txn.retry.backoff.ms", _long, 20,
                 doc="Produce v12's implicit add meeting CONCURRENT_TRANSACTIONS retries after this long"),
         Setting("add.partitions.to.txn.retry.backoff.max.ms", _long, 100,

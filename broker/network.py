@@ -1,14 +1,18 @@
 """The network between the nodes of the process.
 
-Everything one node asks of another (a coordinator's markers to partition leaders)
-goes through ``Network.request``: the request is built as the kio message the wire
-would carry and handed to the same handler a TCP connection reaches, on the target
-node's behalf; the response comes back as the kio response a client would decode.
-A stopped target refuses the connection, a paused one never answers (the caller's
-timeout fires), a paused source sends nothing until it resumes, and the fault points
-(cut links, delay, loss, each per direction: the request crosses source->target, the
-answer target->source) live here, in one place.
-The emulated replication (broker/replication.py) reads the same link faults.
+Every request one node sends another goes through ``Network.request``: a coordinator's
+markers to partition leaders (broker/markers.py) and a partition leader's KIP-890
+verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
+TxnOffsetCommit (broker/txn_verification.py). The request is built as the kio message
+the wire would carry and handed to the same handler a TCP connection reaches, on the
+target node's behalf, under the request fault rules (client id ``eosbroker-node-N``);
+the response comes back as the kio response a client would decode. A stopped target
+refuses the connection, a paused one never answers (the caller's timeout fires), a
+paused source sends nothing until it resumes, and the fault points (cut links, delay,
+loss, each per direction: the request crosses source->target, the answer
+target->source) live here, in one place.
+Replication sends no requests: the emulated followers (broker/replication.py) only read
+the same link faults to tell whether they could fetch.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ log = logging.getLogger(__name__)
 
 class Unreachable(ConnectionError):
     """The target node is down, or the link to it is cut or lost the message."""
+
+
+def answer_field(answer: Any, name: str) -> Any:
+    """A field of an answer from ``request(..., typed=False)``: the handler's dict, or the
+    kio response a fault rule's error answer is."""
+    return answer[name] if type(answer) is dict else getattr(answer, name)
 
 
 @dataclass
@@ -75,7 +85,7 @@ class Network:
             del self._connections[pair]
 
     def faults(self, source: int, target: int) -> LinkFaults | None:
-        if not self.links:  # the usual case: no link faults at all
+        if not self.links or source == target:  # usual: no link faults; a node's request to itself crosses none
             return None
         for key in ((source, target), (source, None), (None, target), (None, None)):
             if key in self.links:

@@ -22,31 +22,8 @@ log = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE
 
-# What a producer gets when verification fails; coordinator trouble is retriable for a
-# producer. A partition missing from the transaction is TRANSACTION_ABORTABLE from Produce
-# v11 (Kafka 3.8+), INVALID_TXN_STATE before.
-FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
-_PRODUCE_VERIFY_ERRORS = {
-    ErrorCode.producer_fenced: "INVALID_PRODUCER_EPOCH",
-    ErrorCode.invalid_producer_epoch: "INVALID_PRODUCER_EPOCH",
-    ErrorCode.coordinator_load_in_progress: "NOT_ENOUGH_REPLICAS",
-    ErrorCode.not_coordinator: "NOT_ENOUGH_REPLICAS",
-    ErrorCode.concurrent_transactions: "NOT_ENOUGH_REPLICAS",
-}
-
-
-FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
 _APPEND_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms, which its coordinators' appends wait up to
-_NONE = ErrorCode.none  # asked of every transaction's first batch on a partition
-
-
-def produce_error(error: ErrorCode, api_version: int = 0) -> str:
-    """The error a producer gets for a coordinator's answer about its transaction.
-    Produce v12+ (transaction version 2) clients retry CONCURRENT_TRANSACTIONS and get
-    it as is (Kafka 4's ReplicaManager); older ones get the retriable NOT_ENOUGH_REPLICAS."""
-    if error is ErrorCode.concurrent_transactions and api_version >= FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD:
-        return "CONCURRENT_TRANSACTIONS"
-    return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
+_NONE = ErrorCode.none
 
 
 class TransactionService:
@@ -185,28 +162,6 @@ class TransactionService:
     def _markers_pending(self, transactional_id: str) -> bool:
         md = self.coordinator.transaction_metadata(transactional_id)
         return md is not None and md.state.is_prepare and not self.markers.hold
-
-    def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int, api_version: int = 0) -> str | None:
-        """KIP-890 verification of a transaction's first batch on a partition: the
-        coordinator must list the partition in the producer's ongoing transaction.
-        Returns the error a producer gets, or None."""
-        if transactional_id is None:
-            return "INVALID_TXN_STATE"
-        error = self.verify(transactional_id, producer_id, producer_epoch, topic, partition)
-        if error is _NONE:
-            return None
-        if error is ErrorCode.transaction_abortable and api_version >= FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
-            return "TRANSACTION_ABORTABLE"
-        return produce_error(error, api_version)
-
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               topic: str, partition: int) -> ErrorCode:
-        """The coordinator's answer on whether the partition is in the producer's ongoing
-        transaction: NONE, TRANSACTION_ABORTABLE when it is not, or why it cannot tell."""
-        self.ensure_ready()
-        return self.coordinator.verify_partition_in_txn(transactional_id, producer_id, producer_epoch,
-                                                        (topic, partition))
 
     # -- timers: events for the runtime ------------------------------------------------
 

@@ -58,6 +58,7 @@ async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verif
         return refused
     txns = ctx.node.transactions
     if verify_only:
+        txns.ensure_ready()
         return txns.coordinator.verify_partitions_in_txn(transactional_id, producer_id, producer_epoch,
                                                          partitions).response.errors
     response = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions, ctx.version)
