@@ -31,6 +31,11 @@ class BrokerNode:
         self._transactions = None
         self._groups = None
         self._group_timers: asyncio.Task | None = None
+        # Counts the node's stops: a request from or to an earlier run of the node finds a
+        # machine that is gone (broker.network).
+        self.incarnation = 0
+        # Other nodes' requests being handled here (broker.network): abandoned at a stop.
+        self.handling: set[asyncio.Task] = set()
 
     # The coordinators load on first use (or at start-up when their topic exists), so a
     # broker that never sees a group or a transaction never imports them.
@@ -81,8 +86,12 @@ class BrokerNode:
         before its partitions get new leaders: a handler of this node never sees them
         move, and so never writes after they have."""
         self.info.state = STOPPED
+        self.incarnation += 1
         self.serving.set()  # parked requests wake only to find their connections gone
         self.server.halt(abort=crash)
+        for handling in self.handling:
+            handling.cancel()
+        self.handling.clear()
         for service in (self._transactions, self._groups):
             if service is not None:
                 service.halt()

@@ -416,3 +416,82 @@ async def test_verifications_for_one_coordinator_node_wait_and_leave_together(cl
         finally:
             for conn in connections:
                 await conn.close()
+
+
+# --- a node that stops or dies mid-request answers nothing -------------------------------------
+
+
+async def _coordinators_apart(bootstrap: KafkaConnection, txn_id: str, topic_name: str) -> tuple[int, str, int]:
+    """The transactional id's coordinator, and a group coordinated on another node."""
+    found = await bootstrap.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+    coordinator = found.coordinators[0].node_id
+    for candidate in (f"g{i}-{topic_name}" for i in range(100)):
+        found = await bootstrap.request(10, 4, {"key_type": 0, "coordinator_keys": [candidate]})
+        if found.coordinators[0].error_code == 0 and found.coordinators[0].node_id != coordinator:
+            return coordinator, candidate, found.coordinators[0].node_id
+    raise AssertionError("no group coordinated apart from the transaction coordinator")
+
+
+@pytest.mark.parametrize("action", ["stop", "kill"])
+async def test_a_verification_held_at_a_coordinator_that_then_stops_is_never_answered(cluster, topic_name, action):
+    """TxnOffsetCommit v5's implicit add reaches the transaction coordinator's node and is
+    held there (a ``hold`` rule) while that node stops or dies. Released, it is not
+    handled and not answered, as on a dead host: the group coordinator sees the
+    connection go (NETWORK_EXCEPTION) and answers COORDINATOR_LOAD_IN_PROGRESS, and
+    nothing was added to the transaction."""
+    create(cluster.bootstrap, topic_name, 1)
+    control = cluster.control()
+    txn_id = f"held-{action}-{topic_name}"
+    async with await KafkaConnection.connect(HOST, cluster.port) as bootstrap:
+        coordinator, group, group_coordinator = await _coordinators_apart(bootstrap, txn_id, topic_name)
+    async with await KafkaConnection.connect(HOST, _port(control, coordinator), "raw") as to_coordinator, \
+            await KafkaConnection.connect(HOST, _port(control, group_coordinator), "raw-offsets") as to_group:
+        pid, epoch = await _init(to_coordinator, txn_id)
+        logged = _transaction_log_end(cluster, txn_id)
+        while True:  # the group coordinator loads its partition first
+            fetched = await to_group.request(9, 7, {"group_id": group, "topics": [
+                {"name": topic_name, "partition_indexes": [0]}]})
+            if fetched.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
+                break
+            await asyncio.sleep(0.05)
+        held = control.fault_add(action="hold", api_key=24, client_id=f"eosbroker-node-{group_coordinator}")
+        answer = to_group.send(28, 5, {
+            "transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic_name, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                             "committed_leader_epoch": -1,
+                                                             "committed_metadata": ""}]}]})
+        wait_until(lambda: next(r for r in control.faults()["rules"] if r["id"] == held["id"])["matched"] >= 1,
+                   timeout=30)
+        getattr(control, f"node_{action}")(node_id=coordinator)
+        control.fault_release(rule_id=held["id"])
+        error = (await asyncio.wait_for(answer, 30)).topics[0].partitions[0].error_code
+        assert error == code("COORDINATOR_LOAD_IN_PROGRESS")
+    assert _transaction_log_end(cluster, txn_id) == logged  # the add was never handled
+
+
+async def test_a_verification_from_a_node_stopped_before_it_landed_adds_nothing(cluster, topic_name):
+    """Produce v12's implicit add leaves the partition leader's node and is held on its
+    way (a ``hold`` rule at the coordinator) while the leader's node stops: released, it
+    never lands, so nothing is written to __transaction_state for it."""
+    create(cluster.bootstrap, topic_name, 1)
+    control = cluster.control()
+    txn_id = f"lost-{topic_name}"
+    async with await KafkaConnection.connect(HOST, cluster.port) as bootstrap:
+        found = await bootstrap.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+        coordinator = found.coordinators[0].node_id
+    leader = _lead_apart(control, topic_name, coordinator)
+    async with await KafkaConnection.connect(HOST, _port(control, coordinator), "raw") as to_coordinator, \
+            await KafkaConnection.connect(HOST, _port(control, leader), "raw-producer") as to_leader:
+        pid, epoch = await _init(to_coordinator, txn_id)
+        logged = _transaction_log_end(cluster, txn_id)
+        held = control.fault_add(action="hold", api_key=24, client_id=f"eosbroker-node-{leader}")
+        answer = _produce(to_leader, 12, txn_id, topic_name, pid, epoch, b"never")
+        wait_until(lambda: next(r for r in control.faults()["rules"] if r["id"] == held["id"])["matched"] >= 1,
+                   timeout=30)
+        control.node_stop(node_id=leader)
+        assert control.fault_release(rule_id=held["id"])["released"] == 1
+        with pytest.raises(Exception):
+            await asyncio.wait_for(answer, 30)  # the stopped leader answers nothing
+        state = _state(cluster, txn_id)
+        assert _transaction_log_end(cluster, txn_id) == logged and state["partitions"] == []
