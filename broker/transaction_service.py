@@ -45,6 +45,8 @@ class TransactionService:
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
+        # While a request's write waits for the ISR: its markers, sent only once it is there.
+        self._held_markers: list[SendMarkers] | None = None
         self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
         self.topic = CoordinatorTopic(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
@@ -69,7 +71,10 @@ class TransactionService:
 
     def _perform(self, effect) -> None:
         if isinstance(effect, SendMarkers):
-            self.markers.send(effect)
+            if self._held_markers is not None:
+                self._held_markers.append(effect)
+            else:
+                self.markers.send(effect)
         elif isinstance(effect, ProducerIdTaken):
             self.producer_ids.taken(effect.producer_id)
         else:
@@ -107,7 +112,7 @@ class TransactionService:
         self.topic.start()
         await self.topic.wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
-        response = await self._run_replicated(partition, handler)
+        response = await self._run_replicated(transactional_id, partition, handler)
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
             return response
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
@@ -117,23 +122,40 @@ class TransactionService:
             except asyncio.TimeoutError:
                 return response
         await self.topic.wait_while_paused()
-        return await self._run_replicated(partition, handler)
+        return await self._run_replicated(transactional_id, partition, handler)
 
-    async def _run_replicated(self, partition: int, handler):
+    async def _run_replicated(self, transactional_id: str | None, partition: int, handler):
         """Runs the handler; what it wrote is answered once the partition's ISR has it,
-        as an acks=all produce (Kafka's coordinator appends with acks=-1). Meanwhile
-        shrunk below transaction.state.log.min.isr or timed out: COORDINATOR_NOT_AVAILABLE
-        (the record stays in the log); leadership lost: NOT_COORDINATOR."""
-        response = self.runtime.run(partition, handler, self.clock.now_ms())
+        as an acks=all produce (Kafka's coordinator appends with acks=-1), and only then
+        are its markers sent (Kafka sends them from the append's callback). Meanwhile
+        shrunk below transaction.state.log.min.isr or timed out: COORDINATOR_NOT_AVAILABLE;
+        leadership lost: NOT_COORDINATOR. Either way the transition is undone in memory,
+        as Kafka clears the pending state (the record stays in the log), so the client's
+        retry finds the transaction as it was, not CONCURRENT_TRANSACTIONS."""
         replication = self.replication
-        if self.runtime.last_offset < 0 or replication is None or replication.quiet():
-            return response
-        error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
+        if replication is None or replication.quiet():
+            return self.runtime.run(partition, handler, self.clock.now_ms())
+        before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+        epoch = self.coordinator.coordinator_epoch(partition)
+        held = self._held_markers = []
+        try:
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+        finally:
+            self._held_markers = None
+        written = error = None
+        if self.runtime.last_offset >= 0:
+            written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+            error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
         if error is None:
+            if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
+                for markers in held:
+                    self.markers.send(markers)
             return response
         answer = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
-        log.warning("%s-%d: a coordinator write was not replicated (%s); answered %s", TOPIC, partition, error,
-                    answer.name.upper())
+        undone = written is not None and self.coordinator.restore(transactional_id, written, before)
+        log.warning("%s-%d: a coordinator write was not replicated (%s); answered %s%s", TOPIC, partition, error,
+                    answer.name.upper(), f", {transactional_id} back to {before.state.state_name}"
+                    if undone and before is not None else "")
         return with_error(response, answer)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,

@@ -7,7 +7,9 @@ out ``effects`` (``SendMarkers``; when every marker is acknowledged it calls
 ``markers_written``). ``replay`` is also what rebuilds the state at load time. Because
 appends to one partition are serialized, Kafka's "pending state" never exists here: a
 handler always sees the outcome of every earlier append, and a failed append leaves the
-state as it was (so a failed epoch fence is simply redone with the same epoch).
+state as it was (so a failed epoch fence is simply redone with the same epoch). A write
+appended but not replicated to the ISR is undone with ``restore``, as Kafka clears the
+pending state then.
 """
 
 from __future__ import annotations
@@ -153,6 +155,20 @@ class TransactionCoordinator:
         completion is then ignored: the partition's new coordinator rolls forward)."""
         self._partitions.pop(partition, None)
         return []
+
+    def restore(self, transactional_id: str, written: TransactionMetadata,
+                before: TransactionMetadata | None) -> bool:
+        """Undoes a transition whose write did not reach the ISR, as Kafka clears the
+        pending state: ``before`` comes back if ``written`` is still what is held (the
+        partition was not reloaded meanwhile). Returns whether it did."""
+        state = self._partitions.get(self.partition_for(transactional_id))
+        if state is None or state.transactions.get(transactional_id) is not written:
+            return False
+        if before is None:
+            del state.transactions[transactional_id]
+        else:
+            state.transactions[transactional_id] = before
+        return True
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """__transaction_state holds no transactions of its own: never called."""

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from broker.client import KafkaConnection
 from broker.testing.helpers import wait_until
 from coordinator.partitioning import partition_for
+from protocol.record_codec import build_batch
 from tests.integration.test_cluster import assert_exactly_once, create, read_committed
 
 pytestmark = pytest.mark.timeout(180)
@@ -322,6 +323,59 @@ def test_a_coordinator_cut_off_from_its_followers_cannot_complete_a_commit(broke
     control.network_heal()
     assert asyncio.run(retried(port, 26, 3, end)).error_code == 0
     wait_until(lambda: _state(cluster, txn_id)["state"] == "CompleteCommit", timeout=30)
+
+
+
+async def test_a_commit_whose_write_misses_the_isr_sends_no_marker_and_is_undone(broker_factory, topic_name):
+    """EndTxn's PrepareCommit is appended while the coordinator's followers cannot fetch:
+    no marker is written while it waits for the ISR (Kafka sends them once the append
+    completes), and when the wait fails (COORDINATOR_NOT_AVAILABLE) the transaction is
+    back to Ongoing, as Kafka clears the pending state: the retry once the links heal
+    commits it, exactly once."""
+    cluster = broker_factory(nodes=3, admin=True)
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    txn_id = f"u-{topic_name}"
+    async with await KafkaConnection.connect("127.0.0.1", next(iter(cluster.node_ports.values()))) as conn:
+        coordinator = (await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})).coordinators[0].node_id
+    if _leader(control, topic_name, 0) != coordinator:  # its markers then cross no link
+        control.partition_move(topic=topic_name, partition=0, leader=coordinator)
+    async with await KafkaConnection.connect("127.0.0.1", cluster.node_ports[coordinator]) as conn:
+        async def retried(api_key: int, version: int, body: dict):
+            for _ in range(100):
+                r = await conn.request(api_key, version, body)
+                if r.error_code not in RETRIABLE_COORDINATOR_ERRORS:
+                    return r
+                await asyncio.sleep(0.1)
+            return r
+
+        init = await retried(INIT_PRODUCER_ID, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 120000,
+                                                   "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = init.producer_id, init.producer_epoch
+        added = await conn.request(24, 3, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                                           "v3_and_below_producer_epoch": epoch,
+                                           "v3_and_below_topics": [{"name": topic_name, "partitions": [0]}]})
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        batch = bytes(build_batch([(None, b"once", (), 1)], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                  transactional=True))
+        produced = await conn.request(0, 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 30000,
+                                             "topic_data": [{"name": topic_name, "partition_data": [
+                                                 {"index": 0, "records": batch}]}]})
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        for other in cluster.node_ports:
+            if other != coordinator:
+                control.network_cut(source=coordinator, target=other)
+        end = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+        answer = conn.send(26, 3, end)
+        wait_until(lambda: _state(cluster, txn_id)["state"] != "Ongoing", timeout=30)
+        assert _state(cluster, txn_id)["state"] == "PrepareCommit"  # written; no marker while the ISR lacks it
+        control.clock_advance(by="31s")  # the followers leave the ISR: below transaction.state.log.min.isr
+        assert (await asyncio.wait_for(answer, 30)).error_code == 15  # COORDINATOR_NOT_AVAILABLE
+        assert _state(cluster, txn_id)["state"] == "Ongoing"  # the transition undone
+        control.network_heal()
+        assert (await retried(26, 3, end)).error_code == 0
+    wait_until(lambda: _state(cluster, txn_id)["state"] == "CompleteCommit", timeout=30)
+    assert_exactly_once(read_committed(_every_node(cluster), topic_name, 1, 1), [b"once"])
 
 
 def _group(cluster, group_id: str) -> dict | None:
