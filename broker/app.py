@@ -9,7 +9,7 @@ from pathlib import Path
 
 from broker.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster import PAUSED, RUNNING, STOPPED, Cluster, Node
+from broker.cluster import PAUSED, RUNNING, Cluster, Node
 from broker.config import BrokerConfig
 from broker.dynamic_configs import DynamicConfigs
 from broker.handlers import HANDLERS
@@ -54,6 +54,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host
         self.network = Network(self)
+        self._transaction_verifier = None
         self.faults = FaultRules()
         # The loaded scenario (broker.scenarios) and its triggers, consulted per request.
         self.scenario = None
@@ -120,23 +121,15 @@ class Broker:
             return self.cluster.node(self.cluster.replicas.first_leader(partition))
         return self.cluster.node(self.cluster.leader_of(topic, partition))
 
-    def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int, api_version: int = 0) -> str | None:
-        """A partition leader asks the id's coordinator whether the partition is in the
-        producer's transaction (KIP-890); a coordinator that is down is retriable."""
-        if transactional_id is None:
-            return "INVALID_TXN_STATE"
-        txns = self.transactions_for(transactional_id)
-        if txns is None:
-            return "NOT_ENOUGH_REPLICAS"
-        return txns.verify_produce(transactional_id, producer_id, producer_epoch, topic, partition, api_version)
+    @property
+    def transaction_verifier(self):
+        """KIP-890 verification from a partition leader's node to the coordinator's
+        (broker/txn_verification.py); loads with the first transaction."""
+        if self._transaction_verifier is None:
+            from broker.txn_verification import TransactionVerifier
 
-    def transactions_for(self, transactional_id: str):
-        """The transaction service of the node coordinating ``transactional_id``, or None
-        while that node is down."""
-        info = self.coordinator_node(transactional_id, 1)
-        node = None if info is None else self.node(info.node_id)
-        return node.transactions if node is not None and node.is_up else None
+            self._transaction_verifier = TransactionVerifier(self)
+        return self._transaction_verifier
 
     def start_coordinators(self, topic: str) -> None:
         """Starts the coordinator of ``topic`` on every node that is up, so each loads the
@@ -152,7 +145,7 @@ class Broker:
         if topic not in _COORDINATOR_TOPIC_NAMES:
             return
         old, new = self.node(before), self.node(state.leader)
-        if old is not None and old.is_up:
+        if old is not None:  # a stopped node has nothing loaded: no-op there
             old.coordinator_partition_moved(topic, index, state.leader_epoch, leads=False)
         if new is not None:
             new.coordinator_partition_moved(topic, index, state.leader_epoch, leads=True)
@@ -163,11 +156,16 @@ class Broker:
         """Stops (or, with ``crash``, kills) a node: its partitions fail over to the next
         ISR member with a new leader epoch, its coordinator partitions are loaded by
         their new leaders, its listener and connections close. Returns the partitions
-        whose leader changed."""
+        whose leader changed.
+
+        The node falls silent first, in the same event-loop turn as the failover: its
+        connections close and its requests in flight are abandoned unanswered, its
+        coordinators' state is dropped, and only then do its partitions move. So no
+        handler of the node runs once another node leads what it led."""
         node = self.node(node_id)
         self._end_session_timer(node_id)
         node.info.fenced = False
-        node.info.state = STOPPED
+        node.halt(crash=crash)
         moved = self.cluster.replicas.node_down(node_id)
         await node.stop(crash=crash)
         return moved
@@ -259,6 +257,8 @@ class Broker:
                 await task
             except asyncio.CancelledError:
                 pass
+        if self._transaction_verifier is not None:
+            await self._transaction_verifier.close()
         for node in self.nodes:
             if node.is_up:
                 await node.stop()

@@ -156,6 +156,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.state.log.segment.bytes", _long, 104857600),
         Setting("transaction.state.log.replication.factor", _long, 3, doc="Capped at the node count."),
+        Setting("transaction.state.log.min.isr", _long, 2,
+                doc="The min.insync.replicas of __transaction_state: a coordinator write with fewer replicas in sync is "
+                    "refused, or answered COORDINATOR_NOT_AVAILABLE when the ISR shrinks below it meanwhile."),
         Setting("auto.leader.rebalance.enable", _bool, True),
         Setting("leader.imbalance.check.interval.seconds", _long, 300),
         Setting("broker.session.timeout.ms", _long, 9000,
@@ -169,6 +172,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.partition.verification.enable", _bool, True,
                 doc="Verify with the coordinator that a transactional Produce's partition is in the "
                     "producer's transaction (KIP-890); false accepts it unverified, as Kafka before 3.6 did."),
+        Setting("request.timeout.ms", _long, 30000,
+                doc="How long a node waits for another's answer to a transaction verification "
+                    "(AddPartitionsToTxn) before failing it with NETWORK_EXCEPTION."),
         Setting("add.partitions.to.txn.retry.backoff.ms", _long, 20,
                 doc="Produce v12's implicit add, meeting CONCURRENT_TRANSACTIONS, is retried after this long."),
         Setting("add.partitions.to.txn.retry.backoff.max.ms", _long, 100,

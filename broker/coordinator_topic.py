@@ -7,6 +7,11 @@ COORDINATOR_LOAD_IN_PROGRESS), loads and unloads single partitions when their
 leadership moves (with the new leader epoch as the coordinator epoch), and is the
 runtime's ``CoordinatorLog`` over the topic's partitions. Every runtime event runs to
 completion without awaiting, so two nodes never interleave on one partition.
+
+Each append carries the coordinator epoch the partition was loaded at, and the
+partition refuses it once its leader epoch has moved on (as Kafka's replica manager
+refuses a deposed leader): the runtime then resigns the partition and the request is
+answered NOT_COORDINATOR, with nothing of it applied.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.cluster import Cluster
-from coordinator.runtime import CoordinatorRuntime, StateMachine
+from broker.partition import ProduceRejected
+from coordinator.runtime import AppendRefused, AppendUnavailable, CoordinatorRuntime, StateMachine
 from protocol.records import RecordBatch
 
 log = logging.getLogger(__name__)
@@ -35,13 +41,20 @@ class CoordinatorTopic:
         self.clock = cluster.clock
         self.node_id = node_id
         self.machine = machine
-        self.runtime = CoordinatorRuntime(machine, self, perform)
+        self.runtime = CoordinatorRuntime(machine, self, perform, resign=self._resign)
+        self._epochs: dict[int, int] = {}  # the coordinator epoch each partition was loaded at
         self._on_loaded = on_loaded
         self._loads: dict[int, asyncio.Task] = {}
         self._last_load: asyncio.Task | None = None
         self._started = False
         self.on_unload: Callable[[int], None] | None = None
         self.load_delay_s = 0.0  # fault injection: emulate.fault.coordinator.load.ms
+        # Set: an append with fewer replicas in sync than the topic's min.insync.replicas
+        # is refused with this error, as an acks=all append is (NOT_ENOUGH_REPLICAS).
+        self.too_few_in_sync = None
+        # The node's serving event (cleared while it is paused): a hung node's coordinator
+        # changes nothing until it resumes.
+        self.serving: asyncio.Event | None = None
 
     # -- loading -------------------------------------------------------------------------
 
@@ -82,6 +95,7 @@ class CoordinatorTopic:
         requests for it get COORDINATOR_LOAD_IN_PROGRESS until its log is replayed, in
         the background."""
         self.unload_partition(partition, quiet=True)
+        self._epochs[partition] = coordinator_epoch
         self.runtime.begin_load(partition, coordinator_epoch)
         task = asyncio.get_running_loop().create_task(self._load(partition, self._last_load))
         self._last_load = task
@@ -109,6 +123,10 @@ class CoordinatorTopic:
         if records:
             log.info("%s of node %d loaded %d records from %s-%d in %d ms", self.name, self.node_id, records,
                      self.topic, partition, self.clock.now_ms() - started)
+        if self.runtime.written_at_load:
+            log.info("%s of node %d wrote %d records to %s-%d on loading it: what timed out while no coordinator "
+                     "served it (fenced and aborted before any request)", self.name, self.node_id,
+                     self.runtime.written_at_load, self.topic, partition)
 
     def unload_partition(self, partition: int, quiet: bool = False) -> None:
         """The partition's leadership moved away: its state is dropped, parked requests
@@ -116,6 +134,7 @@ class CoordinatorTopic:
         task = self._loads.pop(partition, None)
         if task is not None and not task.done():
             task.cancel()
+        self._epochs.pop(partition, None)
         self.runtime.unload(partition)
         if self.on_unload is not None:
             self.on_unload(partition)
@@ -128,15 +147,52 @@ class CoordinatorTopic:
             return "loading"
         return "loaded" if partition in self.machine.owned_partitions() else "not loaded"
 
+    def _resign(self, partition: int) -> None:
+        log.warning("%s of node %d: an append to %s-%d was refused (coordinator epoch %s is stale); resigning it",
+                    self.name, self.node_id, self.topic, partition, self._epochs.get(partition))
+        self.unload_partition(partition)
+
     def stop_loading(self) -> None:
         for task in self._loads.values():
             task.cancel()
         self._loads.clear()
 
+    def halt(self) -> None:
+        """The node stopped or died: loads end and every partition's state is dropped,
+        in this turn (the log keeps what was appended; the new leaders reload it)."""
+        self.stop_loading()
+        for p in self.machine.owned_partitions() | self.machine.loading_partitions():
+            self.runtime.unload(p)
+        self._epochs.clear()
+
+    async def wait_while_paused(self) -> None:
+        if self.serving is not None and not self.serving.is_set():
+            await self.serving.wait()
+
     # -- the runtime's CoordinatorLog ------------------------------------------------------
 
     def append(self, partition: int, batch: RecordBatch, now_ms: int) -> int:
-        return self.cluster.partition(self.topic, partition).append(batch, now_ms).base_offset
+        epoch = self._epochs.get(partition)
+        part = self.cluster.partition(self.topic, partition)
+        if epoch is None or part is None:
+            raise AppendRefused(f"{self.topic}-{partition} is not loaded by node {self.node_id}")
+        if self.too_few_in_sync is not None:
+            leadership = self.cluster.leadership(self.topic, partition)
+            # capped at the replicas, as the replication factor is at the node count
+            isr, min_isr = len(leadership.isr), min(self.min_insync_replicas, len(leadership.replicas))
+            if isr < min_isr:
+                raise AppendUnavailable(self.too_few_in_sync, f"{self.topic}-{partition} has {isr} replicas in sync, "
+                                                              f"fewer than min.insync.replicas {min_isr}")
+        try:
+            return part.append(batch, now_ms, leader_epoch=epoch).base_offset
+        except ProduceRejected as e:
+            raise AppendRefused(str(e)) from None
+
+    @property
+    def min_insync_replicas(self) -> int:
+        info = self.cluster.topics.by_name.get(self.topic)
+        default = self.cluster.config["min.insync.replicas"]
+        return int(info.configs.get("min.insync.replicas", default)) if info is not None else default
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:

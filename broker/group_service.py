@@ -33,7 +33,8 @@ _MAX_SLEEP_S = 30.0
 
 
 class GroupService:
-    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int,
+                 serving: asyncio.Event | None = None) -> None:
         self.cluster = cluster
         self.clock = cluster.clock
         self.coordinator = GroupCoordinator(GroupConfig(
@@ -60,6 +61,7 @@ class GroupService:
             on_loaded=self.wake,  # loaded members now have session deadlines
         )
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
+        self.topic.serving = serving
         self.runtime = self.topic.runtime
         self._wake = asyncio.Event()
         self._parked: set[asyncio.Future] = set()
@@ -70,9 +72,10 @@ class GroupService:
     async def ready(self) -> None:
         await self.topic.started()
 
-    async def close(self) -> None:
-        """Stops loading and gives up parked requests (their connections are closing)."""
-        self.topic.stop_loading()
+    def halt(self) -> None:
+        """The node stopped or died: loads end, the state is dropped and parked requests
+        are given up (their connections are gone), in this turn."""
+        self.topic.halt()
         for answer in list(self._parked):
             answer.cancel()
 
@@ -84,6 +87,7 @@ class GroupService:
     async def run(self, group_id: str, handler: Callable[[], Result]) -> Any:
         """Runs a coordinator handler through the runtime on the group's partition."""
         await self.ready()
+        await self.topic.wait_while_paused()
         response = self.runtime.run(self.partition_for(group_id), handler, self.clock.now_ms())
         self.wake()
         return response
@@ -138,6 +142,7 @@ class GroupService:
                 except asyncio.TimeoutError:
                     pass
                 continue
+            await self.topic.wait_while_paused()  # a hung node's timers do not fire
             try:
                 self.poll(self.clock.now_ms())
             except Exception:

@@ -25,6 +25,7 @@ from kio.schema.write_txn_markers.v2.request import (  # VERSION's schema
 )
 
 from broker.cluster import Cluster
+from broker.network import answer_field as _field
 from coordinator.transaction.messages import SendMarkers
 
 log = logging.getLogger(__name__)
@@ -118,10 +119,14 @@ class MarkerSender:
                                  markers.transactional_id, ErrorCode(error).name)
         return acked, fenced
 
+    def halt(self) -> None:
+        """Cancels every delivery (the node stopped): none sends anything more."""
+        for task in self._tasks:
+            task.cancel()
+
     async def close(self) -> None:
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
+        self.halt()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -146,9 +151,3 @@ def _marker_request(producer_id: int, producer_epoch: int, commit: bool, coordin
         coordinator_epoch=coordinator_epoch,
         transaction_version=transaction_version,
     ),))
-
-
-def _field(answer, name: str):
-    """A field of the answer, which is the handler's dict or, from a fault rule's error
-    answer, the kio response."""
-    return answer[name] if type(answer) is dict else getattr(answer, name)

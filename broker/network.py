@@ -1,14 +1,21 @@
 """The network between the nodes of the process.
 
-Everything one node asks of another (a coordinator's markers to partition leaders)
-goes through ``Network.request``: the request is built as the kio message the wire
-would carry and handed to the same handler a TCP connection reaches, on the target
-node's behalf; the response comes back as the kio response a client would decode.
-A stopped target refuses the connection, a paused one never answers (the caller's
-timeout fires), a paused source sends nothing until it resumes, and the fault points
-(cut links, delay, loss, each per direction: the request crosses source->target, the
-answer target->source) live here, in one place.
-The emulated replication (broker/replication.py) reads the same link faults.
+Every request one node sends another goes through ``Network.request``: a coordinator's
+markers to partition leaders (broker/markers.py) and a partition leader's KIP-890
+verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
+TxnOffsetCommit (broker/txn_verification.py). The request is built as the kio message
+the wire would carry and handed to the same handler a TCP connection reaches, on the
+target node's behalf, under the request fault rules (client id ``eosbroker-node-N``);
+the response comes back as the kio response a client would decode. A stopped target
+refuses the connection, a paused one never answers (the caller's timeout fires), a
+paused source sends nothing until it resumes, and the fault points (cut links, delay,
+loss, each per direction: the request crosses source->target, the answer
+target->source) live here, in one place. A node that stops or dies is a dead host
+for requests in flight: a request it sent that had not yet been handled never lands,
+and a request to it is not answered (its handler, run as the node's work, is abandoned
+at the stop; an answer computed before it is dropped): the sender sees Unreachable.
+Replication sends no requests: the emulated followers (broker/replication.py) only read
+the same link faults to tell whether they could fetch.
 """
 
 from __future__ import annotations
@@ -30,6 +37,12 @@ log = logging.getLogger(__name__)
 
 class Unreachable(ConnectionError):
     """The target node is down, or the link to it is cut or lost the message."""
+
+
+def answer_field(answer: Any, name: str) -> Any:
+    """A field of an answer from ``request(..., typed=False)``: the handler's dict, or the
+    kio response a fault rule's error answer is."""
+    return answer[name] if type(answer) is dict else getattr(answer, name)
 
 
 @dataclass
@@ -75,7 +88,7 @@ class Network:
             del self._connections[pair]
 
     def faults(self, source: int, target: int) -> LinkFaults | None:
-        if not self.links:  # the usual case: no link faults at all
+        if not self.links or source == target:  # usual: no link faults; a node's request to itself crosses none
             return None
         for key in ((source, target), (source, None), (None, target), (None, None)):
             if key in self.links:
@@ -97,11 +110,16 @@ class Network:
     async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
                        typed: bool = True) -> Any:
         sender = self.broker.node(source)
-        if sender is not None and not sender.serving.is_set():
-            await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
+        if sender is not None:
+            if not sender.is_up:
+                raise Unreachable(f"node {source} is not running: it sends nothing")
+            sent_by = sender.incarnation
+            if not sender.serving.is_set():
+                await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
         node = self.broker.node(target)
         if node is None or not node.is_up:
             raise Unreachable(f"node {target} is not running")
+        incarnation = node.incarnation
         faults = self.faults(source, target)
         if faults is not None:
             if faults.cut:
@@ -112,8 +130,6 @@ class Network:
                 await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
         if not node.serving.is_set():
             await node.serving.wait()
-        if not node.is_up:
-            raise Unreachable(f"node {target} stopped")
         request = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
         conn = self._connections.get((source, target))
         if conn is None:
@@ -122,17 +138,32 @@ class Network:
                 listener=self.broker.listeners.inter_broker)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
         ctx = RequestContext(self.broker, header, conn)
+
+        def handle():
+            # Checked when the handler would start (after a fault rule's delay or hold too):
+            # a request from a node stopped since it was sent never lands, one to a
+            # node stopped meanwhile meets a dead host.
+            if sender is not None and (sender.incarnation != sent_by or not sender.is_up):
+                raise Unreachable(f"node {source} stopped: its request is lost")
+            if node.incarnation != incarnation or not node.is_up:
+                raise Unreachable(f"node {target} stopped")
+            return _handled_on(node, HANDLERS[api_key](ctx, request))
+
         if not self.broker.faults.active:
-            result = await HANDLERS[api_key](ctx, request)
+            result = await handle()
         else:  # request fault rules apply between nodes too (client id eosbroker-node-N)
             seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
             rule = self.broker.faults.consult(seen)
             try:
-                result = await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[api_key](ctx, request))
+                result = await run_under(rule, seen, self.broker.clock, handle)
             except FaultClose as e:
                 raise Unreachable(str(e)) from None
             if result is DROPPED:
                 await asyncio.Event().wait()  # never answered; the caller's timeout ends it
+        if not node.serving.is_set():
+            await node.serving.wait()  # paused after handling: the answer is held
+        if node.incarnation != incarnation or not node.is_up:
+            raise Unreachable(f"node {target} stopped before answering")  # a dead host answers nothing
         back = self.faults(target, source)
         if back is not None:  # the answer crosses the link the other way
             if back.cut:
@@ -146,3 +177,18 @@ class Network:
             if typed:
                 return built
         return result
+
+
+async def _handled_on(node, handler) -> Any:
+    """Runs a handler as the target node's work: the node stopping abandons it (its
+    ``halt`` cancels it), which the sender sees as the connection going, Unreachable."""
+    handling = asyncio.get_running_loop().create_task(handler)
+    node.handling.add(handling)
+    try:
+        return await handling
+    except asyncio.CancelledError:
+        if handling.cancelled() and not asyncio.current_task().cancelling():
+            raise Unreachable(f"node {node.node_id} stopped while handling the request") from None
+        raise
+    finally:
+        node.handling.discard(handling)

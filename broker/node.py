@@ -19,7 +19,6 @@ from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 
-
 class BrokerNode:
     def __init__(self, broker, info: Node, binds, index: int | None = None) -> None:
         """``binds``: its listeners (broker.listeners.Endpoint); ``index``: its place among
@@ -36,6 +35,11 @@ class BrokerNode:
         self._transactions = None
         self._groups = None
         self._group_timers: asyncio.Task | None = None
+        # Counts the node's stops: a request from or to an earlier run of the node finds a
+        # machine that is gone (broker.network).
+        self.incarnation = 0
+        # Other nodes' requests being handled here (broker.network): abandoned at a stop.
+        self.handling: set[asyncio.Task] = set()
 
     # The coordinators load on first use (or at start-up when their topic exists), so a
     # broker that never sees a group or a transaction never imports them.
@@ -45,7 +49,8 @@ class BrokerNode:
             from broker.transaction_service import TransactionService
 
             b = self.broker
-            self._transactions = TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network)
+            self._transactions = TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network,
+                                                    self.serving, b.replication)
         return self._transactions
 
     @property
@@ -53,7 +58,7 @@ class BrokerNode:
         if self._groups is None:
             from broker.group_service import GroupService
 
-            self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id)
+            self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
             self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups
 
@@ -80,25 +85,38 @@ class BrokerNode:
         if CONSUMER_OFFSETS in topics:
             self.groups.ensure_ready()
 
-    async def stop(self, crash: bool = False) -> None:
-        """Closes the listener and every connection (``crash``: reset), and drops the
-        coordinators' in-memory state (what a crash loses; the log keeps everything)."""
+    def halt(self, crash: bool = False) -> None:
+        """The instant a node stops or dies, in one event-loop turn: nothing of it runs
+        after this returns. Its listener and every connection close (``crash``: reset),
+        requests being handled are abandoned unanswered, marker deliveries end and the
+        coordinators' in-memory state is dropped (the log keeps what was appended), all
+        before its partitions get new leaders: a handler of this node never sees them
+        move, and so never writes after they have."""
         self.info.state = STOPPED
-        self.serving.set()  # parked requests end with their connections
-        if self._transactions is not None:
-            await self._transactions.close()
-            self._transactions = None
-        if self._groups is not None:
-            await self._groups.close()
-            self._groups = None
+        self.incarnation += 1
+        self.serving.set()  # parked requests wake only to find their connections gone
+        self.server.halt(abort=crash)
+        for handling in self.handling:
+            handling.cancel()
+        self.handling.clear()
+        for service in (self._transactions, self._groups):
+            if service is not None:
+                service.halt()
+        self._transactions = self._groups = None
         if self._group_timers is not None:
             self._group_timers.cancel()
+
+    async def stop(self, crash: bool = False) -> None:
+        """``halt``, then waits for what it cancelled to end, so nothing touches the logs
+        after the broker closes them."""
+        self.halt(crash)
+        await self.server.stop(abort=crash)
+        if self._group_timers is not None:
             try:
                 await self._group_timers
             except asyncio.CancelledError:
                 pass
             self._group_timers = None
-        await self.server.stop(abort=crash)
 
     def pause(self) -> None:
         self.info.state = PAUSED

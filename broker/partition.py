@@ -211,7 +211,13 @@ class Partition:
         info = self.append(batch, now_ms)
         return Appended(info.base_offset, info.log_append_time, info.log_start_offset)
 
-    def append(self, batch: RecordBatch, now_ms: int) -> AppendInfo:
+    def append(self, batch: RecordBatch, now_ms: int, leader_epoch: int | None = None) -> AppendInfo:
+        """Appends a batch. ``leader_epoch``: the epoch the writer leads at; a stale one
+        (a deposed leader's write) is refused with NOT_LEADER_OR_FOLLOWER."""
+        if leader_epoch is not None and leader_epoch != self.log.leader_epoch:
+            raise ProduceRejected("NOT_LEADER_OR_FOLLOWER",
+                                  f"{self.topic}-{self.index} is at leader epoch {self.log.leader_epoch}; "
+                                  f"the write was made at {leader_epoch}")
         info = self.log.append(batch, now_ms)
         self.producer_state.update(batch)
         self.wake_fetchers()

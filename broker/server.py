@@ -162,6 +162,7 @@ class Server:
         self.limits = ConnectionLimits(broker.config)
         self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
+        self._halted: list[asyncio.Task] = []  # processors ``halt`` cancelled, for ``stop`` to wait for
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -187,21 +188,28 @@ class Server:
     def bound_ports(self) -> dict[str, int]:
         return {bind.name: bind.port for bind in self.binds}
 
-    async def stop(self, abort: bool = False) -> None:
-        """Stops accepting, ends every connection (``abort``: with a reset, as a crashed
-        host's peers see it) and waits for their request processing, so nothing
-        touches the logs after the broker closes them."""
+    def halt(self, abort: bool = False) -> None:
+        """Stops accepting and ends every connection at once (``abort``: with a reset, as
+        a crashed host's peers see it), its request processing cancelled: a request
+        being handled is abandoned unanswered, one read but not yet handled is dropped.
+        Only answers already sent or queued in this turn go out."""
         for server in self._servers:
             server.close()
-        processors = []
         for conn in list(self.connections.values()):
             if abort:
+                conn.unsent = None  # a dead host sends nothing more
                 conn.writer.transport.abort()
             else:
-                conn.writer.close()
+                self._close(conn)  # what was answered before this instant still goes out
             if conn.processor is not None and not conn.processor.done():
                 conn.processor.cancel()
-                processors.append(conn.processor)
+                self._halted.append(conn.processor)
+
+    async def stop(self, abort: bool = False) -> None:
+        """``halt``, then waits for the cancelled request processing to end, so nothing
+        touches the logs after the broker closes them."""
+        self.halt(abort)
+        processors, self._halted = [p for p in self._halted if not p.done()], []
         if processors:
             _, stuck = await asyncio.wait(processors, timeout=_DRAIN_GRACE_S)
             if stuck:
@@ -262,7 +270,8 @@ class Server:
         conn = reading.conn
         writer = conn.writer
         transport = writer.transport
-        serving = self.node.serving
+        node = self.node
+        serving = node.serving
         clock = self.broker.clock
         limits = self.limits
         frames = reading.frames
@@ -272,8 +281,8 @@ class Server:
                 if frame is None:
                     return
                 if not serving.is_set():
-                    await serving.wait()  # paused: read, but not answered until resumed
-                if transport.is_closing():
+                    await serving.wait()  # paused: read, but not handled until resumed
+                if transport.is_closing() or not node.is_up:
                     limits.release(len(frame))
                     return
                 try:
@@ -289,6 +298,10 @@ class Server:
                                   conn.id, conn.peer)
                     return
                 if out is not None:
+                    if not serving.is_set():  # paused while handling: the answer waits too
+                        await serving.wait()
+                        if not node.is_up:
+                            return
                     self._send(conn, out, bool(frames))
                     conn.last_active = clock.monotonic()
                     if transport.get_write_buffer_size() + len(out) > _WRITE_HIGH_WATER:

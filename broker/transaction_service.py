@@ -12,6 +12,7 @@ from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinator_topic import CoordinatorTopic
 from broker.markers import MarkerSender
+from coordinator.runtime import with_error
 from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
@@ -20,34 +21,14 @@ from protocol.names import TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 TOPIC = TRANSACTION_STATE
-# What a producer gets when verification fails; coordinator trouble is retriable for a
-# producer. A partition missing from the transaction is TRANSACTION_ABORTABLE from Produce
-# v11 (Kafka 3.8+), INVALID_TXN_STATE before.
-FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
-_PRODUCE_VERIFY_ERRORS = {
-    ErrorCode.producer_fenced: "INVALID_PRODUCER_EPOCH",
-    ErrorCode.invalid_producer_epoch: "INVALID_PRODUCER_EPOCH",
-    ErrorCode.coordinator_load_in_progress: "NOT_ENOUGH_REPLICAS",
-    ErrorCode.not_coordinator: "NOT_ENOUGH_REPLICAS",
-    ErrorCode.concurrent_transactions: "NOT_ENOUGH_REPLICAS",
-}
 
-
-FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
-_NONE = ErrorCode.none  # asked of every transaction's first batch on a partition
-
-
-def produce_error(error: ErrorCode, api_version: int = 0) -> str:
-    """The error a producer gets for a coordinator's answer about its transaction.
-    Produce v12+ (transaction version 2) clients retry CONCURRENT_TRANSACTIONS and get
-    it as is (Kafka 4's ReplicaManager); older ones get the retriable NOT_ENOUGH_REPLICAS."""
-    if error is ErrorCode.concurrent_transactions and api_version >= FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD:
-        return "CONCURRENT_TRANSACTIONS"
-    return _PRODUCE_VERIFY_ERRORS.get(error, "INVALID_TXN_STATE")
+_APPEND_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms, which its coordinators' appends wait up to
+_NONE = ErrorCode.none
 
 
 class TransactionService:
-    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network,
+                 serving: asyncio.Event | None = None, replication=None) -> None:
         self.config = config
         self.cluster = cluster
         self.clock = cluster.clock
@@ -60,16 +41,23 @@ class TransactionService:
             ),
         )
         self.producer_ids = producer_ids
+        self.replication = replication  # broker.replication.Replication: writes wait for the ISR
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self._completions: dict[str, asyncio.Event] = {}
+        # While a request's write waits for the ISR: its markers, sent only once it is there.
+        self._held_markers: list[SendMarkers] | None = None
         self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
         self.topic = CoordinatorTopic(
             "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
-            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"])},
+            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+             "min.insync.replicas": str(config["transaction.state.log.min.isr"])},
             self.coordinator, cluster, node_id, self._perform,
         )
+        # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
+        self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
+        self.topic.serving = serving
         self.runtime = self.topic.runtime
         # A partition moving away takes its marker deliveries along: the new leader
         # resends them with its coordinator epoch.
@@ -83,7 +71,10 @@ class TransactionService:
 
     def _perform(self, effect) -> None:
         if isinstance(effect, SendMarkers):
-            self.markers.send(effect)
+            if self._held_markers is not None:
+                self._held_markers.append(effect)
+            else:
+                self.markers.send(effect)
         elif isinstance(effect, ProducerIdTaken):
             self.producer_ids.taken(effect.producer_id)
         else:
@@ -91,6 +82,7 @@ class TransactionService:
 
     async def _markers_written(self, m: SendMarkers) -> None:
         """The marker sender's completion: an event for the runtime like any request."""
+        await self.topic.wait_while_paused()
         coordinator = self.coordinator
         observe = self.cluster.on_transaction_completed
         started_ms = -1
@@ -118,8 +110,9 @@ class TransactionService:
         exercising the client's retry path.
         """
         self.topic.start()
+        await self.topic.wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
-        response = self.runtime.run(partition, handler, self.clock.now_ms())
+        response = await self._run_replicated(transactional_id, partition, handler)
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
             return response
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
@@ -128,33 +121,69 @@ class TransactionService:
                 await self.clock.wait_for(completed.wait(), self._hold_s)
             except asyncio.TimeoutError:
                 return response
-        return self.runtime.run(partition, handler, self.clock.now_ms())
+        await self.topic.wait_while_paused()
+        return await self._run_replicated(transactional_id, partition, handler)
+
+    async def _run_replicated(self, transactional_id: str | None, partition: int, handler):
+        """Runs the handler; what it wrote is answered once the partition's ISR has it,
+        as an acks=all produce (Kafka's coordinator appends with acks=-1), and only then
+        are its markers sent (Kafka sends them from the append's callback). Meanwhile
+        shrunk below transaction.state.log.min.isr or timed out: COORDINATOR_NOT_AVAILABLE;
+        leadership lost: NOT_COORDINATOR. Either way the transition is undone in memory,
+        as Kafka clears the pending state (the record stays in the log), so the client's
+        retry finds the transaction as it was, not CONCURRENT_TRANSACTIONS."""
+        replication = self.replication
+        if replication is None or replication.quiet():
+            return self.runtime.run(partition, handler, self.clock.now_ms())
+        before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+        epoch = self.coordinator.coordinator_epoch(partition)
+        held = self._held_markers = []
+        try:
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+        finally:
+            self._held_markers = None
+        written = error = None
+        if self.runtime.last_offset >= 0:
+            written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+            error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
+        if error is None:
+            if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
+                for markers in held:
+                    self.markers.send(markers)
+            return response
+        answer = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
+        undone = written is not None and self.coordinator.restore(transactional_id, written, before)
+        log.warning("%s-%d: a coordinator write was not replicated (%s); answered %s%s", TOPIC, partition, error,
+                    answer.name.upper(), f", {transactional_id} back to {before.state.state_name}"
+                    if undone and before is not None else "")
+        return with_error(response, answer)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], api_version: int):
+        """A producer's AddPartitionsToTxn. Its record is in the log (the page cache: a
+        process crash keeps it) before the answer leaves; the INFO line says where, so
+        a transaction found without its partitions after a crash can be told from one
+        whose request was never answered."""
+        response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
+            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()))
+        if log.isEnabledFor(logging.INFO):
+            offset = self.runtime.last_offset
+            added = ", ".join(f"{t}-{p}" for t, p in partitions)
+            if response.error is not _NONE:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, nothing written", transactional_id,
+                         producer_id, producer_epoch, added, response.error.name.upper())
+            elif offset < 0:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: already in the transaction",
+                         transactional_id, producer_id, producer_epoch, added)
+            else:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) added %s: record at %s-%d offset %d, "
+                         "written before the answer", transactional_id, producer_id, producer_epoch, added, TOPIC,
+                         self.coordinator.partition_for(transactional_id), offset)
+        return response
 
     def _markers_pending(self, transactional_id: str) -> bool:
         md = self.coordinator.transaction_metadata(transactional_id)
         return md is not None and md.state.is_prepare and not self.markers.hold
-
-    def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                       topic: str, partition: int, api_version: int = 0) -> str | None:
-        """KIP-890 verification of a transaction's first batch on a partition: the
-        coordinator must list the partition in the producer's ongoing transaction.
-        Returns the error a producer gets, or None."""
-        if transactional_id is None:
-            return "INVALID_TXN_STATE"
-        error = self.verify(transactional_id, producer_id, producer_epoch, topic, partition)
-        if error is _NONE:
-            return None
-        if error is ErrorCode.transaction_abortable and api_version >= FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
-            return "TRANSACTION_ABORTABLE"
-        return produce_error(error, api_version)
-
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               topic: str, partition: int) -> ErrorCode:
-        """The coordinator's answer on whether the partition is in the producer's ongoing
-        transaction: NONE, TRANSACTION_ABORTABLE when it is not, or why it cannot tell."""
-        self.ensure_ready()
-        return self.coordinator.verify_partition_in_txn(transactional_id, producer_id, producer_epoch,
-                                                        (topic, partition))
 
     # -- timers: events for the runtime ------------------------------------------------
 
@@ -168,6 +197,8 @@ class TransactionService:
         now = self.clock.now_ms()
         self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
 
-    async def close(self) -> None:
-        self.topic.stop_loading()
-        await self.markers.close()
+    def halt(self) -> None:
+        """The node stopped or died: loads and marker deliveries end and the state is
+        dropped, in this turn."""
+        self.topic.halt()
+        self.markers.halt()

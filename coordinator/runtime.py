@@ -49,11 +49,26 @@ log = logging.getLogger(__name__)
 NO_PRODUCER_ID = -1
 
 
+class AppendRefused(Exception):
+    """The log refused an append: the partition no longer has this coordinator's leader
+    epoch (the coordinator epoch it loaded at), so another coordinator may own it."""
+
+
+class AppendUnavailable(Exception):
+    """The log cannot take an append now (too few replicas in sync): nothing is applied
+    and the request is answered ``error``, a retriable one."""
+
+    def __init__(self, error, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 class CoordinatorLog(Protocol):
     """A coordinator topic's partitions, as the runtime reads and writes them."""
 
     def append(self, partition: int, batch: RecordBatch, now_ms: int) -> int:
-        """Appends a batch; returns its base offset."""
+        """Appends a batch; returns its base offset. Raises AppendRefused when this
+        coordinator's view of the partition is stale."""
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:
@@ -77,7 +92,8 @@ class StateMachine(Protocol):
         """Become coordinator of ``partition``, marked loading: replay comes next."""
 
     def finish_loading(self, partition: int, now_ms: int) -> list[Result]:
-        """Serve the partition; the results carry only effects (roll-forwards, replies)."""
+        """Serve the partition; the results carry effects (roll-forwards, replies) and
+        records for what the load itself decides (transactions timed out meanwhile)."""
 
     def unload_partition(self, partition: int) -> list[Result]:
         """Forget the partition (it moved away); the results carry only effects."""
@@ -94,10 +110,17 @@ class StateMachine(Protocol):
 
 
 class CoordinatorRuntime:
-    def __init__(self, machine: StateMachine, log: CoordinatorLog, perform: Callable[[Any], None]) -> None:
+    def __init__(self, machine: StateMachine, log: CoordinatorLog, perform: Callable[[Any], None],
+                 resign: Callable[[int], None] | None = None) -> None:
         self.machine = machine
         self.log = log
         self._perform = perform
+        # What a refused append does to the partition: unload it (the broker's also
+        # stops the work it runs for it).
+        self._resign = resign if resign is not None else self.unload
+        # The offset of the last record the latest event appended, -1 when it wrote none.
+        self.last_offset = -1
+        self.written_at_load = 0  # records the latest load appended (what expired meanwhile)
 
     # -- partitions moving here and away -------------------------------------------------
 
@@ -112,7 +135,13 @@ class CoordinatorRuntime:
             count = self._replay_latest_per_key(self.log.chunks(partition))
         else:
             count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
-        self._perform_all(self.machine.finish_loading(partition, now_ms))
+        self.written_at_load = 0
+        try:
+            for result in self.machine.finish_loading(partition, now_ms):
+                self.apply(partition, result, now_ms)
+                self.written_at_load += len(result.records)
+        except AppendRefused:
+            self._resign(partition)
         return count
 
     def unload(self, partition: int) -> None:
@@ -152,7 +181,18 @@ class CoordinatorRuntime:
 
     def run(self, partition: int, handler: Callable[[], Result], now_ms: int) -> Any:
         """A request: runs ``handler`` on the current state, commits its records, hands
-        the effects to the broker and returns the response."""
+        the effects to the broker and returns the response.
+
+        When the log refuses the records (another coordinator leads the partition now),
+        nothing of the result takes effect: the partition is resigned and the handler
+        runs again on the state without it, which answers NOT_COORDINATOR."""
+        result = handler()
+        try:
+            return self.apply(partition, result, now_ms)
+        except AppendRefused:
+            self._resign(partition)
+        except AppendUnavailable as e:
+            return with_error(result.response, e.error)
         return self.apply(partition, handler(), now_ms)
 
     def run_timers(self, timer: Callable[[int], list[Result]], now_ms: int) -> list[tuple[int, Result]]:
@@ -160,9 +200,12 @@ class CoordinatorRuntime:
         as a request's is. Returns (partition, result) pairs for the caller's log lines."""
         done = []
         for partition in sorted(self.machine.owned_partitions()):
-            for result in timer(partition):
-                self.apply(partition, result, now_ms)
-                done.append((partition, result))
+            try:
+                for result in timer(partition):
+                    self.apply(partition, result, now_ms)
+                    done.append((partition, result))
+            except AppendRefused:
+                self._resign(partition)
         return done
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
@@ -174,6 +217,7 @@ class CoordinatorRuntime:
 
     def apply(self, partition: int, result: Result, now_ms: int) -> Any:
         """Commits a result: append its records, replay them, perform its effects."""
+        self.last_offset = -1
         if result.records:
             self._append(partition, result.records, now_ms)
         for effect in result.effects:
@@ -190,6 +234,7 @@ class CoordinatorRuntime:
         for producer, run in runs:
             base_offset = self.log.append(partition, RecordBatch(_build(run, producer, now_ms), 0), now_ms)
             producer_id = NO_PRODUCER_ID if producer is None else producer[0]
+            self.last_offset = base_offset + len(run) - 1
             for i, record in enumerate(run):
                 self.machine.replay(record, base_offset + i, now_ms, producer_id)
 
@@ -197,6 +242,12 @@ class CoordinatorRuntime:
         for result in results:
             for effect in result.effects:
                 self._perform(effect)
+
+
+def with_error(response: Any, error: Any) -> Any:
+    """A response of the same type carrying only ``error`` (the coordinators' responses
+    take the error first, every other field defaulted)."""
+    return type(response)(error)
 
 
 def _producer_of(record: CoordinatorRecord) -> tuple[int, int] | None:
@@ -221,8 +272,12 @@ class InMemoryLog:
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[RecordBatch]] = {}
+        # Partitions whose appends are refused: another coordinator leads them now.
+        self.refused: set[int] = set()
 
     def append(self, partition: int, batch: RecordBatch, now_ms: int) -> int:
+        if partition in self.refused:
+            raise AppendRefused(f"partition {partition} has a newer leader")
         batches = self.partitions.setdefault(partition, [])
         base_offset = batches[-1].last_offset + 1 if batches else 0
         batch.set_base_offset(base_offset)

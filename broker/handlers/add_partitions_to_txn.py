@@ -58,10 +58,10 @@ async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verif
         return refused
     txns = ctx.node.transactions
     if verify_only:
+        txns.ensure_ready()
         return txns.coordinator.verify_partitions_in_txn(transactional_id, producer_id, producer_epoch,
                                                          partitions).response.errors
-    response = await txns.run(transactional_id, lambda: txns.coordinator.add_partitions_to_txn(
-        transactional_id, producer_id, producer_epoch, partitions, ctx.version, ctx.clock.now_ms()))
+    response = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions, ctx.version)
     return {tp: response.error for tp in partitions}
 
 

@@ -4,9 +4,14 @@ the end of every transaction and the answer carries the producer id and new epoc
 producer id when the epoch is exhausted: the broker's next id is handed in for that).
 With the authorizer on it needs WRITE on the transactional id, as in Kafka."""
 
+import logging
+
+from kio.schema.errors import ErrorCode
+
 from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
 
 API_KEY = 26
+log = logging.getLogger(__name__)
 
 
 async def handle(ctx, request):
@@ -16,5 +21,12 @@ async def handle(ctx, request):
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
         ctx.clock.now_ms(), ctx.broker.producer_ids.peek()))
+    if response.error is ErrorCode.invalid_txn_state:  # fatal for the client: say what the coordinator holds
+        md = txns.coordinator.transaction_metadata(request.transactional_id)
+        log.info("EndTxn(%s) of %s (producer %d, epoch %d): INVALID_TXN_STATE; the coordinator holds %s",
+                 "commit" if request.committed else "abort", request.transactional_id, request.producer_id,
+                 request.producer_epoch, "nothing" if md is None else
+                 f"{md.state.state_name} (producer {md.producer_id}, epoch {md.producer_epoch}, partitions "
+                 f"{sorted(md.topic_partitions)})")
     return {"error_code": response.error, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch}

@@ -4,6 +4,12 @@ assign offsets in place, append the bytes.
 acks=0 sends no response; as Kafka does, a failed acks=0 produce closes the
 connection so the client notices. v0-v2 are advertised for old librdkafka's exact
 version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
+
+A transactional batch that would start its producer's transaction on a partition is
+first verified with the transaction coordinator (KIP-890; from v12 it is added to the
+transaction instead), by a request across the network between the nodes
+(broker/txn_verification.py), and appended only if no marker ended the transaction
+meanwhile.
 """
 
 from __future__ import annotations
@@ -26,13 +32,11 @@ from protocol.records import (
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG,
     InvalidBatch,
-    RecordBatch,
     validate_produce_records,
 )
 
 API_KEY = 0
 KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
-FIRST_VERSION_WITH_IMPLICIT_ADD = 12
 _ATTRIBUTES_LOW_BYTE = 22  # attributes are the big-endian int16 at 21; the flags are in its low byte
 
 log = logging.getLogger(__name__)
@@ -55,15 +59,20 @@ def _error(index: int, error: str, log_start_offset: int = -1, message: str | No
     }
 
 
-def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | None) -> dict:
+def _not_led(ctx, topic: str, index: int, error: str) -> dict:
+    if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
+        return _error(index, error) | {"current_leader": ctx.current_leader(topic, index)}
+    return _error(index, error)
+
+
+def _validate(ctx, topic: str, data) -> dict | tuple:
+    """(partition, batch) ready for verification and append, or the partition's error answer."""
     cluster = ctx.cluster
     if not allowed(ctx, WRITE, TOPIC, topic):
         return _error(data.index, "TOPIC_AUTHORIZATION_FAILED")
     partition, error = ctx.led_partition(topic, data.index)
-    if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
-        return _error(data.index, error) | {"current_leader": ctx.current_leader(topic, data.index)}
     if error is not None:
-        return _error(data.index, error)
+        return _not_led(ctx, topic, data.index, error)
     if topic in INTERNAL_TOPICS:
         return _error(data.index, "INVALID_TOPIC_EXCEPTION", partition.log_start_offset,
                       f"Cannot append to internal topic {topic}")
@@ -73,23 +82,29 @@ def _produce_partition(ctx, topic: str, data, now: int, transactional_id: str | 
             check_keys_for_compaction(batch, f"{topic}-{data.index}")
     except InvalidBatch as e:
         return _error(data.index, e.error_name, partition.log_start_offset, str(e), e.record_errors)
-    h = batch.header  # the fields read once, not through the batch's properties
-    if h.attributes & TRANSACTIONAL_FLAG and cluster.config["transaction.partition.verification.enable"]:
-        if partition.producer_state.start_verification(h.producer_id, h.base_sequence, h.producer_epoch, now):
-            error = ctx.broker.verify_produce(transactional_id, h.producer_id, h.producer_epoch,
-                                              topic, data.index, ctx.version)
-            if error is not None:
-                return _error(data.index, error, partition.log_start_offset,
-                              f"partition {topic}-{data.index} is not part of producer {h.producer_id}'s transaction")
+    return partition, batch
+
+
+def _append(ctx, index: int, partition, batch, now: int, guarded: bool, verification) -> dict:
+    """Appends a validated batch. ``guarded``: the batch is transactional and verification
+    is on; then a transaction that is not ongoing here (any more) needs the very
+    ``verification`` it started (None: it found the transaction ongoing) still standing,
+    as Kafka's VerificationGuard: a marker in between means the coordinator's answer may
+    be about a transaction that has since ended."""
+    h = batch.header
+    if guarded and not partition.producer_state.has_ongoing_transaction(h.producer_id, h.producer_epoch) and (
+            verification is None or partition.producer_state.verification(h.producer_id) is not verification):
+        return _error(index, "INVALID_TXN_STATE", partition.log_start_offset,
+                      "Record was not part of an ongoing transaction")
     try:
-        appended = partition.append_from_client(batch, now, cluster.config["transaction.refuse.sequence.reuse"])
+        appended = partition.append_from_client(batch, now, ctx.cluster.config["transaction.refuse.sequence.reuse"])
     except ProduceRejected as e:
-        return _error(data.index, e.error_name, partition.log_start_offset, str(e))
+        return _error(index, e.error_name, partition.log_start_offset, str(e))
     except OSError as e:  # disk full, read-only or failing: nothing was appended
-        log.warning("produce to %s-%d failed: %s", topic, data.index, storage_error(e))
-        return _error(data.index, "KAFKA_STORAGE_ERROR", partition.log_start_offset, f"append failed: {e}")
+        log.warning("produce to %s-%d failed: %s", partition.topic, index, storage_error(e))
+        return _error(index, "KAFKA_STORAGE_ERROR", partition.log_start_offset, f"append failed: {e}")
     return {
-        "index": data.index,
+        "index": index,
         "error_code": 0,
         "base_offset": appended.base_offset,
         "log_append_time": appended.log_append_time if appended.log_append_time >= 0 else None,
@@ -109,45 +124,67 @@ def _has_transactional_records(request) -> bool:
     )
 
 
-async def _add_to_transaction(ctx, request) -> dict[tuple[str, int], str]:
-    """Produce v12+ (KIP-890 part 2, as Kafka 4.4 answers): a transactional batch for a
-    partition the transaction does not hold yet adds it, as AddPartitionsToTxn would.
-    Returns the produce error of each partition the coordinator refused."""
-    wanted, producer = [], None
-    for t in request.topic_data:
-        for d in t.partition_data:
-            part = ctx.cluster.partition(t.name, d.index)
-            records = d.records or b""
-            if part is None or len(records) < RECORD_BATCH_OVERHEAD:
-                continue  # the append path answers these
-            header = RecordBatch(records).header  # the batch itself is validated later
-            # Only an open transaction at the batch's own epoch holds the partition: a
-            # batch of the next transaction (TV2 bumped the epoch) that arrives before the
-            # previous one's marker must be added, not folded into the old transaction.
-            if header.attributes & TRANSACTIONAL_FLAG and not part.producer_state.has_ongoing_transaction(
-                    header.producer_id, header.producer_epoch):
-                wanted.append((t.name, d.index))
-                producer = (header.producer_id, header.producer_epoch)
-    if not wanted:
-        return {}
-    from broker.transaction_service import produce_error  # the coordinator loads only for transactions
+def _unverified_answer(ctx, index: int, underlying: ErrorCode, log_start_offset: int) -> dict:
+    """The Produce answer for a partition the coordinator's answer (``underlying``) did not
+    verify, with ReplicaManager's message."""
+    from broker import txn_verification as tv
 
-    tid = request.transactional_id
+    error = tv.produce_error(underlying, tv.produce_operation(ctx.version))
+    if error is ErrorCode.not_enough_replicas:
+        message = ("Unable to verify the partition has been added to the transaction. "
+                   f"Underlying error: {underlying.name.upper()}")
+    elif error is ErrorCode.invalid_txn_state:
+        message = "Partition was not added to the transaction"
+    else:
+        message = None
+    return _error(index, error.name.upper(), log_start_offset, message)
+
+
+async def _verify(ctx, transactional_id: str, batches: list[list],
+                  now: int) -> dict[tuple[str, int], ErrorCode] | None:
+    """KIP-890, as Kafka's ReplicaManager: the transactional batches that would start the
+    producer's transaction on their partition are verified with (Produce v12+: added to
+    the transaction by) the coordinator, across the network (broker/txn_verification.py).
+    Returns the coordinator's answer for each partition that did not pass (None: nothing
+    needed asking); fills in the verification each batch's append must still find
+    (``batches``' last field)."""
+    from broker import txn_verification as tv  # loads only for transactions
+
     config = ctx.cluster.config
+    operation = tv.produce_operation(ctx.version)
+    checking = config["transaction.partition.verification.enable"]
+    wanted, producers = [], set()
+    for item in batches:
+        partition, batch = item[2], item[3]
+        h = batch.header
+        if not h.attributes & TRANSACTIONAL_FLAG:
+            continue
+        state = partition.producer_state
+        if checking:
+            item[5] = state.start_verification(h.producer_id, h.base_sequence, h.producer_epoch, now,
+                                               operation == tv.ADD_PARTITION)
+            if item[5] is None:
+                continue
+        elif operation != tv.ADD_PARTITION or state.has_ongoing_transaction(h.producer_id, h.producer_epoch):
+            continue  # unverified, as Kafka before 3.6; transaction version 2 must still add it
+        wanted.append((item[0], item[1]))
+        producers.add((h.producer_id, h.producer_epoch))
+    if not wanted:
+        return None
+    if len(producers) > 1:
+        return dict.fromkeys(wanted, ErrorCode.invalid_producer_id_mapping)
+    (producer_id, producer_epoch), = producers
+    source = ctx.node.node_id
     backoff_s = config["add.partitions.to.txn.retry.backoff.ms"] / 1000
     give_up_ms = ctx.clock.now_ms() + config["add.partitions.to.txn.retry.backoff.max.ms"]
     while True:
-        txns = ctx.broker.transactions_for(tid)
-        if txns is None:
-            return dict.fromkeys(wanted, "NOT_ENOUGH_REPLICAS")  # retriable, as for verification
-        response = await txns.run(tid, lambda: txns.coordinator.add_partitions_to_txn(
-            tid, producer[0], producer[1], wanted, FIRST_VERSION_WITH_IMPLICIT_ADD, ctx.clock.now_ms()))
-        if response.error is ErrorCode.none:
-            return {}
-        # The previous transaction's markers are being written: as Kafka, try again
-        # briefly before making the client back off.
-        if response.error is not ErrorCode.concurrent_transactions or ctx.clock.now_ms() >= give_up_ms:
-            return dict.fromkeys(wanted, produce_error(response.error, ctx.version))
+        unverified = await ctx.broker.transaction_verifier.verify(
+            source, transactional_id, producer_id, producer_epoch, wanted, operation)
+        # Transaction version 2: the previous transaction's markers are being written;
+        # as Kafka, ask again briefly before making the client back off.
+        if (operation != tv.ADD_PARTITION or not unverified or ctx.clock.now_ms() >= give_up_ms
+                or any(e is not ErrorCode.concurrent_transactions for e in unverified.values())):
+            return unverified
         await ctx.clock.sleep(backoff_s)
 
 
@@ -167,25 +204,43 @@ async def handle(ctx, request):
             for topic in request.topic_data]}
     txn_denied = request.transactional_id is not None and not allowed(
         ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id)
-    refused = {}
-    if request.transactional_id and not txn_denied and version >= FIRST_VERSION_WITH_IMPLICIT_ADD:
-        refused = await _add_to_transaction(ctx, request)
+    # [topic, index, partition, batch, its results list and place there, verification]
+    ready: list[list] = []
     leaders = set()  # KIP-951: the leaders NOT_LEADER_OR_FOLLOWER answers name
     for topic in request.topic_data:
         results = []
         for data in topic.partition_data:
             if txn_denied:
                 results.append(_error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))
-            elif refused and (topic.name, data.index) in refused:
-                results.append(_error(data.index, refused[(topic.name, data.index)]))
             elif acks not in (0, 1, -1):
                 results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
             else:
-                result = _produce_partition(ctx, topic.name, data, now, request.transactional_id)
-                if "current_leader" in result:
-                    leaders.add(result["current_leader"]["leader_id"])
-                results.append(result)
+                checked = _validate(ctx, topic.name, data)
+                if type(checked) is dict:
+                    if "current_leader" in checked:
+                        leaders.add(checked["current_leader"]["leader_id"])
+                    results.append(checked)
+                else:
+                    ready.append([topic.name, data.index, checked[0], checked[1], (results, len(results)), None])
+                    results.append(None)
         responses.append({"name": topic.name, "partition_responses": results})
+    unverified = None
+    if request.transactional_id is not None and ready:
+        unverified = await _verify(ctx, request.transactional_id, ready, now)
+        if unverified is not None:
+            now = ctx.clock.now_ms()
+    guarding = request.transactional_id is not None and ctx.cluster.config["transaction.partition.verification.enable"]
+    for topic, index, partition, batch, (results, at), verification in ready:
+        error = unverified.get((topic, index)) if unverified else None
+        if error is not None:
+            results[at] = _unverified_answer(ctx, index, error, partition.log_start_offset)
+        elif unverified is not None and (moved := ctx.led_partition(topic, index)[1]) is not None:
+            results[at] = _not_led(ctx, topic, index, moved)  # the leadership moved while the coordinator answered
+            if "current_leader" in results[at]:
+                leaders.add(results[at]["current_leader"]["leader_id"])
+        else:
+            guarded = guarding and bool(batch.header.attributes & TRANSACTIONAL_FLAG)
+            results[at] = _append(ctx, index, partition, batch, now, guarded, verification)
     if acks == -1 and not ctx.broker.replication.quiet():
         await _wait_for_isr(ctx, request, responses)
     if acks == 0:

@@ -11,7 +11,10 @@ KIP-890 verification, as Kafka 4.4 answers: the group's __consumer_offsets parti
 be in the producer's ongoing transaction (AddOffsetsToTxn). If it is not, v0-v3 get
 INVALID_TXN_STATE, v4 TRANSACTION_ABORTABLE, and v5 adds it to the transaction
 implicitly (transaction version 2's rule), so offsets never wait for a marker that will
-not come.
+not come. The question crosses the network to the transaction coordinator's node
+(broker/txn_verification.py); a cut link, a lost message or a paused node answers
+COORDINATOR_LOAD_IN_PROGRESS (the client retries without looking the coordinator up
+again), the coordinator's own errors come back as it gave them.
 """
 
 from kio.schema.errors import ErrorCode
@@ -21,38 +24,35 @@ from broker.handlers.offset_commits import commit_offsets, errors_by_topic, refu
 
 API_KEY = 28
 FIRST_VERSION_WITH_MEMBER = 3
-FIRST_VERSION_WITH_ABORTABLE = 4
-FIRST_VERSION_WITH_IMPLICIT_ADD = 5
 OFFSETS_TOPIC = "__consumer_offsets"
-# Verification trouble other than "not in the transaction", as a TxnOffsetCommit client
-# knows it (Kafka's GroupCoordinatorService normalizes coordinator errors likewise).
-_VERIFY_ERRORS = {
-    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
-    ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,
-    ErrorCode.invalid_producer_id_mapping: ErrorCode.invalid_producer_id_mapping,
-    ErrorCode.invalid_request: ErrorCode.invalid_request,
-}
+# The offsets batch carries no sequence a verification could hold back.
+_ANY_SEQUENCE = 2**31 - 1
 
 
-async def _verify(ctx, request, offsets_partition: int) -> ErrorCode:
-    """NONE when the offsets may be written in the producer's transaction, else the error."""
-    txns = ctx.broker.transactions_for(request.transactional_id)
-    if txns is None:
-        return ErrorCode.coordinator_not_available
-    error = txns.verify(request.transactional_id, request.producer_id, request.producer_epoch,
-                        OFFSETS_TOPIC, offsets_partition)
-    if error is ErrorCode.none:
-        return error
-    if error is ErrorCode.transaction_abortable:
-        if ctx.version >= FIRST_VERSION_WITH_IMPLICIT_ADD:
-            added = await txns.run(request.transactional_id, lambda: txns.coordinator.add_offsets_to_txn(
-                request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
-                ctx.version, ctx.clock.now_ms()))
-            return _VERIFY_ERRORS.get(added.error, added.error)
-        if ctx.version >= FIRST_VERSION_WITH_ABORTABLE:
-            return ErrorCode.transaction_abortable
-        return ErrorCode.invalid_txn_state
-    return _VERIFY_ERRORS.get(error, ErrorCode.coordinator_not_available)
+async def _verify(ctx, request, offsets_partition: int):
+    """(NONE, verification) when the offsets may be written in the producer's
+    transaction, else (the error, None). As Kafka's group coordinator: a producer with a
+    transaction ongoing on the offsets partition at its epoch needs no question (the
+    verification is then None); otherwise the transaction coordinator is asked across
+    the network (broker/txn_verification.py)."""
+    from broker import txn_verification as tv  # loads only for transactions
+
+    await ctx.node.groups.ready()  # creates __consumer_offsets on first use
+    part, error = ctx.led_partition(OFFSETS_TOPIC, offsets_partition)
+    if error is not None:  # not this group's coordinator: nothing to verify for
+        refused = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
+        return refused, None
+    operation = tv.txn_offset_commit_operation(ctx.version)
+    verification = part.producer_state.start_verification(
+        request.producer_id, _ANY_SEQUENCE, request.producer_epoch, ctx.clock.now_ms(), operation == tv.ADD_PARTITION)
+    if verification is None:
+        return ErrorCode.none, None
+    unverified = await ctx.broker.transaction_verifier.verify(
+        ctx.node.node_id, request.transactional_id, request.producer_id, request.producer_epoch,
+        [(OFFSETS_TOPIC, offsets_partition)], operation)
+    if unverified:
+        return tv.txn_offset_commit_error(next(iter(unverified.values()))), None
+    return ErrorCode.none, verification
 
 
 async def handle(ctx, request):
@@ -63,9 +63,19 @@ async def handle(ctx, request):
     if refused is not None:
         return refused
     member = ctx.version >= FIRST_VERSION_WITH_MEMBER
+    offsets_partition = ctx.node.groups.partition_for(request.group_id)
+    verified = bool(request.transactional_id) and any(t.partitions for t in request.topics)
+    verification = None
+    ended = []  # set when the transaction the verification was for ended before the write
 
     def commit(offsets):
         groups = ctx.node.groups
+        if verified:  # Kafka's VerificationGuard, checked where the offsets are appended
+            state = ctx.cluster.partition(OFFSETS_TOPIC, offsets_partition).producer_state
+            if not state.has_ongoing_transaction(request.producer_id, request.producer_epoch) and (
+                    verification is None or state.verification(request.producer_id) is not verification):
+                ended.append(True)
+                offsets = []
         return groups.coordinator.txn_offset_commit(
             transactional_id=request.transactional_id, group_id=request.group_id,
             producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -73,11 +83,14 @@ async def handle(ctx, request):
             member_id=request.member_id if member else "",
             group_instance_id=request.group_instance_id if member else None,
             offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(),
-            newest_producer_epoch=groups.producer_epoch(groups.partition_for(request.group_id), request.producer_id))
+            newest_producer_epoch=groups.producer_epoch(offsets_partition, request.producer_id))
 
-    if request.transactional_id and any(t.partitions for t in request.topics):
-        verified = await _verify(ctx, request, ctx.node.groups.partition_for(request.group_id))
-        if verified is not ErrorCode.none:
-            partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-            return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, verified))}
-    return await commit_offsets(ctx, request, commit)
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if verified:
+        error, verification = await _verify(ctx, request, offsets_partition)
+        if error is not ErrorCode.none:
+            return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, error))}
+    answer = await commit_offsets(ctx, request, commit)
+    if ended:
+        return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state))}
+    return answer

@@ -151,6 +151,9 @@ class Verification:
     lowest_seq: int
     epoch: int
     created_ms: int
+    # transaction version 2: the previous transaction's marker carries this epoch and
+    # does not end this verification (Kafka keeps the guard then too)
+    supports_epoch_bump: bool = False
 
     def saw(self, seq: int, epoch: int) -> None:
         if epoch == self.epoch and seq < self.lowest_seq:
@@ -195,18 +198,21 @@ class ProducerStateManager:
         e = self._producers.get(producer_id)
         return e is not None and e.current_txn_first_offset is not None and e.producer_epoch == producer_epoch
 
-    def start_verification(self, producer_id: int, first_seq: int, epoch: int, now_ms: int) -> bool:
+    def start_verification(self, producer_id: int, first_seq: int, epoch: int, now_ms: int,
+                           supports_epoch_bump: bool = False) -> Verification | None:
         """Called for each transactional batch before it is appended
-        (UnifiedLog.maybeStartTransactionVerification): whether the coordinator must
-        verify it, i.e. the producer has no ongoing transaction here at this epoch."""
+        (UnifiedLog.maybeStartTransactionVerification): None when the producer has an
+        ongoing transaction here at this epoch, else the verification the coordinator's
+        answer is for. The batch may be appended only while it is still the producer's
+        (``verification``): a marker or another transactional append in between ends it."""
         if self.has_ongoing_transaction(producer_id, epoch):
-            return False
+            return None
         entry = self._verifications.get(producer_id)
         if entry is None:
-            self._verifications[producer_id] = Verification(first_seq, epoch, now_ms)
+            entry = self._verifications[producer_id] = Verification(first_seq, epoch, now_ms, supports_epoch_bump)
         else:
             entry.saw(first_seq, epoch)
-        return True
+        return entry
 
     def verification(self, producer_id: int) -> Verification | None:
         return self._verifications.get(producer_id)
@@ -398,7 +404,9 @@ class ProducerStateManager:
         if marker_offset >= self.map_end_offset:
             self.map_end_offset = marker_offset + 1
         if self._verifications:
-            self._verifications.pop(producer_id, None)
+            verifying = self._verifications.get(producer_id)
+            if verifying is not None and not (verifying.supports_epoch_bump and verifying.epoch == producer_epoch):
+                del self._verifications[producer_id]
         entry = self._producers.get(producer_id)
         completed = None
         if entry is None:

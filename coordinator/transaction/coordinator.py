@@ -7,7 +7,9 @@ out ``effects`` (``SendMarkers``; when every marker is acknowledged it calls
 ``markers_written``). ``replay`` is also what rebuilds the state at load time. Because
 appends to one partition are serialized, Kafka's "pending state" never exists here: a
 handler always sees the outcome of every earlier append, and a failed append leaves the
-state as it was (so a failed epoch fence is simply redone with the same epoch).
+state as it was (so a failed epoch fence is simply redone with the same epoch). A write
+appended but not replicated to the ISR is undone with ``restore``, as Kafka clears the
+pending state then.
 """
 
 from __future__ import annotations
@@ -135,21 +137,38 @@ class TransactionCoordinator:
         self._partitions[partition] = _PartitionState(coordinator_epoch)
 
     def finish_loading(self, partition: int, now_ms: int = 0) -> list[Result]:
-        """Serve the partition; roll forward transactions found half-completed."""
+        """Serve the partition; roll forward transactions found half-completed, and fence
+        and abort every Ongoing one whose timeout passed (by ``now_ms``) while nobody
+        coordinated it, before the first request is served, as Kafka does at load."""
         state = self._partitions[partition]
         state.loading = False
-        return [
+        rolled_forward = [
             Result(effects=(self._send_markers(md, state.coordinator_epoch,
                                                md.state is S.PREPARE_COMMIT),))
             for md in state.transactions.values()
             if md.state.is_prepare
         ]
+        return rolled_forward + self.abort_timed_out_transactions(now_ms, partition)
 
     def unload_partition(self, partition: int) -> list[Result]:
         """Forget the partition; markers already being sent still finish (their
         completion is then ignored: the partition's new coordinator rolls forward)."""
         self._partitions.pop(partition, None)
         return []
+
+    def restore(self, transactional_id: str, written: TransactionMetadata,
+                before: TransactionMetadata | None) -> bool:
+        """Undoes a transition whose write did not reach the ISR, as Kafka clears the
+        pending state: ``before`` comes back if ``written`` is still what is held (the
+        partition was not reloaded meanwhile). Returns whether it did."""
+        state = self._partitions.get(self.partition_for(transactional_id))
+        if state is None or state.transactions.get(transactional_id) is not written:
+            return False
+        if before is None:
+            del state.transactions[transactional_id]
+        else:
+            state.transactions[transactional_id] = before
+        return True
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """__transaction_state holds no transactions of its own: never called."""

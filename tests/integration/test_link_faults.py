@@ -144,7 +144,10 @@ def test_markers_to_a_cut_off_leader_are_retried_until_the_link_heals(cluster, t
     producer.produce(topic_name, b"held-back", partition=0)
     assert producer.flush(30) == 0
     control.network_cut(source=coordinator, target=leader)
-    producer.commit_transaction(30)  # EndTxn is answered once PREPARE_COMMIT is written
+    # The cut-off node leaves the ISRs first (replica.lag.time.max.ms): EndTxn is then
+    # answered once PREPARE_COMMIT is in the ISR left, at once
+    control.clock_advance(by="31s")  # within the transaction's timeout (60 s)
+    producer.commit_transaction(30)
     wait_until(lambda: [t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id]
                == ["PrepareCommit"], timeout=30)
     assert read_committed(cluster.bootstrap, topic_name, 1, 1, timeout=3) == []  # the LSO is held
@@ -229,10 +232,14 @@ def test_markers_cross_delayed_and_lossy_links(cluster, topic_name):
     control.network_link(source=coordinator, target=leader, delay_ms=200, both=True)
     commit(b"delayed")  # markers arrive late, but arrive
     wait_until(lambda: state_of() == ["CompleteCommit"], timeout=30)
+    # written first: the verification's answer would cross the lossy link too
+    producer.begin_transaction()
+    producer.produce(topic_name, b"lost-then-retried", partition=0)
+    assert producer.flush(30) == 0
     control.network_link(source=coordinator, target=leader, loss=1.0, seed=3)  # every marker lost
     control.clock_advance(by="31s")  # the coordinator's node cannot fetch either: it leaves the ISR
     assert coordinator not in _partition(control, topic_name)["isr"]
-    commit(b"lost-then-retried")
+    producer.commit_transaction(30)
     control.clock_advance(by="31s")  # the marker request times out and is sent again: lost again
     assert state_of() == ["PrepareCommit"]
     control.network_heal()

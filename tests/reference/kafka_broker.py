@@ -142,7 +142,8 @@ class KafkaBroker:
 
     def _write_config(self, port: int = 0) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port, self.controller_port = port or free_port(), free_port()
+        self.port = port or free_port()
+        self.controller_port = self.controller_port if port else free_port()  # a restart keeps both
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -183,9 +184,10 @@ class KafkaBroker:
         command = self._java(classpath, "kafka.Kafka", str(config), jvm_options=broker_jvm_options)
         os.execv(command[0], command)
 
-    def start(self, timeout: float = 180.0) -> "KafkaBroker":
+    def start(self, timeout: float = 180.0, port: int = 0) -> "KafkaBroker":
+        """``port``: listen there, on the controller port of the previous start (a restart)."""
         classpath = kafka_classpath()
-        config = self._format(classpath, timeout=timeout)
+        config = self._format(classpath, port, timeout=timeout)
         self._stdout = open(self.workdir / "stdout.log", "ab")
         self.proc = subprocess.Popen(
             self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
@@ -213,6 +215,14 @@ class KafkaBroker:
                 self.proc.wait()
         self.proc = None
         self._stdout.close()
+
+    def kill(self) -> None:
+        """kill -9; ``start(port=self.port)`` brings it back on its ports."""
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+            self._stdout.close()
 
     @property
     def alive(self) -> bool:

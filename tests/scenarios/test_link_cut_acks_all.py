@@ -33,6 +33,11 @@ def test_the_acks_all_write_times_out_and_the_transaction_is_aborted(broker_fact
     producer = Producer({"bootstrap.servers": bootstrap(broker), "transactional.id": "ledger",
                          "request.timeout.ms": 1500, "message.timeout.ms": 4000})
     producer.init_transactions(30)
+    # the write's KIP-890 verification stays on the node: only the replication is cut off
+    control = broker.control()
+    [coordinator] = [t["coordinator"] for t in broker.transactions() if t["transactional_id"] == "ledger"]
+    if next(p for p in control.cluster()["partitions"] if p["topic"] == topic)["leader"] != coordinator:
+        control.partition_move(topic=topic, partition=0, leader=coordinator)
     producer.begin_transaction()
     reports: list[str] = []
     producer.produce(topic, b"timed-out", partition=0, on_delivery=lambda err, msg: reports.append(err.name()))
@@ -43,7 +48,6 @@ def test_the_acks_all_write_times_out_and_the_transaction_is_aborted(broker_fact
     assert (error.code(), error.fatal(), error.txn_requires_abort()) == (KafkaError._TIMED_OUT, False, True)
     assert reports == ["_MSG_TIMED_OUT"]
     assert _produce_errors(broker).get("REQUEST_TIMED_OUT", 0) >= 1  # what the broker answered
-    control = broker.control()
     links = control.cluster()["links"]
     assert len(links) == 2 and all(link["cut"] for link in links)  # the leader's links, both ways
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import GroupConfig, GroupCoordinator, JoinProtocol, OffsetFetchGroup, OffsetToCommit
-from coordinator.runtime import CoordinatorRuntime, InMemoryLog
+from coordinator.runtime import AppendUnavailable, CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import SendMarkers, TransactionConfig, TransactionCoordinator
 
 NOW = 1_000_000
@@ -111,3 +111,94 @@ def test_unload_answers_parked_requests_and_forgets_the_partition():
     runtime.unload(0)
     assert replies["first"].error_code is E.not_coordinator
     assert coordinator.owned_partitions() == frozenset() and coordinator.coordinator_epoch(0) is None
+
+
+def test_a_refused_append_applies_nothing_and_the_request_is_answered_not_coordinator():
+    log = InMemoryLog()
+    coordinator, runtime, effects = _txn_runtime(log, 3)
+    runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500), NOW)
+    runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 500, 0, [("a", 0)], 3, NOW), NOW)
+    written = len(log.batches(0))
+    before = coordinator.transaction_metadata("t")
+    log.refused.add(0)  # the partition's leadership moved on; this coordinator has not heard yet
+
+    ended = runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
+    assert ended.error is E.not_coordinator
+    assert not [e for e in effects if isinstance(e, SendMarkers)]  # no markers for a commit never written
+    assert len(log.batches(0)) == written
+    assert before.state.state_name == "Ongoing"
+    assert 0 not in coordinator.owned_partitions() and coordinator.transaction_metadata("t") is None
+
+    # Every later request is refused before it writes: no epoch is handed out twice.
+    again = runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, 500, 0, 4, NOW, 501), NOW)
+    assert again.error is E.not_coordinator and len(log.batches(0)) == written
+
+
+def test_a_refused_timer_append_resigns_only_its_partition():
+    log = InMemoryLog()
+    coordinator = TransactionCoordinator(TransactionConfig(transaction_state_log_num_partitions=2))
+    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+    ids = {coordinator.partition_for(f"t{i}"): f"t{i}" for i in range(20)}
+    for p in (0, 1):
+        runtime.begin_load(p, 1)
+        runtime.load(p, NOW)
+        runtime.run(p, lambda t=ids[p]: coordinator.init_producer_id(t, 1_000, -1, -1, 4, NOW, 10 + p), NOW)
+        runtime.run(p, lambda t=ids[p], pid=10 + p: coordinator.add_partitions_to_txn(t, pid, 0, [("a", 0)], 3, NOW),
+                    NOW)
+    log.refused.add(0)
+    later = NOW + 5_000
+    done = runtime.run_timers(lambda p: coordinator.abort_timed_out_transactions(later, partition=p), later)
+    assert [p for p, _ in done] == [1]
+    assert coordinator.owned_partitions() == {1}
+    assert coordinator.transaction_metadata(ids[1]).state.state_name == "PrepareAbort"
+
+
+def test_load_fences_and_aborts_a_transaction_whose_timeout_passed_before_serving_it():
+    log = InMemoryLog()
+    coordinator, runtime, _ = _txn_runtime(log, 1)
+    runtime.run(0, lambda: coordinator.init_producer_id("t", 10_000, -1, -1, 4, NOW, 500), NOW)
+    runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 500, 0, [("a", 0)], 3, NOW), NOW)
+    written = len(log.batches(0))
+
+    # The node was down 14 s; a coordinator loads the partition by the broker's clock.
+    after_outage = NOW + 14_000
+    loaded = TransactionCoordinator(CONFIG)
+    effects: list = []
+    reloaded = CoordinatorRuntime(loaded, log, effects.append)
+    reloaded.begin_load(0, 2)
+    reloaded.load(0, after_outage)
+    md = loaded.transaction_metadata("t")
+    assert (md.state.state_name, md.producer_id, md.producer_epoch) == ("PrepareAbort", 500, 1)
+    assert len(log.batches(0)) == written + 1  # the fence is in the log, not only in memory
+    (abort,) = effects
+    assert isinstance(abort, SendMarkers) and not abort.commit and abort.coordinator_epoch == 2
+    # The producer's commit, its first request after the outage, is fenced.
+    commit = reloaded.run(0, lambda: loaded.end_txn("t", 500, 0, True, 3, after_outage), after_outage)
+    assert commit.error in (E.producer_fenced, E.invalid_producer_epoch)
+
+    # Within its timeout, a transaction loads as it was.
+    fresh = TransactionCoordinator(CONFIG)
+    within = CoordinatorRuntime(fresh, InMemoryLog(), lambda effect: None)
+    within.log.partitions[0] = log.batches(0)[:written]
+    within.begin_load(0, 2)
+    within.load(0, NOW + 5_000)
+    assert fresh.transaction_metadata("t").state.state_name == "Ongoing"
+
+
+def test_an_append_the_log_cannot_take_now_applies_nothing_and_answers_its_retriable_error():
+    class TooFewInSync(InMemoryLog):
+        def append(self, partition, batch, now_ms):
+            raise AppendUnavailable(E.coordinator_not_available, "1 in sync, min.insync.replicas 2")
+
+    log = InMemoryLog()
+    coordinator, runtime, effects = _txn_runtime(log, 1)
+    runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500), NOW)
+    runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 500, 0, [("a", 0)], 3, NOW), NOW)
+    shrunk = TooFewInSync()
+    runtime.log = shrunk
+    ended = runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
+    assert ended == type(ended)(E.coordinator_not_available)
+    assert coordinator.transaction_metadata("t").state.state_name == "Ongoing"  # still coordinator, unchanged
+    assert not [e for e in effects if isinstance(e, SendMarkers)]
+    runtime.log = log  # the ISR grew back: the retry commits
+    assert runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW).error is E.none

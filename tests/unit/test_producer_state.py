@@ -661,6 +661,22 @@ def test_verification_follows_a_new_epoch_and_ends_with_a_marker():
     assert state.verification(PID) is None
 
 
+def test_a_transaction_version_2_marker_of_the_verified_epoch_keeps_the_verification():
+    """The previous transaction's TV2 marker carries the new epoch: the next transaction's
+    first batch, verified (added) meanwhile at that epoch, may still be appended. A
+    marker of another epoch, or any marker under transaction version 1, ends it."""
+    state = ProducerStateManager()
+    _txn_then_abort(state)
+    verification = state.start_verification(PID, 0, 1, NOW, supports_epoch_bump=True)
+    state.complete_transaction(PID, 1, 3, commit=True, coordinator_epoch=0)
+    assert state.verification(PID) is verification
+    state.complete_transaction(PID, 2, 4, commit=True, coordinator_epoch=0)
+    assert state.verification(PID) is None
+    state.start_verification(PID, 0, 2, NOW)  # transaction version 1
+    state.complete_transaction(PID, 2, 5, commit=True, coordinator_epoch=0)
+    assert state.verification(PID) is None
+
+
 def test_no_verification_while_the_transaction_is_ongoing():
     state = ProducerStateManager()
     state.update(data_batch(seq=0, transactional=True, offset=0))

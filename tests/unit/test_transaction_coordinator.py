@@ -568,6 +568,29 @@ def test_should_return_concurrent_transactions_on_end_txn_request_when_status_is
     assert h.end_txn(TID, PID, EPOCH, False, TXN_V, NOW).response.error is E.invalid_txn_state
 
 
+def test_a_prepare_commit_not_replicated_is_undone_so_the_retry_is_not_concurrent():
+    """As Kafka clears the pending state when the append fails: ``restore`` puts back
+    the transaction as it was, and the retried EndTxn prepares the commit again."""
+    before = meta(S.ONGOING)
+    h = owned(before)
+    h.append(h.end_txn(TID, PID, EPOCH, True, TXN_V, NOW))
+    written = h.md()
+    assert written.state is S.PREPARE_COMMIT
+    assert h.restore(TID, written, before) and h.md() is before
+    retried = h.end_txn(TID, PID, EPOCH, True, TXN_V, NOW)
+    assert retried.response.error is E.none and retried.records
+
+
+def test_an_undo_after_the_partition_was_reloaded_changes_nothing():
+    h = owned(meta(S.ONGOING))
+    before = h.md()
+    h.append(h.end_txn(TID, PID, EPOCH, True, TXN_V, NOW))
+    written = h.md()
+    h.reload(h.partition_for(TID), 8)  # the log's PrepareCommit is what the new load holds
+    assert not h.restore(TID, written, before)
+    assert h.md().state is S.PREPARE_COMMIT
+
+
 def test_should_return_invalid_txn_request_on_end_txn_request_when_status_is_prepare_abort():
     h = owned(meta(S.PREPARE_ABORT))
     assert h.end_txn(TID, PID, EPOCH, True, TXN_V, NOW).response.error is E.invalid_txn_state
