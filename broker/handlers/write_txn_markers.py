@@ -10,12 +10,16 @@ appends it and completes those offsets in one step.
 Only brokers send it: with the authorizer on a client needs ALTER or CLUSTER_ACTION on the
 cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED, as in Kafka."""
 
+import logging
+
 from broker.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
 from broker.errors import code
 from broker.partition import ProduceRejected
 from protocol.names import CONSUMER_OFFSETS
 
 API_KEY = 27
+
+log = logging.getLogger(__name__)
 
 
 def _write(ctx, marker, topic: str, index: int, now: int):
@@ -29,6 +33,9 @@ def _write(ctx, marker, topic: str, index: int, now: int):
         else:
             part.write_marker(*args, getattr(marker, "transaction_version", 0))
     except ProduceRejected as e:
+        # Said here too: the coordinator that sent it may have stopped waiting for the answer.
+        log.info("refused the %s marker for %s-%d: %s (%s)", "COMMIT" if marker.transaction_result else "ABORT",
+                 topic, index, e.error_name, e)
         return code(e.error_name)
     return 0
 
