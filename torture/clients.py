@@ -98,6 +98,7 @@ class _TransactionalProducer:
         if os.environ.get("TORTURE_DEBUG"):
             self.config["debug"] = os.environ["TORTURE_DEBUG"]
         self.producer: Producer | None = None
+        self.instance = 0  # which producer this is (1, 2, ...): records carry it, the checker compares
 
     def ready(self) -> bool:
         """Creates and initialises the producer if needed; False once the run stops."""
@@ -105,6 +106,7 @@ class _TransactionalProducer:
             if self.client.stop_event.is_set():
                 return False
             producer = Producer(self.config)
+            self.instance += 1
             while True:
                 try:
                     producer.init_transactions(_CALL_TIMEOUT_S)
@@ -216,7 +218,7 @@ class TransactionalWriter(_Client):
             txp.begin()
             for i in range(n):
                 topic, partition = self.rng.choice(self.partitions)
-                txp.produce(topic, partition, encode_value(p=self.client_name, x=x, i=i, n=n))
+                txp.produce(topic, partition, encode_value(p=self.client_name, x=x, i=i, n=n, g=txp.instance))
         except Fatal as e:
             log.info("%s: transaction %d: %s", self.client_name, x, e)
             return txp.abort()
@@ -366,7 +368,8 @@ class CtpWorker(_Client):
         try:
             txp.begin()
             for i, m in enumerate(msgs):
-                value = encode_value(p=self.client_name, x=x, i=i, n=n, sp=m.partition(), so=m.offset())
+                value = encode_value(p=self.client_name, x=x, i=i, n=n, g=txp.instance, sp=m.partition(),
+                                     so=m.offset())
                 txp.produce(self.sink, m.offset() % self.sink_partitions, value)
             ends: dict[int, int] = {}
             for m in msgs:
