@@ -160,15 +160,15 @@ def check(events: list[dict], read: ReadBack) -> Report:
     for (topic, partition), (hw, lso) in sorted(read.ends.items()):
         if lso < hw:
             report.flag("lso_stuck", f"{topic}-{partition}: LSO {lso} < high watermark {hw}")
-    found: dict[str, str] = {}  # each anomaly once, however many scans show it
-    for scan in read.logs:
+    found: dict[str, tuple[str, str]] = {}  # each anomaly once, however many scans show it
+    for n, scan in enumerate(read.logs):
         for cls, detail in check_log(scan):
-            found.setdefault(detail, cls)
+            found.setdefault(detail, (cls, " (in the logs after the restart)" if n else ""))
     if read.coordinators_before is not None and read.coordinators_after is not None:
         for cls, detail in check_restart(read.coordinators_before, read.coordinators_after):
-            found.setdefault(detail, cls)
-    for detail, cls in found.items():
-        report.flag(cls, detail)
+            found.setdefault(detail, (cls, ""))
+    for detail, (cls, when) in found.items():
+        report.flag(cls, detail + when)
     return report
 
 

@@ -3,7 +3,8 @@ each in its own thread, each recovering from errors the way librdkafka's documen
 prescribes, and each logging every outcome as it saw it.
 
 - ``TransactionalWriter``: transactions of 1..6 records over several partitions, some
-  aborted on purpose. On ``commit_transaction`` errors: retriable -> retry the commit;
+  aborted on purpose; after some, a new producer with the same transactional.id takes
+  over (an application restart). On ``commit_transaction`` errors: retriable -> retry the commit;
   ``txn_requires_abort`` -> abort (outcome aborted); fatal -> outcome unknown, a new
   producer with the same transactional.id (its ``init_transactions`` fences and
   completes the old one).
@@ -124,6 +125,10 @@ class _TransactionalProducer:
 
     def replace(self) -> None:
         self.client.fatal_errors += 1
+        self.restart()
+
+    def restart(self) -> None:
+        """The application restarts: the next producer's init_transactions bumps the epoch."""
         if self.producer is not None:
             self._discard(self.producer)
         self.producer = None
@@ -194,11 +199,14 @@ class _TransactionalProducer:
 
 class TransactionalWriter(_Client):
     def __init__(self, name, bootstrap, history, seed, stop, partitions: list[tuple[str, int]],
-                 abort_ratio: float = 0.2, max_size: int = 6) -> None:
+                 abort_ratio: float = 0.2, max_size: int = 6, restart_ratio: float = 0.05) -> None:
         super().__init__(name, bootstrap, history, seed, stop)
         self.partitions = partitions
         self.abort_ratio = abort_ratio
         self.max_size = max_size
+        # after this share of transactions a new producer takes over (InitProducerId while
+        # coordinators are stopped or moved: the epochs it is given are checked)
+        self.restart_ratio = restart_ratio
 
     def work(self) -> None:
         txp = _TransactionalProducer(self, f"torture-{self.client_name}")
@@ -211,6 +219,8 @@ class TransactionalWriter(_Client):
             self.progress += 1
             if self.stop_event.is_set():
                 break
+            if self.rng.random() < self.restart_ratio:
+                txp.restart()
         txp.close()
 
     def _transaction(self, txp: _TransactionalProducer, x: int, n: int) -> str:

@@ -155,3 +155,13 @@ def test_decisions_on_partitions_not_read_are_not_expected_there():
     assert check([], ReadBack(committed=[], uncommitted=[], ends={}, logs=[scan])).ok
     everything = LogScan(h.batches, h.txn_log)
     only(check([], ReadBack(committed=[], uncommitted=[], ends={}, logs=[everything])), "outcome_mismatch")
+
+
+def test_an_anomaly_only_after_the_restart_says_so():
+    h = History()
+    before = LogScan(list(h.batches), list(h.txn_log))
+    del h.batches[5]  # the restart lost instance 2's COMMIT on tx-0
+    after = LogScan(h.batches, h.txn_log)
+    report = check([], ReadBack(committed=[], uncommitted=[], ends={}, logs=[before, after]))
+    only(report, "outcome_mismatch")
+    assert report.details[0].endswith("(in the logs after the restart)")
