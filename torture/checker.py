@@ -280,34 +280,64 @@ def _markers_against_decisions(scan: LogScan) -> list[tuple[str, str]]:
         topic, partition, pid = key
         if owner.get(pid) in compacted_ids or (pid not in owner and compacted_ids):
             continue  # its decisions may have been cleaned away
-        wanted = expected.get(key, [])
-        got = markers.get(key, [])
-        j = 0
-        for k, (b, had_data) in enumerate(got):
-            said = (b.producer_epoch, b.marker)
-            if j < len(wanted) and (wanted[j][0].producer_epoch, wanted[j][1]) == said:
-                j += 1
-                continue
-            if k and not had_data and (got[k - 1][0].producer_epoch, got[k - 1][0].marker) == said:
-                continue  # the same marker written again
+        out += _align(topic, partition, pid, markers.get(key, []), expected.get(key, []))
+    return out
+
+
+def _align(topic: str, partition: int, pid: int, got: list[tuple[LoggedBatch, bool]],
+           wanted: list[list]) -> list[tuple[str, str]]:
+    """Matches one partition's markers of one producer with the transaction log's
+    decisions naming the partition. The markers that end data drive it: each must be the
+    next decision of its epoch. A marker with no data before it is a transaction that
+    wrote nothing here (the next decision, when it differs from the marker before it), or
+    a marker written again (a retry whose answer was lost), which only accounts for
+    decisions passed over."""
+    out = []
+    j = 0
+    dataless: list[tuple[int, str]] = []  # since the last marker that ended data
+
+    def passed_over(upto: int) -> None:
+        for r, decision, completed in wanted[j:upto]:
+            if (r.producer_epoch, decision) in dataless:
+                dataless.remove((r.producer_epoch, decision))
+            elif completed:
+                out.append(("outcome_mismatch",
+                            f"{topic}-{partition}: no {decision} marker of producer {pid} epoch "
+                            f"{r.producer_epoch} for the completed transaction of "
+                            f"__transaction_state-{r.partition}@{r.offset}"))
+
+    previous = None
+    for b, had_data in got:
+        said = (b.producer_epoch, b.marker)
+        if not had_data:
+            if said != previous and j < len(wanted) and (wanted[j][0].producer_epoch, wanted[j][1]) == said:
+                j += 1  # not a retry of the marker before it: a transaction that wrote nothing here
+            else:
+                dataless.append(said)
+            previous = said
+            continue
+        previous = said
+        k = next((k for k in range(j, len(wanted)) if wanted[k][0].producer_epoch == b.producer_epoch), None)
+        if k is not None and wanted[k][1] != b.marker:
+            # the next decision of this epoch: k may be a transaction that wrote nothing
+            # here, if a later one of this epoch says the same as the marker
+            k2 = next((k2 for k2 in range(k, len(wanted)) if wanted[k2][0].producer_epoch == b.producer_epoch
+                       and wanted[k2][1] == b.marker and (wanted[k][0].producer_epoch, wanted[k][1]) in dataless),
+                      None)
+            k = k if k2 is None else k2
+        if k is None or wanted[k][1] != b.marker:
             out.append(("outcome_mismatch",
                         f"{topic}-{partition}@{b.offset}: {b.marker} marker of producer {pid} epoch "
                         f"{b.producer_epoch}, where the transaction log says " + (
-                            "no decision" if j >= len(wanted) else
-                            f"{wanted[j][1]} at epoch {wanted[j][0].producer_epoch} "
-                            f"(__transaction_state-{wanted[j][0].partition}@{wanted[j][0].offset})")))
-            # Did it end the transaction the decision was for (the wrong way), or is it an
-            # extra one (a late marker) that the right marker follows at once?
-            follows = got[k + 1] if k + 1 < len(got) else None
-            extra = follows is not None and not follows[1] and j < len(wanted) and \
-                (wanted[j][0].producer_epoch, wanted[j][1]) == (follows[0].producer_epoch, follows[0].marker)
-            if not extra:
-                j += 1
-        for r, decision, completed in wanted[j:]:
-            if completed:
-                out.append(("outcome_mismatch",
-                            f"{topic}-{partition}: no {decision} marker of producer {pid} epoch {r.producer_epoch} "
-                            f"for the completed transaction of __transaction_state-{r.partition}@{r.offset}"))
+                            "no decision" if k is None else
+                            f"{wanted[k][1]} (__transaction_state-{wanted[k][0].partition}@{wanted[k][0].offset})")))
+            if k is None:
+                dataless.clear()
+                continue  # ends no transaction the log knows of
+        passed_over(k)
+        j = k + 1  # the transaction it ended (the right way or not)
+        dataless.clear()
+    passed_over(len(wanted))
     return out
 
 

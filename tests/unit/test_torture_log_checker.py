@@ -165,3 +165,19 @@ def test_an_anomaly_only_after_the_restart_says_so():
     report = check([], ReadBack(committed=[], uncommitted=[], ends={}, logs=[before, after]))
     only(report, "outcome_mismatch")
     assert report.details[0].endswith("(in the logs after the restart)")
+
+
+def test_transactions_that_wrote_nothing_and_markers_written_again():
+    h = History()
+    # instance 2: an abort that wrote nothing on tx-0, then a commit, whose marker's answer
+    # was lost twice (written three times), then a commit that wrote data
+    h.batches[4:6] = [marker(0, 4, 1, "ABORT"), data(0, 5, 1, ("t0", 2)), marker(0, 6, 1, "COMMIT"),
+                      marker(0, 7, 1, "COMMIT"), marker(0, 8, 1, "COMMIT"), data(0, 9, 1, ("t0", 2)),
+                      marker(0, 10, 1, "COMMIT")]
+    h.txn_log[8:] = [state(8, "Empty", 1), state(9, "Ongoing", 1, [0]), state(10, "PrepareAbort", 1, [0]),
+                     state(11, "CompleteAbort", 1), state(12, "Ongoing", 1, [0]), state(13, "PrepareCommit", 1, [0]),
+                     state(14, "CompleteCommit", 1), state(15, "Ongoing", 1, [0]),
+                     state(16, "PrepareCommit", 1, [0]), state(17, "CompleteCommit", 1)]
+    assert h.check().ok, h.check().details
+    h.batches[10] = marker(0, 10, 1, "ABORT")  # the last one ended the other way
+    only(h.check(), "outcome_mismatch")
