@@ -294,7 +294,10 @@ def _align(topic: str, partition: int, pid: int, got: list[tuple[LoggedBatch, bo
     decisions passed over."""
     out = []
     j = 0
-    dataless: list[tuple[int, str]] = []  # since the last marker that ended data
+    # markers with no data before them that may stand for a transaction which wrote
+    # nothing here (or be retries): they account for decisions passed over, later too,
+    # as a run of same decisions may have been matched one place off
+    dataless: list[tuple[int, str]] = []
 
     def passed_over(upto: int) -> None:
         for r, decision, completed in wanted[j:upto]:
@@ -332,11 +335,9 @@ def _align(topic: str, partition: int, pid: int, got: list[tuple[LoggedBatch, bo
                             "no decision" if k is None else
                             f"{wanted[k][1]} (__transaction_state-{wanted[k][0].partition}@{wanted[k][0].offset})")))
             if k is None:
-                dataless.clear()
                 continue  # ends no transaction the log knows of
         passed_over(k)
         j = k + 1  # the transaction it ended (the right way or not)
-        dataless.clear()
     passed_over(len(wanted))
     return out
 

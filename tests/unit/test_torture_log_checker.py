@@ -181,3 +181,18 @@ def test_transactions_that_wrote_nothing_and_markers_written_again():
     assert h.check().ok, h.check().details
     h.batches[10] = marker(0, 10, 1, "ABORT")  # the last one ended the other way
     only(h.check(), "outcome_mismatch")
+
+
+def test_a_transaction_that_wrote_nothing_between_two_of_the_same_kind():
+    h = History()
+    # instance 2 commits three transactions on tx-0; the second wrote nothing there, so its
+    # COMMIT follows the first one's with no data between, as a retry would
+    h.batches[4:6] = [data(0, 4, 1, ("t0", 2)), marker(0, 5, 1, "COMMIT"), marker(0, 6, 1, "COMMIT"),
+                      data(0, 7, 1, ("t0", 2)), marker(0, 8, 1, "COMMIT")]
+    h.txn_log[8:] = [state(8, "Empty", 1)] + [
+        rec for n in range(3) for rec in (state(9 + 3 * n, "Ongoing", 1, [0]),
+                                          state(10 + 3 * n, "PrepareCommit", 1, [0]),
+                                          state(11 + 3 * n, "CompleteCommit", 1))]
+    assert h.check().ok, h.check().details
+    del h.batches[8]  # the last COMMIT missing
+    only(h.check(), "outcome_mismatch")
