@@ -7,8 +7,9 @@ restarted, or (through the control API) responses lost for a while (a drop_respo
 close_after rule on one of the exactly-once APIs); with several nodes also a node killed,
 paused (fenced when the pause outlasts broker.session.timeout.ms), or its links to the
 other nodes cut, then brought back; and faults aimed at a transaction coordinator: its
-node stopped or killed while a marker it sent is held in flight, paused beyond the
-session timeout, its links to a partition leader cut, or the coordinator moved.
+node stopped or killed while a marker it sent is held in flight and InitProducerId
+requests pour in, paused beyond the session timeout, its links to a partition leader
+cut, or the coordinator moved.
 
 After the clients stop, the coordinators' view of every transactional id is taken, the
 broker stopped, the logs read from disk, the broker restarted and asked again, stopped,
@@ -101,6 +102,7 @@ class Run:
         self.restart_failures = 0
         self.kills = 0
         self.coordinator_faults: dict[str, int] = {}
+        self.burst_requests = 0  # InitProducerId sent while coordinators stopped
 
     @property
     def bootstrap(self) -> str:
@@ -224,8 +226,11 @@ class Run:
         others = [n for n in range(1, self.nodes + 1) if n != coordinator]
         kind = self.rng.choice(["stop_in_flight", "kill_in_flight", "long_pause", "leader_cut", "move"])
         if kind in ("stop_in_flight", "kill_in_flight"):
-            # a marker it sends is held at the partition leader: in flight when its node goes
+            # a marker it sends is held at the partition leader: in flight when its node goes,
+            # while other connections ask it for producer ids
             rule = control.fault_add(action="hold", api_key=27, client_id=f"eosbroker-node-{coordinator}", count=1)
+            burst = InitProducerIdBurst(self.broker.node_ports, self._ids_coordinated_by(control, coordinator))
+            burst.start()
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline and not self._fired(control, rule["id"]):
                 time.sleep(0.05)
@@ -236,6 +241,8 @@ class Run:
             time.sleep(self.rng.uniform(0.1, 1.0))
             control.fault_remove(rule_id=rule["id"])  # the held marker arrives after its sender went
             time.sleep(self.rng.uniform(0.2, 1.5))
+            burst.finish()
+            self.burst_requests += burst.sent
             control.node_start(node_id=coordinator)
         elif kind == "long_pause":  # beyond broker.session.timeout.ms: fenced meanwhile
             session_s = BROKER_SETTINGS["broker.session.timeout.ms"] / 1000
@@ -255,6 +262,13 @@ class Run:
             except Exception as e:  # the chosen node is down (a fault of this cycle's predecessors)
                 log.warning("coordinator move of %s refused: %s", tid, e)
         self.coordinator_faults[kind] = self.coordinator_faults.get(kind, 0) + 1
+
+    def _ids_coordinated_by(self, control, node: int, count: int = 5) -> list[str]:
+        """Transactional ids (of no client) whose coordinator is ``node`` now."""
+        coordinators = [c for c in control.cluster()["coordinators"] if c["kind"] == "transaction"]
+        led = {c["partition"] for c in coordinators if c["node_id"] == node}
+        names = (f"torture-burst-{n}" for n in range(100000))
+        return [tid for tid in names if partition_for(tid, len(coordinators)) in led][:count] if led else []
 
     def check_logs_across_restart(self) -> tuple[list, dict, dict]:
         """The coordinators' view, the logs on disk, a restart, the view again and the logs
@@ -314,10 +328,62 @@ class Run:
                               f"links cut={self.link_cuts} lost-response rules={self.lost_response_cycles} "
                               f"coordinator faults={sum(self.coordinator_faults.values())} "
                               f"({' '.join(f'{k}={v}' for k, v in sorted(self.coordinator_faults.items()))}) "
+                              f"InitProducerId burst={self.burst_requests} "
                               f"responses lost={self.responses_lost})")
               + f" restart_failures={self.restart_failures} broker_tracebacks={tracebacks}"
               + f" client_fatal_errors={fatal}", flush=True)
         return 0 if report.ok and not (self.restart_failures or tracebacks or hung or failed) else 1
+
+
+class InitProducerIdBurst(threading.Thread):
+    """Connections asking for producer ids of a few transactional ids, over and over,
+    until finished: the (producer id, epoch) pairs coordinators hand out while one of them
+    stops are then in __transaction_state for the checker. Answers are not needed."""
+
+    CONNECTIONS = 15
+
+    def __init__(self, node_ports: dict[int, int], transactional_ids: list[str]) -> None:
+        super().__init__(name="torture-init-burst", daemon=True)
+        self.ports = list(node_ports.values())
+        self.ids = transactional_ids
+        self.done = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        if self.ids:
+            import asyncio
+
+            asyncio.run(self._burst())
+
+    async def _burst(self) -> None:
+        import asyncio
+
+        from broker.client import KafkaConnection
+
+        async def one(n: int) -> None:
+            conn = None
+            while not self.done.is_set():
+                try:
+                    if conn is None or conn.is_closed:
+                        conn = await KafkaConnection.connect("127.0.0.1", self.ports[n % len(self.ports)],
+                                                             f"torture-burst-{n}")
+                    self.sent += 1
+                    await conn.request(22, 4, {"transactional_id": self.ids[n % len(self.ids)],
+                                               "transaction_timeout_ms": 60000, "producer_id": -1,
+                                               "producer_epoch": -1}, timeout=2.0)
+                except (OSError, ConnectionError, asyncio.TimeoutError):
+                    if conn is not None:
+                        await conn.close()
+                    conn = None
+                    await asyncio.sleep(0.05)
+            if conn is not None:
+                await conn.close()
+
+        await asyncio.gather(*(one(n) for n in range(self.CONNECTIONS)))
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join(30)
 
 
 def main(argv: list[str] | None = None) -> int:
