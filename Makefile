@@ -66,7 +66,9 @@ bench: venv compile java
 	$(PY) -m bench $(BENCH_ARGS)
 
 # Crash torture: CYCLES kill -9 / restart cycles under exactly-once load, then the
-# anomaly checker (SEED=n repeats a run's kill points and client choices).
+# anomaly checker (SEED=n repeats a run's kill points and client choices). NODES=3 adds
+# node and transaction-coordinator faults (stop/kill with markers in flight, long
+# pauses, leader-coordinator link cuts, coordinator moves).
 CYCLES ?= 200
 torture: venv compile
 	$(PY) -m torture --cycles $(CYCLES) $(if $(SEED),--seed $(SEED)) $(if $(NODES),--nodes $(NODES))

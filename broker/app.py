@@ -43,7 +43,8 @@ class Broker:
         self.clock = clock
         self.data_dir = Path(data_dir)
         self.data_dir_lock = DataDirLock(self.data_dir).acquire()  # before anything reads the files
-        self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"])
+        level = config["emulate.transaction.version"]
+        self.apis = ApiTable(set(HANDLERS), config["emulate.kafka.version"], None if level < 0 else level)
         meta = self.data_dir / "meta"
         self.dynamic_configs = DynamicConfigs(meta, config)  # before any log config is computed
         self.authorizer = Authorizer(meta, bool(config["authorizer.class.name"]), config["super.users"],

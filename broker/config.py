@@ -197,6 +197,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("emulate.kafka.version", _str, "4.0",
                 doc="The version profile (2.4, 2.8, 3.6, 3.9, 4.0 or 4.4): that release's API versions and features, "
                     "and below 2.5 the pre-KIP-360 producer state rules."),
+        Setting("emulate.transaction.version", _long, -1,
+                doc="The transaction.version feature level ApiVersions reports as finalized (as "
+                    "kafka-features.sh sets it): 1 makes the Java client end transactions with EndTxn v4 "
+                    "(transactions v1); -1 keeps the profile's level (2 on 4.x)."),
     ]
 }
 

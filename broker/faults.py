@@ -25,6 +25,7 @@ never given a rule or a trigger builds none of them at start-up.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import Counter
@@ -142,9 +143,15 @@ def seen_by(broker, node_id: int, api_key: int, api_version: int, client_id: str
     return RequestSeen(node_id, api_key, api_version, client_id, request, topic_name)
 
 
-async def run_under(rule: FaultRule | None, seen: RequestSeen, clock, process) -> Any:
+async def run_under(rule: FaultRule | None, seen: RequestSeen, clock, process,
+                    serving: Callable[[], bool] = lambda: True) -> Any:
     """Runs ``process()`` (the request's handler) as ``rule`` says: returns the handler's
-    result, an error answer, or DROPPED; raises FaultClose for the closing actions."""
+    result, an error answer, or DROPPED; raises FaultClose for the closing actions.
+
+    A delayed or held request has reached its node: it is processed when its wait ends
+    even if the requester gave up meanwhile (timed out, closed the connection), as a
+    Kafka broker processes a request it has read; only its answer is lost. Not when
+    ``serving()`` says the node stopped meanwhile."""
     if rule is None:
         return await process()
     if rule.action == "close_before":
@@ -153,16 +160,43 @@ async def run_under(rule: FaultRule | None, seen: RequestSeen, clock, process) -
         from broker.fault_answers import error_answer
 
         return error_answer(seen.api_key, seen.api_version, seen.request, rule.error)
-    if rule.action == "delay":
-        await clock.sleep(rule.delay_ms / 1000)
-    elif rule.action == "hold":
-        await rule.hold()
-    result = await process()
+    if rule.action in ("delay", "hold"):
+        result = await _outliving(_late(rule, clock, process, serving))
+    else:
+        result = await process()
     if rule.action == "drop_response":
         return DROPPED
     if rule.action == "close_after":
         raise FaultClose(f"fault rule {rule.id}: closing after processing")
     return result
+
+
+_LATE: set[asyncio.Task] = set()  # delayed or held requests, referenced until processed
+
+
+async def _late(rule: FaultRule, clock, process, serving: Callable[[], bool]) -> Any:
+    if rule.action == "delay":
+        await clock.sleep(rule.delay_ms / 1000)
+    else:
+        await rule.hold()
+    if not serving():
+        raise FaultClose(f"fault rule {rule.id}: the node stopped while the request waited")
+    return await process()
+
+
+def _outliving(work) -> asyncio.Future:
+    """``work`` as a task its awaiter's cancellation does not cancel."""
+    task = asyncio.get_running_loop().create_task(work)
+    _LATE.add(task)
+    task.add_done_callback(_late_done)
+    return asyncio.shield(task)
+
+
+def _late_done(task: asyncio.Task) -> None:
+    _LATE.discard(task)
+    if not task.cancelled() and isinstance(task.exception(), Exception) \
+            and not isinstance(task.exception(), FaultClose):
+        log.debug("a delayed request failed: %r", task.exception())
 
 
 def __getattr__(name: str):

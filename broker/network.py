@@ -155,7 +155,7 @@ class Network:
             seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
             rule = self.broker.faults.consult(seen)
             try:
-                result = await run_under(rule, seen, self.broker.clock, handle)
+                result = await run_under(rule, seen, self.broker.clock, handle, lambda: node.is_up)
             except FaultClose as e:
                 raise Unreachable(str(e)) from None
             if result is DROPPED:

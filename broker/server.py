@@ -398,7 +398,8 @@ class Server:
         seen = seen_by(self.broker, self.node_id, header.api_key, header.api_version, header.client_id, request)
         rule = faults.consult(seen)
         try:
-            return await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[header.api_key](ctx, request))
+            return await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[header.api_key](ctx, request),
+                                   lambda: self.node.is_up)
         except FaultClose as e:
             raise ProtocolViolation(str(e)) from None
 

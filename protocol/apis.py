@@ -139,10 +139,17 @@ TRANSACTION_VERSION: dict[str, int | None] = {"2.4": None, "2.8": None, "3.6": N
 class ApiTable:
     """The ranges in force for one version profile, restricted to implemented APIs."""
 
-    def __init__(self, implemented: set[int], profile: str = "4.0") -> None:
+    def __init__(self, implemented: set[int], profile: str = "4.0", transaction_version: int | None = None) -> None:
+        """``transaction_version``: the finalized level of the transaction.version feature, as
+        an operator sets it (kafka-features.sh upgrade/downgrade); None: the profile's."""
         if profile not in PROFILE_MAXIMA:
             raise ValueError(f"unknown emulate.kafka.version {profile!r}; known: {sorted(PROFILE_MAXIMA)}")
         self.profile = profile
+        supported = TRANSACTION_VERSION.get(profile)
+        if transaction_version is not None and (supported is None or not 0 <= transaction_version <= supported):
+            raise ValueError(f"emulate.transaction.version {transaction_version}: profile {profile} supports "
+                             + ("no transaction.version feature" if supported is None else f"0 to {supported}"))
+        self.transaction_version = supported if transaction_version is None else transaction_version
         maxima = PROFILE_MAXIMA[profile]
         self.ranges: dict[int, ApiRange] = {}
         for key, (name, adv_min, acc_min, max_v) in KAFKA_4_0.items():
@@ -166,10 +173,17 @@ class ApiTable:
         return r is not None and r.accepts(version)
 
     @property
-    def features(self) -> dict[str, int]:
-        """Finalized feature levels ApiVersions v3+ reports (name -> level)."""
+    def supported_features(self) -> dict[str, int]:
+        """Feature levels the broker supports (name -> highest level)."""
         level = TRANSACTION_VERSION.get(self.profile)
         return {} if level is None else {"transaction.version": level}
+
+    @property
+    def features(self) -> dict[str, int]:
+        """Finalized feature levels ApiVersions v3+ reports (name -> level); level 0 is not
+        listed, as Kafka leaves out a feature finalized at 0."""
+        level = self.transaction_version
+        return {} if not level else {"transaction.version": level}
 
 
 def api_name(api_key: int) -> str:

@@ -3,7 +3,8 @@ each in its own thread, each recovering from errors the way librdkafka's documen
 prescribes, and each logging every outcome as it saw it.
 
 - ``TransactionalWriter``: transactions of 1..6 records over several partitions, some
-  aborted on purpose. On ``commit_transaction`` errors: retriable -> retry the commit;
+  aborted on purpose; after some, a new producer with the same transactional.id takes
+  over (an application restart). On ``commit_transaction`` errors: retriable -> retry the commit;
   ``txn_requires_abort`` -> abort (outcome aborted); fatal -> outcome unknown, a new
   producer with the same transactional.id (its ``init_transactions`` fences and
   completes the old one).
@@ -98,6 +99,7 @@ class _TransactionalProducer:
         if os.environ.get("TORTURE_DEBUG"):
             self.config["debug"] = os.environ["TORTURE_DEBUG"]
         self.producer: Producer | None = None
+        self.instance = 0  # which producer this is (1, 2, ...): records carry it, the checker compares
 
     def ready(self) -> bool:
         """Creates and initialises the producer if needed; False once the run stops."""
@@ -105,6 +107,7 @@ class _TransactionalProducer:
             if self.client.stop_event.is_set():
                 return False
             producer = Producer(self.config)
+            self.instance += 1
             while True:
                 try:
                     producer.init_transactions(_CALL_TIMEOUT_S)
@@ -122,6 +125,10 @@ class _TransactionalProducer:
 
     def replace(self) -> None:
         self.client.fatal_errors += 1
+        self.restart()
+
+    def restart(self) -> None:
+        """The application restarts: the next producer's init_transactions bumps the epoch."""
         if self.producer is not None:
             self._discard(self.producer)
         self.producer = None
@@ -192,11 +199,14 @@ class _TransactionalProducer:
 
 class TransactionalWriter(_Client):
     def __init__(self, name, bootstrap, history, seed, stop, partitions: list[tuple[str, int]],
-                 abort_ratio: float = 0.2, max_size: int = 6) -> None:
+                 abort_ratio: float = 0.2, max_size: int = 6, restart_ratio: float = 0.05) -> None:
         super().__init__(name, bootstrap, history, seed, stop)
         self.partitions = partitions
         self.abort_ratio = abort_ratio
         self.max_size = max_size
+        # after this share of transactions a new producer takes over (InitProducerId while
+        # coordinators are stopped or moved: the epochs it is given are checked)
+        self.restart_ratio = restart_ratio
 
     def work(self) -> None:
         txp = _TransactionalProducer(self, f"torture-{self.client_name}")
@@ -209,6 +219,8 @@ class TransactionalWriter(_Client):
             self.progress += 1
             if self.stop_event.is_set():
                 break
+            if self.rng.random() < self.restart_ratio:
+                txp.restart()
         txp.close()
 
     def _transaction(self, txp: _TransactionalProducer, x: int, n: int) -> str:
@@ -216,7 +228,7 @@ class TransactionalWriter(_Client):
             txp.begin()
             for i in range(n):
                 topic, partition = self.rng.choice(self.partitions)
-                txp.produce(topic, partition, encode_value(p=self.client_name, x=x, i=i, n=n))
+                txp.produce(topic, partition, encode_value(p=self.client_name, x=x, i=i, n=n, g=txp.instance))
         except Fatal as e:
             log.info("%s: transaction %d: %s", self.client_name, x, e)
             return txp.abort()
@@ -366,7 +378,8 @@ class CtpWorker(_Client):
         try:
             txp.begin()
             for i, m in enumerate(msgs):
-                value = encode_value(p=self.client_name, x=x, i=i, n=n, sp=m.partition(), so=m.offset())
+                value = encode_value(p=self.client_name, x=x, i=i, n=n, g=txp.instance, sp=m.partition(),
+                                     so=m.offset())
                 txp.produce(self.sink, m.offset() % self.sink_partitions, value)
             ends: dict[int, int] = {}
             for m in msgs:

@@ -3,7 +3,9 @@
 Every record value is a small JSON object naming its writer, so the checker can tell
 from the log alone which transaction (or which idempotent send) a record belongs to:
 
-- transactional: ``{"p": producer, "x": transaction, "i": index, "n": size}``
+- transactional: ``{"p": producer, "x": transaction, "i": index, "n": size, "g": instance}``
+  (``g``: which producer instance of the client wrote it, 1 for its first; a client
+  replaces its producer after a fatal error, with the same transactional id)
 - idempotent:    ``{"p": producer, "s": sequence}``
 - consume-transform-produce copies add the source: ``"sp": partition, "so": offset``
 

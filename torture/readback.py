@@ -85,3 +85,60 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
         return {tp.partition: max(tp.offset, 0) for tp in got}
     finally:
         consumer.close()
+
+
+SETTLED = ("Empty", "CompleteCommit", "CompleteAbort")
+_RETRIABLE = {14, 15, 16, 51}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+
+
+def describe_transactions(node_ports: dict[int, int], transactional_ids: list[str],
+                          timeout_s: float = 60.0) -> dict[str, tuple]:
+    """transactional id -> (state, producer id, epoch) as its coordinator answers
+    DescribeTransactions (asked at the node FindCoordinator names: the coordinator loads
+    its partition on it, as for a client); ids no coordinator answered are left out."""
+    import asyncio
+
+    from broker.client import KafkaConnection
+
+    async def one(tid: str, deadline: float) -> tuple | None:
+        while time.monotonic() < deadline:
+            try:
+                conn = await KafkaConnection.connect("127.0.0.1", next(iter(node_ports.values())), "torture-check")
+                try:
+                    found = (await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [tid]})).coordinators[0]
+                finally:
+                    await conn.close()
+                if found.error_code == 0 and found.node_id in node_ports:
+                    conn = await KafkaConnection.connect("127.0.0.1", node_ports[found.node_id], "torture-check")
+                    try:
+                        s = (await conn.request(65, 0, {"transactional_ids": [tid]})).transaction_states[0]
+                    finally:
+                        await conn.close()
+                    if s.error_code == 0:
+                        return s.transaction_state, s.producer_id, s.producer_epoch
+                    if s.error_code not in _RETRIABLE:
+                        return None
+            except (OSError, asyncio.TimeoutError, ConnectionError):
+                pass
+            await asyncio.sleep(0.2)
+        return None
+
+    async def every() -> dict[str, tuple]:
+        deadline = time.monotonic() + timeout_s
+        found = await asyncio.gather(*(one(tid, deadline) for tid in transactional_ids))
+        return {tid: f for tid, f in zip(transactional_ids, found) if f is not None}
+
+    return asyncio.run(every())
+
+
+def settled_transactions(node_ports: dict[int, int], transactional_ids: list[str],
+                         timeout_s: float = 30.0) -> dict[str, tuple]:
+    """``describe_transactions`` once every id is settled (Empty or Complete*; an open one
+    is timed out by its coordinator meanwhile), or what settled by the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = describe_transactions(node_ports, transactional_ids)
+        settled = {tid: d for tid, d in described.items() if d[0] in SETTLED}
+        if len(settled) == len(transactional_ids) or time.monotonic() > deadline:
+            return settled
+        time.sleep(0.5)

@@ -6,7 +6,15 @@ Each cycle is one fault at a seeded random point: the broker process killed -9 a
 restarted, or (through the control API) responses lost for a while (a drop_response or
 close_after rule on one of the exactly-once APIs); with several nodes also a node killed,
 paused (fenced when the pause outlasts broker.session.timeout.ms), or its links to the
-other nodes cut, then brought back.
+other nodes cut, then brought back; and faults aimed at a transaction coordinator: its
+node stopped or killed while a marker it sent is held in flight and InitProducerId
+requests pour in, paused beyond the session timeout, its links to a partition leader
+cut, or the coordinator moved.
+
+After the clients stop, the coordinators' view of every transactional id is taken, the
+broker stopped, the logs read from disk, the broker restarted and asked again, stopped,
+and the logs read again: the checker also compares the producer identities, the
+transaction log's decisions and the markers, and the two views.
 
 Prints one summary line and exits 1 on any anomaly, on a broker that failed to
 restart, or on a Traceback in the broker's log.
@@ -28,7 +36,8 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing import BrokerProcess
-from torture import readback
+from coordinator.partitioning import partition_for
+from torture import logscan, readback
 from torture.checker import ReadBack, check
 from torture.clients import TXN_TIMEOUT_MS, CtpWorker, IdempotentWriter, TransactionalWriter
 from torture.history import HistoryLog, read_histories
@@ -45,7 +54,10 @@ BROKER_SETTINGS = {
     # Small segments: they roll during the run, and recovery after kill -9 validates
     # only active segments, so restarts stay quick however long the run.
     "log.segment.bytes": 1 << 20,
-    "transaction.state.log.segment.bytes": 1 << 20,
+    # Except __transaction_state: one active segment the cleaner leaves alone, so the
+    # checker finds every transaction's decision there (a compacted partition's ids are
+    # left out of the marker check).
+    "transaction.state.log.segment.bytes": 1 << 27,
     "offsets.topic.segment.bytes": 1 << 20,
     # Pauses of 0.5-5 s: some end before the session timeout, some after (fenced).
     "broker.session.timeout.ms": 3000,
@@ -89,6 +101,8 @@ class Run:
         self.clients = []
         self.restart_failures = 0
         self.kills = 0
+        self.coordinator_faults: dict[str, int] = {}
+        self.burst_requests = 0  # InitProducerId sent while coordinators stopped
 
     @property
     def bootstrap(self) -> str:
@@ -135,16 +149,23 @@ class Run:
 
     @property
     def cycles_done(self) -> int:
-        return self.kills + self.node_faults + self.lost_response_cycles + self.link_cuts
+        return self.kills + self.node_faults + self.lost_response_cycles + self.link_cuts + \
+            sum(self.coordinator_faults.values())
+
+    @property
+    def transactional_ids(self) -> list[str]:
+        return [f"torture-{c.client_name}" for c in self.clients if not isinstance(c, IdempotentWriter)]
 
     def cycle(self) -> None:
         self.wait_for_progress()
         time.sleep(self.rng.uniform(0.0, 1.5))
         roll = self.rng.random()
-        if roll < 0.25:
+        if roll < 0.2:
             self.lose_responses()
-        elif self.nodes > 1 and roll < 0.75:
+        elif self.nodes > 1 and roll < 0.45:
             self.node_fault()
+        elif self.nodes > 1 and roll < 0.85:
+            self.coordinator_fault()
         else:
             self.broker.kill()
             self.kills += 1
@@ -192,6 +213,77 @@ class Run:
             return
         self.node_faults += 1
 
+    def _coordinator_of(self, control, transactional_id: str) -> int:
+        coordinators = [c for c in control.cluster()["coordinators"] if c["kind"] == "transaction"]
+        partition = partition_for(transactional_id, len(coordinators))
+        return next(c["node_id"] for c in coordinators if c["partition"] == partition)
+
+    def coordinator_fault(self) -> None:
+        """A fault aimed at the coordinator of one client's transactional id."""
+        control = self.broker.control()
+        tid = self.rng.choice(self.transactional_ids)
+        coordinator = self._coordinator_of(control, tid)
+        others = [n for n in range(1, self.nodes + 1) if n != coordinator]
+        kind = self.rng.choice(["stop_in_flight", "kill_in_flight", "long_pause", "leader_cut", "move"])
+        if kind in ("stop_in_flight", "kill_in_flight"):
+            # a marker it sends is held at the partition leader: in flight when its node goes,
+            # while other connections ask it for producer ids
+            rule = control.fault_add(action="hold", api_key=27, client_id=f"eosbroker-node-{coordinator}", count=1)
+            burst = InitProducerIdBurst(self.broker.node_ports, self._ids_coordinated_by(control, coordinator))
+            burst.start()
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline and not self._fired(control, rule["id"]):
+                time.sleep(0.05)
+            if kind == "stop_in_flight":
+                control.node_stop(node_id=coordinator)
+            else:
+                control.node_kill(node_id=coordinator)
+            time.sleep(self.rng.uniform(0.1, 1.0))
+            control.fault_remove(rule_id=rule["id"])  # the held marker arrives after its sender went
+            time.sleep(self.rng.uniform(0.2, 1.5))
+            burst.finish()
+            self.burst_requests += burst.sent
+            control.node_start(node_id=coordinator)
+        elif kind == "long_pause":  # beyond broker.session.timeout.ms: fenced meanwhile
+            session_s = BROKER_SETTINGS["broker.session.timeout.ms"] / 1000
+            control.node_pause(node_id=coordinator)
+            time.sleep(self.rng.uniform(1.3, 2.0) * session_s)
+            control.node_resume(node_id=coordinator)
+        elif kind == "leader_cut":  # a partition leader and the coordinator cannot reach each other
+            leaders = sorted({p["leader"] for p in control.cluster()["partitions"]
+                              if p["topic"] in TXN_TOPICS and p["leader"] != coordinator})
+            leader = self.rng.choice(leaders or others)
+            control.network_cut(source=leader, target=coordinator, both=True)
+            time.sleep(self.rng.uniform(0.5, 3.0))
+            control.network_heal(source=leader, target=coordinator, both=True)
+        else:
+            try:
+                control.coordinator_move(to=self.rng.choice(others), transactional_id=tid)
+            except Exception as e:  # the chosen node is down (a fault of this cycle's predecessors)
+                log.warning("coordinator move of %s refused: %s", tid, e)
+        self.coordinator_faults[kind] = self.coordinator_faults.get(kind, 0) + 1
+
+    def _ids_coordinated_by(self, control, node: int, count: int = 5) -> list[str]:
+        """Transactional ids (of no client) whose coordinator is ``node`` now."""
+        coordinators = [c for c in control.cluster()["coordinators"] if c["kind"] == "transaction"]
+        led = {c["partition"] for c in coordinators if c["node_id"] == node}
+        names = (f"torture-burst-{n}" for n in range(100000))
+        return [tid for tid in names if partition_for(tid, len(coordinators)) in led][:count] if led else []
+
+    def check_logs_across_restart(self) -> tuple[list, dict, dict]:
+        """The coordinators' view, the logs on disk, a restart, the view again and the logs
+        again; the broker is stopped at the end."""
+        ids = self.transactional_ids
+        before = readback.settled_transactions(self.broker.node_ports, ids)
+        self.broker.stop()
+        topics = [*TXN_TOPICS, IDEM_TOPIC, CTP_TOPIC]
+        logs = [logscan.scan(self.broker.data_dir, topics)]
+        self.restart()
+        after = readback.describe_transactions(self.broker.node_ports, list(before))
+        self.broker.stop()
+        logs.append(logscan.scan(self.broker.data_dir, topics))
+        return logs, before, after
+
     def execute(self) -> int:
         self.broker.start(START_TIMEOUT_S)
         _create_topics(self.bootstrap, min(self.nodes, 3))
@@ -223,7 +315,7 @@ class Run:
             ctp_source_topic=IDEM_TOPIC,
             ctp_committed=readback.group_offsets(bootstrap, CTP_GROUP, IDEM_TOPIC, IDEM_PARTITIONS),
         )
-        self.broker.stop()
+        read.logs, read.coordinators_before, read.coordinators_after = self.check_logs_across_restart()
         report = check(read_histories(sorted(self.workdir.glob("history-*.jsonl"))), read)
         tracebacks = self.broker.log_text().count("Traceback")
         for line in report.details:
@@ -234,10 +326,64 @@ class Run:
         print(report.summary(f"torture: seed={self.seed} nodes={self.nodes} cycles={self.cycles_done} "
                               f"(process kill -9={self.kills} node kill/pause={self.node_faults} "
                               f"links cut={self.link_cuts} lost-response rules={self.lost_response_cycles} "
+                              f"coordinator faults={sum(self.coordinator_faults.values())} "
+                              f"({' '.join(f'{k}={v}' for k, v in sorted(self.coordinator_faults.items()))}) "
+                              f"InitProducerId burst={self.burst_requests} "
                               f"responses lost={self.responses_lost})")
               + f" restart_failures={self.restart_failures} broker_tracebacks={tracebacks}"
               + f" client_fatal_errors={fatal}", flush=True)
         return 0 if report.ok and not (self.restart_failures or tracebacks or hung or failed) else 1
+
+
+class InitProducerIdBurst(threading.Thread):
+    """Connections asking for producer ids of a few transactional ids, over and over,
+    until finished: the (producer id, epoch) pairs coordinators hand out while one of them
+    stops are then in __transaction_state for the checker. Answers are not needed."""
+
+    CONNECTIONS = 15
+
+    def __init__(self, node_ports: dict[int, int], transactional_ids: list[str]) -> None:
+        super().__init__(name="torture-init-burst", daemon=True)
+        self.ports = list(node_ports.values())
+        self.ids = transactional_ids
+        self.done = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        if self.ids:
+            import asyncio
+
+            asyncio.run(self._burst())
+
+    async def _burst(self) -> None:
+        import asyncio
+
+        from broker.client import KafkaConnection
+
+        async def one(n: int) -> None:
+            conn = None
+            while not self.done.is_set():
+                try:
+                    if conn is None or conn.is_closed:
+                        conn = await KafkaConnection.connect("127.0.0.1", self.ports[n % len(self.ports)],
+                                                             f"torture-burst-{n}")
+                    self.sent += 1
+                    await conn.request(22, 4, {"transactional_id": self.ids[n % len(self.ids)],
+                                               "transaction_timeout_ms": 60000, "producer_id": -1,
+                                               "producer_epoch": -1}, timeout=2.0)
+                except (OSError, ConnectionError, asyncio.TimeoutError):
+                    if conn is not None:
+                        await conn.close()
+                    conn = None
+                    await asyncio.sleep(0.05)
+            if conn is not None:
+                await conn.close()
+
+        await asyncio.gather(*(one(n) for n in range(self.CONNECTIONS)))
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join(30)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="seed for kill points and client choices")
     parser.add_argument("--producers", type=int, default=3, help="transactional producers")
     parser.add_argument("--nodes", type=int, default=1, help="nodes in the broker process; with more than one, "
-                        "cycles also kill, pause or cut off single nodes through the control API")
+                        "cycles also kill, pause or cut off single nodes through the control API, and stop, "
+                        "kill, pause, cut off or move a transaction coordinator")
     parser.add_argument("--workdir", type=Path, default=None, help="keep data, histories and logs here")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)

@@ -4,7 +4,8 @@ API_KEY = 18
 
 
 async def handle(ctx, request):
-    features = ctx.broker.apis.features
+    apis = ctx.broker.apis
+    features = apis.features
     return {
         "error_code": 0,
         "api_keys": [
@@ -12,8 +13,8 @@ async def handle(ctx, request):
             for r in ctx.broker.apis.ranges.values()
         ],
         "supported_features": [{"name": n, "min_version": 0, "max_version": level}
-                               for n, level in features.items()],
-        "finalized_features_epoch": 1 if features else -1,
+                               for n, level in apis.supported_features.items()],
+        "finalized_features_epoch": 1 if apis.supported_features else -1,
         "finalized_features": [{"name": n, "min_version_level": level, "max_version_level": level}
                                for n, level in features.items()],
     }

@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 API_KEY = 27
 
+log = logging.getLogger(__name__)
+
 
 def _write(ctx, marker, topic: str, index: int, now: int):
     part, error = ctx.led_partition(topic, index)
@@ -34,6 +36,9 @@ def _write(ctx, marker, topic: str, index: int, now: int):
         else:
             part.write_marker(*args, getattr(marker, "transaction_version", 0))
     except ProduceRejected as e:
+        # Said here too: the coordinator that sent it may have stopped waiting for the answer.
+        log.info("refused the %s marker for %s-%d: %s (%s)", "COMMIT" if marker.transaction_result else "ABORT",
+                 topic, index, e.error_name, e)
         return code(e.error_name)
     except OSError as e:  # out of file descriptors, a failing disk: nothing was appended
         log.warning("marker for %s-%d failed: %s", topic, index, storage_error(e))

@@ -33,6 +33,20 @@ def test_transaction_version_feature_from_4_0():
     assert 68 not in ApiTable(set(HANDLERS), "3.9").ranges and ApiTable(set(HANDLERS), "4.0").ranges[68].max == 1
 
 
+def test_transaction_version_finalized_by_the_operator():
+    # as after kafka-features.sh downgrade --feature transaction.version=1: clients that
+    # read the finalized level (the Java client) end transactions with EndTxn v4
+    table = ApiTable(set(HANDLERS), "4.4", transaction_version=1)
+    assert table.features == {"transaction.version": 1}
+    assert table.supported_features == {"transaction.version": 2}
+    assert table.ranges[26].max == 5  # the broker still serves v5, as Kafka does for any client
+    assert ApiTable(set(HANDLERS), "4.4", transaction_version=0).features == {}
+    with pytest.raises(ValueError, match="supports 0 to 2"):
+        ApiTable(set(HANDLERS), "4.4", transaction_version=3)
+    with pytest.raises(ValueError, match="no transaction.version feature"):
+        ApiTable(set(HANDLERS), "3.9", transaction_version=1)
+
+
 def test_unknown_profile_is_refused():
     with pytest.raises(ValueError, match="unknown emulate.kafka.version"):
         ApiTable(set(HANDLERS), "3.5")

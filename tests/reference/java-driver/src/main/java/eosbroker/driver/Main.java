@@ -74,6 +74,7 @@ public final class Main {
             case "mixed-protocol-group" -> mixedProtocolGroup(bootstrap, name, out);
             case "scenario-zombie-fencing" -> scenarioZombieFencing(bootstrap, name, args[3], out);
             case "scenario-transaction-timeout" -> scenarioTransactionTimeout(bootstrap, name, out);
+            case "scenario-delayed-end-txn" -> scenarioDelayedEndTxn(bootstrap, name, args[3], out);
             case "cluster-failover" -> clusterFailover(bootstrap, name, args[3], out);
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
@@ -323,6 +324,47 @@ public final class Main {
             restarted.commitTransaction();
         }
         out.put("read_committed", readAll(bootstrap, topic, 1, true));
+    }
+
+    /**
+     * The first EndTxn of "app" is held; the client's retry (after request.timeout.ms) commits.
+     * The next transaction writes x; the held EndTxn is released into it; then y, and abort.
+     * Transactions v1: the late commit commits x (the abort leaves it readable); v2: fenced.
+     */
+    static void scenarioDelayedEndTxn(String bootstrap, String name, String admin, Map<String, Object> out)
+            throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 2, topic);
+        Map<String, Object> config = new HashMap<>();
+        config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "app");
+        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 2000);
+        config.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 30000);
+        try (KafkaProducer<String, String> producer = producer(bootstrap, config);
+             Admin adminClient = Admin.create(common(bootstrap))) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "t1")).get();
+            producer.commitTransaction();  // its EndTxn times out and is sent again
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "x")).get();
+            control(admin, "/faults/1/release", "{}");
+            // the late EndTxn commits the open transaction (v1) or is fenced (v2: it stays open)
+            String state = "";
+            for (int i = 0; i < 50 && !state.equals("CompleteCommit"); i++) {
+                state = adminClient.describeTransactions(List.of("app")).description("app").get().state().toString();
+                Thread.sleep(100);
+            }
+            out.put("state_after_release", state);
+            out.put("read_committed_mid_transaction", readAll(bootstrap, topic, 2, true));
+            producer.send(new ProducerRecord<>(topic, 1, null, "y")).get();
+            try {
+                producer.abortTransaction();
+                out.put("abort", "aborted");
+            } catch (Exception e) {
+                out.put("abort", failure(e));
+            }
+        }
+        out.put("read_committed", readAll(bootstrap, topic, 2, true));
     }
 
     static void consumeTransformProduce(String bootstrap, String name, Map<String, Object> out) throws Exception {
