@@ -10,7 +10,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-reference unit bench torture fuzz spark-demo compose-test console-test clean
+.PHONY: venv compile run java test test-long test-reference unit bench torture fuzz spark-demo compose-test console-test clean
 
 # The broker alone (make run): no PySpark, test or bench extras.
 # setuptools, which venv adds up to Python 3.11, is not needed in the venv (pip builds in
@@ -53,7 +53,11 @@ java:
 
 # The reference tests beyond a fixed subset (marker reference_extended) run in test-reference.
 test: venv compile java
-	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended and not browser"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended and not browser and not long"
+
+# Tests of minutes each (the README's Spark example run twice, on eosbroker and on Kafka).
+test-long: venv compile java
+	$(PY) -m pytest -q -p no:cacheprovider -m long
 
 test-reference: venv compile java
 	$(PY) -m pytest -q -p no:cacheprovider -m reference tests/reference

@@ -26,6 +26,7 @@ def test_micro_batches_with_nothing_to_write_commit_and_the_query_goes_on(spark,
     assert ids == sorted(set(ids)), last_batch  # every step ran a micro-batch of its own
 
 
+@pytest.mark.long  # two fresh Spark JVMs, minutes: make test-long
 def test_the_readme_example_runs_twice_in_a_row(broker, tmp_path):
     for run in (1, 2):
         output = run_readme_example(broker.bootstrap, tmp_path, tmp_path / f"run{run}.log")
