@@ -176,6 +176,9 @@ def test_send_offsets_to_transaction_fails_while_the_group_coordinator_is_cut_of
     producer.produce(topic_name, b"aborted", partition=0)
     assert producer.flush(30) == 0
     control.network_cut(source=group_coordinator, target=coordinator)
+    # The cut stops the group coordinator's node following __transaction_state too: once it
+    # has left the ISR, AddOffsetsToTxn's write no longer waits for it.
+    control.clock_advance(by="31s")
     offsets = [TopicPartition(topic_name, 0, 42)]
     with pytest.raises(KafkaException) as failed:
         producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 5)
