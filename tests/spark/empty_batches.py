@@ -167,3 +167,17 @@ def assert_readme_rows_exactly_once(bootstrap: str) -> None:
     assert sorted(orders) == expected
     decoded = sorted(json.loads(v)["order"].encode() for v in orders_json)
     assert decoded == expected
+
+
+def check_empty_batches(spark, bootstrap: str, workdir: Path) -> None:
+    """run_empty_batches, and every step ran a micro-batch of its own."""
+    last_batch = run_empty_batches(spark, bootstrap, workdir)
+    ids = list(last_batch.values())
+    assert ids == sorted(set(ids)), last_batch
+
+
+def check_readme_example_twice(bootstrap: str, workdir: Path) -> None:
+    for run in (1, 2):
+        output = run_readme_example(bootstrap, workdir, workdir / f"run{run}.log")
+        assert "1000 rows in orders-json" in output, output[-4000:]
+        assert_readme_rows_exactly_once(bootstrap)
