@@ -12,20 +12,9 @@ starts the next one, and then sends its first EndTxn once more.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
-from protocol.record_codec import build_batch
 from tests.reference.wire import Wire, consumed_values, err
-
-
-async def _settled(w: Wire, txn: str) -> str:
-    for _ in range(200):
-        state = (await w.describe_transaction(txn))["state"]
-        if state not in ("PrepareCommit", "PrepareAbort"):
-            return state
-        await asyncio.sleep(0.05)
-    return state
 
 
 async def _late_end_txn_v1(port: int, topic: str) -> dict:
@@ -38,16 +27,16 @@ async def _late_end_txn_v1(port: int, topic: str) -> dict:
         await w.add_partitions(txn, pid, epoch, {topic: [0]})
         out["t1"] = await w.produce(topic, 0, [b"t1"], pid=pid, epoch=epoch, seq=0, transactional_id=txn)
         out["commit t1"] = await w.end_txn(txn, pid, epoch, commit=True)
-        out["state"] = await _settled(w, txn)
+        out["state"] = await w.settled_state(txn)
         await w.add_partitions(txn, pid, epoch, {topic: [0]})
         out["x"] = await w.produce(topic, 0, [b"x"], pid=pid, epoch=epoch, seq=1, transactional_id=txn)
         out["late commit"] = await w.end_txn(txn, pid, epoch, commit=True, retry=False)
-        out["state after the late commit"] = await _settled(w, txn)
+        out["state after the late commit"] = await w.settled_state(txn)
         out["read_committed mid-transaction"] = consumed_values(await w.fetch(topic, 0, read_committed=True))
         out["add p1"] = await w.add_partitions(txn, pid, epoch, {topic: [1]})
         out["y"] = await w.produce(topic, 1, [b"y"], pid=pid, epoch=epoch, seq=0, transactional_id=txn)
         out["abort"] = await w.end_txn(txn, pid, epoch, commit=False)
-        out["final state"] = await _settled(w, txn)
+        out["final state"] = await w.settled_state(txn)
         out["read_committed"] = [consumed_values(await w.fetch(topic, p, read_committed=True)) for p in (0, 1)]
         return out
     finally:
@@ -63,23 +52,20 @@ async def _late_end_txn_v2(port: int, topic: str) -> dict:
         pid, epoch = r.producer_id, r.producer_epoch
 
         async def produce(value: bytes, partition: int, epoch: int, seq: int) -> str:
-            batch = build_batch([(None, value, (), 1_700_000_000_000)], producer_id=pid, producer_epoch=epoch,
-                                base_sequence=seq, transactional=True)
-            return err((await w.retry(lambda: w.produce_raw(topic, partition, batch, txn, version=12),
-                                      error_of=lambda p: p.error_code)).error_code)
+            return await w.produce_v12(topic, partition, value, txn, pid, epoch, seq)
 
         out["t1"] = await produce(b"t1", 0, epoch, 0)
         ended = await w.end_txn_v5(txn, pid, epoch, commit=True)
         out["commit t1"] = (err(ended.error_code), ended.producer_epoch - epoch)
-        out["state"] = await _settled(w, txn)
+        out["state"] = await w.settled_state(txn)
         out["x"] = await produce(b"x", 0, ended.producer_epoch, 0)
         body = {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch, "committed": True}
         out["late commit"] = err((await w.request("end_txn", body, version=5)).error_code)
-        out["state after the late commit"] = await _settled(w, txn)
+        out["state after the late commit"] = await w.settled_state(txn)
         out["y"] = await produce(b"y", 1, ended.producer_epoch, 0)
         aborted = await w.end_txn_v5(txn, pid, ended.producer_epoch, commit=False)
         out["abort"] = err(aborted.error_code)
-        out["final state"] = await _settled(w, txn)
+        out["final state"] = await w.settled_state(txn)
         out["read_committed"] = [consumed_values(await w.fetch(topic, p, read_committed=True)) for p in (0, 1)]
         return out
     finally:

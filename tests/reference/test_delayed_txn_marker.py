@@ -15,23 +15,13 @@ authorizer).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
-from protocol.record_codec import build_batch, read_control_record
+from protocol.record_codec import read_control_record
 from protocol.records import iter_batches
 from tests.reference.wire import Wire, consumed_values, err
 
 WRITE_TXN_MARKERS = 27
-
-
-async def _settled(w: Wire, txn: str) -> str:
-    for _ in range(200):
-        state = (await w.describe_transaction(txn))["state"]
-        if state not in ("PrepareCommit", "PrepareAbort"):
-            return state
-        await asyncio.sleep(0.05)
-    return state
 
 
 async def _last_marker(w: Wire, topic: str) -> tuple[int, int]:
@@ -59,10 +49,7 @@ async def _late_marker(port: int, topic: str, v2: bool) -> dict:
             if not v2:
                 return (await w.produce(topic, partition, [value], pid=pid, epoch=epoch, seq=seq,
                                         transactional_id=txn))[0]
-            batch = build_batch([(None, value, (), 1_700_000_000_000)], producer_id=pid, producer_epoch=epoch,
-                                base_sequence=seq, transactional=True)
-            return err((await w.retry(lambda: w.produce_raw(topic, partition, batch, txn, version=12),
-                                      error_of=lambda p: p.error_code)).error_code)
+            return await w.produce_v12(topic, partition, value, txn, pid, epoch, seq)
 
         async def end(epoch: int, commit: bool) -> tuple[str, int]:
             if not v2:
@@ -74,7 +61,7 @@ async def _late_marker(port: int, topic: str, v2: bool) -> dict:
             await w.add_partitions(txn, pid, epoch, {topic: [0]})
         out["t1"] = await produce(b"t1", 0, epoch, 0)
         out["commit t1"], epoch = await end(epoch, True)
-        out["state"] = await _settled(w, txn)
+        out["state"] = await w.settled_state(txn)
         marker_epoch, coordinator_epoch = await _last_marker(w, topic)
         out["marker epoch is the next transaction's"] = marker_epoch == epoch
         if not v2:
@@ -90,7 +77,7 @@ async def _late_marker(port: int, topic: str, v2: bool) -> dict:
             await w.add_partitions(txn, pid, epoch, {topic: [1]})
         out["y"] = await produce(b"y", 1, epoch, 0)
         out["abort"] = (await end(epoch, False))[0]
-        out["final state"] = await _settled(w, txn)
+        out["final state"] = await w.settled_state(txn)
         out["read_committed"] = [consumed_values(await w.fetch(topic, p, read_committed=True)) for p in (0, 1)]
         return out
     finally:

@@ -210,6 +210,26 @@ class Wire:
                 "timeout_ms": _ms(s.transaction_timeout), "epoch": s.producer_epoch, "producer": self.alias(s.producer_id),
                 "topics": sorted((t.topic, tuple(sorted(t.partitions))) for t in s.topics)}
 
+    async def settled_state(self, transactional_id: str) -> str:
+        """The transaction's state once its markers are written (PrepareCommit/PrepareAbort
+        passed), or the prepare state still held after 10 s."""
+        for _ in range(200):
+            state = (await self.describe_transaction(transactional_id))["state"]
+            if state not in ("PrepareCommit", "PrepareAbort"):
+                return state
+            await asyncio.sleep(0.05)
+        return state
+
+    async def produce_v12(self, topic: str, partition: int, value: bytes, transactional_id: str, pid: int,
+                          epoch: int, seq: int) -> str:
+        """One transactional record by Produce v12 (transactions v2: the partition is added
+        implicitly), retried while the broker answers a retriable error; its error's name."""
+        batch = build_batch([(None, value, (), 1_700_000_000_000)], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=seq, transactional=True)
+        answer = await self.retry(lambda: self.produce_raw(topic, partition, batch, transactional_id, version=12),
+                                  error_of=lambda p: p.error_code)
+        return err(answer.error_code)
+
     async def list_transactions(self, states: list[str] = (), producer_ids: list[int] = ()) -> tuple[str, list]:
         r = await self.request("list_transactions", {"state_filters": list(states),
                                                      "producer_id_filters": list(producer_ids),
