@@ -49,12 +49,18 @@ def _value_for(schema: dict):
     return fitting | JSON_VALUES
 
 
+def _answers_json(operation: dict) -> bool:
+    """Whether the operation's success answer is JSON (an operation that declares none is)."""
+    success = [a for code, a in operation.get("responses", {}).items() if str(code).startswith("2")]
+    return not success or any("application/json" in a.get("content", {"application/json": None}) for a in success)
+
+
 def _requests(document: dict):
     calls = []
     for path, methods in document["paths"].items():
         for method, op in methods.items():
-            if path == "/openapi.json":
-                continue
+            if path == "/openapi.json" or not _answers_json(op):
+                continue  # the console's page and event stream, /metrics: not JSON, a stream never ends
             path_params = {p["name"]: _value_for(p["schema"]) for p in op.get("parameters", []) if p["in"] == "path"}
             body_schema = (op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {}))
             props = body_schema.get("properties", {})
