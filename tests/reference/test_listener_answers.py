@@ -29,6 +29,8 @@ class KafkaWithHiddenListener(KafkaBroker):
         return config
 
 
+pytestmark = pytest.mark.reference_extended  # a Kafka of its own, with a listener it does not advertise
+
 @pytest.fixture
 def kafka_with_hidden_listener(tmp_path):
     broker = KafkaWithHiddenListener(tmp_path / "kafka").start()

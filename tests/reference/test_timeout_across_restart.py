@@ -20,7 +20,7 @@ from tests.broker_process import BrokerProcess
 from tests.integration.test_cluster import create, read_committed
 from tests.reference.kafka_broker import KafkaBroker
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.reference_extended]  # a Kafka of its own, killed and restarted
 TIMER_OFF = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 3_600_000}
 
 
