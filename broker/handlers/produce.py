@@ -193,7 +193,6 @@ async def handle(ctx, request):
         allocator.keep_freed_buffers()
     now = ctx.clock.now_ms()
     acks = request.acks
-    version = ctx.version
     responses = []
     if request.transactional_id is None and _has_transactional_records(request):
         # Kafka answers the whole request so: transactional records need a transactional id
