@@ -100,19 +100,20 @@ class TransactionService:
         if completed is not None:
             completed.set()
 
-    async def run(self, transactional_id: str | None, handler):
+    async def run(self, transactional_id: str | None, handler, offsets: list[int] | None = None):
         """Runs a coordinator handler through the runtime on the id's partition.
 
         CONCURRENT_TRANSACTIONS is answered at once, as Kafka does. With
         emulate.concurrent.transactions.hold.ms set, that answer is instead held while
         the id's markers are being written (up to that long) and the request is then
         run again: it saves the client's retry back-off, at the price of never
-        exercising the client's retry path.
+        exercising the client's retry path. ``offsets`` receives the offset of the last
+        record each run wrote (-1: none), read before any wait lets another event write.
         """
         self.topic.start()
         await self.topic.wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
-        response = await self._run_replicated(transactional_id, partition, handler)
+        response = await self._run_replicated(transactional_id, partition, handler, offsets)
         if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
             return response
         completed = self._completions.setdefault(transactional_id, asyncio.Event())
@@ -122,9 +123,10 @@ class TransactionService:
             except asyncio.TimeoutError:
                 return response
         await self.topic.wait_while_paused()
-        return await self._run_replicated(transactional_id, partition, handler)
+        return await self._run_replicated(transactional_id, partition, handler, offsets)
 
-    async def _run_replicated(self, transactional_id: str | None, partition: int, handler):
+    async def _run_replicated(self, transactional_id: str | None, partition: int, handler,
+                              offsets: list[int] | None = None):
         """Runs the handler; what it wrote is answered once the partition's ISR has it,
         as an acks=all produce (Kafka's coordinator appends with acks=-1), and only then
         are its markers sent (Kafka sends them from the append's callback). Meanwhile
@@ -134,7 +136,10 @@ class TransactionService:
         retry finds the transaction as it was, not CONCURRENT_TRANSACTIONS."""
         replication = self.replication
         if replication is None or replication.quiet():
-            return self.runtime.run(partition, handler, self.clock.now_ms())
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+            if offsets is not None:
+                offsets.append(self.runtime.last_offset)
+            return response
         before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
         epoch = self.coordinator.coordinator_epoch(partition)
         held = self._held_markers = []
@@ -142,6 +147,8 @@ class TransactionService:
             response = self.runtime.run(partition, handler, self.clock.now_ms())
         finally:
             self._held_markers = None
+        if offsets is not None:
+            offsets.append(self.runtime.last_offset)
         written = error = None
         if self.runtime.last_offset >= 0:
             written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
@@ -164,10 +171,11 @@ class TransactionService:
         process crash keeps it) before the answer leaves; the INFO line says where, so
         a transaction found without its partitions after a crash can be told from one
         whose request was never answered."""
+        offsets: list[int] = []
         response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
-            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()))
+            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()), offsets)
         if log.isEnabledFor(logging.INFO):
-            offset = self.runtime.last_offset
+            offset = offsets[-1] if offsets else -1
             added = ", ".join(f"{t}-{p}" for t, p in partitions)
             if response.error is not _NONE:
                 log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, nothing written", transactional_id,
