@@ -5,8 +5,8 @@ Bindings are kept in ``meta/acls.json``. The authorizer is on when
 StandardAuthorizer); then every request is checked: DENY beats ALLOW, ALL covers every
 operation, READ/WRITE/DELETE/ALTER imply DESCRIBE and ALTER_CONFIGS implies
 DESCRIBE_CONFIGS, ``super.users`` pass every check, and a resource without any ACL is
-open only with ``allow.everyone.if.no.acl.found``. Clients connect without SASL here,
-so every client is ``User:ANONYMOUS`` from its address.
+open only with ``allow.everyone.if.no.acl.found``. A client is the principal its
+connection authenticated as (``User:ANONYMOUS`` without TLS client auth or SASL), from its address.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
     if not authorizer.enabled or ctx.connection.id < 0:
         return True
     host = ctx.connection.peer.rsplit(":", 1)[0]
-    return authorizer.authorize(ANONYMOUS, host, operation, resource_type, name)
+    return authorizer.authorize(ctx.connection.principal, host, operation, resource_type, name)
 
 
 def may_write_idempotently(ctx) -> bool:
@@ -140,13 +140,13 @@ def may_write_idempotently(ctx) -> bool:
     host = ctx.connection.peer.rsplit(":", 1)[0]
     authorizer = ctx.broker.authorizer
     return (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
-            or authorizer.allows_some(ANONYMOUS, host, WRITE, TOPIC))
+            or authorizer.allows_some(ctx.connection.principal, host, WRITE, TOPIC))
 
 
 def authorized_operations(ctx, resource_type: int, name: str) -> int:
     """KIP-430's bit set for the request's client (every operation when ACLs are off)."""
     host = ctx.connection.peer.rsplit(":", 1)[0]
-    return ctx.broker.authorizer.authorized_operations(ANONYMOUS, host, resource_type, name)
+    return ctx.broker.authorizer.authorized_operations(ctx.connection.principal, host, resource_type, name)
 
 
 GROUP_DENIED = ErrorCode.group_authorization_failed

@@ -60,6 +60,9 @@ class Connection:
     # instead of one send per pipelined response); None when nothing is waiting
     unsent: list[bytes] | None = None
     listener: str = "PLAINTEXT"  # the listener it came in on: which addresses its answers give
+    # who the client is, as ACLs, super.users, metrics and log lines see it: set by the
+    # listener's TLS client certificate or SASL exchange, else Kafka's anonymous principal
+    principal: str = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)
