@@ -482,11 +482,14 @@ class Server:
 
     @staticmethod
     def _authenticated(conn: Connection) -> None:
+        """After a token: once the exchange has completed, the connection is its principal's."""
         sasl = conn.sasl
-        if not sasl.authenticating and conn.principal != sasl.principal:
-            conn.principal = sasl.principal
-            log.info("connection %s from %s authenticated as %s with %s", conn.id, conn.peer, sasl.principal,
-                     sasl.mechanism)
+        if sasl.authenticating:
+            return
+        conn.principal = sasl.principal
+        lifetime = "" if sasl.session_expiry is None else f", session lifetime {sasl.session_lifetime_ms} ms"
+        log.info("connection %s from %s %s as %s with %s%s", conn.id, conn.peer,
+                 "re-authenticated" if sasl.logins > 1 else "authenticated", sasl.principal, sasl.mechanism, lifetime)
 
     def _route(self, header: RequestHeader, frame: bytes, pos: int) -> _Route | bytes:
         """The route of a request's API version, made on its first request and kept; for a
