@@ -39,7 +39,7 @@ def sasl_settings(**extra: str) -> dict[str, str]:
 class SaslBroker:
     """``eosbroker serve`` with one SASL_PLAINTEXT listener (N nodes on consecutive ports)."""
 
-    def __init__(self, tmp_path: Path, nodes: int = 1, **settings: str) -> None:
+    def __init__(self, tmp_path: Path, nodes: int = 1, admin: bool = False, **settings: str) -> None:
         self.port = free_port_block(nodes)
         self.nodes = nodes
         self.log_path = tmp_path / "broker.log"
@@ -48,16 +48,19 @@ class SaslBroker:
                 "--override", "security.inter.broker.protocol=SASL_PLAINTEXT"]
         if nodes > 1:
             args += ["--nodes", str(nodes)]
+        if admin:
+            args += ["--admin-port", "0"]
         for key, value in sasl_settings(**settings).items():
             args += ["--override", f"{key}={value}"]
         for user, password in PASSWORDS.items():
             args += ["--scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, text=True)
-        lines = [self.proc.stdout.readline() for _ in range(nodes)]
+        lines = [self.proc.stdout.readline() for _ in range(nodes + admin)]
         if not all("listening on" in line for line in lines):
             self.stop()
             raise RuntimeError(f"broker did not start: {lines}\n{self.log()}")
+        self.admin_port = int(lines[-1].rsplit(":", 1)[1]) if admin else None
         self.bootstrap = f"{HOST}:{self.port}"
 
     @property

@@ -33,7 +33,7 @@ GRANTS = [
 
 
 def _with_acls(tmp_path, nodes: int) -> SaslBroker:
-    broker = SaslBroker(tmp_path, nodes, **{"authorizer.class.name": STANDARD_AUTHORIZER,
+    broker = SaslBroker(tmp_path, nodes, admin=nodes == 1, **{"authorizer.class.name": STANDARD_AUTHORIZER,
                                            "super.users": "User:admin"})
     admin = AdminClient(confluent_settings(broker.bootstrap, "SCRAM-SHA-512", "admin"))
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(20)
@@ -272,6 +272,7 @@ def test_bad_logins_end_only_their_own_connection(broker):
     assert (failure.error_code, failure.error_message) == (58, '{"status":"invalid_token"}')
     assert raw.closed()
     broker.wait_for_log("was on or after the Expiration Time value")
+    raw.close()
 
     raw = RawConnection(broker.port)  # a request before authentication: closed unanswered
     assert raw.request(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}) is None
@@ -399,3 +400,19 @@ def test_mutated_sasl_frames_cost_only_their_connection(broker):
     assert rss_kib(broker.pid) - before < 16 * 1024
     assert "Traceback" not in broker.log()
     assert len(confluent_round_trip(broker.bootstrap, "SCRAM-SHA-512")) == 3
+
+
+def test_metrics_and_log_lines_name_the_principal(broker):
+    import urllib.request
+
+    confluent_round_trip(broker.bootstrap, "OAUTHBEARER")
+    producer = Producer({**confluent_settings(broker.bootstrap, "PLAIN", "bob"), "transactional.id": "t-bob-2"})
+    with pytest.raises(KafkaException):
+        producer.init_transactions(30)
+    broker.wait_for_log("Principal = User:bob is Denied operation = DESCRIBE from host = 127.0.0.1 on resource = "
+                        "TransactionalId:t-bob-2 for request = FindCoordinator")
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.admin_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    assert ('kafka_server_socket_server_metrics_successful_authentication_total{listener="SASL_PLAINTEXT",'
+            'mechanism="OAUTHBEARER",principal="User:alice",reauthentication="false"}') in text
+    assert 'kafka_server_socket_server_metrics_failed_authentication_total{listener="SASL_PLAINTEXT"' in text
