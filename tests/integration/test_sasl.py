@@ -318,7 +318,8 @@ def test_a_100_mb_token_is_refused_before_it_is_read(broker):
 
 @pytest.fixture(scope="module")
 def reauth_broker(tmp_path_factory):
-    b = SaslBroker(tmp_path_factory.mktemp("reauth"), **{"connections.max.reauth.ms": "1500"})
+    b = SaslBroker(tmp_path_factory.mktemp("reauth"), **{"connections.max.reauth.ms": "1500",
+                                                         "connection.failed.authentication.delay.ms": "3000"})
     yield b
     b.stop()
 
@@ -416,3 +417,20 @@ def test_metrics_and_log_lines_name_the_principal(broker):
     assert ('kafka_server_socket_server_metrics_successful_authentication_total{listener="SASL_PLAINTEXT",'
             'mechanism="OAUTHBEARER",principal="User:alice",reauthentication="false"}') in text
     assert 'kafka_server_socket_server_metrics_failed_authentication_total{listener="SASL_PLAINTEXT"' in text
+
+
+def test_a_failed_login_is_answered_after_the_delay(reauth_broker):
+    import socket
+
+    raw = RawConnection(reauth_broker.port)
+    _handshake(raw, "PLAIN")
+    _, frame = raw.client.send(SASL_AUTHENTICATE, 2, {"auth_bytes": plain("alice", "wrong")})
+    raw.sock.sendall(frame)
+    raw.sock.settimeout(0.5)
+    with pytest.raises(socket.timeout):  # held for connection.failed.authentication.delay.ms (3 s)
+        raw.sock.recv(1)
+    raw.sock.settimeout(15)
+    answer = raw.read_response()
+    assert (answer.error_code, answer.error_message) == (58, "Authentication failed: Invalid username or password")
+    assert raw.closed()
+    raw.close()
