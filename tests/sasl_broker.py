@@ -70,6 +70,12 @@ class SaslBroker:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    log_text = log  # as BrokerProcess names it
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def wait_for_log(self, text: str, timeout: float = 15.0) -> str:
         deadline = time.monotonic() + timeout
         while text not in (log := self.log()):

@@ -352,57 +352,11 @@ def test_a_connection_that_does_not_re_authenticate_is_closed(reauth_broker):
 
 # -- fuzz ---------------------------------------------------------------------------------
 
-def _sasl_frames() -> list[tuple[int, bytes]]:
-    """(step, frame body without its length) of every SASL request a login sends: step 0
-    the handshake, 1 the tokens."""
-    from protocol import messages
-    from protocol.apis import flexible_from
-    from protocol.framing import encode_request_frame
-    from tests.sasl_tokens import ScramClient
+def test_mutated_logins_cost_only_their_connection(tmp_path):
+    from torture import fuzz
 
-    def frame(key, version, body):
-        encoded = messages.encode(messages.build_request(key, version, body))
-        return encode_request_frame(key, version, 7, "fuzz", version >= flexible_from(key), encoded)[4:]
-
-    tokens = [plain("alice", "alice-secret"), ScramClient("SCRAM-SHA-512", "alice", "x").first(),
-              oauthbearer(token_for("alice")), b"\x01"]
-    out = [(0, frame(SASL_HANDSHAKE, v, {"mechanism": m})) for v in (0, 1) for m in MECHANISMS]
-    out += [(1, frame(SASL_AUTHENTICATE, v, {"auth_bytes": t})) for v in (0, 1, 2) for t in tokens]
-    return out + [(1, t) for t in tokens]  # bare, as after a v0 handshake
-
-
-def test_mutated_sasl_frames_cost_only_their_connection(broker):
-    import random
-    import socket
-
-    from torture.fuzz import mutate
-
-    rng = random.Random(368)
-    frames = _sasl_frames()
-    handshakes = [f for step, f in frames if step == 0]
-    tokens = [f for step, f in frames if step == 1]
-    before = rss_kib(broker.pid)
-    closed = 0
-    for _ in range(300):
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
-            sequence = [rng.choice(handshakes)] + [rng.choice(tokens) for _ in range(rng.randint(1, 3))]
-            try:
-                for body in sequence:
-                    body = mutate(rng, body) if rng.random() < 0.7 else body
-                    s.sendall(len(body).to_bytes(4, "big") + body)
-                    head = s.recv(4)
-                    if len(head) < 4:
-                        closed += 1
-                        break
-                    size = int.from_bytes(head, "big")
-                    while size > 0 and (chunk := s.recv(min(size, 65536))):
-                        size -= len(chunk)
-            except (ConnectionError, socket.timeout):
-                closed += 1
-    assert closed > 100  # most mutated logins are refused
-    assert rss_kib(broker.pid) - before < 16 * 1024
-    assert "Traceback" not in broker.log()
-    assert len(confluent_round_trip(broker.bootstrap, "SCRAM-SHA-512")) == 3
+    code, summary = fuzz.run(2000, 368, 4, tmp_path, sasl=True)
+    assert code == 0, summary
 
 
 def test_metrics_and_log_lines_name_the_principal(broker):
