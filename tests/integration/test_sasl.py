@@ -301,6 +301,12 @@ def test_a_bare_v0_token_logs_in(broker):
     answer = raw.request(METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}],
                                         "allow_auto_topic_creation": False})
     assert answer.topics[0].error_code == 0  # alice may describe orders (WRITE implies DESCRIBE)
+    # once authenticated (and without a session lifetime to re-authenticate in), the SASL
+    # requests are Kafka's request handler's: ILLEGAL_SASL_STATE
+    assert raw.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 34
+    answer = raw.request(SASL_AUTHENTICATE, 2, {"auth_bytes": plain("alice", "alice-secret")})
+    assert (answer.error_code, answer.error_message) == (34, "SaslAuthenticate request received after successful "
+                                                             "authentication")
     raw.close()
 
 
@@ -390,3 +396,39 @@ def test_a_failed_login_is_answered_after_the_delay(reauth_broker):
     assert (answer.error_code, answer.error_message) == (58, "Authentication failed: Invalid username or password")
     assert raw.closed()
     raw.close()
+
+
+# -- signed tokens ------------------------------------------------------------------------
+
+def test_signed_tokens_against_a_jwks(tmp_path):
+    import json
+
+    from tests.sasl_tokens import SigningKeys
+
+    keys = SigningKeys()
+    (tmp_path / "jwks.json").write_text(json.dumps(keys.jwks()))
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    jwks_broker = SaslBroker(tmp_path, **{
+        prefix + "sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path / 'jwks.json'}",
+        prefix + "sasl.oauthbearer.expected.audience": "kafka"})
+    try:
+        def signed(_config):
+            expiry = time.time() + 600
+            return keys.sign({"sub": "alice", "exp": expiry, "aud": "kafka"}), expiry
+
+        settings = {"bootstrap.servers": jwks_broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "OAUTHBEARER"}
+        producer = Producer({**settings, "oauth_cb": signed, "transactional.id": "t-signed"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("signed", b"v")
+        producer.commit_transaction(30)
+        jwks_broker.wait_for_log("authenticated as User:alice with OAUTHBEARER")
+        # librdkafka's unsecured token: no signature where one is required
+        unsigned = {**settings, "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=bob"}
+        assert '{"status":"invalid_token"}' in _login_error(unsigned)
+        jwks_broker.wait_for_log("The JWT is not signed, and a signature is required")
+    finally:
+        jwks_broker.stop()

@@ -127,3 +127,36 @@ def test_a_scram_final_message_mutated_past_the_nonce_is_answered_or_refused(set
         assert e.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
     else:
         assert answer["auth_bytes"].startswith(b"v=") and ex.principal == "User:alice"
+
+
+@pytest.fixture(scope="module")
+def jwks_listener(tmp_path_factory):
+    import json
+
+    from tests.sasl_tokens import SigningKeys
+
+    keys = SigningKeys()
+    path = tmp_path_factory.mktemp("jwks") / "jwks.json"
+    path.write_text(json.dumps(keys.jwks()))
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    return keys, listener_sasl({
+        **SETTINGS, prefix + "sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}"}, "SASL_PLAINTEXT", None)
+
+
+@FUZZ
+@given(st.data())
+def test_any_token_against_a_jwks_is_answered_or_refused(jwks_listener, data):
+    keys, listener = jwks_listener
+    valid = keys.sign({"sub": "alice", "exp": NOW_MS // 1000 + 60}, data.draw(st.sampled_from(["RS256", "ES256"])))
+    token = data.draw(st.one_of(st.text(alphabet="abcXYZ019-_.", max_size=400), st.just(valid).map(
+        lambda t: t[:data.draw(st.integers(0, len(t)))] + data.draw(st.text(alphabet="A-_.=", max_size=8)))))
+    ex = sasl.SaslExchange(listener)
+    ex.handshake("OAUTHBEARER", 1)
+    try:
+        answer = ex.authenticate(oauthbearer(token), 2, NOW_MS, 0.0)
+    except SaslFailure as e:
+        assert e.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
+        return
+    assert answer["auth_bytes"] in (b"", b'{"status":"invalid_token"}')
