@@ -432,3 +432,38 @@ def test_signed_tokens_against_a_jwks(tmp_path):
         jwks_broker.wait_for_log("The JWT is not signed, and a signature is required")
     finally:
         jwks_broker.stop()
+
+
+# -- refused at start ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "SASL mechanism GSSAPI is not served by eosbroker"),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": ""},
+     "Could not find a 'sasl_plaintext.KafkaServer' or 'KafkaServer' entry in the JAAS configuration"),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "x.Y required user_a=\"b\""},
+     "JAAS config entry not terminated by semi-colon"),
+    ({"principal.builder.class": "com.example.Builder"},
+     "principal.builder.class: eosbroker builds principals as Kafka's "
+     "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder does"),
+])
+def test_sasl_settings_that_cannot_be_served_are_refused_at_start(tmp_path, overrides, message):
+    import subprocess
+    import sys
+
+    from tests.sasl_broker import sasl_settings
+
+    settings = {**sasl_settings(), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT", **overrides}
+    args = [a for k, v in settings.items() if v != "" for a in ("--override", f"{k}={v}")]
+    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_a_bad_scram_user_is_refused_at_start(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+                           "--scram", "SCRAM-SHA-1=[name=a,password=b]"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "the mechanism must be one of SCRAM-SHA-256, SCRAM-SHA-512" in proc.stderr
