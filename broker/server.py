@@ -173,7 +173,7 @@ class Server:
         self.host, self.port = self.binds[0].host, self.binds[0].port
         self.connections: dict[int, Connection] = {}
         self.limits = ConnectionLimits(broker.config)
-        self.sasl = getattr(broker, "sasl_listeners", {})  # listener name -> ListenerSasl, for SASL listeners
+        self.sasl = broker.sasl_listeners  # listener name -> ListenerSasl, for the SASL listeners
         self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
         self._halted: list[asyncio.Task] = []  # processors ``halt`` cancelled, for ``stop`` to wait for
