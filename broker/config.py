@@ -256,6 +256,7 @@ SASL_SETTINGS = frozenset({
     "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size", "principal.builder.class",
     "sasl.server.callback.handler.class", "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.mechanism.inter.broker.protocol",
 })
 
 
@@ -399,9 +400,16 @@ class BrokerConfig:
 
         try:
             check_principal_builder(self.kafka_values)
-            return {name: listener_sasl(self.kafka_values, name, credentials) for name in sasl}
+            out = {name: listener_sasl(self.kafka_values, name, credentials) for name in sasl}
         except SaslConfigError as e:
             raise ConfigError(str(e)) from None
+        inter_broker = out.get(plan.inter_broker)
+        if inter_broker is not None:  # KafkaConfig's check, though the nodes here talk in process
+            mechanism = self.kafka_values.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip()
+            if mechanism not in inter_broker.mechanisms:
+                raise ConfigError("requirement failed: sasl.mechanism.inter.broker.protocol must be included in "
+                                  "sasl.enabled.mechanisms when SASL is used for inter-broker communication")
+        return out
 
     def parse(self, key: str, raw: Any) -> Any:
         """The typed value of a setting, or ConfigError."""

@@ -442,6 +442,9 @@ def test_signed_tokens_against_a_jwks(tmp_path):
      "Could not find a 'sasl_plaintext.KafkaServer' or 'KafkaServer' entry in the JAAS configuration"),
     ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "x.Y required user_a=\"b\""},
      "JAAS config entry not terminated by semi-colon"),
+    ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+     "requirement failed: sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when "
+     "SASL is used for inter-broker communication"),
     ({"principal.builder.class": "com.example.Builder"},
      "principal.builder.class: eosbroker builds principals as Kafka's "
      "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder does"),
