@@ -26,7 +26,7 @@ from broker.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
-from broker.security.sasl_errors import SaslFailure
+from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
@@ -310,6 +310,9 @@ class Server:
                 except SaslFailure as e:
                     await self._authentication_failed(conn, e)
                     return
+                except SessionExpired as e:
+                    log.info("closing connection %s: %s", conn.describe(), e)
+                    return
                 except Exception:
                     log.exception("closing connection %s from %s: unexpected error handling a request",
                                   conn.id, conn.peer)
@@ -372,8 +375,8 @@ class Server:
             if not sasl.authenticating:
                 now = broker.clock.monotonic()
                 if not (api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now)) and sasl.expired(now):
-                    raise ProtocolViolation("its SASL session expired and it did not re-authenticate "
-                                            "(connections.max.reauth.ms, or the token's expiry)")
+                    raise SessionExpired("its SASL session expired and it did not re-authenticate "
+                                         "(connections.max.reauth.ms, or the token's expiry)")
             if sasl.authenticating:
                 return await self._authenticating(sasl, frame, header, pos, conn)
         route = self._routes.get((api_key << 16) | (version & 0xFFFF))

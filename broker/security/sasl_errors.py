@@ -25,3 +25,9 @@ class SaslFailure(Exception):
         self.answer = answer
         self.error_code = error_code  # for an error answer to a request other than SaslAuthenticate
         self.frame: bytes | None = None  # the answer, encoded by the server
+
+
+class SessionExpired(Exception):
+    """A request on a connection whose SASL session ended without a re-authentication
+    (KIP-368): the connection is closed, unanswered, as Kafka closes it (a client without
+    re-authentication support then reconnects and logs in again)."""
