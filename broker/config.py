@@ -185,6 +185,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("authorizer.class.name", _str, "",
                 doc="Any value turns the ACL authorizer on (Kafka names StandardAuthorizer here)."),
         Setting("super.users", _str, "", doc="Principals that pass every ACL check, separated by ';'."),
+        Setting("scram.users", _str, "",
+                doc="SCRAM users created or replaced at start, written as kafka-storage format --add-scram takes "
+                    "them (SCRAM-SHA-512=[name=alice,password=alice-secret]), separated by ';'; also serve --scram."),
         Setting("allow.everyone.if.no.acl.found", _bool, False),
         Setting("emulate.fault.hold.txn.markers", _bool, False,
                 doc="Fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers."),

@@ -510,3 +510,20 @@ def test_python_clients_across_session_lifetimes(reauth_broker, client):
         assert "re-authenticated as User:bob with SCRAM-SHA-512" in log
     else:
         assert "(User:admin): its SASL session expired and it did not re-authenticate" in log
+
+
+def test_scram_users_from_the_setting_log_in(tmp_path):
+    # the users of the scram.users setting (KAFKA_SCRAM_USERS in a compose file) beside --scram's
+    carol = SaslBroker(tmp_path, **{"scram.users": "SCRAM-SHA-512=[name=carol,password=carol-secret];"
+                                                   "SCRAM-SHA-256=[name=dave,password=dave-secret]"})
+    try:
+        settings = {**confluent_settings(carol.bootstrap, "SCRAM-SHA-512", "alice"), "sasl.username": "carol",
+                    "sasl.password": "carol-secret"}
+        assert TOPIC not in AdminClient(settings).list_topics(timeout=20).topics
+        carol.wait_for_log("authenticated as User:carol with SCRAM-SHA-512")
+        alice = AdminClient(confluent_settings(carol.bootstrap, "SCRAM-SHA-512", "alice"))  # --scram's, too
+        dave = alice.describe_user_scram_credentials(["dave"])["dave"].result(20)
+        assert [(i.mechanism.name, i.iterations) for i in dave.scram_credential_infos] == [("SCRAM_SHA_256", 4096)]
+        carol.wait_for_log("authenticated as User:alice with SCRAM-SHA-512")
+    finally:
+        carol.stop()
