@@ -433,7 +433,7 @@ class Server:
         the exchange's own requests are answered, anything else ends the connection."""
         api_key, version = header.api_key, header.api_version
         try:
-            sasl.admit(api_key, api_name(api_key) if api_key in HANDLERS else str(api_key))
+            sasl.admit(api_key, _enum_name(api_key))
         except SaslFailure as failure:
             if failure.error_code is not None:  # answered with the error, in the request's own shape
                 from broker.fault_answers import error_answer
@@ -822,6 +822,14 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             finally:
                 self._waiter = None
         return self.next_frame()
+
+
+def _enum_name(api_key: int) -> str:
+    """An API as Kafka's ApiKeys enum names it in messages: METADATA, INIT_PRODUCER_ID."""
+    import re
+
+    name = api_name(api_key)
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper() if not name.startswith("api-") else name
 
 
 def _bound_socket(host: str, port: int) -> socket.socket | None:

@@ -278,7 +278,7 @@ def test_bad_logins_end_only_their_own_connection(broker):
 
     raw = RawConnection(broker.port)  # a request before authentication: closed unanswered
     assert raw.request(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}) is None
-    broker.wait_for_log("Unexpected Kafka request of type Metadata during SASL handshake.")
+    broker.wait_for_log("Unexpected Kafka request of type METADATA during SASL handshake.")
 
     raw = RawConnection(broker.port)  # after a v0 handshake a bare PLAIN token, refused
     _handshake(raw, "PLAIN", version=0)
