@@ -314,8 +314,7 @@ class Server:
                     log.info("closing connection %s: %s", conn.describe(), e)
                     return
                 except Exception:
-                    log.exception("closing connection %s from %s: unexpected error handling a request",
-                                  conn.id, conn.peer)
+                    log.exception("closing connection %s: unexpected error handling a request", conn.describe())
                     return
                 if conn.sasl is not None:
                     reading.limit_frames(conn.sasl.authenticating)
