@@ -439,10 +439,14 @@ class Server:
 
                 try:
                     route, request = self._decoded(header, frame, pos)
-                    failure.frame = route.answer(header.correlation_id,
-                                                 error_answer(api_key, version, request, failure.error_code))
-                except (ProtocolViolation, FrameError, messages.DecodeError):
-                    pass  # unanswerable: closed all the same
+                except ProtocolViolation:
+                    raise failure from None  # unanswerable: closed all the same
+                if route.__class__ is bytes:
+                    raise failure
+                answer = error_answer(api_key, version, request, failure.error_code)
+                if answer is not None:
+                    failure.frame = encode_response_frame(header.correlation_id, route.flexible_response,
+                                                          messages.encode(answer))
             raise
         try:
             route, request = self._decoded(header, frame, pos)

@@ -89,7 +89,7 @@ def corpus() -> list[bytes]:
 
 def sasl_corpus() -> tuple[list[bytes], list[bytes]]:
     """(handshakes, tokens): valid frames (without their size prefix) of a login's steps;
-    the tokens also bare, as they travel after a v0 handshake."""
+    the tokens also bare, as they travel after a v0 handshake, and requests out of place."""
     from tests.sasl_broker import MECHANISMS, token_for
     from tests.sasl_tokens import ScramClient, oauthbearer, plain
 
@@ -100,7 +100,11 @@ def sasl_corpus() -> tuple[list[bytes], list[bytes]]:
     tokens = [plain("alice", "alice-secret"), ScramClient("SCRAM-SHA-512", "alice", "x").first(),
               oauthbearer(token_for("alice")), b"\x01"]
     handshakes = [frame(17, v, {"mechanism": m}) for v in (0, 1) for m in MECHANISMS]
-    return handshakes, [frame(36, v, {"auth_bytes": t}) for v in (0, 1, 2) for t in tokens] + tokens
+    # requests that have no place in a login (answered ILLEGAL_SASL_STATE or closed)
+    strays = [frame(18, 3, {"client_software_name": "fuzz", "client_software_version": "1"}),
+              frame(3, 12, {"topics": None}), frame(10, 4, {"key_type": 1, "coordinator_keys": ["fuzz-tx"]}),
+              frame(0, 9, _templates()[0])]
+    return handshakes, [frame(36, v, {"auth_bytes": t}) for v in (0, 1, 2) for t in tokens] + tokens + strays
 
 
 def mutate(rng: random.Random, frame: bytes) -> bytes:

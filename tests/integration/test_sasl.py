@@ -527,3 +527,13 @@ def test_scram_users_from_the_setting_log_in(tmp_path):
         carol.wait_for_log("authenticated as User:alice with SCRAM-SHA-512")
     finally:
         carol.stop()
+
+
+def test_a_request_in_mid_exchange_is_answered_illegal_sasl_state_then_closed(broker):
+    raw = RawConnection(broker.port)
+    _handshake(raw, "SCRAM-SHA-512")
+    answer = raw.request(10, 4, {"key_type": 1, "coordinator_keys": ["t-x"]})  # FindCoordinator, not a token
+    assert [c.error_code for c in answer.coordinators] == [34]
+    assert raw.closed()
+    raw.close()
+    broker.wait_for_log("Unexpected Kafka request of type FIND_COORDINATOR during SASL authentication.")
