@@ -63,6 +63,7 @@ class Broker:
         self.replication = Replication(self)
         # Each listener on consecutive ports; port 0 lets every node pick free ones.
         self.listeners = config.listener_plan(host, port)
+        self.tls = config.tls_listeners(self.listeners)  # TLS contexts of the SSL listeners, by name
         self.nodes = [BrokerNode(self, info, self.listeners.binds(i), i) for i, info in enumerate(self.cluster.nodes)]
         self.cluster.replicas.listeners.append(self._leader_changed)
         self._tasks: list[asyncio.Task] = []

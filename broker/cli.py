@@ -192,7 +192,8 @@ def _serve_command(argv: list[str]) -> None:
         if "listeners" in config.explicit and _host_or_port_given(argv):
             raise ConfigError("--host/--port are the short form of listeners=PLAINTEXT://HOST:PORT; "
                               "give either them or the listeners setting")
-        config.listener_plan(args.host, args.port)  # refused here, with Kafka's message, before anything starts
+        # refused here, with Kafka's message, before anything starts
+        config.tls_listeners(config.listener_plan(args.host, args.port))
     except (ConfigError, OSError) as e:
         serve_parser().error(str(e))
     admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token)

@@ -12,6 +12,7 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import socket
@@ -25,6 +26,7 @@ from broker.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
+from broker.security.principal_mapping import PrincipalMappingError
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
@@ -170,9 +172,17 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
+            tls_listeners = getattr(self.broker, "tls", {})
+            if tls_listeners:  # the ssl module only where a listener needs it
+                from broker.security.tls import server_protocol
             for i, bind in enumerate(self.binds):
-                def reader(name=bind.name):
-                    return _RequestReader(self, name)
+                tls = tls_listeners.get(bind.name)
+
+                def reader(name=bind.name, tls=tls):
+                    if tls is None:
+                        return _RequestReader(self, name)
+                    return server_protocol(loop, _RequestReader(self, name, tls), tls,
+                                           functools.partial(self._handshake_failed, name))
                 sock = _bound_socket(bind.host, bind.port)
                 if sock is None:  # a name, or "" for every interface: the loop resolves it
                     server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
@@ -186,6 +196,12 @@ class Server:
             self._servers = []
             raise
         self.host, self.port = self.binds[0].host, self.binds[0].port
+
+    def _handshake_failed(self, listener: str, peer: str, error: BaseException) -> None:
+        from broker.security.tls import handshake_failure_reason
+
+        log.info("node %d: failed authentication with %s on listener %s (SSL handshake failed: %s)",
+                 self.node_id, peer, listener, handshake_failure_reason(error))
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -453,10 +469,12 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     not be lost), but a parked or long-polling one is not waited for beyond a grace
     period."""
 
-    def __init__(self, server: Server, listener: str) -> None:
+    def __init__(self, server: Server, listener: str, tls=None) -> None:
         super().__init__()
         self.server = server
         self.listener = listener
+        self.tls = tls  # broker.security.tls.TlsListener on an SSL listener: reached after the handshake
+        self._principal = "User:ANONYMOUS"
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: Connection | None = None
@@ -489,6 +507,15 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self._ip = peername[0] if peername else "?"
+        if self.tls is not None:
+            try:
+                self._principal = self.tls.principal(transport.get_extra_info("ssl_object"))
+            except PrincipalMappingError as e:  # Kafka closes it: the principal cannot be built
+                log.warning("closing connection from %s on listener %s: failed to map the client certificate's "
+                            "name based on ssl.principal.mapping.rules: %s", self._peer, self.listener, e)
+                self._done = True
+                transport.close()
+                return
         exceeded = server.limits.admit(self._ip)
         if exceeded is not None:
             log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
@@ -522,7 +549,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._end()
-        return True  # keep the transport open: answers to requests already read still go out
+        # keep the transport open: answers to requests already read still go out (TLS
+        # cannot: its close_notify ends both directions)
+        return self.tls is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -569,7 +598,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         loop = asyncio.get_running_loop()
         writer = asyncio.StreamWriter(self.transport, self, None, loop)
         self.conn = Connection(next(server._ids), self._peer, server.node_id, server.broker.clock.monotonic(), writer,
-                               listener=self.listener)
+                               listener=self.listener, principal=self._principal)
         server.connections[self.conn.id] = self.conn
         config = server.broker.config
         self._decoder = FrameDecoder(config["socket.request.max.bytes"])
