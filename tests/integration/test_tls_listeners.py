@@ -1,0 +1,362 @@
+"""SSL listeners with real clients over real TCP: confluent-kafka, kafka-python and
+aiokafka, over TLS (a PEM key store given as values) and mTLS (PKCS12 stores, client
+certificates required), each committing a transaction and reading it back
+read_committed, on 1 and 3 nodes; ACLs naming the certificate's mapped principal; and
+bad input on the TLS and plaintext ports, each closed with a log line while the
+connections already open carry on."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from broker.security.certs import write_certificates
+from broker.testing.helpers import HOST, free_port_block, wait_until
+
+MAPPING = "RULE:^CN=([^,]*),OU=clients,.*$/$1/,DEFAULT"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return write_certificates(tmp_path_factory.mktemp("certs"), clients=("alice", "bob", "admin"))
+
+
+@pytest.fixture(scope="module")
+def stranger(tmp_path_factory):
+    """A client certificate signed by another CA."""
+    return write_certificates(tmp_path_factory.mktemp("stranger"), clients=("mallory",))
+
+
+class TlsBroker:
+    """eosbroker with three listeners: PLAINTEXT, SSL (server certificate only, PEM values)
+    and MTLS (protocol SSL, client certificates required, PKCS12), the inter-broker
+    listener; with N nodes each listener has N consecutive ports."""
+
+    def __init__(self, data_dir: Path, certs, nodes: int = 1, settings: dict[str, str] | None = None) -> None:
+        first = free_port_block(3 * nodes)
+        self.ports = {"PLAINTEXT": first, "SSL": first + nodes, "MTLS": first + 2 * nodes}
+        overrides = {
+            "listeners": ",".join(f"{name}://{HOST}:{port}" for name, port in self.ports.items()),
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            "inter.broker.listener.name": "MTLS",
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.key": certs.key().read_text(),
+            "listener.name.ssl.ssl.keystore.certificate.chain": certs.cert().read_text(),
+            **certs.broker_settings("MTLS", "PKCS12", "required"),
+            "ssl.principal.mapping.rules": MAPPING,
+            "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
+            **(settings or {}),
+        }
+        args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data_dir), "--nodes", str(nodes)]
+        for key, value in overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, text=True)
+        lines = [self.proc.stdout.readline() for _ in range(nodes)]
+        if not all("listening on" in line for line in lines):
+            self.stop()
+            raise AssertionError(f"broker did not start: {lines}\n{self.log()}")
+
+    def bootstrap(self, listener: str) -> str:
+        return f"{HOST}:{self.ports[listener]}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self._log.close()
+
+
+@pytest.fixture(scope="module", params=[1, 3], ids=["1-node", "3-nodes"])
+def tls_broker(request, tmp_path_factory, certs):
+    broker = TlsBroker(tmp_path_factory.mktemp("tls") / "data", certs, nodes=request.param)
+    yield broker
+    broker.stop()
+
+
+def _names() -> tuple[str, str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return f"orders-{tag}", f"t-{tag}", f"g-{tag}"
+
+
+def _confluent_read_committed(bootstrap: str, settings: dict, topic: str, group: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, **settings, "group.id": group,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = []
+    try:
+        for _ in range(120):
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+                if len(got) == count:
+                    break
+    finally:
+        consumer.close()
+    return got
+
+
+def test_confluent_kafka_transaction_over_mtls_read_back_over_tls(tls_broker, certs):
+    topic, tid, group = _names()
+    producer = Producer({"bootstrap.servers": tls_broker.bootstrap("MTLS"), **certs.confluent_kafka("alice"),
+                         "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted")
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, f"v{i}".encode())
+    producer.commit_transaction(30)
+    got = _confluent_read_committed(tls_broker.bootstrap("SSL"), certs.confluent_kafka(), topic, group, 3)
+    assert got == [b"v0", b"v1", b"v2"]
+
+
+def test_kafka_python_transaction_over_mtls_read_back_over_tls(tls_broker, certs):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic, tid, group = _names()
+    producer = KafkaProducer(bootstrap_servers=tls_broker.bootstrap("MTLS"), **certs.kafka_python("alice"),
+                             transactional_id=tid)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, f"v{i}".encode())
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=tls_broker.bootstrap("SSL"), **certs.kafka_python(),
+                             group_id=group, auto_offset_reset="earliest", isolation_level="read_committed",
+                             enable_auto_commit=False, consumer_timeout_ms=20000)
+    try:
+        got = []
+        for record in consumer:
+            got.append(record.value)
+            if len(got) == 3:
+                break
+    finally:
+        consumer.close()
+    assert got == [b"v0", b"v1", b"v2"]
+
+
+async def test_aiokafka_transaction_over_mtls_read_back_over_tls(tls_broker, certs):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic, tid, group = _names()
+    producer = AIOKafkaProducer(bootstrap_servers=tls_broker.bootstrap("MTLS"), **certs.aiokafka("alice"),
+                                transactional_id=tid)
+    await producer.start()
+    try:
+        async with producer.transaction():
+            for i in range(3):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=tls_broker.bootstrap("SSL"), **certs.aiokafka(),
+                                group_id=group, auto_offset_reset="earliest", isolation_level="read_committed",
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        got = []
+        async with asyncio.timeout(30):
+            while len(got) < 3:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += [r.value for r in records]
+    finally:
+        await consumer.stop()
+    assert got == [b"v0", b"v1", b"v2"]
+
+
+# ---- ACLs by the certificate's mapped principal ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory, certs):
+    """One node, the authorizer on, User:admin (the admin certificate, mapped) a super user;
+    alice may write transactional ids t-* and the topic orders, bob may only read it."""
+    broker = TlsBroker(tmp_path_factory.mktemp("acl") / "data", certs, settings={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap("MTLS"), **certs.confluent_kafka("admin")})
+
+    def allow(principal, kind, name, operation, pattern_type=ResourcePatternType.LITERAL):
+        return AclBinding(kind, name, pattern_type, principal, "*", operation, AclPermissionType.ALLOW)
+
+    bindings = [allow("User:alice", ResourceType.TRANSACTIONAL_ID, "t-", AclOperation.WRITE, ResourcePatternType.PREFIXED),
+                allow("User:alice", ResourceType.TRANSACTIONAL_ID, "t-", AclOperation.DESCRIBE,
+                      ResourcePatternType.PREFIXED),
+                allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.WRITE),
+                allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.DESCRIBE),
+                allow("User:bob", ResourceType.TOPIC, "orders", AclOperation.READ),
+                allow("User:bob", ResourceType.TOPIC, "orders", AclOperation.DESCRIBE),
+                allow("User:bob", ResourceType.GROUP, "bob-", AclOperation.READ, ResourcePatternType.PREFIXED)]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+    from confluent_kafka.admin import NewTopic
+
+    for future in admin.create_topics([NewTopic("orders", 1, 1)]).values():
+        future.result(30)
+    yield broker
+    broker.stop()
+
+
+def test_acls_name_the_certificates_mapped_principal(acl_broker, certs):
+    admin = AdminClient({"bootstrap.servers": acl_broker.bootstrap("MTLS"), **certs.confluent_kafka("admin")})
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                     AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    assert {b.principal for b in described} == {"User:alice", "User:bob"}
+
+    alice = Producer({"bootstrap.servers": acl_broker.bootstrap("MTLS"), **certs.confluent_kafka("alice"),
+                      "transactional.id": "t-alice"})
+    alice.init_transactions(30)
+    alice.begin_transaction()
+    alice.produce("orders", b"from alice")
+    alice.commit_transaction(30)
+
+    # bob's certificate maps to User:bob: no transactional id, no write
+    bob = Producer({"bootstrap.servers": acl_broker.bootstrap("MTLS"), **certs.confluent_kafka("bob"),
+                    "transactional.id": "t-bob"})
+    with pytest.raises(KafkaException) as denied:
+        bob.init_transactions(30)
+    assert denied.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    errors = []
+    writer = Producer({"bootstrap.servers": acl_broker.bootstrap("MTLS"), **certs.confluent_kafka("bob"),
+                       "enable.idempotence": False, "acks": "all",
+                       "error_cb": lambda e: errors.append(e.code())})
+    delivered = []
+    writer.produce("orders", b"from bob", on_delivery=lambda err, msg: delivered.append(err and err.code()))
+    writer.flush(30)
+    assert delivered == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    got = _confluent_read_committed(acl_broker.bootstrap("MTLS"), certs.confluent_kafka("bob"), "orders",
+                                    "bob-readers", 1)
+    assert got == [b"from alice"]
+
+    # the same client without a certificate, on the TLS-only listener, is User:ANONYMOUS: nothing
+    anonymous = Producer({"bootstrap.servers": acl_broker.bootstrap("SSL"), **certs.confluent_kafka(),
+                          "transactional.id": "t-anon"})
+    with pytest.raises(KafkaException) as denied:
+        anonymous.init_transactions(30)
+    assert denied.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+# ---- bad input --------------------------------------------------------------------------
+
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, -1)  # header v1: api key, version, correlation, no client id
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    sock.settimeout(30)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory, certs):
+    broker = TlsBroker(tmp_path_factory.mktemp("bad") / "data", certs)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def open_session(one_node, certs):
+    """An mTLS transaction begun before the bad input: it must commit after it."""
+    topic, tid, group = _names()
+    producer = Producer({"bootstrap.servers": one_node.bootstrap("MTLS"), **certs.confluent_kafka("alice"),
+                         "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"before")
+    producer.flush(30)
+    yield  # (the producer stays here: the client-leak check wants no other reference)
+    producer.produce(topic, b"after")
+    producer.commit_transaction(30)
+    del producer
+    got = _confluent_read_committed(one_node.bootstrap("SSL"), certs.confluent_kafka(), topic, group, 2)
+    assert got == [b"before", b"after"]
+
+
+def _log_grows(broker: TlsBroker, text: str, before: int) -> None:
+    wait_until(lambda: text in broker.log()[before:], timeout=20, message=f"log line {text!r}")
+
+
+def test_plaintext_client_on_a_tls_port_is_closed(one_node, open_session):
+    before = len(one_node.log())
+    with socket.create_connection((HOST, one_node.ports["SSL"])) as sock:
+        sock.sendall(_frame(API_VERSIONS_V0))
+        answer = _read_until_closed(sock)
+    assert not answer.startswith(struct.pack(">i", 14)[:2])  # no Kafka response: at most a TLS alert
+    _log_grows(one_node, "(SSL handshake failed", before)
+
+
+def test_garbage_instead_of_a_client_hello_is_closed(one_node, open_session):
+    before = len(one_node.log())
+    with socket.create_connection((HOST, one_node.ports["MTLS"])) as sock:
+        sock.sendall(bytes(range(256)) * 8)
+        _read_until_closed(sock)
+    _log_grows(one_node, "on listener MTLS (SSL handshake failed", before)
+
+
+def test_tls_client_on_a_plaintext_port_is_closed(one_node, open_session, certs):
+    before = len(one_node.log())
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    with socket.create_connection((HOST, one_node.ports["PLAINTEXT"])) as raw:
+        # the ClientHello's first bytes read as a frame size far over socket.request.max.bytes
+        with pytest.raises((ssl.SSLError, ConnectionError, socket.timeout, OSError)):
+            raw.settimeout(30)
+            context.wrap_socket(raw, server_hostname="localhost")
+    _log_grows(one_node, "exceeds socket.request.max.bytes", before)
+
+
+@pytest.mark.parametrize("client", [None, "mallory"], ids=["no-certificate", "another-ca"])
+def test_client_certificate_missing_or_not_signed_by_the_ca_is_refused(one_node, open_session, certs, stranger,
+                                                                       client):
+    before = len(one_node.log())
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if client:
+        context.load_cert_chain(stranger.cert(client), stranger.key(client))
+    with socket.create_connection((HOST, one_node.ports["MTLS"])) as raw:
+        raw.settimeout(30)
+        # TLS 1.3: the client's side of the handshake ends before the broker checks its
+        # certificate; the refusal meets its first read
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(_frame(API_VERSIONS_V0))
+                if not tls.recv(4):
+                    raise ConnectionResetError("closed without an answer")
+    reason = "certificate verify failed" if client else "peer did not return a certificate"
+    _log_grows(one_node, f"on listener MTLS (SSL handshake failed: {reason}", before)
