@@ -468,7 +468,8 @@ ENV_PREFIXES = ("KAFKA_", "EOSBROKER_")  # the later prefix wins when both name 
 # EOSBROKER_ variables that are not settings: serve's options, the tools' and the tests'.
 OTHER_EOSBROKER_VARIABLES = frozenset({
     "EOSBROKER_HOST", "EOSBROKER_PORT", "EOSBROKER_DATA_DIR", "EOSBROKER_NODES", "EOSBROKER_ADMIN_PORT",
-    "EOSBROKER_ADMIN_TOKEN", "EOSBROKER_ADMIN",  # the control API's address, for `eosbroker ctl`
+    "EOSBROKER_ADMIN_TOKEN", "EOSBROKER_ADMIN_TLS_CERT", "EOSBROKER_ADMIN_TLS_KEY",
+    "EOSBROKER_ADMIN", "EOSBROKER_ADMIN_CA",  # the control API's address and CA, for `eosbroker ctl`
     "EOSBROKER_CHECK_FIELDS", "EOSBROKER_FUZZ_SCALE", "EOSBROKER_REFERENCE_HEAP",  # the test suite's
 })
 

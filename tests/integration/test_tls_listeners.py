@@ -360,3 +360,39 @@ def test_client_certificate_missing_or_not_signed_by_the_ca_is_refused(one_node,
                     raise ConnectionResetError("closed without an answer")
     reason = "certificate verify failed" if client else "peer did not return a certificate"
     _log_grows(one_node, f"on listener MTLS (SSL handshake failed: {reason}", before)
+
+
+# ---- the control API and console over HTTPS -----------------------------------------
+
+
+def test_control_api_and_console_over_https(tmp_path, certs):
+    import urllib.error
+    import urllib.request
+
+    from broker.admin.client import ControlClient
+    from broker.testing import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "data", admin=True, extra_args=[
+        "--admin-tls-cert", str(certs.cert()), "--admin-tls-key", str(certs.key())]).start()
+    try:
+        url = f"https://{HOST}:{broker.admin_port}"
+        assert ControlClient(url, ca=str(certs.ca)).call("cluster")["nodes"][0]["node_id"] == 1
+        page = urllib.request.urlopen(url + "/", context=ssl.create_default_context(cafile=str(certs.ca)), timeout=30)
+        assert b"<html" in page.read().lower()
+        ctl = subprocess.run([sys.executable, "-m", "broker.cli", "ctl", "--admin", url, "--ca", str(certs.ca),
+                              "--json", "cluster"], capture_output=True, text=True, timeout=60)
+        assert ctl.returncode == 0 and '"node_id": 1' in ctl.stdout, ctl.stderr
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP gets no answer
+            urllib.request.urlopen(f"http://{HOST}:{broker.admin_port}/", timeout=30).read()
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            ControlClient(url).call("cluster")  # the development CA is not the system's
+    finally:
+        broker.stop()
+
+
+def test_control_api_tls_options_refused_alone(tmp_path, certs):
+    served = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+                             "--port", "0", "--admin-port", "0", "--admin-tls-cert", str(certs.cert())],
+                            capture_output=True, text=True, timeout=60)
+    assert served.returncode == 2
+    assert "--admin-tls-cert and --admin-tls-key go together, with --admin-port" in served.stderr
