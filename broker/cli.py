@@ -104,6 +104,9 @@ def _serve_options(env) -> list[tuple[str, dict]]:
                                        "chain (e.g. eosbroker certs' broker.crt; env EOSBROKER_ADMIN_TLS_CERT)")),
         ("--admin-tls-key", dict(type=_existing_file, default=env.get("EOSBROKER_ADMIN_TLS_KEY"),
                                  help="its PEM private key (broker.key; env EOSBROKER_ADMIN_TLS_KEY)")),
+        ("--scram", dict(dest="scram_users", action="append", default=[], metavar="MECHANISM=[name=..,password=..]",
+                         help="create or replace a SCRAM user at start, as kafka-storage format --add-scram writes "
+                              "it, e.g. SCRAM-SHA-512=[name=alice,password=alice-secret]; repeatable")),
         ("--scenario", dict(dest="scenario_name", metavar="NAME|FILE", default=None,
                             help="run a scenario: a catalogue name (eosbroker scenarios) or a TOML file; its settings and "
                                  "node count win over the others")),
@@ -197,9 +200,18 @@ def _serve_command(argv: list[str]) -> None:
         if "listeners" in config.explicit and _host_or_port_given(argv):
             raise ConfigError("--host/--port are the short form of listeners=PLAINTEXT://HOST:PORT; "
                               "give either them or the listeners setting")
-        # refused here, with Kafka's message, before anything starts
-        config.tls_listeners(config.listener_plan(args.host, args.port))
+        plan = config.listener_plan(args.host, args.port)  # refused here, with Kafka's message, before anything starts
+        config.tls_listeners(plan)
+        config.sasl_listeners(plan, None)
         admin_tls = _admin_tls(args)
+        scram_users = []
+        if args.scram_users:
+            from broker.security.scram_users import ScramUserError, parse_scram_user
+
+            try:
+                scram_users = [parse_scram_user(text) for text in args.scram_users]
+            except ScramUserError as e:
+                raise ConfigError(str(e)) from None
     except (ConfigError, OSError) as e:
         serve_parser().error(str(e))
     admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token, admin_tls)
@@ -209,7 +221,7 @@ def _serve_command(argv: list[str]) -> None:
         uvloop = None
     runner = uvloop.run if uvloop is not None else asyncio.run
     try:
-        runner(_serve(config, args.data_dir, args.host, args.port, admin, scenario))
+        runner(_serve(config, args.data_dir, args.host, args.port, admin, scenario, scram_users))
     except CommandError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -282,7 +294,8 @@ def _without_hypothesis() -> None:
         sys.modules.setdefault("hypothesis", None)  # None: `import hypothesis` raises ImportError
 
 
-async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin, scenario=None) -> None:
+async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin, scenario=None,
+                 scram_users=()) -> None:
     from broker.app import Broker
     from broker.storage.data_dir_lock import DataDirError, unusable
 
@@ -298,6 +311,8 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
         raise CommandError(str(e)) from None
     except OSError as e:  # a file or directory under it
         raise CommandError(unusable(data_dir, e)) from None
+    if scram_users:  # before the first client can log in
+        broker.scram_credentials.apply([], list(scram_users))
     try:
         await broker.start()
     except OSError as e:  # a socket's error names no file

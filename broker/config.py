@@ -226,7 +226,7 @@ _COARSER_UNITS = {
 
 def settings_in_effect() -> frozenset[str]:
     """Kafka's names outside SETTINGS that change something here."""
-    return LISTENER_SETTINGS.union(TLS_SETTINGS, *_COARSER_UNITS.values())
+    return LISTENER_SETTINGS.union(TLS_SETTINGS, SASL_SETTINGS, *_COARSER_UNITS.values())
 
 
 class ConfigError(ValueError):
@@ -266,6 +266,15 @@ def _unprefixed(key: str) -> str:
     return key
 
 
+# Kafka's SASL settings (also under a listener and mechanism prefix): read by
+# broker.security.sasl_settings for each SASL listener
+SASL_SETTINGS = frozenset({
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms",
+    "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size", "principal.builder.class",
+    "sasl.server.callback.handler.class",
+})
+
+
 def kafka_names():
     from broker.kafka_settings import KAFKA_BROKER_SETTINGS  # only when a name is not one of SETTINGS
 
@@ -278,6 +287,16 @@ def unknown_setting(name: str) -> str:
     return f"unknown setting {name!r}" + (f"; did you mean {suggestion!r}?" if suggestion else "")
 
 
+def _sasl_in_effect(key: str) -> bool:
+    """A SASL setting read for some listener: under its listener (and mechanism) prefix,
+    or bare; a bare sasl.jaas.config is ignored, as Kafka's broker ignores it."""
+    from broker.kafka_settings import kafka_setting
+
+    name = kafka_setting_name(key)
+    setting = kafka_setting(name) if name is not None else None
+    return setting is not None and setting.name in SASL_SETTINGS and key != "sasl.jaas.config"
+
+
 def kafka_setting_name(key: str) -> str | None:
     """The Kafka setting ``key`` names (itself, or through ``listener.name.<listener>.``,
     also with a SASL mechanism: ``listener.name.<l>.<mechanism>.sasl.jaas.config``), or None."""
@@ -288,7 +307,8 @@ def kafka_setting_name(key: str) -> str | None:
     if key.startswith(LISTENER_PREFIX):
         listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
         mechanism, _, sasl_name = rest.partition(".")
-        if listener and mechanism and sasl_name.startswith("sasl.") and kafka_setting(sasl_name) is not None:
+        if (listener and mechanism and (sasl_name.startswith("sasl.") or sasl_name == "connections.max.reauth.ms")
+                and kafka_setting(sasl_name) is not None):
             return sasl_name
     return None
 
@@ -384,7 +404,7 @@ class BrokerConfig:
                 return key[len("listener.name."):].partition(".")[0].upper() in tls_names
             return bool(tls_names)
 
-        return sorted(k for k in self.kafka_values if not takes_effect(k))
+        return sorted(k for k in self.kafka_values if not takes_effect(k) and not _sasl_in_effect(k))
 
     def listener_plan(self, host: str = "127.0.0.1", port: int = 9092):
         """The listeners these settings describe (broker.listeners.ListenerPlan);
@@ -406,6 +426,20 @@ class BrokerConfig:
         try:
             return tls_listeners(self.kafka_values, plan)
         except TlsConfigError as e:
+            raise ConfigError(str(e)) from None
+
+    def sasl_listeners(self, plan, credentials) -> dict:
+        """The SASL set-up of each SASL listener the plan serves, by listener name;
+        ConfigError where Kafka would refuse it or eosbroker cannot serve it."""
+        sasl = [e.name for e in plan.served if e.protocol.startswith("SASL_")]
+        if not sasl and "principal.builder.class" not in self.kafka_values:
+            return {}  # the SASL modules load only when some listener needs them
+        from broker.security.sasl_settings import SaslConfigError, check_principal_builder, listener_sasl
+
+        try:
+            check_principal_builder(self.kafka_values)
+            return {name: listener_sasl(self.kafka_values, name, credentials) for name in sasl}
+        except SaslConfigError as e:
             raise ConfigError(str(e)) from None
 
     def parse(self, key: str, raw: Any) -> Any:

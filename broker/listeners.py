@@ -209,12 +209,6 @@ def listener_plan(values: dict[str, str], explicit: set[str], host: str = "127.0
     # Clients reach only the advertised broker listeners; a listener bound but not
     # advertised is served too (Kafka serves it; its Metadata answers omit it).
     served = [e for e in listeners if e.name not in controller_names]
-    not_yet = [e for e in served if e.protocol not in (PLAINTEXT, "SSL")]
-    if not_yet:
-        e = not_yet[0]
-        raise ListenerConfigError(f"listener {e.name} uses {e.protocol}: eosbroker does not serve SASL "
-                                  "listeners yet (only PLAINTEXT and SSL); map it to PLAINTEXT or SSL in "
-                                  "listener.security.protocol.map or remove it")
     ordered = sorted(served, key=lambda e: (e.name != inter_broker, listener_names.index(e.name)))
     # A listener bound but not advertised is served as Kafka serves it: its clients are
     # told of no broker on it (Metadata: LISTENER_NOT_FOUND).

@@ -16,6 +16,7 @@ import functools
 import itertools
 import logging
 import socket
+import struct
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,6 +28,7 @@ from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from broker.security.principal_mapping import PrincipalMappingError
+from broker.security.sasl_errors import SaslFailure
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
@@ -41,6 +43,7 @@ from protocol.framing import (
 log = logging.getLogger(__name__)
 
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
 _WRITE_HIGH_WATER = 1 << 20
 _DRAIN_GRACE_S = 5.0
 # why a connection's reading is paused (any one pauses it)
@@ -65,6 +68,13 @@ class Connection:
     # who the client is, as ACLs, super.users, metrics and log lines see it: set by the
     # listener's TLS client certificate or SASL exchange, else Kafka's anonymous principal
     principal: str = "User:ANONYMOUS"
+    # a SASL listener's authentication (broker.security.sasl.SaslExchange), else None
+    sasl: Any = None
+
+    def describe(self) -> str:
+        """The connection as log lines name it: its id, peer, and principal once known."""
+        anonymous = self.principal == "User:ANONYMOUS"
+        return f"{self.id} from {self.peer}" + ("" if anonymous else f" ({self.principal})")
 
 
 @dataclass(slots=True)
@@ -165,6 +175,7 @@ class Server:
         self.host, self.port = self.binds[0].host, self.binds[0].port
         self.connections: dict[int, Connection] = {}
         self.limits = ConnectionLimits(broker.config)
+        self.sasl = getattr(broker, "sasl_listeners", {})  # listener name -> ListenerSasl, for SASL listeners
         self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
         self._halted: list[asyncio.Task] = []  # processors ``halt`` cancelled, for ``stop`` to wait for
@@ -281,7 +292,7 @@ class Server:
         cutoff = self.broker.clock.monotonic() - max_idle_s
         for conn in list(self.connections.values()):
             if conn.last_active < cutoff:
-                log.info("closing connection %s from %s: idle longer than connections.max.idle.ms", conn.id, conn.peer)
+                log.info("closing connection %s: idle longer than connections.max.idle.ms", conn.describe())
                 conn.writer.close()
 
     async def _process(self, reading: _RequestReader) -> None:
@@ -310,12 +321,17 @@ class Server:
                     finally:
                         limits.release(len(frame))
                 except ProtocolViolation as e:
-                    log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
+                    log.warning("closing connection %s: %s", conn.describe(), e)
+                    return
+                except SaslFailure as e:
+                    await self._authentication_failed(conn, e)
                     return
                 except Exception:
                     log.exception("closing connection %s from %s: unexpected error handling a request",
                                   conn.id, conn.peer)
                     return
+                if conn.sasl is not None:
+                    reading.limit_frames(conn.sasl.authenticating)
                 if out is not None:
                     if not serving.is_set():  # paused while handling: the answer waits too
                         await serving.wait()
@@ -335,16 +351,46 @@ class Server:
         finally:
             reading.finished()
 
+    async def _authentication_failed(self, conn: Connection, failure: SaslFailure) -> None:
+        """Ends a connection whose SASL exchange failed, as Kafka's Selector does: a failed
+        authentication is answered (if at all) and closed after
+        connection.failed.authentication.delay.ms; anything else is closed at once."""
+        if not failure.authentication:
+            log.warning("closing connection %s: %s", conn.describe(), failure)
+            return
+        sasl = conn.sasl
+        log.info("Failed %sauthentication with %s (connection %s): %s", "re-" if sasl.reauthenticating else "",
+                 conn.peer, conn.id, failure)
+        if sasl.failed_delay_s > 0:
+            await self.broker.clock.sleep(sasl.failed_delay_s)
+        if failure.frame is not None:
+            self._send(conn, failure.frame, False)
+
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | bytearray | None:
         broker = self.broker
+        sasl = conn.sasl
+        if sasl is not None and sasl.expects_bare_token:  # after a v0 handshake: a bare token
+            reply = sasl.bare_token(bytes(frame), broker.clock.now_ms(), broker.clock.monotonic())
+            self._authenticated(conn)
+            return struct.pack(">i", len(reply)) + reply
         observer = broker.request_observer
         started = broker.clock.monotonic() if observer is not None else 0.0
         try:
             header, pos = peek_request_header(frame)
         except FrameError as e:
+            if sasl is not None and sasl.authenticating:
+                raise sasl.unparsable(f"bad request header: {e}") from None
             raise ProtocolViolation(f"bad request header: {e}") from None
         api_key = header.api_key
         version = header.api_version
+        if sasl is not None:
+            if not sasl.authenticating:
+                now = broker.clock.monotonic()
+                if not (api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now)) and sasl.expired(now):
+                    raise ProtocolViolation("its SASL session expired and it did not re-authenticate "
+                                            "(connections.max.reauth.ms, or the token's expiry)")
+            if sasl.authenticating:
+                return await self._authenticating(sasl, frame, header, pos, conn)
         route = self._routes.get((api_key << 16) | (version & 0xFFFF))
         if route is None:
             route = self._route(header, frame, pos)
@@ -392,6 +438,71 @@ class Server:
             except Exception:  # metrics never cost a client its answer
                 log.exception("request metrics failed for %s v%d", api_name(header.api_key), version)
         return out
+
+    async def _authenticating(self, sasl, frame: bytes, header: RequestHeader, pos: int,
+                              conn: Connection) -> bytes:
+        """A request on a connection whose SASL exchange is under way: ApiVersions and
+        the exchange's own requests are answered, anything else ends the connection."""
+        api_key, version = header.api_key, header.api_version
+        try:
+            sasl.admit(api_key, api_name(api_key) if api_key in HANDLERS else str(api_key))
+        except SaslFailure as failure:
+            if failure.error_code is not None:  # answered with the error, in the request's own shape
+                from broker.fault_answers import error_answer
+
+                try:
+                    route, request = self._decoded(header, frame, pos)
+                    failure.frame = route.answer(header.correlation_id,
+                                                 error_answer(api_key, version, request, failure.error_code))
+                except (ProtocolViolation, FrameError, messages.DecodeError):
+                    pass  # unanswerable: closed all the same
+            raise
+        try:
+            route, request = self._decoded(header, frame, pos)
+        except ProtocolViolation as e:
+            raise sasl.unparsable(str(e)) from None
+        if route.__class__ is bytes:  # an ApiVersions version it does not know: answered, state unchanged
+            return route
+        clock = self.broker.clock
+        try:
+            if api_key == SASL_HANDSHAKE:
+                result = sasl.handshake(request.mechanism, version)
+            elif api_key == API_VERSIONS:
+                result = await route.handle(RequestContext(self.broker, header, conn), request)
+                sasl.api_versions_answered()
+            else:
+                result = sasl.authenticate(bytes(request.auth_bytes), version, clock.now_ms(), clock.monotonic())
+                self._authenticated(conn)
+        except SaslFailure as failure:
+            if failure.answer is not None:
+                failure.frame = route.answer(header.correlation_id, failure.answer)
+            raise
+        return route.answer(header.correlation_id, result)
+
+    def _decoded(self, header: RequestHeader, frame: bytes, pos: int):
+        """(route, decoded request) of a frame; the route is the refusing answer (bytes)
+        for an ApiVersions version not served. ProtocolViolation if it does not decode."""
+        api_key, version = header.api_key, header.api_version
+        route = self._routes.get((api_key << 16) | (version & 0xFFFF)) or self._route(header, frame, pos)
+        if route.__class__ is bytes:
+            return route, None
+        if route.flexible:
+            try:
+                pos = skip_tagged_fields(frame, pos)
+            except FrameError as e:
+                raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
+        try:
+            return route, route.decode(frame, pos)
+        except messages.DecodeError as e:
+            raise ProtocolViolation(str(e)) from None
+
+    @staticmethod
+    def _authenticated(conn: Connection) -> None:
+        sasl = conn.sasl
+        if not sasl.authenticating and conn.principal != sasl.principal:
+            conn.principal = sasl.principal
+            log.info("connection %s from %s authenticated as %s with %s", conn.id, conn.peer, sasl.principal,
+                     sasl.mechanism)
 
     def _route(self, header: RequestHeader, frame: bytes, pos: int) -> _Route | bytes:
         """The route of a request's API version, made on its first request and kept; for a
@@ -544,7 +655,12 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             self._decoder.feed(data)
             self._cut()
         except FrameError as e:
-            log.warning("closing connection %s from %s: %s", conn.id, conn.peer, e)
+            if conn.sasl is not None and conn.sasl.authenticating:
+                log.info("Failed authentication with %s (connection %s): Failing SASL authentication due to invalid "
+                         "receive size (a frame of %s bytes; sasl.server.max.receive.size=%d)", conn.peer, conn.id,
+                         self._decoder.pending_frame_size(), conn.sasl.settings.max_receive_size)
+            else:
+                log.warning("closing connection %s: %s", conn.describe(), e)
             self._end()
 
     def eof_received(self) -> bool:
@@ -602,12 +718,26 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         server.connections[self.conn.id] = self.conn
         config = server.broker.config
         self._decoder = FrameDecoder(config["socket.request.max.bytes"])
+        sasl = server.sasl.get(self.listener)
+        if sasl is not None:
+            from broker.security.sasl import SaslExchange
+
+            self.conn.sasl = SaslExchange(sasl)
+            self.limit_frames(True)
         self._max_queued = max(1, config["queued.max.requests"])
         self.conn.processor = loop.create_task(server._process(self))
         if self._early:
             early, self._early = self._early, []
             for data in early:
                 self.data_received(data)
+
+    def limit_frames(self, authenticating: bool) -> None:
+        """Before SASL authentication completes, a frame may be at most
+        sasl.server.max.receive.size (a 100 MB "token" is refused before it is read)."""
+        limit = self.server.broker.config["socket.request.max.bytes"]
+        if authenticating:
+            limit = min(limit, self.conn.sasl.settings.max_receive_size)
+        self._decoder.max_frame_size = limit
 
     def _end(self) -> None:
         """Nothing more is read: the processor answers what was read, then closes; a
@@ -667,7 +797,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         try:
             self._cut()
         except FrameError as e:
-            log.warning("closing connection %s from %s: %s", self.conn.id, self.conn.peer, e)
+            log.warning("closing connection %s: %s", self.conn.describe(), e)
             self._end()
             return
         if self.stalled is None:

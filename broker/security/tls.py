@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from broker.security.principal_mapping import PrincipalMapper, PrincipalMappingError
@@ -40,12 +40,14 @@ class TlsListener:
     context: ssl.SSLContext
     client_auth: str
     mapper: PrincipalMapper
+    names_principal: bool = True  # SSL: the certificate names the client; SASL_SSL: the SASL exchange does
 
     def principal(self, ssl_object) -> str:
         """The principal of a connection whose handshake completed: ``User:`` and the
-        mapped subject of its client certificate, or User:ANONYMOUS without one.
-        PrincipalMappingError when no mapping rule applies (Kafka closes the connection)."""
-        der = ssl_object.getpeercert(binary_form=True)
+        mapped subject of its client certificate, or User:ANONYMOUS without one (or on
+        SASL_SSL, until SASL names it). PrincipalMappingError when no mapping rule
+        applies (Kafka closes the connection)."""
+        der = ssl_object.getpeercert(binary_form=True) if self.names_principal else None
         if not der:
             return ANONYMOUS
         from cryptography import x509
@@ -70,7 +72,8 @@ def tls_listeners(values: dict[str, str], plan) -> dict[str, TlsListener]:
         mapper = PrincipalMapper.from_setting(mapper_text)
     except PrincipalMappingError as e:
         raise TlsConfigError(f"Invalid value {mapper_text} for configuration ssl.principal.mapping.rules: {e}") from None
-    return {e.name: server_listener(e.name, listener_settings(values, e.name), mapper)
+    return {e.name: replace(server_listener(e.name, listener_settings(values, e.name), mapper),
+                            names_principal=e.protocol == "SSL")
             for e in plan.served if e.protocol in TLS_PROTOCOLS}
 
 

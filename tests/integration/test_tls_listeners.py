@@ -396,3 +396,67 @@ def test_control_api_tls_options_refused_alone(tmp_path, certs):
                             capture_output=True, text=True, timeout=60)
     assert served.returncode == 2
     assert "--admin-tls-cert and --admin-tls-key go together, with --admin-port" in served.stderr
+
+
+# ---- SASL_SSL: the SASL exchange over the TLS transport ------------------------------
+
+
+def test_sasl_ssl_transaction_and_a_wrong_password(tmp_path, certs):
+    """A SASL_SSL listener (PLAIN and SCRAM-SHA-512) whose client certificates are
+    required as well: the principal is SASL's user, not the certificate's subject."""
+    from broker.testing.helpers import free_port_block as ports
+
+    port = ports(2)
+    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+            "--scram", "SCRAM-SHA-512=[name=bob,password=bob-secret]"]
+    for key, value in {
+        "listeners": f"PLAINTEXT://{HOST}:{port},SECURE://{HOST}:{port + 1}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+        "security.inter.broker.protocol": "PLAINTEXT",
+        **certs.broker_settings("SECURE", "PKCS12", "required"),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.secure.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="carol-secret";',
+        "listener.name.secure.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:carol;User:bob",
+    }.items():
+        args += ["--override", f"{key}={value}"]
+    log_path = tmp_path / "broker.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        assert "listening on" in proc.stdout.readline(), log_path.read_text()
+        bootstrap = f"{HOST}:{port + 1}"
+        tls = certs.confluent_kafka("alice", "SASL_SSL")  # a certificate too: required by the listener
+        topic, tid, group = _names()
+        # the super users are SASL's names: carol may do everything, the certificate's alice nothing
+        producer = Producer({"bootstrap.servers": bootstrap, **tls, "sasl.mechanism": "PLAIN",
+                             "sasl.username": "carol", "sasl.password": "carol-secret", "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"over sasl_ssl")
+        producer.commit_transaction(30)
+        got = _confluent_read_committed(bootstrap, {**tls, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob",
+                                                    "sasl.password": "bob-secret"}, topic, group, 1)
+        assert got == [b"over sasl_ssl"]
+
+        errors = []
+        wrong = Producer({"bootstrap.servers": bootstrap, **tls, "sasl.mechanism": "PLAIN", "sasl.username": "carol",
+                          "sasl.password": "wrong", "error_cb": lambda e: errors.append(e.code())})
+        wrong.produce(topic, b"never")
+
+        def refused() -> bool:
+            wrong.poll(0.2)  # serves error_cb
+            return KafkaError._AUTHENTICATION in errors
+
+        wait_until(refused, timeout=30, message="an authentication error")
+        assert len(wrong) == 1  # nothing was delivered
+        del wrong
+        assert "User:carol with PLAIN" in log_path.read_text()
+        assert "Failed authentication with" in log_path.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()

@@ -1,0 +1,12 @@
+"""SaslAuthenticate (36) after authentication, or on a listener without SASL: refused
+with ILLEGAL_SASL_STATE and Kafka's message. Before authentication the connection's SASL
+exchange answers it (broker.security.sasl)."""
+
+API_KEY = 36
+ILLEGAL_SASL_STATE = 34
+
+
+async def handle(ctx, request):
+    return {"error_code": ILLEGAL_SASL_STATE,
+            "error_message": "SaslAuthenticate request received after successful authentication",
+            "auth_bytes": b"", "session_lifetime_ms": 0}

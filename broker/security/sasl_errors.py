@@ -1,0 +1,25 @@
+"""How a SASL mechanism refuses a client, as Kafka's SaslServer implementations do."""
+
+
+class SaslAuthenticationFailed(Exception):
+    """Kafka's SaslAuthenticationException: the client is told this very message."""
+
+
+class SaslRejected(Exception):
+    """Kafka's SaslException: the message may say whether the user exists, so the client
+    is told only that its credentials were invalid; the message goes to the log."""
+
+
+class SaslFailure(Exception):
+    """The connection ends. ``authentication``: Kafka's AuthenticationException (logged as a
+    failed authentication, closed after the failed-authentication delay, ``answer`` sent
+    just before); otherwise closed at once, unanswered. ``answer`` is a response dict for
+    the request being handled, or with ``bare`` a token to send bare (v0)."""
+
+    def __init__(self, message: str, authentication: bool = True, answer: dict | None = None,
+                 error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.authentication = authentication
+        self.answer = answer
+        self.error_code = error_code  # for an error answer to a request other than SaslAuthenticate
+        self.frame: bytes | None = None  # the answer, encoded by the server

@@ -1,0 +1,118 @@
+"""What a SASL listener accepts, read from Kafka's settings as Kafka reads them: a setting
+under ``listener.name.<listener>.<mechanism>.`` wins over one under
+``listener.name.<listener>.``, which wins over the bare name. Checked at start, with
+Kafka's messages where Kafka refuses the same thing.
+
+The users come from each mechanism's ``sasl.jaas.config`` (PLAIN: ``user_<name>``
+options; OAUTHBEARER: the unsecured validator's options) and, for SCRAM, from the
+credentials AlterUserScramCredentials or ``serve --scram`` stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from broker.kafka_settings import KAFKA_BROKER_SETTINGS, LISTENER_PREFIX, parse_value
+from broker.security import oauthbearer, plain, scram
+from broker.security.jaas import JaasError, parse_jaas
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
+UNSECURED_VALIDATOR = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                       "OAuthBearerUnsecuredValidatorCallbackHandler")
+_LOGIN_MODULES = {"PLAIN": plain.LOGIN_MODULE, "SCRAM-SHA-256": scram.LOGIN_MODULE,
+                  "SCRAM-SHA-512": scram.LOGIN_MODULE, "OAUTHBEARER": oauthbearer.LOGIN_MODULE}
+
+
+class SaslConfigError(ValueError):
+    """SASL settings that cannot be served (Kafka's message where Kafka refuses them too)."""
+
+
+def setting(values: dict[str, str], name: str, listener: str | None = None, mechanism: str | None = None) -> Any:
+    """The typed value of Kafka setting ``name`` for a listener and mechanism, as
+    Kafka's valuesWithPrefixOverride finds it; Kafka's default when none is given."""
+    by_lower = {key.lower(): value for key, value in values.items()}
+    keys = []
+    if listener is not None:
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        if mechanism is not None:
+            keys.append(f"{prefix}{mechanism.lower()}.{name}")
+        keys.append(prefix + name)
+    if name != "sasl.jaas.config":  # a broker reads the JAAS text only under a listener and mechanism prefix
+        keys.append(name)
+    for key in keys:
+        if key in by_lower:
+            return parse_value(name, by_lower[key])
+    default = KAFKA_BROKER_SETTINGS[name].default
+    return None if default is None else parse_value(name, default)
+
+
+@dataclass(slots=True)
+class ListenerSasl:
+    """One SASL listener's mechanisms and limits."""
+
+    listener: str
+    mechanisms: tuple[str, ...]  # enabled, as the handshake answer lists them
+    servers: dict[str, Callable[[], Any]] = field(default_factory=dict)  # mechanism -> a new mechanism server
+    max_reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> connections.max.reauth.ms
+    failed_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    max_receive_size: int = 524288  # sasl.server.max.receive.size: the largest frame before authentication
+
+
+def check_principal_builder(values: dict[str, str]) -> None:
+    name = setting(values, "principal.builder.class")
+    if name not in (None, DEFAULT_PRINCIPAL_BUILDER):
+        raise SaslConfigError(f"principal.builder.class: eosbroker builds principals as Kafka's "
+                              f"{DEFAULT_PRINCIPAL_BUILDER} does and cannot load {name}")
+
+
+def listener_sasl(values: dict[str, str], listener: str, credentials) -> ListenerSasl:
+    """The SASL set-up of ``listener`` from the Kafka settings ``values`` (raw text by
+    name); ``credentials`` is the broker's SCRAM store. SaslConfigError if it cannot be served."""
+    enabled = [m.strip() for m in setting(values, "sasl.enabled.mechanisms", listener) if m.strip()]
+    if not enabled:
+        raise SaslConfigError(f"No SASL mechanisms are enabled for listener {listener} (sasl.enabled.mechanisms)")
+    unknown = [m for m in enabled if m not in SUPPORTED_MECHANISMS]
+    if unknown:
+        raise SaslConfigError(
+            f"listener {listener}: SASL mechanism {unknown[0]} is not served by eosbroker (sasl.enabled.mechanisms"
+            f"{' defaults to GSSAPI' if unknown == ['GSSAPI'] and len(enabled) == 1 else ''}); "
+            f"enable some of {', '.join(SUPPORTED_MECHANISMS)}")
+    out = ListenerSasl(listener, tuple(dict.fromkeys(enabled)),
+                       failed_delay_ms=setting(values, "connection.failed.authentication.delay.ms", listener),
+                       max_receive_size=setting(values, "sasl.server.max.receive.size", listener))
+    for mechanism in out.mechanisms:
+        out.max_reauth_ms[mechanism] = setting(values, "connections.max.reauth.ms", listener, mechanism)
+        handler = setting(values, "sasl.server.callback.handler.class", listener, mechanism)
+        if handler is not None and not (mechanism == "OAUTHBEARER" and handler == UNSECURED_VALIDATOR):
+            raise SaslConfigError(f"listener {listener}: sasl.server.callback.handler.class {handler} for "
+                                  f"{mechanism}: eosbroker has only Kafka's default callback handlers")
+        jaas_text = setting(values, "sasl.jaas.config", listener, mechanism)
+        if jaas_text is None:
+            raise SaslConfigError(
+                f"Could not find a '{listener.lower()}.KafkaServer' or 'KafkaServer' entry in the JAAS configuration "
+                f"for SASL mechanism {mechanism}: set listener.name.{listener.lower()}.{mechanism.lower()}"
+                ".sasl.jaas.config")
+        try:
+            module = parse_jaas(jaas_text, f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config")
+        except JaasError as e:
+            raise SaslConfigError(str(e)) from None
+        if module.name != _LOGIN_MODULES[mechanism]:
+            raise SaslConfigError(f"listener {listener}: the JAAS login module for {mechanism} is {module.name}; "
+                                  f"eosbroker reads {_LOGIN_MODULES[mechanism]}")
+        out.servers[mechanism] = _server_factory(mechanism, module.options, credentials)
+    return out
+
+
+def _server_factory(mechanism: str, options: dict[str, str], credentials) -> Callable[[], Any]:
+    if mechanism == "PLAIN":
+        users = plain.users_of(options)
+        return lambda: plain.PlainServer(users)
+    if mechanism in scram.MECHANISMS:
+        return lambda: scram.ScramServer(mechanism, credentials)
+    try:
+        validator = oauthbearer.UnsecuredValidator(options)
+    except ValueError as e:
+        raise SaslConfigError(str(e)) from None
+    return lambda: oauthbearer.OAuthBearerServer(validator)

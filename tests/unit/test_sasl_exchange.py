@@ -1,0 +1,286 @@
+"""The SASL exchange and its mechanisms, driven sans-IO: what each request is answered
+in each state, with Kafka's error codes and messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.scram_credentials import ScramCredentials
+from broker.security import sasl
+from broker.security.jaas import JaasError, parse_jaas
+from broker.security.sasl_errors import SaslFailure
+from broker.security.sasl_settings import SaslConfigError, check_principal_builder, listener_sasl
+from broker.security.scram_users import ScramUserError, parse_scram_user
+from tests.sasl_tokens import ScramClient, oauthbearer, plain, unsecured_jws
+
+NOW_MS = 1_800_000_000_000
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+SETTINGS = {
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredValidatorRequiredScope="kafka" unsecuredValidatorAllowableClockSkewMs="1000";',
+}
+
+
+@pytest.fixture
+def credentials(tmp_path):
+    store = ScramCredentials(tmp_path)
+    store.apply([], [parse_scram_user("SCRAM-SHA-512=[name=alice,password=alice-secret]")])
+    return store
+
+
+def exchange(credentials, **settings) -> sasl.SaslExchange:
+    return sasl.SaslExchange(listener_sasl({**SETTINGS, **settings}, "SASL_PLAINTEXT", credentials))
+
+
+def logged_in(ex, mechanism, *tokens, version=2, now_ms=NOW_MS, monotonic=0.0):
+    ex.admit(sasl.SASL_HANDSHAKE, "SaslHandshake")
+    assert ex.handshake(mechanism, 1)["error_code"] == 0
+    answer = None
+    for token in tokens:
+        ex.admit(sasl.SASL_AUTHENTICATE, "SaslAuthenticate")
+        answer = ex.authenticate(token, version, now_ms, monotonic)
+    return answer
+
+
+def token(**claims):
+    return oauthbearer(unsecured_jws({"sub": "alice", "exp": NOW_MS // 1000 + 3600, "scope": "kafka", **claims}))
+
+
+# -- JAAS and settings ---------------------------------------------------------------------
+
+def test_jaas_text_is_parsed_not_evaluated():
+    module = parse_jaas('x.Y required a="1 2;" b=bare c="q\\"uote";')
+    assert (module.name, module.flag, module.options) == ("x.Y", "required", {"a": "1 2;", "b": "bare", "c": 'q"uote'})
+
+
+@pytest.mark.parametrize("text, message", [
+    ("x.Y required a=1", "JAAS config entry not terminated by semi-colon"),
+    ("x.Y always a=1;", "Invalid control flag always"),
+    ("x.Y required a=1; z.W required;", "contains 2 login modules, should be 1 module"),
+    ("x.Y required a;", "Value not specified for key a"),
+])
+def test_bad_jaas_text_is_refused(text, message):
+    with pytest.raises(JaasError, match=message):
+        parse_jaas(text)
+
+
+def test_settings_are_refused_at_start_where_they_cannot_be_served(credentials):
+    with pytest.raises(SaslConfigError, match="GSSAPI is not served by eosbroker"):
+        listener_sasl({}, "SASL_PLAINTEXT", credentials)
+    with pytest.raises(SaslConfigError, match="Could not find a 'sasl_plaintext.KafkaServer'"):
+        listener_sasl({"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS}, "SASL_PLAINTEXT",
+                      credentials)
+    with pytest.raises(SaslConfigError, match="principal.builder.class"):
+        check_principal_builder({"principal.builder.class": "com.example.MyBuilder"})
+    check_principal_builder({"principal.builder.class":
+                             "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"})
+
+
+def test_listener_and_mechanism_prefixes_win_over_the_bare_setting(credentials):
+    settings = listener_sasl({**SETTINGS, "connections.max.reauth.ms": "5000",
+                              "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": "1000",
+                              "listener.name.sasl_plaintext.connection.failed.authentication.delay.ms": "0"},
+                             "SASL_PLAINTEXT", credentials)
+    assert settings.max_reauth_ms == {"PLAIN": 5000, "SCRAM-SHA-512": 5000, "OAUTHBEARER": 1000}
+    assert settings.failed_delay_ms == 0
+
+
+def test_scram_users_as_kafka_storage_add_scram_takes_them():
+    user, mechanism, iterations, salt, salted = parse_scram_user(
+        'SCRAM-SHA-256=[name=bob,iterations=8192,salt="c2FsdA==",password=pw]')
+    assert (user, mechanism, iterations, salt) == ("bob", 1, 8192, b"salt")
+    with pytest.raises(ScramUserError, match="must supply 'name'"):
+        parse_scram_user("SCRAM-SHA-256=[password=pw]")
+    with pytest.raises(ScramUserError, match="iterations must be between"):
+        parse_scram_user("SCRAM-SHA-256=[name=a,password=pw,iterations=10]")
+
+
+# -- the handshake -----------------------------------------------------------------------
+
+def test_only_api_versions_and_the_handshake_come_before_authentication(credentials):
+    ex = exchange(credentials)
+    with pytest.raises(SaslFailure, match="Unexpected Kafka request of type Metadata during SASL handshake") as e:
+        ex.admit(3, "Metadata")
+    assert not e.value.authentication and e.value.answer is None  # closed at once, unanswered
+    ex = exchange(credentials)
+    ex.admit(sasl.API_VERSIONS, "ApiVersions")
+    ex.api_versions_answered()
+    with pytest.raises(SaslFailure, match="Unexpected ApiVersions request received during SASL authentication state"):
+        ex.admit(sasl.API_VERSIONS, "ApiVersions")
+
+
+def test_an_unsupported_mechanism_is_answered_then_closed(credentials):
+    ex = exchange(credentials)
+    with pytest.raises(SaslFailure, match="Unsupported SASL mechanism SCRAM-SHA-256") as e:
+        ex.handshake("SCRAM-SHA-256", 1)
+    assert e.value.authentication
+    assert e.value.answer == {"error_code": sasl.UNSUPPORTED_SASL_MECHANISM,
+                              "mechanisms": ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"]}
+
+
+def test_another_request_during_the_exchange_is_illegal_sasl_state(credentials):
+    ex = exchange(credentials)
+    ex.handshake("PLAIN", 1)
+    with pytest.raises(SaslFailure, match="Unexpected Kafka request of type Produce during SASL authentication") as e:
+        ex.admit(0, "Produce")
+    assert e.value.error_code == sasl.ILLEGAL_SASL_STATE and e.value.authentication
+
+
+def test_after_a_v0_handshake_tokens_travel_bare(credentials):
+    ex = exchange(credentials)
+    ex.handshake("PLAIN", 0)
+    assert ex.expects_bare_token
+    assert ex.bare_token(plain("alice", "alice-secret"), NOW_MS, 0.0) == b""
+    assert (ex.authenticating, ex.principal) == (False, "User:alice")
+    ex = exchange(credentials)
+    ex.handshake("PLAIN", 0)
+    with pytest.raises(SaslFailure, match="Invalid username or password") as e:
+        ex.bare_token(plain("alice", "nope"), NOW_MS, 0.0)
+    assert e.value.answer is None  # a bare exchange has no error answer: closed after the delay
+
+
+# -- PLAIN -------------------------------------------------------------------------------
+
+def test_plain_logs_in_the_jaas_users(credentials):
+    ex = exchange(credentials)
+    answer = logged_in(ex, "PLAIN", plain("alice", "alice-secret"))
+    assert answer == {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+    assert ex.principal == "User:alice" and not ex.authenticating
+
+
+@pytest.mark.parametrize("message, said", [
+    (plain("alice", "wrong"), "Authentication failed: Invalid username or password"),
+    (plain("mallory", "alice-secret"), "Authentication failed: Invalid username or password"),
+    (plain("", "x"), "Authentication failed: username not specified"),
+    (plain("alice", ""), "Authentication failed: password not specified"),
+    (b"alice\0alice-secret", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
+    (plain("alice", "alice-secret", authzid="admin"),
+     "Authentication failed: Client requested an authorization id that is different from username"),
+])
+def test_plain_refusals_say_what_kafka_says(credentials, message, said):
+    with pytest.raises(SaslFailure) as e:
+        logged_in(exchange(credentials), "PLAIN", message)
+    assert e.value.answer == {"error_code": sasl.SASL_AUTHENTICATION_FAILED, "error_message": said}
+
+
+# -- SCRAM -------------------------------------------------------------------------------
+
+def test_scram_logs_in_a_stored_user_and_proves_the_server(credentials):
+    ex = exchange(credentials)
+    client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
+    server_first = logged_in(ex, "SCRAM-SHA-512", client.first())["auth_bytes"]
+    assert server_first.startswith(b"r=" + client.nonce.encode()) and b",i=4096" in server_first
+    ex.admit(sasl.SASL_AUTHENTICATE, "SaslAuthenticate")
+    answer = ex.authenticate(client.final(server_first), 2, NOW_MS, 0.0)
+    import base64
+
+    assert answer["auth_bytes"] == b"v=" + base64.b64encode(client.server_signature)
+    assert ex.principal == "User:alice"
+
+
+@pytest.mark.parametrize("user, password", [("alice", "wrong"), ("mallory", "x")])
+def test_scram_refusals_do_not_tell_a_wrong_password_from_an_unknown_user(credentials, user, password):
+    ex = exchange(credentials)
+    client = ScramClient("SCRAM-SHA-512", user, password)
+    with pytest.raises(SaslFailure) as e:
+        server_first = logged_in(ex, "SCRAM-SHA-512", client.first())["auth_bytes"]
+        ex.authenticate(client.final(server_first), 2, NOW_MS, 0.0)
+    assert e.value.answer == {"error_code": sasl.SASL_AUTHENTICATION_FAILED, "error_message":
+                              "Authentication failed during authentication due to invalid credentials with SASL "
+                              "mechanism SCRAM-SHA-512"}
+
+
+def test_scram_refuses_a_final_message_with_another_nonce(credentials):
+    ex = exchange(credentials)
+    client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
+    server_first = logged_in(ex, "SCRAM-SHA-512", client.first())["auth_bytes"]
+    with pytest.raises(SaslFailure, match="Invalid client nonce"):
+        ex.authenticate(client.final(server_first, nonce=client.nonce + "x"), 2, NOW_MS, 0.0)
+
+
+def test_scram_sees_credentials_altered_after_start(credentials):
+    credentials.apply([("alice", 2)], [])
+    client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
+    with pytest.raises(SaslFailure, match="Invalid user credentials"):
+        logged_in(exchange(credentials), "SCRAM-SHA-512", client.first())
+
+
+# -- OAUTHBEARER -------------------------------------------------------------------------
+
+def test_oauthbearer_takes_the_principal_from_sub_and_the_session_ends_with_the_token(credentials):
+    ex = exchange(credentials)
+    answer = logged_in(ex, "OAUTHBEARER", token(sub="carol"), monotonic=10.0)
+    assert ex.principal == "User:carol"
+    assert answer["session_lifetime_ms"] == 3_600_000
+    assert ex.session_expiry == 10.0 + 3600
+
+
+@pytest.mark.parametrize("claims, status", [
+    ({"exp": NOW_MS // 1000 - 2}, '{"status":"invalid_token"}'),  # expired beyond the allowed 1 s skew
+    ({"sub": None}, '{"status":"invalid_token"}'),
+    ({"exp": None}, '{"status":"invalid_token"}'),
+    ({"iat": NOW_MS // 1000 + 60}, '{"status":"invalid_token"}'),
+    ({"scope": "other"}, '{"status":"insufficient_scope", "scope":"[kafka]"}'),
+])
+def test_oauthbearer_refusals_are_a_json_challenge_then_the_failure(credentials, claims, status):
+    ex = exchange(credentials)
+    body = {"sub": "alice", "exp": NOW_MS // 1000 + 3600, "scope": "kafka", **claims}
+    challenge = logged_in(ex, "OAUTHBEARER", oauthbearer(unsecured_jws({k: v for k, v in body.items() if v is not None})))
+    assert challenge["error_code"] == 0 and challenge["auth_bytes"] == status.encode()
+    with pytest.raises(SaslFailure) as e:
+        ex.authenticate(b"\x01", 2, NOW_MS, 0.0)
+    assert e.value.answer == {"error_code": sasl.SASL_AUTHENTICATION_FAILED, "error_message": status}
+
+
+def test_oauthbearer_allows_the_configured_clock_skew(credentials):
+    ex = exchange(credentials)
+    logged_in(ex, "OAUTHBEARER", token(exp=NOW_MS / 1000 - 0.5))
+    assert ex.principal == "User:alice"
+
+
+def test_a_signed_token_is_not_an_unsecured_one(credentials):
+    ex = exchange(credentials)
+    jws = unsecured_jws({"sub": "alice", "exp": NOW_MS // 1000 + 60, "scope": "kafka"}, alg="RS256", signature="c2ln")
+    assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["auth_bytes"] == b'{"status":"invalid_token"}'
+    assert ex.last_refusal == "Unsecured JWS must have 'none' for an algorithm"
+
+
+# -- KIP-368 -----------------------------------------------------------------------------
+
+def test_without_a_session_lifetime_there_is_no_re_authentication(credentials):
+    ex = exchange(credentials)
+    logged_in(ex, "PLAIN", plain("alice", "alice-secret"))
+    assert not ex.expired(1e9) and not ex.begin_reauthentication(1e9)
+
+
+def test_re_authentication_keeps_the_principal_and_renews_the_session(credentials):
+    ex = exchange(credentials, **{"connections.max.reauth.ms": "2000"})
+    assert logged_in(ex, "PLAIN", plain("alice", "alice-secret"), monotonic=0.0)["session_lifetime_ms"] == 2000
+    assert ex.expired(2.0) and not ex.expired(1.9)
+    assert ex.begin_reauthentication(1.5)
+    assert logged_in(ex, "PLAIN", plain("alice", "alice-secret"), monotonic=1.5)["session_lifetime_ms"] == 2000
+    assert ex.session_expiry == 3.5 and ex.principal == "User:alice"
+    assert not ex.begin_reauthentication(2.0)  # at most once a second: it goes to the handler instead
+
+
+def test_re_authentication_cannot_change_principal_or_mechanism(credentials):
+    ex = exchange(credentials, **{"connections.max.reauth.ms": "2000"})
+    logged_in(ex, "PLAIN", plain("alice", "alice-secret"))
+    assert ex.begin_reauthentication(5.0)
+    with pytest.raises(SaslFailure, match="Cannot change principals during re-authentication from User.alice: "
+                                          "User.admin") as e:
+        logged_in(ex, "PLAIN", plain("admin", "admin-secret"))
+    assert e.value.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
+    ex = exchange(credentials, **{"connections.max.reauth.ms": "2000"})
+    logged_in(ex, "PLAIN", plain("alice", "alice-secret"))
+    assert ex.begin_reauthentication(5.0)
+    ex.handshake("OAUTHBEARER", 1)
+    with pytest.raises(SaslFailure, match="SASL mechanism 'OAUTHBEARER' requested by client is not supported for "
+                                          "re-authentication of mechanism 'PLAIN'"):
+        ex.admit(sasl.SASL_AUTHENTICATE, "SaslAuthenticate")
