@@ -288,6 +288,13 @@ def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
             self.peer = f"{address[0]}:{address[1]}" if address else "?"
             super().connection_made(transport)
 
+        def _on_handshake_complete(self, handshake_exc) -> None:
+            if handshake_exc is not None and self._transport is not None:
+                # the alert OpenSSL wrote (bad certificate, protocol version...) goes out
+                # before the close, as Kafka's does: asyncio would drop it
+                self._process_outgoing()
+            super()._on_handshake_complete(handshake_exc)
+
     waiter = loop.create_future()
     protocol = _ServerTls(loop, app_protocol, tls.context, waiter, server_side=True,
                           ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
