@@ -408,3 +408,27 @@ def test_sasl_ssl_transaction_and_a_wrong_password(tmp_path, certs):
         proc.terminate()
         proc.wait(30)
         proc.stdout.close()
+
+
+def test_a_certificate_no_mapping_rule_names_is_closed(tmp_path, certs):
+    """Without DEFAULT among the rules, a subject outside OU=clients (the broker's own
+    certificate, used as a client's) names no user: the connection is closed, logged."""
+    broker = TlsBroker(tmp_path / "data", certs, settings={
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=clients,.*$/$1/"})
+    try:
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        context.load_cert_chain(certs.cert(), certs.key())
+        with socket.create_connection((HOST, broker.ports["MTLS"])) as raw:
+            raw.settimeout(30)
+            with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(_frame(API_VERSIONS_V0))
+                assert _read_until_closed(tls) == b""  # closed unanswered
+        wait_until(lambda: "failed to map the client certificate's name based on ssl.principal.mapping.rules: "
+                           "No rules apply to CN=localhost,OU=broker" in broker.log(), timeout=20,
+                   message="the mapping failure logged")
+        # alice's certificate maps: served
+        metadata = AdminClient({"bootstrap.servers": broker.bootstrap("MTLS"),
+                                **certs.confluent_kafka("alice")}).list_topics(timeout=30)
+        assert [b.port for b in metadata.brokers.values()] == [broker.ports["MTLS"]]
+    finally:
+        broker.stop()
