@@ -184,3 +184,16 @@ def test_per_listener_settings_and_refusal_at_start(certs):
     with pytest.raises(ConfigError, match="Invalid value RULE:x/y/Q for configuration ssl.principal.mapping.rules: "
                                           "Invalid rule: `RULE:x/y/Q`, unmatched substring: `Q`"):
         config.tls_listeners(plan)
+
+
+def test_an_encrypted_pem_key_with_ssl_key_password(certs):
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(certs.key().read_bytes(), None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-secret")).decode()
+    values = {"ssl.keystore.type": "PEM", "ssl.keystore.key": encrypted,
+              "ssl.keystore.certificate.chain": certs.cert().read_text()}
+    handshake(server_listener("A", {**values, "ssl.key.password": "key-secret"}, MAPPING), client_context(certs))
+    with pytest.raises(TlsConfigError, match="cannot be used \\(ssl.key.password\\?\\)"):
+        server_listener("A", {**values, "ssl.key.password": "wrong"}, MAPPING)
