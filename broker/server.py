@@ -211,6 +211,10 @@ class Server:
     def _handshake_failed(self, listener: str, peer: str, error: BaseException) -> None:
         from broker.security.tls import handshake_failure_reason
 
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):  # the client went away (a port probe): DEBUG, as Kafka
+            log.debug("node %d: connection from %s on listener %s closed during the TLS handshake", self.node_id,
+                      peer, listener)
+            return
         log.info("node %d: failed authentication with %s on listener %s (SSL handshake failed: %s)",
                  self.node_id, peer, listener, handshake_failure_reason(error))
 
