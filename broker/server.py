@@ -192,8 +192,9 @@ class Server:
                 def reader(name=bind.name, tls=tls):
                     if tls is None:
                         return _RequestReader(self, name)
-                    return server_protocol(loop, _RequestReader(self, name, tls), tls,
-                                           functools.partial(self._handshake_failed, name))
+                    app = _RequestReader(self, name, tls)
+                    return server_protocol(loop, app, tls, app.accepted,
+                                           functools.partial(self._handshake_ended, name, app))
                 sock = _bound_socket(bind.host, bind.port)
                 if sock is None:  # a name, or "" for every interface: the loop resolves it
                     server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
@@ -208,7 +209,13 @@ class Server:
             raise
         self.host, self.port = self.binds[0].host, self.binds[0].port
 
-    def _handshake_failed(self, listener: str, peer: str, error: BaseException) -> None:
+    def _handshake_ended(self, listener: str, reader: "_RequestReader", peer: str, error: BaseException | None) -> None:
+        """A TLS connection's handshake ended: one that never reached the reader (failed,
+        or the client left) gives back its count toward max.connections.per.ip."""
+        if reader._counted and reader.transport is None:
+            self.limits.leave(reader._ip, False)
+        if error is None:
+            return
         from broker.security.tls import handshake_failure_reason
 
         if isinstance(error, (ConnectionResetError, BrokenPipeError)):  # the client went away (a port probe): DEBUG, as Kafka
@@ -590,6 +597,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self.listener = listener
         self.tls = tls  # broker.security.tls.TlsListener on an SSL listener: reached after the handshake
         self._principal = "User:ANONYMOUS"
+        self._counted = False  # toward max.connections.per.ip
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: Connection | None = None
@@ -615,29 +623,38 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     # -- transport callbacks ---------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
-        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
-        server = self.server
+    def accepted(self, transport: asyncio.Transport) -> bool:
+        """A new TCP connection, counted toward max.connections.per.ip (as Kafka's acceptor
+        counts it, before any TLS handshake); False when over the limit: closed."""
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self._ip = peername[0] if peername else "?"
+        exceeded = self.server.limits.admit(self._ip)
+        if exceeded is not None:
+            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
+                        "(max.connections.per.ip)", self._peer, self._ip, exceeded)
+            self._done = True
+            transport.close()
+            return False
+        self._counted = True
+        return True
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        server = self.server
+        self.transport = transport  # on a TLS listener, after the handshake (counted at accept)
+        if self.tls is None and not self.accepted(transport):
+            return
+        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
         if self.tls is not None:
             try:
                 self._principal = self.tls.principal(transport.get_extra_info("ssl_object"))
             except PrincipalMappingError as e:  # Kafka closes it: the principal cannot be built
                 log.warning("closing connection from %s on listener %s: failed to map the client certificate's "
                             "name based on ssl.principal.mapping.rules: %s", self._peer, self.listener, e)
+                server.limits.leave(self._ip, False)
                 self._done = True
                 transport.close()
                 return
-        exceeded = server.limits.admit(self._ip)
-        if exceeded is not None:
-            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
-                        "(max.connections.per.ip)", self._peer, self._ip, exceeded)
-            self._done = True
-            transport.close()
-            return
         if server.limits.try_slot():
             self._had_slot = True
             self._start()

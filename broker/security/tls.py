@@ -274,10 +274,12 @@ def _load_truststore(context: ssl.SSLContext, settings: dict[str, str], refuse) 
 HANDSHAKE_TIMEOUT_S = 60.0
 
 
-def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
+def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_ended):
     """asyncio's TLS protocol around ``app_protocol`` (whose connection_made comes after
-    the handshake), calling ``handshake_failed(peer, exception)`` when it fails: asyncio
-    itself logs that only in debug mode, Kafka logs every one."""
+    the handshake). ``accepted(transport)`` sees the TCP connection first (False: it was
+    closed, no handshake); ``handshake_ended(peer, exception or None)`` is called when the
+    handshake ends, succeeded, failed, or cut short by the client (asyncio itself logs a
+    failure only in debug mode, Kafka logs every one)."""
     from asyncio import sslproto
 
     class _ServerTls(sslproto.SSLProtocol):
@@ -286,7 +288,8 @@ def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
         def connection_made(self, transport) -> None:
             address = transport.get_extra_info("peername")
             self.peer = f"{address[0]}:{address[1]}" if address else "?"
-            super().connection_made(transport)
+            if accepted(transport):
+                super().connection_made(transport)
 
         def _on_handshake_complete(self, handshake_exc) -> None:
             if handshake_exc is not None and self._transport is not None:
@@ -300,8 +303,8 @@ def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
                           ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
 
     def done(future) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            handshake_failed(protocol.peer, future.exception())
+        if not future.cancelled():
+            handshake_ended(protocol.peer, future.exception())
 
     waiter.add_done_callback(done)
     return protocol

@@ -432,3 +432,47 @@ def test_a_certificate_no_mapping_rule_names_is_closed(tmp_path, certs):
         assert [b.port for b in metadata.brokers.values()] == [broker.ports["MTLS"]]
     finally:
         broker.stop()
+
+
+def _tls_session(port: int, certs, client: str | None = "alice") -> ssl.SSLSocket:
+    """A TLS connection that has had an ApiVersions answer (the broker admitted it)."""
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if client:
+        context.load_cert_chain(certs.cert(client), certs.key(client))
+    tls = context.wrap_socket(socket.create_connection((HOST, port), timeout=30), server_hostname="localhost")
+    tls.sendall(_frame(API_VERSIONS_V0))
+    size = struct.unpack(">i", tls.recv(4))[0]
+    assert size > 0
+    return tls
+
+
+def test_tls_connections_count_toward_max_connections_per_ip_from_accept(tmp_path, certs):
+    """As Kafka's acceptor counts them: before the handshake; a failed handshake gives its
+    count back; over the limit, the connection is closed before any handshake."""
+    broker = TlsBroker(tmp_path / "data", certs, settings={"max.connections.per.ip": "2"})
+    try:
+        for _ in range(3):  # failed handshakes: each gives its count back
+            with socket.create_connection((HOST, broker.ports["MTLS"])) as sock:
+                sock.sendall(b"\x00" * 64)
+                _read_until_closed(sock)
+        held = [_tls_session(broker.ports["MTLS"], certs), _tls_session(broker.ports["SSL"], certs, None)]
+        before = len(broker.log())
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        with socket.create_connection((HOST, broker.ports["MTLS"]), timeout=30) as raw:
+            with pytest.raises((ssl.SSLError, ConnectionError)):  # closed before the ServerHello
+                context.wrap_socket(raw, server_hostname="localhost")
+        _log_grows(broker, "already has the configured maximum of 2 connections (max.connections.per.ip)", before)
+        held.pop().close()
+
+        def admitted() -> bool:
+            try:
+                held.append(_tls_session(broker.ports["MTLS"], certs))
+                return True
+            except (ssl.SSLError, ConnectionError):
+                return False
+
+        wait_until(admitted, timeout=20, message="a connection admitted once one closed")
+        for tls in held:
+            tls.close()
+    finally:
+        broker.stop()
