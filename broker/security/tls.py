@@ -72,9 +72,15 @@ def tls_listeners(values: dict[str, str], plan) -> dict[str, TlsListener]:
         mapper = PrincipalMapper.from_setting(mapper_text)
     except PrincipalMappingError as e:
         raise TlsConfigError(f"Invalid value {mapper_text} for configuration ssl.principal.mapping.rules: {e}") from None
-    return {e.name: replace(server_listener(e.name, listener_settings(values, e.name), mapper),
-                            names_principal=e.protocol == "SSL")
-            for e in plan.served if e.protocol in TLS_PROTOCOLS}
+    out = {}
+    for e in plan.served:
+        if e.protocol not in TLS_PROTOCOLS:
+            continue
+        settings = listener_settings(values, e.name)
+        if e.protocol == "SASL_SSL":  # KIP-684: only a listener-prefixed ssl.client.auth applies to SASL_SSL
+            settings["ssl.client.auth"] = values.get(f"listener.name.{e.name.lower()}.ssl.client.auth", "none")
+        out[e.name] = replace(server_listener(e.name, settings, mapper), names_principal=e.protocol == "SSL")
+    return out
 
 
 def server_listener(name: str, settings: dict[str, str], mapper: PrincipalMapper) -> TlsListener:
