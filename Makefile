@@ -82,7 +82,8 @@ torture: venv compile
 FRAMES ?= 1000000
 fuzz: venv compile
 	$(PY) -m torture.fuzz --frames $(FRAMES) $(if $(SEED),--seed $(SEED))
-	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py tests/unit/test_transaction_coordinator_model.py
+	$(PY) -m torture.fuzz --sasl --frames $$(( $(FRAMES) / 10 )) $(if $(SEED),--seed $(SEED))
+	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py tests/unit/test_fuzz_sasl.py tests/unit/test_transaction_coordinator_model.py
 
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java

@@ -271,7 +271,8 @@ def _unprefixed(key: str) -> str:
 SASL_SETTINGS = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms",
     "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size", "principal.builder.class",
-    "sasl.server.callback.handler.class",
+    "sasl.server.callback.handler.class", "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
 })
 
 

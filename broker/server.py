@@ -372,6 +372,7 @@ class Server:
         sasl = conn.sasl
         log.info("Failed %sauthentication with %s (connection %s): %s", "re-" if sasl.reauthenticating else "",
                  conn.peer, conn.id, failure)
+        self._observe_authentication(conn, None)
         if sasl.failed_delay_s > 0:
             await self.broker.clock.sleep(sasl.failed_delay_s)
         if failure.frame is not None:
@@ -507,13 +508,26 @@ class Server:
         except messages.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
 
-    @staticmethod
-    def _authenticated(conn: Connection) -> None:
+    def _observe_authentication(self, conn: Connection, principal: str | None) -> None:
         sasl = conn.sasl
-        if not sasl.authenticating and conn.principal != sasl.principal:
-            conn.principal = sasl.principal
-            log.info("connection %s from %s authenticated as %s with %s", conn.id, conn.peer, sasl.principal,
-                     sasl.mechanism)
+        observer = self.broker.authentication_observer
+        if observer is not None:
+            try:
+                observer(conn.listener, sasl.mechanism, principal,
+                         sasl.reauthenticating if principal is None else sasl.logins > 1)
+            except Exception:  # metrics never cost a client its login
+                log.exception("authentication metrics failed")
+
+    def _authenticated(self, conn: Connection) -> None:
+        """After a token: once the exchange has completed, the connection is its principal's."""
+        sasl = conn.sasl
+        if sasl.authenticating:
+            return
+        conn.principal = sasl.principal
+        lifetime = "" if sasl.session_expiry is None else f", session lifetime {sasl.session_lifetime_ms} ms"
+        log.info("connection %s from %s %s as %s with %s%s", conn.id, conn.peer,
+                 "re-authenticated" if sasl.logins > 1 else "authenticated", sasl.principal, sasl.mechanism, lifetime)
+        self._observe_authentication(conn, sasl.principal)
 
     def _route(self, header: RequestHeader, frame: bytes, pos: int) -> _Route | bytes:
         """The route of a request's API version, made on its first request and kept; for a
@@ -680,6 +694,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                 log.info("Failed authentication with %s (connection %s): Failing SASL authentication due to invalid "
                          "receive size (a frame of %s bytes; sasl.server.max.receive.size=%d)", conn.peer, conn.id,
                          self._decoder.pending_frame_size(), conn.sasl.settings.max_receive_size)
+                self.server._observe_authentication(conn, None)
             else:
                 log.warning("closing connection %s: %s", conn.describe(), e)
             self._end()
