@@ -3,7 +3,8 @@ aiokafka, over TLS (a PEM key store given as values) and mTLS (PKCS12 stores, cl
 certificates required), each committing a transaction and reading it back
 read_committed, on 1 and 3 nodes; ACLs naming the certificate's mapped principal; and
 bad input on the TLS and plaintext ports, each closed with a log line while the
-connections already open carry on."""
+connections already open carry on; SASL_SSL with each client and mechanism; the control
+API over HTTPS."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from confluent_kafka.admin import (
 )
 
 from broker.security.certs import write_certificates
-from broker.testing.helpers import HOST, wait_until
+from broker.testing.helpers import HOST, free_port_block, wait_until
+from tests.sasl_broker import PASSWORDS, aiokafka_settings, confluent_settings, kafka_python_settings, sasl_settings
 from tests.tls_setup import TlsBroker
 
 @pytest.fixture(scope="module")
@@ -352,9 +354,7 @@ def test_control_api_tls_options_refused_alone(tmp_path, certs):
 def test_sasl_ssl_transaction_and_a_wrong_password(tmp_path, certs):
     """A SASL_SSL listener (PLAIN and SCRAM-SHA-512) whose client certificates are
     required as well: the principal is SASL's user, not the certificate's subject."""
-    from broker.testing.helpers import free_port_block as ports
-
-    port = ports(2)
+    port = free_port_block(2)
     args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
             "--scram", "SCRAM-SHA-512=[name=bob,password=bob-secret]"]
     for key, value in {
@@ -476,3 +476,101 @@ def test_tls_connections_count_toward_max_connections_per_ip_from_accept(tmp_pat
             tls.close()
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_broker(tmp_path_factory, certs):
+    """One SASL_SSL listener with the SASL tests' mechanisms and users (tests/sasl_broker.py)."""
+    data = tmp_path_factory.mktemp("sasl-ssl")
+    port = free_port_block(1)
+    settings = {key.replace("listener.name.sasl_plaintext.", "listener.name.sasl_ssl."): value
+                for key, value in sasl_settings().items()}
+    settings.update({"listeners": f"SASL_SSL://{HOST}:{port}", "security.inter.broker.protocol": "SASL_SSL",
+                     "ssl.keystore.location": str(certs.p12()), "ssl.keystore.password": certs.password})
+    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data / "data")]
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    for user, password in PASSWORDS.items():
+        args += ["--scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
+    with open(data / "broker.log", "wb") as log:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+    assert "listening on" in proc.stdout.readline(), (data / "broker.log").read_text()
+    yield f"{HOST}:{port}"
+    proc.terminate()
+    proc.wait(30)
+    proc.stdout.close()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+def test_sasl_ssl_each_client_and_mechanism(sasl_ssl_broker, certs, client, mechanism):
+    """Over SASL_SSL: alice commits a transaction, bob reads it back read_committed."""
+    topic, tid, group = _names()
+    if client == "confluent":
+        def settings(user):
+            return {**confluent_settings(sasl_ssl_broker, mechanism, user), **certs.confluent_kafka(None, "SASL_SSL")}
+
+        producer = Producer({**settings("alice"), "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"v{i}".encode())
+        producer.commit_transaction(30)
+        del producer
+        got = _confluent_read_committed(sasl_ssl_broker, {k: v for k, v in settings("bob").items()
+                                                          if k != "bootstrap.servers"}, topic, group, 3)
+    elif client == "kafka-python":
+        from kafka import KafkaConsumer, KafkaProducer
+
+        def settings(user):
+            return {**kafka_python_settings(sasl_ssl_broker, mechanism, user), **certs.kafka_python(None, "SASL_SSL")}
+
+        producer = KafkaProducer(**settings("alice"), transactional_id=tid)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for i in range(3):
+                producer.send(topic, f"v{i}".encode())
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        consumer = KafkaConsumer(topic, **settings("bob"), group_id=group, auto_offset_reset="earliest",
+                                 isolation_level="read_committed", consumer_timeout_ms=20000)
+        got = []
+        try:
+            for record in consumer:
+                got.append(record.value)
+                if len(got) == 3:
+                    break
+        finally:
+            consumer.close()
+    else:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        def settings(user):
+            return {**aiokafka_settings(sasl_ssl_broker, mechanism, user), **certs.aiokafka(None, "SASL_SSL")}
+
+        async def run() -> list[bytes]:
+            producer = AIOKafkaProducer(**settings("alice"), transactional_id=tid)
+            await producer.start()
+            try:
+                async with producer.transaction():
+                    for i in range(3):
+                        await producer.send_and_wait(topic, f"v{i}".encode())
+            finally:
+                await producer.stop()
+            consumer = AIOKafkaConsumer(topic, **settings("bob"), group_id=group, auto_offset_reset="earliest",
+                                        isolation_level="read_committed")
+            await consumer.start()
+            out = []
+            try:
+                async with asyncio.timeout(30):
+                    while len(out) < 3:
+                        for records in (await consumer.getmany(timeout_ms=500)).values():
+                            out += [r.value for r in records]
+            finally:
+                await consumer.stop()
+            return out
+
+        got = asyncio.run(run())
+    assert got == [b"v0", b"v1", b"v2"]
