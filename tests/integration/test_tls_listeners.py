@@ -478,23 +478,25 @@ def test_tls_connections_count_toward_max_connections_per_ip_from_accept(tmp_pat
         broker.stop()
 
 
-@pytest.fixture(scope="module")
-def sasl_ssl_broker(tmp_path_factory, certs):
+@pytest.fixture(scope="module", params=[1, 3], ids=["1-node", "3-nodes"])
+def sasl_ssl_broker(request, tmp_path_factory, certs):
     """One SASL_SSL listener with the SASL tests' mechanisms and users (tests/sasl_broker.py)."""
+    nodes = request.param
     data = tmp_path_factory.mktemp("sasl-ssl")
-    port = free_port_block(1)
+    port = free_port_block(nodes)
     settings = {key.replace("listener.name.sasl_plaintext.", "listener.name.sasl_ssl."): value
                 for key, value in sasl_settings().items()}
     settings.update({"listeners": f"SASL_SSL://{HOST}:{port}", "security.inter.broker.protocol": "SASL_SSL",
                      "ssl.keystore.location": str(certs.p12()), "ssl.keystore.password": certs.password})
-    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data / "data")]
+    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data / "data"), "--nodes", str(nodes)]
     for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
     for user, password in PASSWORDS.items():
         args += ["--scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
     with open(data / "broker.log", "wb") as log:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert "listening on" in proc.stdout.readline(), (data / "broker.log").read_text()
+    lines = [proc.stdout.readline() for _ in range(nodes)]
+    assert all("listening on" in line for line in lines), (data / "broker.log").read_text()
     yield f"{HOST}:{port}"
     proc.terminate()
     proc.wait(30)
