@@ -222,8 +222,9 @@ class Server:
             log.debug("node %d: connection from %s on listener %s closed during the TLS handshake", self.node_id,
                       peer, listener)
             return
-        log.info("node %d: failed authentication with %s on listener %s (SSL handshake failed: %s)",
-                 self.node_id, peer, listener, handshake_failure_reason(error))
+        # worded as Kafka's Selector and the SASL failures word it: one text to look for
+        log.info("Failed authentication with %s (node %d, listener %s): SSL handshake failed: %s",
+                 peer, self.node_id, listener, handshake_failure_reason(error))
 
     @property
     def bound_ports(self) -> dict[str, int]:

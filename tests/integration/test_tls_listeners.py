@@ -270,7 +270,7 @@ def test_plaintext_client_on_a_tls_port_is_closed(one_node, open_session):
         sock.sendall(_frame(API_VERSIONS_V0))
         answer = _read_until_closed(sock)
     assert not answer.startswith(struct.pack(">i", 14)[:2])  # no Kafka response: at most a TLS alert
-    _log_grows(one_node, "(SSL handshake failed", before)
+    _log_grows(one_node, "listener SSL): SSL handshake failed", before)
 
 
 def test_garbage_instead_of_a_client_hello_is_closed(one_node, open_session):
@@ -278,7 +278,7 @@ def test_garbage_instead_of_a_client_hello_is_closed(one_node, open_session):
     with socket.create_connection((HOST, one_node.ports["MTLS"])) as sock:
         sock.sendall(bytes(range(256)) * 8)
         _read_until_closed(sock)
-    _log_grows(one_node, "on listener MTLS (SSL handshake failed", before)
+    _log_grows(one_node, "listener MTLS): SSL handshake failed", before)
 
 
 def test_tls_client_on_a_plaintext_port_is_closed(one_node, open_session, certs):
@@ -309,7 +309,7 @@ def test_client_certificate_missing_or_not_signed_by_the_ca_is_refused(one_node,
                 if not tls.recv(4):
                     raise ConnectionResetError("closed without an answer")
     reason = "certificate verify failed" if client else "peer did not return a certificate"
-    _log_grows(one_node, f"on listener MTLS (SSL handshake failed: {reason}", before)
+    _log_grows(one_node, f"listener MTLS): SSL handshake failed: {reason}", before)
 
 
 # ---- the control API and console over HTTPS -----------------------------------------
