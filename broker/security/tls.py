@@ -275,6 +275,10 @@ def _load_truststore(context: ssl.SSLContext, settings: dict[str, str], refuse) 
     context.load_verify_locations(cadata="".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs))
 
 
+# A TLS 1.2 record holding a fatal internal_error alert: what Kafka's SSL engine answers
+# to bytes that are not TLS (a plaintext client, garbage).
+INTERNAL_ERROR_ALERT = bytes([21, 3, 3, 0, 2, 2, 80])
+
 # How long a client has to complete its TLS handshake (Kafka bounds it by
 # connections.max.idle.ms; asyncio's default is 60 s).
 HANDSHAKE_TIMEOUT_S = 60.0
@@ -300,8 +304,12 @@ def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_en
         def _on_handshake_complete(self, handshake_exc) -> None:
             if handshake_exc is not None and self._transport is not None:
                 # the alert OpenSSL wrote (bad certificate, protocol version...) goes out
-                # before the close, as Kafka's does: asyncio would drop it
+                # before the close, as Kafka's does: asyncio would drop it. OpenSSL writes
+                # none for bytes that are not TLS at all; Kafka's engine answers those too
+                alert_written = self._outgoing.pending > 0
                 self._process_outgoing()
+                if not alert_written and isinstance(handshake_exc, ssl.SSLError):
+                    self._transport.write(INTERNAL_ERROR_ALERT)
             super()._on_handshake_complete(handshake_exc)
 
     waiter = loop.create_future()
