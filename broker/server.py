@@ -218,7 +218,7 @@ class Server:
             return
         from broker.security.tls import handshake_failure_reason
 
-        if isinstance(error, (ConnectionResetError, BrokenPipeError)):  # the client went away (a port probe): DEBUG, as Kafka
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):  # the client left (a port probe): as Kafka
             log.debug("node %d: connection from %s on listener %s closed during the TLS handshake", self.node_id,
                       peer, listener)
             return
