@@ -136,7 +136,7 @@ def _covers(b: AclBinding, name: str) -> bool:
     return name.startswith(b.resource_name)
 
 
-def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
+def allowed(ctx, operation: int, resource_type: int, name: str, log_denial: bool = True) -> bool:
     """Whether the request's client may do ``operation`` on the resource. Requests one
     node sends another (markers, verification) pass, as Kafka's inter-broker principal
     does (a super user)."""
@@ -146,21 +146,29 @@ def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
     host = ctx.connection.peer.rsplit(":", 1)[0]
     if authorizer.authorize(ctx.connection.principal, host, operation, resource_type, name):
         return True
+    if log_denial:
+        _log_denial(ctx, operation, resource_type, name, host)
+    return False
+
+
+def _log_denial(ctx, operation: int, resource_type: int, name: str, host: str) -> None:
     from protocol.apis import api_name
 
     log.log(logging.DEBUG if ctx.header.api_key == METADATA else logging.INFO,
             "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request = %s",
             ctx.connection.principal, _OPERATION_NAMES.get(operation, operation), host,
             _RESOURCE_NAMES.get(resource_type, resource_type), name, api_name(ctx.header.api_key))
-    return False
 
 
 def may_write_idempotently(ctx) -> bool:
     """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3+)."""
     host = ctx.connection.peer.rsplit(":", 1)[0]
     authorizer = ctx.broker.authorizer
-    return (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
-            or authorizer.allows_some(ctx.connection.principal, host, WRITE, TOPIC))
+    if (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_denial=False)
+            or authorizer.allows_some(ctx.connection.principal, host, WRITE, TOPIC)):
+        return True
+    _log_denial(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, host)
+    return False
 
 
 def authorized_operations(ctx, resource_type: int, name: str) -> int:

@@ -28,7 +28,7 @@ from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from broker.security.principal_mapping import PrincipalMappingError
-from broker.security.sasl_errors import SaslFailure
+from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
@@ -175,7 +175,7 @@ class Server:
         self.host, self.port = self.binds[0].host, self.binds[0].port
         self.connections: dict[int, Connection] = {}
         self.limits = ConnectionLimits(broker.config)
-        self.sasl = getattr(broker, "sasl_listeners", {})  # listener name -> ListenerSasl, for SASL listeners
+        self.sasl = broker.sasl_listeners  # listener name -> ListenerSasl, for the SASL listeners
         self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
         self._halted: list[asyncio.Task] = []  # processors ``halt`` cancelled, for ``stop`` to wait for
@@ -183,7 +183,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            tls_listeners = getattr(self.broker, "tls", {})
+            tls_listeners = self.broker.tls  # listener name -> TlsListener, for the SSL and SASL_SSL listeners
             if tls_listeners:  # the ssl module only where a listener needs it
                 from broker.security.tls import server_protocol
             for i, bind in enumerate(self.binds):
@@ -338,6 +338,9 @@ class Server:
                 except SaslFailure as e:
                     await self._authentication_failed(conn, e)
                     return
+                except SessionExpired as e:
+                    log.info("closing connection %s: %s", conn.describe(), e)
+                    return
                 except Exception:
                     log.exception("closing connection %s from %s: unexpected error handling a request",
                                   conn.id, conn.peer)
@@ -400,8 +403,8 @@ class Server:
             if not sasl.authenticating:
                 now = broker.clock.monotonic()
                 if not (api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now)) and sasl.expired(now):
-                    raise ProtocolViolation("its SASL session expired and it did not re-authenticate "
-                                            "(connections.max.reauth.ms, or the token's expiry)")
+                    raise SessionExpired("its SASL session expired and it did not re-authenticate "
+                                         "(connections.max.reauth.ms, or the token's expiry)")
             if sasl.authenticating:
                 return await self._authenticating(sasl, frame, header, pos, conn)
         route = self._routes.get((api_key << 16) | (version & 0xFFFF))

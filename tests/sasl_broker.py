@@ -23,6 +23,7 @@ def sasl_settings(**extra: str) -> dict[str, str]:
     users = " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items())
     return {
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'username="admin" password="admin-secret" {users};',

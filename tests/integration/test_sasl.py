@@ -432,3 +432,98 @@ def test_signed_tokens_against_a_jwks(tmp_path):
         jwks_broker.wait_for_log("The JWT is not signed, and a signature is required")
     finally:
         jwks_broker.stop()
+
+
+# -- refused at start ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "SASL mechanism GSSAPI is not served by eosbroker"),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": ""},
+     "Could not find a 'sasl_plaintext.KafkaServer' or 'KafkaServer' entry in the JAAS configuration"),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "x.Y required user_a=\"b\""},
+     "JAAS config entry not terminated by semi-colon"),
+    ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+     "requirement failed: sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when "
+     "SASL is used for inter-broker communication"),
+    ({"principal.builder.class": "com.example.Builder"},
+     "principal.builder.class: eosbroker builds principals as Kafka's "
+     "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder does"),
+])
+def test_sasl_settings_that_cannot_be_served_are_refused_at_start(tmp_path, overrides, message):
+    import subprocess
+    import sys
+
+    from tests.sasl_broker import sasl_settings
+
+    settings = {**sasl_settings(), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT", **overrides}
+    args = [a for k, v in settings.items() if v != "" for a in ("--override", f"{k}={v}")]
+    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_a_bad_scram_user_is_refused_at_start(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+                           "--scram", "SCRAM-SHA-1=[name=a,password=b]"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "the mechanism must be one of SCRAM-SHA-256, SCRAM-SHA-512" in proc.stderr
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_python_clients_across_session_lifetimes(reauth_broker, client):
+    """kafka-python re-authenticates (KIP-368); aiokafka does not, so its connection is
+    closed at its first request after the session's end, as Kafka closes it, and it
+    reconnects: either way every record is written once."""
+    topic = f"lifetimes-{client}"
+    values = [f"{client}-{i}".encode() for i in range(4)]
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(**kafka_python_settings(reauth_broker.bootstrap, "SCRAM-SHA-512", "bob"))
+        for v in values:
+            producer.send(topic, v).get(30)
+            time.sleep(0.8)  # four sends across more than one session lifetime (1.5 s)
+        producer.close()
+    else:
+        from aiokafka import AIOKafkaProducer
+
+        async def run():
+            producer = AIOKafkaProducer(**aiokafka_settings(reauth_broker.bootstrap, "PLAIN", "admin"))
+            await producer.start()
+            try:
+                for v in values:
+                    await producer.send_and_wait(topic, v)
+                    await asyncio.sleep(0.8)
+            finally:
+                await producer.stop()
+
+        asyncio.run(run())
+    consumer = Consumer({**confluent_settings(reauth_broker.bootstrap, "PLAIN", "alice"), "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    assert _polled(consumer, values) == values
+    log = reauth_broker.log()
+    if client == "kafka-python":
+        assert "re-authenticated as User:bob with SCRAM-SHA-512" in log
+    else:
+        assert "(User:admin): its SASL session expired and it did not re-authenticate" in log
+
+
+def test_scram_users_from_the_setting_log_in(tmp_path):
+    # the users of the scram.users setting (KAFKA_SCRAM_USERS in a compose file) beside --scram's
+    carol = SaslBroker(tmp_path, **{"scram.users": "SCRAM-SHA-512=[name=carol,password=carol-secret];"
+                                                   "SCRAM-SHA-256=[name=dave,password=dave-secret]"})
+    try:
+        settings = {**confluent_settings(carol.bootstrap, "SCRAM-SHA-512", "alice"), "sasl.username": "carol",
+                    "sasl.password": "carol-secret"}
+        assert TOPIC not in AdminClient(settings).list_topics(timeout=20).topics
+        carol.wait_for_log("authenticated as User:carol with SCRAM-SHA-512")
+        alice = AdminClient(confluent_settings(carol.bootstrap, "SCRAM-SHA-512", "alice"))  # --scram's, too
+        dave = alice.describe_user_scram_credentials(["dave"])["dave"].result(20)
+        assert [(i.mechanism.name, i.iterations) for i in dave.scram_credential_infos] == [("SCRAM_SHA_256", 4096)]
+        carol.wait_for_log("authenticated as User:alice with SCRAM-SHA-512")
+    finally:
+        carol.stop()
