@@ -577,3 +577,17 @@ def test_sasl_ssl_each_client_and_mechanism(sasl_ssl_broker, certs, client, mech
 
         got = asyncio.run(run())
     assert got == [b"v0", b"v1", b"v2"]
+
+
+def test_healthcheck_over_tls(one_node, certs):
+    def healthcheck(port: int, *tls: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "broker.cli", "healthcheck", "--bootstrap-server",
+                               f"{HOST}:{port}", "--timeout", "20", *tls], capture_output=True, text=True, timeout=60)
+
+    ca = ["--tls-ca", str(certs.ca)]
+    assert healthcheck(one_node.ports["SSL"], *ca).returncode == 0
+    mtls = healthcheck(one_node.ports["MTLS"], *ca, "--tls-cert", str(certs.cert("alice")),
+                       "--tls-key", str(certs.key("alice")))
+    assert mtls.returncode == 0 and "healthy" in mtls.stdout, mtls.stderr
+    plain = healthcheck(one_node.ports["SSL"])  # plaintext on a TLS port: unhealthy, not hung
+    assert plain.returncode == 1 and "unhealthy" in plain.stderr
