@@ -63,6 +63,7 @@ class Broker:
         self.replication = Replication(self)
         # Each listener on consecutive ports; port 0 lets every node pick free ones.
         self.listeners = config.listener_plan(host, port)
+        self.tls = config.tls_listeners(self.listeners)  # TLS contexts of the SSL listeners, by name
         # SASL set-up of each SASL listener, by name (broker.security.sasl_settings.ListenerSasl)
         self.sasl_listeners = config.sasl_listeners(self.listeners, self.scram_credentials)
         self.nodes = [BrokerNode(self, info, self.listeners.binds(i), i) for i, info in enumerate(self.cluster.nodes)]

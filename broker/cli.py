@@ -99,6 +99,11 @@ def _serve_options(env) -> list[tuple[str, dict]]:
         ("--admin-host", dict(default="127.0.0.1", help="(default 127.0.0.1)")),
         ("--admin-token", dict(default=env.get("EOSBROKER_ADMIN_TOKEN"),
                                help="require 'Authorization: Bearer TOKEN' on the control API (env EOSBROKER_ADMIN_TOKEN)")),
+        ("--admin-tls-cert", dict(type=_existing_file, default=env.get("EOSBROKER_ADMIN_TLS_CERT"),
+                                  help="serve the control API and console over HTTPS with this PEM certificate "
+                                       "chain (e.g. eosbroker certs' broker.crt; env EOSBROKER_ADMIN_TLS_CERT)")),
+        ("--admin-tls-key", dict(type=_existing_file, default=env.get("EOSBROKER_ADMIN_TLS_KEY"),
+                                 help="its PEM private key (broker.key; env EOSBROKER_ADMIN_TLS_KEY)")),
         ("--scram", dict(dest="scram_users", action="append", default=[], metavar="MECHANISM=[name=..,password=..]",
                          help="create or replace a SCRAM user at start, as kafka-storage format --add-scram writes "
                               "it, e.g. SCRAM-SHA-512=[name=alice,password=alice-secret]; repeatable")),
@@ -196,7 +201,9 @@ def _serve_command(argv: list[str]) -> None:
             raise ConfigError("--host/--port are the short form of listeners=PLAINTEXT://HOST:PORT; "
                               "give either them or the listeners setting")
         plan = config.listener_plan(args.host, args.port)  # refused here, with Kafka's message, before anything starts
+        config.tls_listeners(plan)
         config.sasl_listeners(plan, None)
+        admin_tls = _admin_tls(args)
         scram_users = []
         given = [t for t in config["scram.users"].split(";") if t.strip()] + args.scram_users
         if given:
@@ -208,7 +215,7 @@ def _serve_command(argv: list[str]) -> None:
                 raise ConfigError(str(e)) from None
     except (ConfigError, OSError) as e:
         serve_parser().error(str(e))
-    admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token)
+    admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token, admin_tls)
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
@@ -219,6 +226,23 @@ def _serve_command(argv: list[str]) -> None:
     except CommandError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
+
+
+def _admin_tls(args):  # -> ssl.SSLContext | None
+    """The control API's TLS context from --admin-tls-cert/--admin-tls-key, or None."""
+    if args.admin_tls_cert is None and args.admin_tls_key is None:
+        return None
+    if args.admin_tls_cert is None or args.admin_tls_key is None or args.admin_port is None:
+        raise ConfigError("--admin-tls-cert and --admin-tls-key go together, with --admin-port")
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(args.admin_tls_cert, args.admin_tls_key)
+    except ssl.SSLError as e:
+        raise ConfigError(f"--admin-tls-cert/--admin-tls-key: not a PEM certificate chain and its key: "
+                          f"{e.reason or e}") from None
+    return context
 
 
 def _host_or_port_given(argv: list[str]) -> bool:

@@ -61,3 +61,28 @@ def settings_cmd() -> None:
     click.echo("# Accepted, no effect in eosbroker:")
     for line in textwrap.wrap(", ".join(without), 100):
         click.echo(f"#   {line}")
+
+
+@main.command("certs")
+@click.option("--dir", "directory", default="./certs", show_default=True, type=click.Path(file_okay=False),
+              help="where to write the files (made if missing; files there are replaced)")
+@click.option("--host", "hosts", multiple=True, metavar="NAME|IP",
+              help="a host name or address clients reach the broker by, for its certificate; repeatable "
+                   "(localhost and 127.0.0.1 are always in)")
+@click.option("--client", "clients", multiple=True, metavar="NAME",
+              help="a client certificate to make (subject CN=NAME); repeatable (default: alice, bob)")
+@click.option("--password", default="eosbroker", show_default=True, help="the PKCS12 files' password")
+@click.option("--days", default=825, show_default=True, type=click.IntRange(1, 36500), help="validity")
+@click.option("--protocol", default="SSL", show_default=True, type=click.Choice(["SSL", "SASL_SSL"]),
+              help="the security.protocol the printed client settings name")
+def certs_cmd(directory: str, hosts: tuple[str, ...], clients: tuple[str, ...], password: str, days: int,
+              protocol: str) -> None:
+    """Write a development CA, a broker certificate and client certificates (PEM and PKCS12),
+    and print the broker and client settings that go with them."""
+    from broker.security.certs import DEFAULT_CLIENTS, client_settings_text, write_certificates
+
+    try:
+        written = write_certificates(directory, hosts, clients or DEFAULT_CLIENTS, password, days)
+    except (ValueError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(client_settings_text(written, protocol), nl=False)

@@ -229,7 +229,7 @@ _COARSER_UNITS = {
 
 def settings_in_effect() -> frozenset[str]:
     """Kafka's names outside SETTINGS that change something here."""
-    return LISTENER_SETTINGS.union(SASL_SETTINGS, *_COARSER_UNITS.values())
+    return LISTENER_SETTINGS.union(TLS_SETTINGS, SASL_SETTINGS, *_COARSER_UNITS.values())
 
 
 class ConfigError(ValueError):
@@ -250,6 +250,23 @@ LISTENER_SETTINGS = frozenset({
     "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
     "security.inter.broker.protocol", "controller.listener.names", "process.roles",
 })
+
+
+# Kafka's TLS settings eosbroker's SSL listeners read (broker.security.tls), each also
+# under listener.name.<listener>.
+TLS_SETTINGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.cipher.suites", "ssl.principal.mapping.rules",
+})
+
+
+def _unprefixed(key: str) -> str:
+    """A setting's name without ``listener.name.<listener>.``."""
+    if key.startswith("listener.name."):
+        return key[len("listener.name."):].partition(".")[2]
+    return key
 
 
 # Kafka's SASL settings (also under a listener and mechanism prefix): read by
@@ -379,8 +396,20 @@ class BrokerConfig:
 
     def without_effect(self) -> list[str]:
         """The Kafka settings given that change nothing in eosbroker."""
-        in_effect = settings_in_effect()
-        return sorted(k for k in self.kafka_values if k not in in_effect and not _sasl_in_effect(k))
+        in_effect = settings_in_effect() - TLS_SETTINGS
+        try:  # TLS settings take effect where a listener uses TLS
+            tls_names = {e.name for e in self.listener_plan().served if e.protocol in ("SSL", "SASL_SSL")}
+        except ConfigError:
+            tls_names = set()
+
+        def takes_effect(key: str) -> bool:
+            if key in in_effect or _unprefixed(key) not in TLS_SETTINGS:
+                return key in in_effect
+            if key.startswith("listener.name."):
+                return key[len("listener.name."):].partition(".")[0].upper() in tls_names
+            return bool(tls_names)
+
+        return sorted(k for k in self.kafka_values if not takes_effect(k) and not _sasl_in_effect(k))
 
     def listener_plan(self, host: str = "127.0.0.1", port: int = 9092):
         """The listeners these settings describe (broker.listeners.ListenerPlan);
@@ -391,6 +420,17 @@ class BrokerConfig:
         try:
             return listener_plan(values, self.explicit, host, port)
         except ListenerConfigError as e:
+            raise ConfigError(str(e)) from None
+
+    def tls_listeners(self, plan) -> dict:
+        """The TLS contexts of ``plan``'s SSL listeners (broker.security.tls.TlsListener by name)."""
+        if not any(e.protocol in ("SSL", "SASL_SSL") for e in plan.served):
+            return {}  # no ssl module to load
+        from broker.security.tls import TlsConfigError, tls_listeners
+
+        try:
+            return tls_listeners(self.kafka_values, plan)
+        except TlsConfigError as e:
             raise ConfigError(str(e)) from None
 
     def sasl_listeners(self, plan, credentials) -> dict:
@@ -474,7 +514,8 @@ ENV_PREFIXES = ("KAFKA_", "EOSBROKER_")  # the later prefix wins when both name 
 # EOSBROKER_ variables that are not settings: serve's options, the tools' and the tests'.
 OTHER_EOSBROKER_VARIABLES = frozenset({
     "EOSBROKER_HOST", "EOSBROKER_PORT", "EOSBROKER_DATA_DIR", "EOSBROKER_NODES", "EOSBROKER_ADMIN_PORT",
-    "EOSBROKER_ADMIN_TOKEN", "EOSBROKER_ADMIN",  # the control API's address, for `eosbroker ctl`
+    "EOSBROKER_ADMIN_TOKEN", "EOSBROKER_ADMIN_TLS_CERT", "EOSBROKER_ADMIN_TLS_KEY",
+    "EOSBROKER_ADMIN", "EOSBROKER_ADMIN_CA",  # the control API's address and CA, for `eosbroker ctl`
     "EOSBROKER_CHECK_FIELDS", "EOSBROKER_FUZZ_SCALE", "EOSBROKER_REFERENCE_HEAP",  # the test suite's
 })
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 
 PLAINTEXT = "PLAINTEXT"
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # SASL on a TLS transport comes with TLS
 # Kafka's default listener.security.protocol.map: each protocol names a listener of itself
 DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 # Kafka's endpoint syntax: NAME://host:port, the host possibly in [] (IPv6) or empty
@@ -210,12 +209,6 @@ def listener_plan(values: dict[str, str], explicit: set[str], host: str = "127.0
     # Clients reach only the advertised broker listeners; a listener bound but not
     # advertised is served too (Kafka serves it; its Metadata answers omit it).
     served = [e for e in listeners if e.name not in controller_names]
-    not_yet = [e for e in served if e.protocol not in SERVED_PROTOCOLS]
-    if not_yet:
-        e = not_yet[0]
-        raise ListenerConfigError(f"listener {e.name} uses {e.protocol}: eosbroker does not serve SSL "
-                                  "listeners yet (only PLAINTEXT and SASL_PLAINTEXT); map it to one of them in "
-                                  "listener.security.protocol.map or remove it")
     ordered = sorted(served, key=lambda e: (e.name != inter_broker, listener_names.index(e.name)))
     # A listener bound but not advertised is served as Kafka serves it: its clients are
     # told of no broker on it (Metadata: LISTENER_NOT_FOUND).

@@ -12,6 +12,7 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import socket
@@ -26,6 +27,7 @@ from broker.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
+from broker.security.principal_mapping import PrincipalMappingError
 from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import layouts, messages
 from protocol.apis import api_name
@@ -181,9 +183,18 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
+            tls_listeners = self.broker.tls  # listener name -> TlsListener, for the SSL and SASL_SSL listeners
+            if tls_listeners:  # the ssl module only where a listener needs it
+                from broker.security.tls import server_protocol
             for i, bind in enumerate(self.binds):
-                def reader(name=bind.name):
-                    return _RequestReader(self, name)
+                tls = tls_listeners.get(bind.name)
+
+                def reader(name=bind.name, tls=tls):
+                    if tls is None:
+                        return _RequestReader(self, name)
+                    app = _RequestReader(self, name, tls)
+                    return server_protocol(loop, app, tls, app.accepted,
+                                           functools.partial(self._handshake_ended, name, app))
                 sock = _bound_socket(bind.host, bind.port)
                 if sock is None:  # a name, or "" for every interface: the loop resolves it
                     server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
@@ -197,6 +208,23 @@ class Server:
             self._servers = []
             raise
         self.host, self.port = self.binds[0].host, self.binds[0].port
+
+    def _handshake_ended(self, listener: str, reader: "_RequestReader", peer: str, error: BaseException | None) -> None:
+        """A TLS connection's handshake ended: one that never reached the reader (failed,
+        or the client left) gives back its count toward max.connections.per.ip."""
+        if reader._counted and reader.transport is None:
+            self.limits.leave(reader._ip, False)
+        if error is None:
+            return
+        from broker.security.tls import handshake_failure_reason
+
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):  # the client left (a port probe): as Kafka
+            log.debug("node %d: connection from %s on listener %s closed during the TLS handshake", self.node_id,
+                      peer, listener)
+            return
+        # worded as Kafka's Selector and the SASL failures word it: one text to look for
+        log.info("Failed authentication with %s (node %d, listener %s): SSL handshake failed: %s",
+                 peer, self.node_id, listener, handshake_failure_reason(error))
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -584,10 +612,13 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     not be lost), but a parked or long-polling one is not waited for beyond a grace
     period."""
 
-    def __init__(self, server: Server, listener: str) -> None:
+    def __init__(self, server: Server, listener: str, tls=None) -> None:
         super().__init__()
         self.server = server
         self.listener = listener
+        self.tls = tls  # broker.security.tls.TlsListener on an SSL listener: reached after the handshake
+        self._principal = "User:ANONYMOUS"
+        self._counted = False  # toward max.connections.per.ip
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: Connection | None = None
@@ -613,20 +644,38 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     # -- transport callbacks ---------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
-        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
-        server = self.server
+    def accepted(self, transport: asyncio.Transport) -> bool:
+        """A new TCP connection, counted toward max.connections.per.ip (as Kafka's acceptor
+        counts it, before any TLS handshake); False when over the limit: closed."""
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self._ip = peername[0] if peername else "?"
-        exceeded = server.limits.admit(self._ip)
+        exceeded = self.server.limits.admit(self._ip)
         if exceeded is not None:
             log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
                         "(max.connections.per.ip)", self._peer, self._ip, exceeded)
             self._done = True
             transport.close()
+            return False
+        self._counted = True
+        return True
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        server = self.server
+        self.transport = transport  # on a TLS listener, after the handshake (counted at accept)
+        if self.tls is None and not self.accepted(transport):
             return
+        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
+        if self.tls is not None:
+            try:
+                self._principal = self.tls.principal(transport.get_extra_info("ssl_object"))
+            except PrincipalMappingError as e:  # Kafka closes it: the principal cannot be built
+                log.warning("closing connection from %s on listener %s: failed to map the client certificate's "
+                            "name based on ssl.principal.mapping.rules: %s", self._peer, self.listener, e)
+                server.limits.leave(self._ip, False)
+                self._done = True
+                transport.close()
+                return
         if server.limits.try_slot():
             self._had_slot = True
             self._start()
@@ -659,7 +708,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._end()
-        return True  # keep the transport open: answers to requests already read still go out
+        # keep the transport open: answers to requests already read still go out (TLS
+        # cannot: its close_notify ends both directions)
+        return self.tls is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -706,7 +757,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         loop = asyncio.get_running_loop()
         writer = asyncio.StreamWriter(self.transport, self, None, loop)
         self.conn = Connection(next(server._ids), self._peer, server.node_id, server.broker.clock.monotonic(), writer,
-                               listener=self.listener)
+                               listener=self.listener, principal=self._principal)
         server.connections[self.conn.id] = self.conn
         config = server.broker.config
         self._decoder = FrameDecoder(config["socket.request.max.bytes"])

@@ -28,11 +28,14 @@ from broker.admin.client import ControlClient, ControlRefused
 @click.option("--admin", envvar="EOSBROKER_ADMIN", required=True, metavar="URL",
               help="the control API, e.g. http://127.0.0.1:9644 (env EOSBROKER_ADMIN)")
 @click.option("--token", envvar="EOSBROKER_ADMIN_TOKEN", default=None, help="bearer token (env EOSBROKER_ADMIN_TOKEN)")
+@click.option("--ca", envvar="EOSBROKER_ADMIN_CA", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="for an https control API: the CA (PEM) its certificate is checked against, e.g. eosbroker "
+                   "certs' ca.crt (env EOSBROKER_ADMIN_CA)")
 @click.option("--json", "as_json", is_flag=True, help="print the API's JSON answer")
 @click.pass_context
-def ctl(ctx, admin: str, token: str | None, as_json: bool) -> None:
+def ctl(ctx, admin: str, token: str | None, ca: str | None, as_json: bool) -> None:
     """Drive a running eosbroker through its control API (serve --admin-port)."""
-    ctx.obj = (ControlClient(admin, token), as_json)
+    ctx.obj = (ControlClient(admin, token, ca=ca), as_json)
 
 
 def _run(ctx, name: str, show=None, **args) -> None:

@@ -30,8 +30,11 @@ def json_error(status: int, message: str, field: str | None = None) -> web.Respo
 
 
 class AdminServer:
-    def __init__(self, broker, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+    def __init__(self, broker, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+                 tls=None) -> None:
+        """``tls``: an ssl.SSLContext to serve HTTPS with."""
         self.broker = broker
+        self.tls = tls
         self.control = ControlService(broker)
         self.host = host
         self.port = port
@@ -45,7 +48,7 @@ class AdminServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{self.host}:{self.port}"
 
     def add_route(self, method: str, path: str, handler: Handler, *, openapi: dict | None = None,
                   auth: bool = True) -> None:
@@ -63,7 +66,7 @@ class AdminServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
         log.info("control API on %s%s", self.url, " (bearer token required)" if self.token else "")

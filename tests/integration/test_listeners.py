@@ -156,8 +156,6 @@ def test_a_listener_not_advertised_gets_kafkas_listener_not_found(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--override", "listeners=SASL_SSL://127.0.0.1:0", "--override", "security.inter.broker.protocol=SASL_SSL"],
-     "listener SASL_SSL uses SASL_SSL: eosbroker does not serve SSL listeners yet (only PLAINTEXT and SASL_PLAINTEXT)"),
     (["--override", "listeners=PLAINTEXT://127.0.0.1:0", "--port", "0"],
      "--host/--port are the short form of listeners=PLAINTEXT://HOST:PORT; give either them or the listeners setting"),
     (["--override", "advertised.listeners=EXTERNAL://localhost:9092"],
