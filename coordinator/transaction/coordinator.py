@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from coordinator.partitioning import partition_for
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result
 from coordinator.transaction import log_codec
 from coordinator.transaction.messages import (
     AddPartitionsResponse,
