@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from coordinator.contract import UnknownKeyVersion, UnknownValueVersion
 from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata
-from coordinator.transaction.state import DEAD, EMPTY, TransactionState
+from coordinator.transaction.state import TransactionState
 from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
 from protocol.names import TopicPartition
 
@@ -203,9 +203,9 @@ def decode_value(data: bytes) -> TransactionLogValue:
 
 def _value_partitions(metadata: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     """The value's TransactionPartitions for the metadata: null when Empty."""
-    if metadata.state is DEAD:
+    if metadata.state is TransactionState.DEAD:
         raise ValueError("a Dead transactional id is written as a tombstone, not a value")
-    if metadata.state is EMPTY:
+    if metadata.state is TransactionState.EMPTY:
         if metadata.topic_partitions:
             raise ValueError(
                 f"transactional id {metadata.transactional_id!r} is Empty but has partitions"
