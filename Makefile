@@ -15,7 +15,7 @@ DATA   ?= ./data
 # The broker alone (make run): no PySpark, test or bench extras.
 # setuptools, which venv adds up to Python 3.11, is not needed in the venv (pip builds in
 # an isolated environment); left there, its distutils-precedence.pth puts an import hook
-# in front of every import of every process (~1% of a broker's start-up).
+# in front of every import of every process.
 $(BROKER_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Byte-compile the sources: with PYTHONDONTWRITEBYTECODE set, every start would
-# otherwise compile them again (~130 ms of start-up). Then the dataclasses' generated
+# otherwise compile them again at every start. Then the dataclasses' generated
 # methods (broker/dataclass_code.py), which Python would otherwise compile at every start.
 compile: venv
 	$(PY) -m compileall -q protocol coordinator broker spark_client

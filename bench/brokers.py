@@ -29,7 +29,7 @@ _LOG_TAIL_BYTES = 2000
 
 
 def eosbroker_command(port: int, data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
+    return [sys.executable, "-m", "broker.program", "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
 
 
 def eosbroker_3_nodes_command(port: int, data_dir: Path) -> list[str]:

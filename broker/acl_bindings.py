@@ -1,6 +1,6 @@
 """ACL bindings and filters: the values CreateAcls, DescribeAcls and DeleteAcls carry
 and ``meta/acls.json`` keeps, with the checks Kafka makes on them (``broker.acls`` holds
-the authorizer and the resource, operation and permission ids).
+the authorizer, ``broker.acl_ids`` the resource, operation and permission ids).
 
 A module of its own, loaded with the first ACL request or a stored ACL file: a broker
 without ACLs does not build these classes at start-up.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.acls import (
+from broker.acl_ids import (
     ALL, ALLOW, ANY_OP, ANY_PATTERN, ANY_PERMISSION, ANY_RESOURCE, CLUSTER, CLUSTER_NAME, DELEGATION_TOKEN, DENY,
     GROUP, LITERAL, MATCH, PREFIXED, TOPIC, TRANSACTIONAL_ID, TWO_PHASE_COMMIT, USER, WILDCARD, AclError,
 )

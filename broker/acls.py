@@ -19,20 +19,15 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from broker.acl_ids import (  # the handlers import the ids they check from here
+    TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, LITERAL, ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, TWO_PHASE_COMMIT, DENY, ALLOW, CLUSTER_NAME, WILDCARD,
+    CREATE_TOKENS, DESCRIBE_TOKENS, DELEGATION_TOKEN, USER,
+)
 from broker.storage.files import read_json, write_json
 
 if TYPE_CHECKING:  # loaded with the first ACL request or stored ACL file (broker.acl_bindings)
     from broker.acl_bindings import AclBinding, AclFilter
 
-# ResourceType, PatternType, AclOperation and AclPermissionType ids (Kafka's enums)
-ANY_RESOURCE, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER = 1, 2, 3, 4, 5, 6, 7
-ANY_PATTERN, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
-ANY_OP, ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION = 1, 2, 3, 4, 5, 6, 7, 8, 9
-DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS, TWO_PHASE_COMMIT = (
-    10, 11, 12, 13, 14, 15)
-ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
-CLUSTER_NAME = "kafka-cluster"
-WILDCARD = "*"
 ANONYMOUS = "User:ANONYMOUS"
 log = logging.getLogger(__name__)
 # Kafka's names, as its authorizer log lines write them
@@ -52,10 +47,6 @@ OPERATIONS = {
     CLUSTER: (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE),
     TRANSACTIONAL_ID: (WRITE, DESCRIBE, TWO_PHASE_COMMIT),
 }
-
-
-class AclError(ValueError):
-    pass
 
 
 class Authorizer:

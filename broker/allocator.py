@@ -3,10 +3,9 @@
 Every Fetch answer and large Produce request is a buffer of up to a megabyte or more,
 allocated and freed once per request. With glibc's defaults each one is fresh memory
 from the kernel: the heap top is given back (trimmed) as soon as 128 kB-2 MB lie free
-there, so the next request grows it again through brk, page faults and zeroed pages,
-~20% of the broker's CPU per consumed record. Keeping up to 16 MB of freed heap for
-reuse cuts that (consume 0.295 -> 0.245 us of broker CPU per record). The ctypes import
-(~4 ms) waits for the first Produce or Fetch, off the start-up path.
+there, so the next request grows it again through brk, page faults and zeroed pages.
+Keeping up to 16 MB of freed heap for reuse spares that (the bench's consume workload
+shows it). The ctypes import waits for the first Produce or Fetch, off the start-up path.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ``eosbroker`` command line.
 
 ``serve`` reads its options itself, or with argparse when they need an error message or
-help, and never imports click (~10 ms of a broker's start-up); the other commands are click commands (broker.commands), loaded only when one
-of them runs. ``main``, the click group with every command, stays importable from here.
+help, and never imports click; the other commands are click commands (broker.commands),
+loaded only when one of them runs. The program (broker.program) dispatches between them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import gc
 
 # Start-up creates tens of thousands of objects that live as long as the process
 # (modules, classes, kio's message types); the cyclic collector would scan them again
-# and again while they are made and free nothing (~10% of start-up). It is off while
+# and again while they are made and free nothing. It is off while
 # this module loads, and `serve` keeps it off until the broker listens. Turned on in
-# between, the next allocation would scan everything the imports made (~5% of
-# start-up): the program (run as __main__, or broker.program, which turns it off before
-# importing this module) leaves it to `run`; other importers get it back at the end.
+# between, the next allocation would scan everything the imports made: the program (broker.program, which turns it off before importing this
+# module) leaves it to `run`; other importers get it back at the end.
 _COLLECTING = gc.isenabled()
 gc.disable()
 
@@ -129,8 +128,8 @@ def quick_parse(argv: list[str]) -> SimpleNamespace | None:
     """The namespace argparse would make of a well-formed command line (each option known,
     spelt out, given a value that does not start with '-' and that its type accepts), or
     None for anything else, which argparse then parses and reports as always. Importing
-    argparse (with gettext, locale and shutil) and building the parser is ~5% of a
-    broker's start-up."""
+    argparse (with gettext, locale and shutil) and building the parser would lengthen
+    every start."""
     options = {flag: keywords for flag, keywords in _serve_options(os.environ)}
     dest = {flag: keywords.get("dest", flag[2:].replace("-", "_")) for flag, keywords in options.items()}
     given: dict[str, object] = {}
@@ -260,35 +259,13 @@ def _listening(broker, node, host: str) -> str:
     return " ".join(b.text() for b in binds)
 
 
-def run(argv: list[str] | None = None) -> None:
-    """The ``eosbroker`` program: ``[--log-level LEVEL] serve ...`` takes the path without
-    click; everything else (help, the tools) goes to the click group."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    level, rest = "INFO", argv
-    if rest[:1] == ["--log-level"] and len(rest) > 1:
-        level, rest = rest[1], rest[2:]
-    elif rest[:1] and rest[0].startswith("--log-level="):
-        level, rest = rest[0].partition("=")[2], rest[1:]
-    if rest[:1] != ["serve"]:
-        gc.enable()  # off if the program just loaded this module (see its top)
-        from broker.commands import main as group
-
-        group()
-        return
-    try:
-        configure_logging(level)
-    except ValueError as e:
-        sys.exit(f"Error: --log-level: {e}")
-    serve(rest[1:])
-
-
 def _without_hypothesis() -> None:
     """Keeps Hypothesis out of a broker process.
 
     kio registers Hypothesis strategies for its types whenever Hypothesis is importable
-    (the test extra installs it). That costs ~0.3 s of imports and, in a directory
-    without a ``.hypothesis`` cache (a fresh working directory), ~1.6 s more building
-    Hypothesis's unicode table, plus a ``.hypothesis`` dir left in the working
+    (the test extra installs it). That costs Hypothesis's imports and, in a directory
+    without a ``.hypothesis`` cache (a fresh working directory), building its unicode
+    table, plus a ``.hypothesis`` dir left in the working
     directory. A broker never needs them; a process that already uses Hypothesis (a
     test) keeps it."""
     if "kio" not in sys.modules:
@@ -320,7 +297,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
         raise CommandError(f"cannot listen: {e}" if e.filename is None else unusable(data_dir, e)) from None
     admin_server = None
     if admin is not None:
-        from broker.admin import AdminServer
+        from broker.admin.server import AdminServer
 
         admin_server = AdminServer(broker, *admin)
         try:
@@ -329,7 +306,8 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
             await broker.stop()
             raise CommandError(f"cannot serve the control API: {e}") from None
     if scenario is not None:
-        from broker.control import ControlError, ControlService
+        from broker.operations import ControlError
+        from broker.control import ControlService
         from broker.scenarios import load_into
 
         try:
@@ -378,15 +356,5 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     dataclass_code.save()
 
 
-def __getattr__(name: str):
-    if name == "main":  # the click group (tests drive it with click's CliRunner)
-        from broker.commands import main
-
-        return main
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-if __name__ == "__main__":
-    run()
-elif _COLLECTING:
+if _COLLECTING:
     gc.enable()  # importers of this module (the tools, tests) keep their collector

@@ -1,8 +1,8 @@
 """The asyncio driver of the sans-IO client core (protocol/client.py).
 
-Used where the broker talks over the wire itself (WriteTxnMarkers to partition
-leaders), by the command-line tools, and by tests that need exact control over
-requests (resend a batch, send an old epoch, send garbage).
+Used by the command-line tools and by tests that need exact control over requests
+(resend a batch, send an old epoch, send garbage). The nodes do not use it: their
+requests to each other go through broker/network.py.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ class KafkaConnection:
     @property
     def client_id(self) -> str | None:
         return self._core.client_id
-
-    @property
-    def is_closed(self) -> bool:
-        return self._read_task.done()
 
     async def request(self, api_key: int, version: int, body: dict[str, Any] | Any, timeout: float = 30.0) -> Any:
         """Sends one request and returns the decoded kio response."""

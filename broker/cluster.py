@@ -248,7 +248,7 @@ class Cluster:
 
     def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
         # The storage machinery loads with the first partition: a fresh broker answers
-        # its first Metadata without it (~15 ms of imports).
+        # its first Metadata without importing it.
         from broker.partition import Partition
 
         key = (topic.name, index)

@@ -77,10 +77,6 @@ class CoordinatorTopic:
             if leadership is not None and leadership.leader == self.node_id:
                 self.load_partition(p, leadership.leader_epoch)
 
-    @property
-    def started_loading(self) -> bool:
-        return self._started
-
     async def started(self) -> None:
         """``start``, then, for a topic created by this process, waits for its (short) load:
         the first request is served rather than told to come back."""

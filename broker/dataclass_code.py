@@ -3,8 +3,7 @@
 Up to Python 3.12, ``@dataclass`` writes a class's __init__, __repr__, __eq__, __hash__
 and (frozen) __setattr__/__delattr__ as source text and compiles each with ``exec``. The
 ~40 dataclasses on the way to a broker's first Metadata answer (its own and kio's message
-types) spent ~16% of the instructions of start-up in Python's parser and compiler doing
-that. ``install`` gives the dataclasses module an ``exec`` that compiles a text it has not
+types) spent a large share of start-up in Python's parser and compiler doing that. ``install`` gives the dataclasses module an ``exec`` that compiles a text it has not
 seen before and reuses the stored code object of one it has: the same text compiles to
 the same code, so the classes are exactly what ``@dataclass`` makes without it.
 

@@ -22,7 +22,7 @@ from broker.config import BrokerConfig
 from broker.coordinator_topic import CoordinatorTopic
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
-from coordinator.records import Result
+from coordinator.contract import Result
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)

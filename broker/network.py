@@ -1,6 +1,6 @@
 """The network between the nodes of the process.
 
-Every request one node sends another goes through ``Network.request``: a coordinator's
+The requests one node sends another go through ``Network.request``: a coordinator's
 markers to partition leaders (broker/markers.py) and a partition leader's KIP-890
 verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
 TxnOffsetCommit (broker/txn_verification.py). The request is built as the kio message
@@ -14,8 +14,10 @@ target->source) live here, in one place. A node that stops or dies is a dead hos
 for requests in flight: a request it sent that had not yet been handled never lands,
 and a request to it is not answered (its handler, run as the node's work, is abandoned
 at the stop; an answer computed before it is dropped): the sender sees Unreachable.
-Replication sends no requests: the emulated followers (broker/replication.py) only read
-the same link faults to tell whether they could fetch.
+What Kafka's nodes learn from the controller (leaders, ISRs, producer id blocks) they
+read from the process's shared state (broker/cluster.py, broker/producer_ids.py), without
+a request. Replication sends no requests: the emulated followers (broker/replication.py)
+only read the same link faults to tell whether they could fetch.
 """
 
 from __future__ import annotations
@@ -37,12 +39,6 @@ log = logging.getLogger(__name__)
 
 class Unreachable(ConnectionError):
     """The target node is down, or the link to it is cut or lost the message."""
-
-
-def answer_field(answer: Any, name: str) -> Any:
-    """A field of an answer from ``request(..., typed=False)``: the handler's dict, or the
-    kio response a fault rule's error answer is."""
-    return answer[name] if type(answer) is dict else getattr(answer, name)
 
 
 @dataclass

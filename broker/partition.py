@@ -1,8 +1,8 @@
 """One partition as the leader sees it: its log, its producer state, and the waiters
 of long-polling fetches.
 
-There is one replica, so the high watermark is the log end offset once an append has
-reached the page cache. Producer state is snapshotted when a segment rolls and at
+The nodes share one copy of the log (followers are emulated: broker/replication.py), so
+the high watermark is the log end offset once an append has reached the page cache. Producer state is snapshotted when a segment rolls and at
 clean shutdown, and rebuilt at start-up from the newest snapshot plus the log after it.
 """
 

@@ -890,7 +890,7 @@ def _bound_socket(host: str, port: int) -> socket.socket | None:
     """A socket bound to a numeric address as ``create_server`` binds it (SO_REUSEADDR,
     IPv6 only on an IPv6 address, the same error), or None for a host name. A numeric
     address needs no resolver: uvloop would otherwise start its 4-thread pool for one
-    getaddrinfo and load the idna codec, ~3% of a broker's start-up."""
+    getaddrinfo and load the idna codec at start-up."""
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             socket.inet_pton(family, host)

@@ -35,8 +35,7 @@ from kio.schema.add_partitions_to_txn.v5.request import (
 )
 from kio.schema.errors import ErrorCode
 
-from broker.network import Unreachable
-from broker.network import answer_field as _field
+from protocol.messages import answer_field as _field
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +178,7 @@ class TransactionVerifier:
         try:
             response = await self.broker.network.request(source, target, ADD_PARTITIONS_TO_TXN, VERSION, request,
                                                           timeout=timeout_s, typed=False)
-        except (Unreachable, ConnectionError, OSError, asyncio.TimeoutError) as e:
+        except (ConnectionError, OSError, asyncio.TimeoutError) as e:
             log.warning("AddPartitionsToTxn from node %d to node %d failed with a network exception (%s)",
                         source, target, e or type(e).__name__)
             return {tid: dict.fromkeys(w.partitions, E.network_exception) for tid, w in batch.items()}

@@ -33,7 +33,7 @@ from operator import itemgetter
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from coordinator.records import CoordinatorRecord, Result, TransactionalRecord
+from coordinator.contract import CoordinatorRecord, Result, TransactionalRecord
 from protocol.record_codec import (
     CONTROL_TYPE_COMMIT,
     build_batch,

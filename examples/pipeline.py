@@ -33,7 +33,7 @@ PARTITIONS = 3
 
 
 def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "broker.program", "serve", "--host", "127.0.0.1", "--port", "0",
                              "--data-dir", data_dir], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             stderr=open(Path(data_dir) / "broker.log", "ab"))
     line = proc.stdout.readline()

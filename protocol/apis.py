@@ -27,10 +27,6 @@ class ApiRange:
     accepted_min: int
     max: int
 
-    @property
-    def kio_name(self) -> str:
-        return api_key_map[self.api_key]
-
     def accepts(self, version: int) -> bool:
         return self.accepted_min <= version <= self.max
 

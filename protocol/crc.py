@@ -1,6 +1,6 @@
 """CRC-32C (Castagnoli), computed in C by the crc32c package, loaded on first use.
 
-The package's ``__init__`` asks importlib.metadata for its own version, ~40 ms of CPU
+The package's ``__init__`` asks importlib.metadata for its own version, costly CPU
 on the way to a restarted broker's first recovery check or a fresh one's first
 produce; only its C function is needed, so its extension module is loaded alone when
 it is where the package keeps it, and the package is imported otherwise. Callers use

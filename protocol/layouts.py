@@ -39,7 +39,7 @@ from protocol.framing import write_unsigned_varint as _uvarint
 
 # Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 # EndTxn, TxnOffsetCommit: what producers and transactions hit per record batch or per
-# transaction. Not Metadata: asked rarely, and compiling its layout (~1.3 ms) on the first
+# transaction. Not Metadata: asked rarely, and compiling its layout on the first
 # request would lengthen start-up to the first Metadata answer.
 HOT_APIS = frozenset({0, 1, 10, 22, 24, 25, 26, 28})
 

@@ -254,3 +254,9 @@ def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+def answer_field(answer: Any, name: str) -> Any:
+    """A field of a handler's answer as another node receives it (``Network.request(...,
+    typed=False)``): the handler's dict, or the kio response a fault rule's error answer is."""
+    return answer[name] if type(answer) is dict else getattr(answer, name)

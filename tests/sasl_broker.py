@@ -44,7 +44,7 @@ class SaslBroker:
         self.port = free_port_block(nodes)
         self.nodes = nodes
         self.log_path = tmp_path / "broker.log"
-        args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+        args = [sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "data"),
                 "--override", f"listeners=SASL_PLAINTEXT://{HOST}:{self.port}",
                 "--override", "security.inter.broker.protocol=SASL_PLAINTEXT"]
         if nodes > 1:

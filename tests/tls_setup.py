@@ -32,7 +32,7 @@ class TlsBroker:
             "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
             **(settings or {}),
         }
-        args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data_dir), "--nodes", str(nodes)]
+        args = [sys.executable, "-m", "broker.program", "serve", "--data-dir", str(data_dir), "--nodes", str(nodes)]
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
         self.log_path = data_dir.parent / f"{data_dir.name}.log"

@@ -3,8 +3,8 @@
 # that is Python >= 3.11, can make a venv, and is an optimized build; else python3.
 #
 # The broker is interpreter-bound, so the build matters: pyenv's default build (shared
-# libpython, no PGO or LTO) costs it ~1.5x the CPU of a distribution's python3 (Debian
-# links it statically, with PGO and LTO) on the same transactional load. Builds configured
+# libpython, no PGO or LTO) costs it markedly more CPU than a distribution's python3
+# (Debian links it statically, with PGO and LTO) on the same transactional load. Builds configured
 # with --enable-optimizations (the official Docker images) count as optimized too.
 for candidate in "$@"; do
     command -v "$candidate" >/dev/null 2>&1 || continue

@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from broker.control import OPERATIONS_BY_NAME
+from broker.operations import OPERATIONS_BY_NAME
 
 
 class ControlRefused(Exception):

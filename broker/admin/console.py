@@ -19,7 +19,7 @@ from importlib.resources import files
 from aiohttp import web
 
 from broker.admin import snapshot
-from broker.control import OPERATIONS_BY_NAME
+from broker.operations import OPERATIONS_BY_NAME
 
 # How often the events stream looks for a change, and how often it sends the state
 # anyway (transactions age).

@@ -10,7 +10,7 @@ import json
 
 from aiohttp import web
 
-from broker.control import OPERATIONS, ControlError, Operation
+from broker.operations import OPERATIONS, ControlError, Operation
 
 ERROR_SCHEMA = {
     "type": "object",

@@ -32,9 +32,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from broker.admin import snapshot
 from broker.admin.control_routes import ERROR_SCHEMA
-from broker.control import ControlError
+from broker.operations import ControlError
 from protocol.apis import api_name
-from protocol.names import INTERNAL_TOPICS
+from protocol.names import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -204,8 +204,8 @@ class FaultFiringsCollector:
 # Transactions last from milliseconds to their timeout (Kafka's default maximum: 15 min).
 _TRANSACTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 # Kafka's MBeans of each coordinator's partition load sensor (JMX exporter names).
-_LOAD_METRICS = {"__transaction_state": "kafka_server_transaction_coordinator_metrics_partition_load_time",
-                 "__consumer_offsets": "kafka_server_group_coordinator_metrics_partition_load_time"}
+_LOAD_METRICS = {TRANSACTION_STATE: "kafka_server_transaction_coordinator_metrics_partition_load_time",
+                 CONSUMER_OFFSETS: "kafka_server_group_coordinator_metrics_partition_load_time"}
 
 
 class CoordinatorMetrics:
@@ -233,7 +233,7 @@ class CoordinatorMetrics:
         if topic not in _LOAD_METRICS:
             return
         ms = seconds * 1000
-        self.loads.labels("transaction" if topic == "__transaction_state" else "group").inc()
+        self.loads.labels("transaction" if topic == TRANSACTION_STATE else "group").inc()
         totals = self._totals[topic]
         totals[0] += 1
         totals[1] += ms

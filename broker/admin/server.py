@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from broker.control import ControlError, ControlService
+from broker.operations import ControlError
+from broker.control import ControlService
 
 log = logging.getLogger(__name__)
 

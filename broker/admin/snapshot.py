@@ -11,8 +11,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.messages import OffsetFetchGroup
+from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
-TRANSACTION_STATE, CONSUMER_OFFSETS = "__transaction_state", "__consumer_offsets"
 OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
 
 

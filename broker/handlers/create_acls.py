@@ -3,7 +3,8 @@ Without an authorizer (``authorizer.class.name`` unset) every creation is answer
 SECURITY_DISABLED, as Kafka answers."""
 
 from broker.acl_bindings import AclBinding, validate_new
-from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, AclError, allowed
+from broker.acl_ids import AclError
+from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
 from broker.errors import code
 
 API_KEY = 30

@@ -2,7 +2,8 @@
 SECURITY_DISABLED without an authorizer, as Kafka answers."""
 
 from broker.acl_bindings import AclFilter
-from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, AclError, allowed
+from broker.acl_ids import AclError
+from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, allowed
 from broker.errors import code
 
 API_KEY = 29

@@ -4,7 +4,7 @@ UNKNOWN_TOPIC_OR_PARTITION."""
 
 from broker.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
-from broker.handlers.offset_commits import errors_by_topic, partition_errors, unknown_partitions
+from broker.offset_requests import errors_by_topic, partition_errors, unknown_partitions
 
 API_KEY = 47
 

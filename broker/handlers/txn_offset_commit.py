@@ -20,11 +20,11 @@ again), the coordinator's own errors come back as it gave them.
 from kio.schema.errors import ErrorCode
 
 from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
-from broker.handlers.offset_commits import commit_offsets, errors_by_topic, refused_by_acls
+from broker.offset_requests import commit_offsets, errors_by_topic, refused_by_acls
+from protocol.names import CONSUMER_OFFSETS
 
 API_KEY = 28
 FIRST_VERSION_WITH_MEMBER = 3
-OFFSETS_TOPIC = "__consumer_offsets"
 # The offsets batch carries no sequence a verification could hold back.
 _ANY_SEQUENCE = 2**31 - 1
 
@@ -38,7 +38,7 @@ async def _verify(ctx, request, offsets_partition: int):
     from broker import txn_verification as tv  # loads only for transactions
 
     await ctx.node.groups.ready()  # creates __consumer_offsets on first use
-    part, error = ctx.led_partition(OFFSETS_TOPIC, offsets_partition)
+    part, error = ctx.led_partition(CONSUMER_OFFSETS, offsets_partition)
     if error is not None:  # not this group's coordinator: nothing to verify for
         refused = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
         return refused, None
@@ -49,7 +49,7 @@ async def _verify(ctx, request, offsets_partition: int):
         return ErrorCode.none, None
     unverified = await ctx.broker.transaction_verifier.verify(
         ctx.node.node_id, request.transactional_id, request.producer_id, request.producer_epoch,
-        [(OFFSETS_TOPIC, offsets_partition)], operation)
+        [(CONSUMER_OFFSETS, offsets_partition)], operation)
     if unverified:
         return tv.txn_offset_commit_error(next(iter(unverified.values()))), None
     return ErrorCode.none, verification
@@ -71,7 +71,7 @@ async def handle(ctx, request):
     def commit(offsets):
         groups = ctx.node.groups
         if verified:  # Kafka's VerificationGuard, checked where the offsets are appended
-            state = ctx.cluster.partition(OFFSETS_TOPIC, offsets_partition).producer_state
+            state = ctx.cluster.partition(CONSUMER_OFFSETS, offsets_partition).producer_state
             if not state.has_ongoing_transaction(request.producer_id, request.producer_epoch) and (
                     verification is None or state.verification(request.producer_id) is not verification):
                 ended.append(True)

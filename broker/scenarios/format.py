@@ -40,7 +40,7 @@ from functools import cache
 from typing import Any
 
 from broker.config import SETTINGS, ConfigError, BrokerConfig, closest
-from broker.control import OPERATIONS_BY_NAME, ControlError, check_args, parse_duration_ms
+from broker.operations import OPERATIONS_BY_NAME, ControlError, check_args, parse_duration_ms
 
 NODE_PLACEHOLDER = "$node"
 OLD_VERSIONS_PREFIX = "v3_and_below_"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from broker.control import ControlError
+from broker.operations import ControlError
 from broker.scenarios.format import Scenario, ScenarioError, parse
 from broker.scenarios.triggers import Triggers
 

@@ -76,10 +76,6 @@ class ProducerStateEntry(NamedTuple):
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
-
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.producer_epoch:
             return None

@@ -58,7 +58,7 @@ class InProcessBroker(BrokerHelpers):
                 broker = Broker(config, self.data_dir, HOST, self.port)
             await broker.start()
             if self.admin:
-                from broker.admin import AdminServer
+                from broker.admin.server import AdminServer
 
                 self._admin_server = AdminServer(broker, HOST, self.admin_port)
                 await self._admin_server.start()

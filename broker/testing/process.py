@@ -13,7 +13,7 @@ from broker.testing.helpers import HOST, BrokerHelpers, free_port_block
 
 
 class BrokerProcess(BrokerHelpers):
-    """``python -m broker.cli serve`` on a free port; its stderr goes to ``log_path``."""
+    """``python -m broker.program serve`` on a free port; its stderr goes to ``log_path``."""
 
     def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0,
                  extra_args: list[str] | None = None, nodes: int = 1, admin: bool = False,
@@ -44,7 +44,7 @@ class BrokerProcess(BrokerHelpers):
         return self._start(timeout)
 
     def _start(self, timeout: float) -> "BrokerProcess":
-        args = [*self.wrapper, sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", str(self.port),
+        args = [*self.wrapper, sys.executable, "-m", "broker.program", "serve", "--host", HOST, "--port", str(self.port),
                 "--data-dir", str(self.data_dir), *self.extra_args]
         if self.nodes != 1:
             args += ["--nodes", str(self.nodes)]

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
-from coordinator.records import CoordinatorRecord
+from coordinator.contract import CoordinatorRecord
 
 E = ErrorCode
 LEAVE_GROUP_MEMBER_EPOCH = -1

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from coordinator.group.assignors import Partitions
 from coordinator.group.log_codec import LogCodecError
-from coordinator.records import CoordinatorRecord
+from coordinator.contract import CoordinatorRecord
 from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
 
 GROUP_METADATA = 3

@@ -74,7 +74,7 @@ from coordinator.group.messages import (
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result
 from protocol.names import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -659,20 +659,8 @@ class GroupCoordinator:
         offsets: Sequence[OffsetToCommit], api_version: int, now_ms: int, retention_time_ms: int = -1,
     ) -> Result[OffsetCommitResponse]:
         """``retention_time_ms`` is OffsetCommit v2-v4's field (-1: the broker default)."""
-        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
-        if state is not None:
-            group = state.groups.get(group_id)
-            consumer_group = state.consumer_groups.get(group_id)
-            if consumer_group is not None:
-                error = self.consumer.validate_offset_commit(
-                    consumer_group, member_id, group_instance_id, generation_id, False, api_version)
-            elif group is not None:
-                error = group.validate_offset_commit(member_id, group_instance_id, generation_id, False)
-            elif generation_id >= 0:
-                # No such group, yet a generation: v9+ says so, older clients expect this.
-                error = (E.group_id_not_found
-                         if api_version >= FIRST_OFFSET_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND
-                         else E.illegal_generation)
+        error = self._commit_membership_error(group_id, member_id, group_instance_id, generation_id, False,
+                                              api_version)
         if error is not None:
             return Result(response=_offset_errors(offsets, lambda _o: error))
         expire_ms = now_ms + retention_time_ms if retention_time_ms >= 0 else -1
@@ -697,17 +685,8 @@ class GroupCoordinator:
         """
         if api_version < FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER:
             generation_id, member_id, group_instance_id = NO_GENERATION, "", None
-        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
-        if state is not None:
-            group = state.groups.get(group_id)
-            consumer_group = state.consumer_groups.get(group_id)
-            if consumer_group is not None:
-                error = self.consumer.validate_offset_commit(
-                    consumer_group, member_id, group_instance_id, generation_id, True, api_version)
-            elif group is not None:
-                error = group.validate_offset_commit(member_id, group_instance_id, generation_id, True)
-            elif generation_id >= 0:
-                error = E.illegal_generation
+        error = self._commit_membership_error(group_id, member_id, group_instance_id, generation_id, True,
+                                              api_version)
         if error is not None:
             return Result(response=_offset_errors(offsets, lambda _o: error))
         fenced = newest_producer_epoch is not None and producer_epoch < newest_producer_epoch
@@ -720,6 +699,29 @@ class GroupCoordinator:
                 plain = log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, -1))
                 records.append(TransactionalOffsetRecord(plain.key, plain.value, producer_id, producer_epoch))
         return Result(records=tuple(records), response=_offset_errors(offsets, self._commit_error))
+
+    def _commit_membership_error(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+        transactional: bool, api_version: int,
+    ) -> ErrorCode | None:
+        """Why an OffsetCommit or TxnOffsetCommit of this member may not commit (None: it may)."""
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is None:
+            return error
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.validate_offset_commit(
+                consumer_group, member_id, group_instance_id, generation_id, transactional, api_version)
+        group = state.groups.get(group_id)
+        if group is not None:
+            return group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional)
+        if generation_id < 0:
+            return None
+        # No such group, yet a generation: OffsetCommit v9+ says so, older clients (and
+        # TxnOffsetCommit) expect ILLEGAL_GENERATION.
+        if not transactional and api_version >= FIRST_OFFSET_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND:
+            return E.group_id_not_found
+        return E.illegal_generation
 
     def _metadata_fits(self, o: OffsetToCommit) -> bool:
         return o.metadata is None or len(o.metadata.encode()) <= self.config.offset_metadata_max_bytes

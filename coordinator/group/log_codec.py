@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from coordinator.records import CoordinatorRecord
+from coordinator.contract import CoordinatorRecord, LogCodecError, UnknownKeyVersion
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -35,18 +35,6 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE = 1
 GROUP_METADATA_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
-
-
-class LogCodecError(ValueError):
-    """Bytes that are not a well-formed record of the layout they claim."""
-
-
-class UnknownKeyVersion(LogCodecError):
-    """A key of another record type (KIP-848 groups, share groups...); the loader skips it."""
-
-    def __init__(self, version: int) -> None:
-        super().__init__(f"unknown __consumer_offsets key version {version}")
-        self.version = version
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +228,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
     elif version == 2:
         key = GroupMetadataKey(r.string())
     else:
-        raise UnknownKeyVersion(version)
+        raise UnknownKeyVersion("__consumer_offsets", version)
     r.end()
     return key
 

@@ -29,7 +29,7 @@ from coordinator.group.messages import (
     SyncAssignment,
     SyncGroupResponse,
 )
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result
 
 E = ErrorCode
 S = GroupState

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from coordinator.partitioning import partition_for
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result
 from coordinator.transaction import log_codec
 from coordinator.transaction.messages import (
     AddPartitionsResponse,
@@ -45,7 +45,7 @@ from coordinator.transaction.metadata import (
     TransactionMetadata,
     is_epoch_exhausted,
 )
-from coordinator.transaction.state import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TransactionState
+from coordinator.transaction.state import TransactionState
 from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 
@@ -318,7 +318,7 @@ class TransactionCoordinator:
         if error is not None:
             return Result(response=AddPartitionsResponse(error))
         wanted = frozenset(partitions)
-        if md.state is ONGOING and wanted <= md.topic_partitions:
+        if md.state is TransactionState.ONGOING and wanted <= md.topic_partitions:
             return _ADDED  # nothing new to persist
         new = md.prepare_add_partitions(wanted, now_ms)
         return Result((self._record(new),), _ADDED.response)
@@ -407,8 +407,8 @@ class TransactionCoordinator:
             error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is not None:
             return Result(response=EndTxnResponse(error))
-        if md.state is ONGOING:
-            prepared = md.prepare_abort_or_commit(PREPARE_COMMIT if commit else PREPARE_ABORT, now_ms)
+        if md.state is TransactionState.ONGOING:
+            prepared = md.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT, now_ms)
             return Result((self._record(prepared),), _ENDED, (self._send_markers(prepared, coordinator_epoch, commit),))
         done, preparing = (
             (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
@@ -486,7 +486,7 @@ class TransactionCoordinator:
             return _NOTHING
         if md.producer_id != producer_id or md.producer_epoch != producer_epoch:
             return _NOTHING
-        if md.state is not (PREPARE_COMMIT if commit else PREPARE_ABORT):
+        if md.state is not (TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT):
             return _NOTHING
         return Result((self._record(md.prepare_complete(now_ms)),))
 

@@ -20,8 +20,9 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
+from coordinator.contract import UnknownKeyVersion, UnknownValueVersion
 from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata
-from coordinator.transaction.state import DEAD, EMPTY, TransactionState
+from coordinator.transaction.state import TransactionState
 from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
 from protocol.names import TopicPartition
 
@@ -32,20 +33,6 @@ _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
 _TAG_CLIENT_TRANSACTION_VERSION = 2
 _TAG_NEXT_PRODUCER_EPOCH = 3
-
-
-class UnknownKeyVersion(ValueError):
-    """A key of another coordinator record type; the loader skips it."""
-
-    def __init__(self, version: int) -> None:
-        super().__init__(f"unknown transaction log key version {version}")
-        self.version = version
-
-
-class UnknownValueVersion(ValueError):
-    def __init__(self, version: int) -> None:
-        super().__init__(f"unknown transaction log value version {version}")
-        self.version = version
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +63,7 @@ def encode_key(transactional_id: str) -> bytes:
 def decode_key(data: bytes) -> str:
     (version,) = struct.unpack_from(">h", data, 0)
     if version != TRANSACTION_LOG_KEY_TYPE:
-        raise UnknownKeyVersion(version)
+        raise UnknownKeyVersion("transaction log", version)
     reader = _Reader(data, 2)
     transactional_id = reader.string()
     if transactional_id is None:
@@ -120,7 +107,7 @@ def _encode_value(version: int, producer_id: int, producer_epoch: int, timeout_m
                   next_producer_epoch: int) -> bytes:
     """Written with prepared structs, joined once."""
     if version not in (0, 1):
-        raise UnknownValueVersion(version)
+        raise UnknownValueVersion("transaction log", version)
     flexible = version >= 1
     parts = [_HEAD.pack(version, producer_id, producer_epoch, timeout_ms, status),
              _partitions_bytes(partitions, flexible), _TIMES.pack(last_update_ms, start_ms)]
@@ -172,7 +159,7 @@ def _partitions_bytes(partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
 def decode_value(data: bytes) -> TransactionLogValue:
     (version,) = struct.unpack_from(">h", data, 0)
     if version not in (0, 1):
-        raise UnknownValueVersion(version)
+        raise UnknownValueVersion("transaction log", version)
     flexible = version >= 1
     r = _Reader(data, 2)
     producer_id, producer_epoch, timeout_ms, status = r.unpack(">qhib")
@@ -216,9 +203,9 @@ def decode_value(data: bytes) -> TransactionLogValue:
 
 def _value_partitions(metadata: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     """The value's TransactionPartitions for the metadata: null when Empty."""
-    if metadata.state is DEAD:
+    if metadata.state is TransactionState.DEAD:
         raise ValueError("a Dead transactional id is written as a tombstone, not a value")
-    if metadata.state is EMPTY:
+    if metadata.state is TransactionState.EMPTY:
         if metadata.topic_partitions:
             raise ValueError(
                 f"transactional id {metadata.transactional_id!r} is Empty but has partitions"

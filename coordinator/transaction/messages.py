@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.records import CoordinatorRecord
+from coordinator.contract import CoordinatorRecord
 from coordinator.transaction.metadata import TransactionMetadata
 from protocol.names import TopicPartition
 

@@ -15,14 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from coordinator.transaction.state import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    DEAD,
-    ONGOING,
-    PREPARE_COMMIT,
-    TransactionState,
-)
+from coordinator.transaction.state import TransactionState
 from protocol.names import TopicPartition
 
 NO_PRODUCER_ID = -1
@@ -35,8 +28,6 @@ def is_epoch_exhausted(epoch: int) -> bool:
     return epoch >= MAX_EPOCH - 1
 
 
-_KEEP = object()  # a field TransactionMetadata._transit leaves as it is
-_new = tuple.__new__
 _NO_PARTITIONS = frozenset()
 
 
@@ -70,7 +61,7 @@ class TransactionMetadata(NamedTuple):
 
     @property
     def has_pending_transaction(self) -> bool:
-        return self.state.is_prepare or self.state is ONGOING
+        return self.state.is_prepare or self.state is TransactionState.ONGOING
 
     # -- transitions -------------------------------------------------------------------
 
@@ -128,7 +119,7 @@ class TransactionMetadata(NamedTuple):
     def prepare_fence_producer_epoch(self) -> TransactionMetadata:
         """Bump the epoch of an Ongoing transaction so its producer is fenced before the abort.
 
-        The result is never persisted as is; ``prepare_abort_or_commit(PREPARE_ABORT)`` on it
+        The result is never persisted as is; ``prepare_abort_or_commit(TransactionState.PREPARE_ABORT)`` on it
         gives the PrepareAbort record carrying the bumped epoch.
         """
         # At MAX the epoch stays (Kafka 4 logs an error instead of failing): the abort
@@ -149,7 +140,7 @@ class TransactionMetadata(NamedTuple):
     ) -> TransactionMetadata:
         """AddPartitionsToTxn/AddOffsetsToTxn: the transaction starts (or grows)."""
         return self._transit(
-            ONGOING,
+            TransactionState.ONGOING,
             topic_partitions=self.topic_partitions | partitions,
             txn_start_timestamp_ms=now_ms if self.state.is_idle else self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms=now_ms,
@@ -186,7 +177,7 @@ class TransactionMetadata(NamedTuple):
         """All markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort.
         A transaction version 2 end that exhausted the epoch moves the producer to its
         next producer id at epoch 0 (the markers went out with the old id and last epoch)."""
-        target = COMPLETE_COMMIT if self.state is PREPARE_COMMIT else COMPLETE_ABORT
+        target = TransactionState.COMPLETE_COMMIT if self.state is TransactionState.PREPARE_COMMIT else TransactionState.COMPLETE_ABORT
         if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
             return self._transit(target, producer_id=self.next_producer_id, producer_epoch=0,
                                  next_producer_id=NO_PRODUCER_ID, topic_partitions=_NO_PARTITIONS,
@@ -198,41 +189,18 @@ class TransactionMetadata(NamedTuple):
         """Expiration of an idle id; persisted as a tombstone, never as a value."""
         return self._transit(TransactionState.DEAD, topic_partitions=frozenset())
 
-    def _transit(self, target: TransactionState, *, producer_id=_KEEP, next_producer_id=_KEEP,
-                 producer_epoch=_KEEP, last_producer_epoch=_KEEP, txn_timeout_ms=_KEEP, topic_partitions=_KEEP,
-                 txn_start_timestamp_ms=_KEEP, txn_last_update_timestamp_ms=_KEEP,
-                 client_transaction_version=_KEEP) -> TransactionMetadata:
+    def _transit(self, target: TransactionState, **changes) -> TransactionMetadata:
         """The metadata in state ``target`` with the fields given changed (a field left out
-        keeps its value, an unknown one is a TypeError), the producer id before the move
-        kept as the previous one. ``_replace`` spelled out: it runs on every transition,
-        and _replace's generic walk over the fields cost more than the rest of it."""
-        (transactional_id, old_producer_id, _, old_next_producer_id, old_producer_epoch, old_last_producer_epoch,
-         old_txn_timeout_ms, state, old_topic_partitions, old_txn_start_timestamp_ms,
-         old_txn_last_update_timestamp_ms, old_client_transaction_version) = self
-        if state not in target.valid_previous_states:
+        keeps its value, an unknown one is a ValueError), the producer id before the move
+        kept as the previous one."""
+        if self.state not in target.valid_previous_states:
             raise InvalidTransition(
-                f"transactional id {transactional_id!r}: {target} cannot follow {state}"
+                f"transactional id {self.transactional_id!r}: {target} cannot follow {self.state}"
             )
-        if producer_id is _KEEP:
-            producer_id = old_producer_id
-        if producer_epoch is _KEEP:
-            producer_epoch = old_producer_epoch
+        producer_id = changes.get("producer_id", self.producer_id)
+        producer_epoch = changes.get("producer_epoch", self.producer_epoch)
         if producer_id < 0:
             raise InvalidTransition(f"illegal producer id {producer_id}")
-        if producer_epoch < 0 and target is not DEAD:
+        if producer_epoch < 0 and target is not TransactionState.DEAD:
             raise InvalidTransition(f"illegal producer epoch {producer_epoch}")
-        return _new(TransactionMetadata, (
-            transactional_id,
-            producer_id,
-            old_producer_id,
-            old_next_producer_id if next_producer_id is _KEEP else next_producer_id,
-            producer_epoch,
-            old_last_producer_epoch if last_producer_epoch is _KEEP else last_producer_epoch,
-            old_txn_timeout_ms if txn_timeout_ms is _KEEP else txn_timeout_ms,
-            target,
-            old_topic_partitions if topic_partitions is _KEEP else topic_partitions,
-            old_txn_start_timestamp_ms if txn_start_timestamp_ms is _KEEP else txn_start_timestamp_ms,
-            old_txn_last_update_timestamp_ms if txn_last_update_timestamp_ms is _KEEP
-            else txn_last_update_timestamp_ms,
-            old_client_transaction_version if client_transaction_version is _KEEP else client_transaction_version,
-        ))
+        return self._replace(state=target, previous_producer_id=self.producer_id, **changes)

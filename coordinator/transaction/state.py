@@ -18,9 +18,7 @@ class TransactionState(enum.Enum):
     def __init__(self, state_id: int, state_name: str) -> None:
         self.id = state_id
         self.state_name = state_name
-        # Set below, once every member exists. Plain attributes, not properties: the
-        # coordinator asks them several times per request, and a property of an enum
-        # member costs ten times an attribute.
+        # Set below, once every member exists.
         self.is_prepare = False
         self.is_idle = False  # Empty or Complete*: no transaction open or completing
         self.is_expiration_allowed = False  # only idle ids may expire
@@ -67,14 +65,3 @@ for _state in S:
     _state.is_idle = _state.is_expiration_allowed = _state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
     _state.valid_previous_states = _VALID_PREVIOUS[_state]
 del S, _state
-
-# The states every transaction passes through, as module names: looking up an enum
-# member costs more than the comparison it is for (the coordinator, its metadata and
-# its log codec read these on every transaction).
-EMPTY = TransactionState.EMPTY
-ONGOING = TransactionState.ONGOING
-PREPARE_COMMIT = TransactionState.PREPARE_COMMIT
-PREPARE_ABORT = TransactionState.PREPARE_ABORT
-COMPLETE_COMMIT = TransactionState.COMPLETE_COMMIT
-COMPLETE_ABORT = TransactionState.COMPLETE_ABORT
-DEAD = TransactionState.DEAD

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from click.testing import CliRunner
 
 from broker.admin.client import ControlRefused
-from broker.cli import main
+from broker.commands import main
 from broker.admin.metrics import error_codes
 from broker.testing import wait_until
 from protocol import messages
@@ -206,7 +206,7 @@ def test_admin_routes_are_registered_without_deprecated_usage(tmp_path):
     import asyncio
     import warnings
 
-    from broker.admin import AdminServer
+    from broker.admin.server import AdminServer
     from broker.app import Broker
     from broker.config import BrokerConfig
 

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.admin.client import ControlRefused
-from broker.control import OPERATIONS
+from broker.operations import OPERATIONS
 
 HOST = "127.0.0.1"
 
@@ -191,7 +191,7 @@ def test_admin_token_is_required_when_set(broker_factory, monkeypatch):
 
 def test_ctl_prints_the_cluster_and_moves_a_partition(cluster, topic_name):
     create(cluster.bootstrap, topic_name)
-    ctl = [sys.executable, "-m", "broker.cli", "ctl", "--admin", cluster.admin_url]
+    ctl = [sys.executable, "-m", "broker.program", "ctl", "--admin", cluster.admin_url]
     moved = subprocess.run([*ctl, "partition", "move", topic_name, "0", "--leader", "3"],
                            capture_output=True, text=True, timeout=30)
     assert moved.returncode == 0, moved.stderr

@@ -64,7 +64,7 @@ def test_an_added_node_listens_joins_metadata_and_takes_partitions(cluster, topi
     assert brokers_seen(node["port"]) == brokers_seen(cluster.node_ports[1]) == [1, 2, 3, 4]
 
     # the CLI adds one too, with the id it is given
-    out = subprocess.run([sys.executable, "-m", "broker.cli", "ctl", "--admin", cluster.admin_url, "node", "add", "7"],
+    out = subprocess.run([sys.executable, "-m", "broker.program", "ctl", "--admin", cluster.admin_url, "node", "add", "7"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("node 7 (127.0.0.1:") and "running" in out.stdout
@@ -216,7 +216,7 @@ def test_a_paused_node_is_fenced_after_the_session_timeout_of_the_broker_clock(c
     assert all(c["node_id"] != coordinator for c in state["coordinators"] if c["kind"] == "transaction")
     assert coordinator not in brokers_seen(cluster.node_ports[other])
     assert _coordinator_of(cluster, txn_id, 1) != coordinator
-    table = subprocess.run([sys.executable, "-m", "broker.cli", "ctl", "--admin", cluster.admin_url, "cluster"],
+    table = subprocess.run([sys.executable, "-m", "broker.program", "ctl", "--admin", cluster.admin_url, "cluster"],
                            capture_output=True, text=True, timeout=60).stdout
     assert any(line.split()[:1] == [str(coordinator)] and "paused (fenced)" in line for line in table.splitlines())
 

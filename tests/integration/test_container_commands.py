@@ -11,7 +11,7 @@ import sys
 
 from click.testing import CliRunner
 
-from broker.cli import main
+from broker.commands import main
 
 
 def _closed_port() -> int:
@@ -44,7 +44,7 @@ def test_healthcheck_failures(tmp_path):
 
 
 def _serve(env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "broker.cli", "serve"], env={**os.environ, **env},
+    return subprocess.Popen([sys.executable, "-m", "broker.program", "serve"], env={**os.environ, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def _serve(data_dir: Path, *wrapper: str) -> subprocess.CompletedProcess:
     """A broker that should refuse to start (killed by the timeout if it serves instead)."""
-    return subprocess.run([*wrapper, sys.executable, "-m", "broker.cli", "serve", "--port", "0",
+    return subprocess.run([*wrapper, sys.executable, "-m", "broker.program", "serve", "--port", "0",
                            "--data-dir", str(data_dir)], capture_output=True, text=True, timeout=60)
 
 

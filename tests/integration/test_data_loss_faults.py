@@ -136,7 +136,7 @@ def test_data_loss_faults_from_the_command_line(broker_factory, topic_name):
     create(broker.bootstrap, topic_name, 1)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
     assert _one_by_one(producer, topic_name, [b"c0", b"c1"]) == [None, None]
-    ctl = [sys.executable, "-m", "broker.cli", "ctl", "--admin", broker.admin_url, "--json", "partition"]
+    ctl = [sys.executable, "-m", "broker.program", "ctl", "--admin", broker.admin_url, "--json", "partition"]
 
     def run(*args):
         done = subprocess.run([*ctl, *args], capture_output=True, text=True, timeout=30)

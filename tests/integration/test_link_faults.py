@@ -154,7 +154,7 @@ def test_markers_to_a_cut_off_leader_are_retried_until_the_link_heals(cluster, t
     control.clock_advance(by="1m")  # markers keep being retried, not given up
     assert [t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id] == ["PrepareCommit"]
     # find-hanging shows it as awaiting its marker, not as hanging (aborting it would undo a commit)
-    found = subprocess.run([sys.executable, "-m", "broker.cli", "transactions", "--bootstrap-server",
+    found = subprocess.run([sys.executable, "-m", "broker.program", "transactions", "--bootstrap-server",
                             cluster.bootstrap, "find-hanging", "--max-transaction-timeout", "0"],
                            capture_output=True, text=True, timeout=60)
     assert found.returncode == 0, found.stderr
@@ -188,7 +188,7 @@ def test_bad_link_faults_are_refused_naming_the_field(cluster):
 
 
 def test_link_faults_from_the_command_line(cluster):
-    ctl = [sys.executable, "-m", "broker.cli", "ctl", "--admin", cluster.admin_url, "--json", "network"]
+    ctl = [sys.executable, "-m", "broker.program", "ctl", "--admin", cluster.admin_url, "--json", "network"]
 
     def run(*args):
         return subprocess.run([*ctl, *args], capture_output=True, text=True, timeout=30)

@@ -22,7 +22,7 @@ KAFKA_SERVER_PROPERTIES = Path(__file__).parent / "kafka_config" / "server.prope
 
 class Served:
     def __init__(self, args: list[str], env: dict[str, str], nodes: int = 1) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "broker.program", "serve", *args],
                                      env={**os.environ, **env}, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.lines = [self.proc.stdout.readline() for _ in range(nodes)]
@@ -163,7 +163,7 @@ def test_a_listener_not_advertised_gets_kafkas_listener_not_found(tmp_path):
      "listener EXTERNAL"),
 ])
 def test_refused_at_start_with_a_clear_message(tmp_path, args, message):
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"), *args],
+    proc = subprocess.run([sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "data"), *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "data").exists()

@@ -90,7 +90,7 @@ def test_a_client_on_a_second_host_uses_internal_and_one_here_uses_external(seco
     namespace, here, _ = second_host
     internal, external = free_port_block(2), free_port_block(2)
     broker = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--nodes", "2", "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "broker.program", "serve", "--nodes", "2", "--data-dir", str(tmp_path / "data"),
          "--override", f"listeners=INTERNAL://{here}:{internal},EXTERNAL://127.0.0.1:{external}",
          "--override", "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
          "--override", "inter.broker.listener.name=INTERNAL",

@@ -49,7 +49,7 @@ def test_delay_and_close_rules_are_survived(broker_factory, topic_name):
         producer.flush(30)
     assert [r["fired"] for r in control.faults()["rules"]] == [2, 1]
     assert_exactly_once(read_committed(broker.bootstrap, topic_name, 1, 6), values)
-    ctl = [sys.executable, "-m", "broker.cli", "ctl", "--admin", broker.admin_url, "fault"]
+    ctl = [sys.executable, "-m", "broker.program", "ctl", "--admin", broker.admin_url, "fault"]
     listed = subprocess.run([*ctl, "list"], capture_output=True, text=True, timeout=30)
     assert listed.returncode == 0 and '"close_after"' in listed.stdout
     assert subprocess.run([*ctl, "clear"], capture_output=True, text=True, timeout=30).returncode == 0
@@ -250,7 +250,7 @@ def test_impossible_or_malformed_rules_are_refused_naming_the_field(broker_facto
     assert control.faults()["rules"] == []
     ok = control.fault_add(action="delay", delay_ms="2s", api_key=0, max_version=9, topic="t", partition=0)
     assert ok["delay_ms"] == 2000
-    ctl = [sys.executable, "-m", "broker.cli", "ctl", "--admin", broker.admin_url, "fault"]
+    ctl = [sys.executable, "-m", "broker.program", "ctl", "--admin", broker.admin_url, "fault"]
     refused = subprocess.run([*ctl, "add", "--do", "error", "--api-key", "22", "--topic", "t", "--error", "19"],
                              capture_output=True, text=True, timeout=30)
     assert refused.returncode != 0

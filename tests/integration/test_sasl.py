@@ -458,7 +458,7 @@ def test_sasl_settings_that_cannot_be_served_are_refused_at_start(tmp_path, over
     settings = {**sasl_settings(), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
                 "security.inter.broker.protocol": "SASL_PLAINTEXT", **overrides}
     args = [a for k, v in settings.items() if v != "" for a in ("--override", f"{k}={v}")]
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"), *args],
+    proc = subprocess.run([sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "data"), *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
@@ -467,7 +467,7 @@ def test_a_bad_scram_user_is_refused_at_start(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+    proc = subprocess.run([sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "data"),
                            "--scram", "SCRAM-SHA-1=[name=a,password=b]"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "the mechanism must be one of SCRAM-SHA-256, SCRAM-SHA-512" in proc.stderr
 

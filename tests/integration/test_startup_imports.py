@@ -49,7 +49,7 @@ def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
     workdir = tmp_path / "cwd"
     workdir.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "broker.cli", "serve", "--port", "0",
+        [sys.executable, "-X", "importtime", "-m", "broker.program", "serve", "--port", "0",
          "--data-dir", str(tmp_path / "data"), "--override", "num.partitions=1"],
         cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # this checkout's broker

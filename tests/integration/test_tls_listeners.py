@@ -330,7 +330,7 @@ def test_control_api_and_console_over_https(tmp_path, certs):
         assert ControlClient(url, ca=str(certs.ca)).call("cluster")["nodes"][0]["node_id"] == 1
         page = urllib.request.urlopen(url + "/", context=ssl.create_default_context(cafile=str(certs.ca)), timeout=30)
         assert b"<html" in page.read().lower()
-        ctl = subprocess.run([sys.executable, "-m", "broker.cli", "ctl", "--admin", url, "--ca", str(certs.ca),
+        ctl = subprocess.run([sys.executable, "-m", "broker.program", "ctl", "--admin", url, "--ca", str(certs.ca),
                               "--json", "cluster"], capture_output=True, text=True, timeout=60)
         assert ctl.returncode == 0 and '"node_id": 1' in ctl.stdout, ctl.stderr
         with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP gets no answer
@@ -342,7 +342,7 @@ def test_control_api_and_console_over_https(tmp_path, certs):
 
 
 def test_control_api_tls_options_refused_alone(tmp_path, certs):
-    served = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+    served = subprocess.run([sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "data"),
                              "--port", "0", "--admin-port", "0", "--admin-tls-cert", str(certs.cert())],
                             capture_output=True, text=True, timeout=60)
     assert served.returncode == 2
@@ -356,7 +356,7 @@ def test_sasl_ssl_transaction_and_a_wrong_password(tmp_path, certs):
     """A SASL_SSL listener (PLAIN and SCRAM-SHA-512) whose client certificates are
     required as well: the principal is SASL's user, not the certificate's subject."""
     port = free_port_block(2)
-    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+    args = [sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "data"),
             "--scram", "SCRAM-SHA-512=[name=bob,password=bob-secret]"]
     for key, value in {
         "listeners": f"PLAINTEXT://{HOST}:{port},SECURE://{HOST}:{port + 1}",
@@ -489,7 +489,7 @@ def sasl_ssl_broker(request, tmp_path_factory, certs):
                 for key, value in sasl_settings().items()}
     settings.update({"listeners": f"SASL_SSL://{HOST}:{port}", "security.inter.broker.protocol": "SASL_SSL",
                      "ssl.keystore.location": str(certs.p12()), "ssl.keystore.password": certs.password})
-    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data / "data"), "--nodes", str(nodes)]
+    args = [sys.executable, "-m", "broker.program", "serve", "--data-dir", str(data / "data"), "--nodes", str(nodes)]
     for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
     for user, password in PASSWORDS.items():
@@ -581,7 +581,7 @@ def test_sasl_ssl_each_client_and_mechanism(sasl_ssl_broker, certs, client, mech
 
 def test_healthcheck_over_tls(one_node, certs):
     def healthcheck(port: int, *tls: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "broker.cli", "healthcheck", "--bootstrap-server",
+        return subprocess.run([sys.executable, "-m", "broker.program", "healthcheck", "--bootstrap-server",
                                f"{HOST}:{port}", "--timeout", "20", *tls], capture_output=True, text=True, timeout=60)
 
     ca = ["--tls-ca", str(certs.ca)]

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from broker.cli import main
+from broker.commands import main
 
 
 def topics(bootstrap: str, *args: str):

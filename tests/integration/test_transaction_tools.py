@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
-from broker.cli import main
+from broker.commands import main
 from broker.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
 from broker.errors import code
@@ -50,7 +50,7 @@ time.sleep(120)
 
 
 def tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "transactions", "--bootstrap-server", bootstrap,
+    return subprocess.run([sys.executable, "-m", "broker.program", "transactions", "--bootstrap-server", bootstrap,
                            *args], capture_output=True, text=True, timeout=60)
 
 

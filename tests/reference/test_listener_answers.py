@@ -42,7 +42,7 @@ def kafka_with_hidden_listener(tmp_path):
 def eosbroker_with_hidden_listener(tmp_path):
     port = free_port_block(2)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "eos"),
+        [sys.executable, "-m", "broker.program", "serve", "--data-dir", str(tmp_path / "eos"),
          "--override", f"listeners=PLAINTEXT://{HOST}:{port},HIDDEN://{HOST}:{port + 1}",
          "--override", f"advertised.listeners=PLAINTEXT://{HOST}:{port}",
          "--override", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,HIDDEN:PLAINTEXT"],

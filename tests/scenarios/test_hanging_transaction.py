@@ -52,7 +52,7 @@ async def _abort_with_a_late_write(broker, topic: str) -> dict:
 
 
 def tool(broker, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "transactions", "--bootstrap-server",
+    return subprocess.run([sys.executable, "-m", "broker.program", "transactions", "--bootstrap-server",
                            bootstrap(broker), *args], capture_output=True, text=True, timeout=60)
 
 

@@ -25,7 +25,7 @@ do = [{ op = "clock_advance", by = "1h" }]
 
 
 def ctl(broker, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli", "ctl", "--admin", broker.admin_url, "scenario", *args],
+    return subprocess.run([sys.executable, "-m", "broker.program", "ctl", "--admin", broker.admin_url, "scenario", *args],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -78,7 +78,7 @@ def test_bad_scenarios_are_refused_whole(broker_factory):
 
 
 def test_serve_refuses_an_unknown_scenario(tmp_path):
-    served = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--port", "0", "--data-dir",
+    served = subprocess.run([sys.executable, "-m", "broker.program", "serve", "--port", "0", "--data-dir",
                              str(tmp_path / "d"), "--scenario", "no-such-thing"],
                             capture_output=True, text=True, timeout=60)
     assert served.returncode == 2 and "no scenario 'no-such-thing'" in served.stderr
@@ -105,13 +105,13 @@ def test_an_in_process_broker_runs_a_scenario_on_a_virtual_clock(broker_factory)
 def test_the_catalogue_without_a_broker():
     from broker.scenarios import catalogue
 
-    listed = subprocess.run([sys.executable, "-m", "broker.cli", "scenarios"], capture_output=True, text=True,
+    listed = subprocess.run([sys.executable, "-m", "broker.program", "scenarios"], capture_output=True, text=True,
                             timeout=60)
     assert listed.returncode == 0
     assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(catalogue())
-    shown = subprocess.run([sys.executable, "-m", "broker.cli", "scenarios", "zombie-fencing"], capture_output=True,
+    shown = subprocess.run([sys.executable, "-m", "broker.program", "scenarios", "zombie-fencing"], capture_output=True,
                            text=True, timeout=60)
     assert shown.returncode == 0 and shown.stdout == catalogue()["zombie-fencing"]
-    unknown = subprocess.run([sys.executable, "-m", "broker.cli", "scenarios", "zombie"], capture_output=True,
+    unknown = subprocess.run([sys.executable, "-m", "broker.program", "scenarios", "zombie"], capture_output=True,
                              text=True, timeout=60)
     assert unknown.returncode == 1 and "no scenario 'zombie'" in unknown.stderr and "zombie-fencing" in unknown.stderr

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from broker.acl_bindings import AclBinding, AclFilter
-from broker.acls import ALLOW, ANY_OP, ANY_PERMISSION, ANY_RESOURCE, DENY, LITERAL, MATCH, PREFIXED, READ, TOPIC, WRITE
+from broker.acl_ids import ALLOW, ANY_OP, ANY_PERMISSION, ANY_RESOURCE, DENY, LITERAL, MATCH, PREFIXED, READ, TOPIC, WRITE
 from broker.acls import Authorizer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.cli import main, quick_parse, run, serve_parser
+from broker.cli import quick_parse, serve_parser
+from broker.commands import main
+from broker.program import run
 from broker.config import ConfigError, environment_overrides
 
 

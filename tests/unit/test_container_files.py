@@ -14,7 +14,7 @@ import click
 import pytest
 import yaml
 
-from broker.cli import main
+from broker.commands import main
 from broker.config import SETTINGS, BrokerConfig, env_name, environment_overrides
 
 ROOT = Path(__file__).resolve().parents[2]

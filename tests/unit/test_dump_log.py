@@ -6,7 +6,7 @@ import crc32c
 import pytest
 from click.testing import CliRunner
 
-from broker.cli import main
+from broker.commands import main
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from broker.storage.producer_snapshots import write_snapshot
 from broker.storage.producer_state import ProducerStateManager

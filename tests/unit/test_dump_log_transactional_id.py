@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from broker.cli import main
+from broker.commands import main
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
 from coordinator.transaction.state import TransactionState

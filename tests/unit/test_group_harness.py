@@ -16,7 +16,7 @@ from coordinator.group import (
     Reply,
     SyncAssignment,
 )
-from coordinator.records import CoordinatorRecord
+from coordinator.contract import CoordinatorRecord
 from coordinator.runtime import CoordinatorRuntime, InMemoryLog
 from protocol.record_codec import decode_records
 

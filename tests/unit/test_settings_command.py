@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from broker.cli import main
+from broker.commands import main
 from broker.config import SETTINGS, BrokerConfig, parse_properties
 
 

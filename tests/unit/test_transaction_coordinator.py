@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
-from coordinator.records import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result
 from coordinator.runtime import CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import (
     ProducerIdTaken,

@@ -281,5 +281,5 @@ def test_transit_is_replace_for_every_field(name):
 
 
 def test_transit_refuses_an_unknown_field():
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         metadata(0)._transit(S.EMPTY, producer_epoc=1)

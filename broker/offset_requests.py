@@ -1,4 +1,4 @@
-"""What the offset APIs share (OffsetCommit, TxnOffsetCommit, OffsetDelete): partitions
+"""What the offset APIs' handlers share (OffsetCommit, TxnOffsetCommit, OffsetDelete): partitions
 Kafka refuses before asking the group coordinator, and the per-partition ``topics`` of
 the response in request order."""
 
@@ -12,7 +12,7 @@ from broker.cluster import Cluster
 from broker.errors import code
 from coordinator.group import OffsetToCommit
 from coordinator.group.log_codec import NO_LEADER_EPOCH
-from coordinator.records import Result
+from coordinator.contract import Result
 from protocol.names import TopicPartition
 
 

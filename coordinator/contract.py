@@ -6,7 +6,7 @@ effects the broker should carry out after that (send markers, ...). Handlers nev
 mutate state. The runtime appends the records and only then calls ``replay`` for each
 one: the very code that rebuilds the state from the log at start-up. Appends to one
 coordinator partition are serialized, so a handler always sees the state that all
-earlier appends produced.
+earlier appends produced. A log codec that cannot read a record raises ``LogCodecError``.
 """
 
 from __future__ import annotations
@@ -45,3 +45,22 @@ class Result(NamedTuple, Generic[R]):
     records: tuple[CoordinatorRecord, ...] = ()
     response: R | None = None
     effects: tuple[Any, ...] = ()
+
+
+class LogCodecError(ValueError):
+    """Bytes that are not a well-formed record of the layout they claim."""
+
+
+class UnknownKeyVersion(LogCodecError):
+    """A key of a record type this coordinator does not keep (another coordinator's, or a
+    group type it does not serve): the loader skips it."""
+
+    def __init__(self, topic: str, version: int) -> None:
+        super().__init__(f"unknown {topic} key version {version}")
+        self.version = version
+
+
+class UnknownValueVersion(LogCodecError):
+    def __init__(self, topic: str, version: int) -> None:
+        super().__init__(f"unknown {topic} value version {version}")
+        self.version = version

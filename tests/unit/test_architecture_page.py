@@ -1,0 +1,162 @@
+"""docs/architecture.md names files, modules, classes and functions; each must exist, so the
+map cannot drift from the code (as test_readme_api_table keeps the README's API table true).
+
+- every path of the packages the page names exists;
+- on each step of "The paths, file by file", every name given right after the step's
+  file (before the colon) is defined in that file: at its top level, or as a member of
+  one of its classes (``Class.member``);
+- anywhere on the page, ``Class.member`` of a class the packages define is a member of it,
+  and a bare name in backticks that looks like code (snake_case with an underscore, or
+  UPPER_CASE) is defined somewhere in the packages."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "architecture.md"
+PACKAGES = ("broker", "coordinator", "protocol", "spark_client")
+PATH = re.compile(r"(?<![\w/.-])((?:broker|coordinator|protocol|spark_client)/[\w/]*\w(?:\.py)?)")
+TICKED = re.compile(r"`([^`]+)`")
+STEP = re.compile(r"^\d+\. `([\w/]+\.py)`(?: \(again\))?([^:]*):")
+IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$")
+
+
+class Defined:
+    """What a module defines: top-level names, and each class's members (methods,
+    class-level names, attributes its methods set on ``self``)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.names: set[str] = set()
+        self.classes: dict[str, set[str]] = {}
+        for node in tree.body:
+            self.names |= _bound(node)
+            if isinstance(node, ast.ClassDef):
+                members = set()
+                for item in node.body:
+                    members |= _bound(item)
+                for sub in ast.walk(node):
+                    if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                        targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                        for t in targets:
+                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                                members.add(t.attr)
+                self.classes[node.name] = members
+
+    def has(self, name: str) -> bool:
+        owner, _, member = name.partition(".")
+        if member:
+            return member in self.classes.get(owner, ())
+        return name in self.names or any(name in m for m in self.classes.values())
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = set()
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    names.add(n.id)
+        return names
+    if isinstance(node, (ast.ImportFrom, ast.Import)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, (ast.If, ast.Try)):
+        return {name for child in node.body for name in _bound(child)}
+    return set()
+
+
+@cache
+def defined(path: Path) -> Defined:
+    return Defined(ast.parse(path.read_text(), str(path)))
+
+
+@cache
+def everywhere() -> tuple[dict[str, set[str]], set[str]]:
+    """Every class's members and every defined name, across the packages."""
+    classes: dict[str, set[str]] = {}
+    names: set[str] = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            d = defined(path)
+            names |= d.names
+            for cls, members in d.classes.items():
+                classes.setdefault(cls, set()).update(members)
+                names |= members
+    return classes, names
+
+
+def _lines() -> list[str]:
+    return PAGE.read_text().splitlines()
+
+
+def missing_paths(lines: list[str]) -> list[str]:
+    return sorted({p for line in lines for p in PATH.findall(line) if not (ROOT / p).exists()})
+
+
+def undefined_step_names(lines: list[str]) -> list[tuple[str, str]]:
+    bad = []
+    for line in lines:
+        m = STEP.match(line)
+        if m is None:
+            continue
+        file, names = ROOT / m.group(1), TICKED.findall(m.group(2))
+        if not file.exists():
+            bad.append((m.group(1), "(no such file)"))
+            continue
+        for name in names:
+            if IDENTIFIER.match(name) and not defined(file).has(name):
+                bad.append((m.group(1), name))
+    return bad
+
+
+def undefined_names(lines: list[str]) -> list[str]:
+    classes, names = everywhere()
+    bad = set()
+    for line in lines:
+        for token in TICKED.findall(line):
+            if not IDENTIFIER.match(token):
+                continue
+            owner, _, member = token.partition(".")
+            if member:
+                if owner in classes and member not in classes[owner]:
+                    bad.add(token)
+            elif (re.fullmatch(r"[A-Z][A-Z0-9_]+", token) or re.fullmatch(r"_?[a-z][a-z0-9]*(_[a-z0-9]+)+", token)) \
+                    and token not in names:
+                bad.add(token)
+    return sorted(bad)
+
+
+def test_every_path_the_page_names_exists():
+    assert missing_paths(_lines()) == []
+
+
+def test_every_step_names_what_its_file_defines():
+    lines = _lines()
+    steps = [line for line in lines if STEP.match(line)]
+    assert len(steps) >= 50  # the three paths are there, and the pattern reads them
+    assert undefined_step_names(lines) == []
+
+
+def test_every_class_member_and_code_name_the_page_names_exists():
+    assert undefined_names(_lines()) == []
+
+
+def test_the_checks_catch_what_drifted():
+    drifted = [
+        "1. `broker/markers.py` `MarkerSender.sned`: a misspelt method.",
+        "2. `broker/no_such_module.py` `x`: a file that went.",
+        "3. `broker/transaction_service.py` `MARKER_WAIT_S`: a constant that never was.",
+        "In prose, `TransactionService.gone` and `NO_SUCH_SETTING_NAME`, at broker/gone.py.",
+    ]
+    assert undefined_step_names(drifted) == [("broker/markers.py", "MarkerSender.sned"),
+                                             ("broker/no_such_module.py", "(no such file)"),
+                                             ("broker/transaction_service.py", "MARKER_WAIT_S")]
+    assert undefined_names(drifted) == ["MARKER_WAIT_S", "MarkerSender.sned", "NO_SUCH_SETTING_NAME",
+                                        "TransactionService.gone"]
+    assert missing_paths(drifted) == ["broker/gone.py", "broker/no_such_module.py"]
