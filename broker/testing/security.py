@@ -9,11 +9,12 @@ aiokafka, the Java client and the Spark data source, for the users alice, bob an
 
 from __future__ import annotations
 
-import base64
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from broker.testing.helpers import HOST, free_port_block
+from broker.testing.process import BrokerProcess
+from protocol.sasl_client import unsecured_token
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -26,15 +27,6 @@ LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
-
-
-def unsecured_token(subject: str, lifetime_s: float = 3600.0) -> str:
-    """An unsigned JWS (alg none) as Kafka's unsecured OAUTHBEARER login writes it."""
-    def part(value: dict) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
-
-    now = time.time()
-    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': int(now), 'exp': now + lifetime_s})}."
 
 
 def _quote(value: str) -> str:
@@ -213,3 +205,47 @@ def _aiokafka_tokens(user: str):
             return unsecured_token(user)
 
     return Tokens()
+
+
+class SecuredBroker(BrokerProcess):
+    """``eosbroker serve`` whose clients' listener serves ``security`` (named after it:
+    SASL_SSL, MTLS, ...; N nodes on consecutive ports), beside an INTERNAL plaintext
+    listener between its nodes. ``bootstrap_servers`` is the secured listener; the
+    handle's helpers (create_topic, read_committed, ...) log in there as admin; the
+    client settings are ``confluent_kafka(user)``, ``kafka_python(user)``,
+    ``aiokafka(user)``, ``java(user)`` and ``spark_options(user)``."""
+
+    def __init__(self, data_dir: Path, security: Security, settings: dict[str, object] | None = None,
+                 nodes: int = 1, admin: bool = False) -> None:
+        self.security = security
+        first = free_port_block(2 * nodes)
+        name = security.name
+        overrides = {
+            "listeners": f"{name}://{HOST}:{first},INTERNAL://{HOST}:{first + nodes}",
+            "listener.security.protocol.map": f"{name}:{security.protocol},INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            **security.broker_settings(),
+            **(settings or {}),
+        }
+        super().__init__(data_dir, overrides, nodes=nodes, admin=admin,
+                         extra_args=[arg for entry in security.scram_users() for arg in ("--scram", entry)])
+        self.internal_port = first + nodes
+        if security.protocol != "PLAINTEXT":
+            from spark_client.security import ClientSecurity
+
+            self.helper_security = ClientSecurity.parse(security.spark_options("admin"))
+
+    def confluent_kafka(self, user: str | None = "alice") -> dict[str, object]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.confluent_kafka(user)}
+
+    def kafka_python(self, user: str | None = "alice") -> dict[str, object]:
+        return {"bootstrap_servers": self.bootstrap_servers, **self.security.kafka_python(user)}
+
+    def aiokafka(self, user: str | None = "alice") -> dict[str, object]:
+        return {"bootstrap_servers": self.bootstrap_servers, **self.security.aiokafka(user)}
+
+    def java(self, user: str | None = "alice") -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.java(user)}
+
+    def spark_options(self, user: str | None = "alice") -> dict[str, str]:
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.security.spark_options(user)}

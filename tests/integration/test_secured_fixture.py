@@ -1,0 +1,73 @@
+"""The pytest plugin's secured brokers: each security set-up started, and the client
+settings it hands out work as given: a confluent-kafka transaction committed and read
+back read_committed (by the handle's own helpers, logged in as admin), kafka-python and
+aiokafka likewise on the SASL_SSL set-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+SETUPS = [("PLAINTEXT", None), ("SSL", None), ("MTLS", None), ("SASL_PLAINTEXT", "PLAIN"),
+          ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "OAUTHBEARER")]
+
+
+def ids(setups):
+    return [f"{p}-{m}" if m else p for p, m in setups]
+
+
+@pytest.mark.parametrize("protocol,mechanism", SETUPS, ids=ids(SETUPS))
+def test_confluent_kafka_settings_commit_a_transaction(eosbroker_secured, protocol, mechanism):
+    broker = eosbroker_secured(protocol, mechanism)
+    topic = broker.create_topic(partitions=2)
+    producer = Producer({**broker.confluent_kafka("alice"), "transactional.id": f"t-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    producer.commit_transaction(30)
+    del producer
+    broker.assert_topic_holds(topic, [f"v{i}" for i in range(4)])
+
+
+def test_sasl_ssl_settings_for_kafka_python_and_aiokafka(eosbroker_secured):
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    broker = eosbroker_secured("SASL_SSL", "SCRAM-SHA-512")
+    topic = broker.create_topic()
+    producer = KafkaProducer(**broker.kafka_python("bob"), transactional_id="t-kafka-python")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"from-kafka-python")
+    producer.commit_transaction()
+    producer.close()
+
+    async def aio():
+        p = AIOKafkaProducer(**broker.aiokafka("alice"), transactional_id="t-aiokafka")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"from-aiokafka")
+        finally:
+            await p.stop()
+
+    asyncio.run(aio())
+    broker.assert_topic_holds(topic, [b"from-kafka-python", b"from-aiokafka"])
+
+
+def test_a_wrong_password_fails_the_login_with_kafkas_error(eosbroker_secured):
+    from spark_client.security import ClientSecurity
+    from spark_client.wire import Client, KafkaError
+
+    broker = eosbroker_secured("SASL_SSL", "PLAIN")
+    options = broker.spark_options("alice")
+    options["kafka.sasl.jaas.config"] = options["kafka.sasl.jaas.config"].replace("alice-secret", "wrong")
+    with pytest.raises(KafkaError) as refused:
+        with Client(broker.bootstrap_servers, security=ClientSecurity.parse(options)) as cluster:
+            cluster.partition_count("anything")
+    assert refused.value.error.name == "sasl_authentication_failed"
+    assert "Invalid username or password" in str(refused.value)
