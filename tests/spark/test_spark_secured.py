@@ -122,3 +122,30 @@ def test_a_wrong_password_is_refused_on_the_driver(spark, target):
     with pytest.raises(Exception) as failure:
         writer.mode("append").save()
     assert "SASL_AUTHENTICATION_FAILED" in str(failure.value)
+
+
+def test_streaming_query_killed_mid_commit_over_sasl_ssl_restarts_exactly_once(tmp_path, monkeypatch):
+    """The driver SIGKILLed between a batch's EndTxn calls, restarted from its checkpoint:
+    both runs log in over SASL_SSL; the checks read over the broker's INTERNAL listener."""
+    from tests.spark.test_spark_driver_crash import PARTITIONS, _assert_exactly_once_and_live, _run
+
+    security = Security.of("SASL_SSL", MECHANISM, certs_dir=tmp_path / "certs")
+    broker = SecuredBroker(tmp_path / "data", security,
+                           {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}).start()
+    try:
+        options = broker.spark_options("alice")
+        monkeypatch.setenv("EOSBROKER_SPARK_OPTIONS", json.dumps(options))
+        topic, prefix = _name("secured-kill"), _name("k")
+        create_topic(broker.bootstrap_servers, topic, PARTITIONS, options=options)
+        inputs = tmp_path / "in"
+        inputs.mkdir()
+        for f in range(3):
+            (inputs / f"part-{f}.json").write_text(
+                "\n".join(json.dumps({"id": f * 40 + i, "payload": f"row-{f * 40 + i}"}) for i in range(40)))
+        args = ["stream", broker.bootstrap_servers, topic, prefix, str(inputs), str(tmp_path / "checkpoint")]
+        _run(args, tmp_path / "job.log", "during-commit:1")
+        _run(args, tmp_path / "job.log")
+        _assert_exactly_once_and_live(f"127.0.0.1:{broker.internal_port}", topic, prefix,
+                                      {f"row-{i}".encode() for i in range(120)})
+    finally:
+        broker.stop()
