@@ -71,3 +71,22 @@ def test_a_wrong_password_fails_the_login_with_kafkas_error(eosbroker_secured):
             cluster.partition_count("anything")
     assert refused.value.error.name == "sasl_authentication_failed"
     assert "Invalid username or password" in str(refused.value)
+
+
+def test_the_data_source_client_re_authenticates_before_its_session_ends(eosbroker_secured):
+    """KIP-368: with connections.max.reauth.ms the broker closes a connection whose session
+    ended; spark_client's connection logs in again on the same socket before that."""
+    import time
+
+    from spark_client.security import ClientSecurity
+    from spark_client.wire import Client
+
+    broker = eosbroker_secured("SASL_SSL", "SCRAM-SHA-512", settings={"connections.max.reauth.ms": 1500})
+    topic = broker.create_topic()
+    with Client(broker.bootstrap_servers, security=ClientSecurity.parse(broker.spark_options("bob"))) as cluster:
+        connection = cluster.any_connection()
+        for _ in range(16):  # 4 s: past two session lifetimes
+            cluster.refresh_metadata([topic])
+            time.sleep(0.25)
+        assert cluster.any_connection() is connection
+    assert "SASL session expired" not in broker.log_text()
