@@ -55,7 +55,8 @@ class Target:
         return values
 
 
-@pytest.fixture(scope="module", params=["eosbroker", "kafka"])
+# Against Kafka (a JVM broker of its own) and the kill-restart: make test-long.
+@pytest.fixture(scope="module", params=["eosbroker", pytest.param("kafka", marks=pytest.mark.long)])
 def target(request, tmp_path_factory):
     workdir = tmp_path_factory.mktemp(f"sasl-ssl-{request.param}")
     if request.param == "eosbroker":
@@ -124,6 +125,7 @@ def test_a_wrong_password_is_refused_on_the_driver(spark, target):
     assert "SASL_AUTHENTICATION_FAILED" in str(failure.value)
 
 
+@pytest.mark.long
 def test_streaming_query_killed_mid_commit_over_sasl_ssl_restarts_exactly_once(tmp_path, monkeypatch):
     """The driver SIGKILLed between a batch's EndTxn calls, restarted from its checkpoint:
     both runs log in over SASL_SSL; the checks read over the broker's INTERNAL listener."""
