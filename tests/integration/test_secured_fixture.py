@@ -1,7 +1,7 @@
 """The pytest plugin's secured brokers: each security set-up started, and the client
 settings it hands out work as given: a confluent-kafka transaction committed and read
 back read_committed (by the handle's own helpers, logged in as admin), kafka-python and
-aiokafka likewise on the SASL_SSL set-ups."""
+aiokafka likewise on SASL_SSL (SCRAM, OAUTHBEARER) and mTLS."""
 
 from __future__ import annotations
 
@@ -33,11 +33,15 @@ def test_confluent_kafka_settings_commit_a_transaction(eosbroker_secured, protoc
     broker.assert_topic_holds(topic, [f"v{i}" for i in range(4)])
 
 
-def test_sasl_ssl_settings_for_kafka_python_and_aiokafka(eosbroker_secured):
+PYTHON_CLIENT_SETUPS = [("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "OAUTHBEARER"), ("MTLS", None)]
+
+
+@pytest.mark.parametrize("protocol,mechanism", PYTHON_CLIENT_SETUPS, ids=ids(PYTHON_CLIENT_SETUPS))
+def test_settings_for_kafka_python_and_aiokafka(eosbroker_secured, protocol, mechanism):
     from aiokafka import AIOKafkaProducer
     from kafka import KafkaProducer
 
-    broker = eosbroker_secured("SASL_SSL", "SCRAM-SHA-512")
+    broker = eosbroker_secured(protocol, mechanism)
     topic = broker.create_topic()
     producer = KafkaProducer(**broker.kafka_python("bob"), transactional_id="t-kafka-python")
     producer.init_transactions()
