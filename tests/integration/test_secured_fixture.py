@@ -94,3 +94,16 @@ def test_the_data_source_client_re_authenticates_before_its_session_ends(eosbrok
             time.sleep(0.25)
         assert cluster.any_connection() is connection
     assert "SASL session expired" not in broker.log_text()
+
+
+def test_a_broker_certificate_the_truststore_does_not_vouch_for_is_refused(eosbroker_secured):
+    """Without the development CA (the system's CAs only) the data source's client refuses the broker."""
+    from spark_client.preflight import PreflightError, partition_counts
+    from spark_client.security import ClientSecurity
+
+    broker = eosbroker_secured("SSL")
+    options = {k: v for k, v in broker.spark_options().items() if not k.startswith("kafka.ssl.truststore")}
+    with pytest.raises(PreflightError, match="CERTIFICATE_VERIFY_FAILED"):
+        partition_counts(broker.bootstrap_servers, ("t",), ClientSecurity.parse(options))
+    assert partition_counts(broker.bootstrap_servers, (broker.create_topic(),),
+                            ClientSecurity.parse(broker.spark_options()))
