@@ -30,9 +30,10 @@ class Target:
     """A broker's SASL_SSL listener: its address, the data source's options and
     confluent-kafka's settings, both logged in as alice."""
 
-    def __init__(self, bootstrap: str, security: Security) -> None:
+    def __init__(self, bootstrap: str, security: Security, plaintext: str) -> None:
         self.bootstrap = bootstrap
         self.security = security
+        self.plaintext = plaintext  # the broker's plaintext listener, for the checks
         self.options = {"kafka.bootstrap.servers": bootstrap, **security.spark_options("alice")}
 
     def read_committed(self, topic: str, partitions: int) -> list[bytes]:
@@ -63,12 +64,12 @@ def target(request, tmp_path_factory):
         security = Security.of("SASL_SSL", MECHANISM, certs_dir=workdir / "certs")
         broker = SecuredBroker(workdir / "data", security, {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}).start()
-        yield Target(broker.bootstrap_servers, security)
+        yield Target(broker.bootstrap_servers, security, f"127.0.0.1:{broker.internal_port}")
     else:
         from tests.reference.kafka_broker import KafkaBroker
 
         broker = KafkaBroker(workdir, secured=True).start()
-        yield Target(broker.bootstrap_for("SASL_SSL"), broker.security("SASL_SSL", MECHANISM))
+        yield Target(broker.bootstrap_for("SASL_SSL"), broker.security("SASL_SSL", MECHANISM), broker.bootstrap)
     broker.stop()
 
 
@@ -126,28 +127,20 @@ def test_a_wrong_password_is_refused_on_the_driver(spark, target):
 
 
 @pytest.mark.long
-def test_streaming_query_killed_mid_commit_over_sasl_ssl_restarts_exactly_once(tmp_path, monkeypatch):
+def test_streaming_query_killed_mid_commit_over_sasl_ssl_restarts_exactly_once(target, tmp_path, monkeypatch):
     """The driver SIGKILLed between a batch's EndTxn calls, restarted from its checkpoint:
-    both runs log in over SASL_SSL; the checks read over the broker's INTERNAL listener."""
+    both runs log in over SASL_SSL; the checks read over the broker's plaintext listener."""
     from tests.spark.test_spark_driver_crash import PARTITIONS, _assert_exactly_once_and_live, _run
 
-    security = Security.of("SASL_SSL", MECHANISM, certs_dir=tmp_path / "certs")
-    broker = SecuredBroker(tmp_path / "data", security,
-                           {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}).start()
-    try:
-        options = broker.spark_options("alice")
-        monkeypatch.setenv("EOSBROKER_SPARK_OPTIONS", json.dumps(options))
-        topic, prefix = _name("secured-kill"), _name("k")
-        create_topic(broker.bootstrap_servers, topic, PARTITIONS, options=options)
-        inputs = tmp_path / "in"
-        inputs.mkdir()
-        for f in range(3):
-            (inputs / f"part-{f}.json").write_text(
-                "\n".join(json.dumps({"id": f * 40 + i, "payload": f"row-{f * 40 + i}"}) for i in range(40)))
-        args = ["stream", broker.bootstrap_servers, topic, prefix, str(inputs), str(tmp_path / "checkpoint")]
-        _run(args, tmp_path / "job.log", "during-commit:1")
-        _run(args, tmp_path / "job.log")
-        _assert_exactly_once_and_live(f"127.0.0.1:{broker.internal_port}", topic, prefix,
-                                      {f"row-{i}".encode() for i in range(120)})
-    finally:
-        broker.stop()
+    monkeypatch.setenv("EOSBROKER_SPARK_OPTIONS", json.dumps(target.options))
+    topic, prefix = _name("secured-kill"), _name("k")
+    create_topic(target.bootstrap, topic, PARTITIONS, options=target.options)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for f in range(3):
+        (inputs / f"part-{f}.json").write_text(
+            "\n".join(json.dumps({"id": f * 40 + i, "payload": f"row-{f * 40 + i}"}) for i in range(40)))
+    args = ["stream", target.bootstrap, topic, prefix, str(inputs), str(tmp_path / "checkpoint")]
+    _run(args, tmp_path / "job.log", "during-commit:1")
+    _run(args, tmp_path / "job.log")
+    _assert_exactly_once_and_live(target.plaintext, topic, prefix, {f"row-{i}".encode() for i in range(120)})
