@@ -107,3 +107,20 @@ def test_a_broker_certificate_the_truststore_does_not_vouch_for_is_refused(eosbr
         partition_counts(broker.bootstrap_servers, ("t",), ClientSecurity.parse(options))
     assert partition_counts(broker.bootstrap_servers, (broker.create_topic(),),
                             ClientSecurity.parse(broker.spark_options()))
+
+
+@pytest.mark.parametrize("protocol,mechanism", [("SASL_SSL", "OAUTHBEARER"), ("MTLS", None)], ids=["SASL_SSL", "MTLS"])
+def test_three_nodes(eosbroker_secured, protocol, mechanism):
+    """Three nodes: every client's settings reach each partition leader and coordinator
+    through the secured listener (the handle's reads log in to every node)."""
+    broker = eosbroker_secured(protocol, mechanism, nodes=3)
+    topic = broker.create_topic(partitions=3)
+    producer = Producer({**broker.confluent_kafka("alice"), "transactional.id": "t-three-nodes"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce(topic, value=f"n{i}".encode(), partition=i % 3)
+    producer.commit_transaction(30)
+    del producer
+    records = broker.assert_topic_holds(topic, [f"n{i}" for i in range(6)])
+    assert {r.partition for r in records} == {0, 1, 2}
