@@ -10,7 +10,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-long test-reference unit bench torture fuzz spark-demo compose-test console-test clean
+.PHONY: venv compile run java test test-long test-reference unit bench torture fuzz spark-demo compose-test console-test kafkajs-test clean
 
 # The broker alone (make run): no PySpark, test or bench extras.
 # setuptools, which venv adds up to Python 3.11, is not needed in the venv (pip builds in
@@ -53,7 +53,7 @@ java:
 
 # The reference tests beyond a fixed subset (marker reference_extended) run in test-reference.
 test: venv compile java
-	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended and not browser and not long"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not reference_extended and not browser and not long and not kafkajs"
 
 # Tests of minutes each (the README's Spark example run twice, on eosbroker and on Kafka).
 test-long: venv compile java
@@ -82,7 +82,8 @@ torture: venv compile
 FRAMES ?= 1000000
 fuzz: venv compile
 	$(PY) -m torture.fuzz --frames $(FRAMES) $(if $(SEED),--seed $(SEED))
-	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py tests/unit/test_transaction_coordinator_model.py
+	$(PY) -m torture.fuzz --sasl --frames $$(( $(FRAMES) / 10 )) $(if $(SEED),--seed $(SEED))
+	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py tests/unit/test_fuzz_sasl.py tests/unit/test_transaction_coordinator_model.py
 
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java
@@ -91,6 +92,10 @@ spark-demo: venv java
 # The admin console in Debian's chromium, driven by playwright-core (headless); writes
 # the screenshot in docs/ (SCREENSHOT=... elsewhere).
 SCREENSHOT ?= docs/console.png
+kafkajs-test: venv compile
+	cd tests/kafkajs && npm install --no-audit --no-fund --silent
+	$(PY) -m pytest -q -p no:cacheprovider -m kafkajs tests/kafkajs
+
 console-test: venv compile
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 	cd tests/browser && npm install --no-audit --no-fund --silent

@@ -11,6 +11,8 @@ connection authenticated as (``User:ANONYMOUS`` without TLS client auth or SASL)
 
 from __future__ import annotations
 
+import logging
+
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +34,16 @@ ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 ANONYMOUS = "User:ANONYMOUS"
+log = logging.getLogger(__name__)
+# Kafka's names, as its authorizer log lines write them
+_OPERATION_NAMES = {ALL: "ALL", READ: "READ", WRITE: "WRITE", CREATE: "CREATE", DELETE: "DELETE", ALTER: "ALTER",
+                    DESCRIBE: "DESCRIBE", CLUSTER_ACTION: "CLUSTER_ACTION", DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS",
+                    ALTER_CONFIGS: "ALTER_CONFIGS", IDEMPOTENT_WRITE: "IDEMPOTENT_WRITE",
+                    CREATE_TOKENS: "CREATE_TOKENS", DESCRIBE_TOKENS: "DESCRIBE_TOKENS",
+                    TWO_PHASE_COMMIT: "TWO_PHASE_COMMIT"}
+_RESOURCE_NAMES = {TOPIC: "Topic", GROUP: "Group", CLUSTER: "Cluster", TRANSACTIONAL_ID: "TransactionalId",
+                   DELEGATION_TOKEN: "DelegationToken", USER: "User"}
+METADATA = 3  # its topic checks filter what a client is shown: Kafka logs those denials at debug only
 _IMPLY_DESCRIBE = {READ, WRITE, DELETE, ALTER}
 # Operations that exist per resource type, for authorized-operations bit sets.
 OPERATIONS = {
@@ -124,7 +136,7 @@ def _covers(b: AclBinding, name: str) -> bool:
     return name.startswith(b.resource_name)
 
 
-def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
+def allowed(ctx, operation: int, resource_type: int, name: str, log_denial: bool = True) -> bool:
     """Whether the request's client may do ``operation`` on the resource. Requests one
     node sends another (markers, verification) pass, as Kafka's inter-broker principal
     does (a super user)."""
@@ -132,15 +144,31 @@ def allowed(ctx, operation: int, resource_type: int, name: str) -> bool:
     if not authorizer.enabled or ctx.connection.id < 0:
         return True
     host = ctx.connection.peer.rsplit(":", 1)[0]
-    return authorizer.authorize(ctx.connection.principal, host, operation, resource_type, name)
+    if authorizer.authorize(ctx.connection.principal, host, operation, resource_type, name):
+        return True
+    if log_denial:
+        _log_denial(ctx, operation, resource_type, name, host)
+    return False
+
+
+def _log_denial(ctx, operation: int, resource_type: int, name: str, host: str) -> None:
+    from protocol.apis import api_name
+
+    log.log(logging.DEBUG if ctx.header.api_key == METADATA else logging.INFO,
+            "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request = %s",
+            ctx.connection.principal, _OPERATION_NAMES.get(operation, operation), host,
+            _RESOURCE_NAMES.get(resource_type, resource_type), name, api_name(ctx.header.api_key))
 
 
 def may_write_idempotently(ctx) -> bool:
     """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3+)."""
     host = ctx.connection.peer.rsplit(":", 1)[0]
     authorizer = ctx.broker.authorizer
-    return (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
-            or authorizer.allows_some(ctx.connection.principal, host, WRITE, TOPIC))
+    if (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_denial=False)
+            or authorizer.allows_some(ctx.connection.principal, host, WRITE, TOPIC)):
+        return True
+    _log_denial(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, host)
+    return False
 
 
 def authorized_operations(ctx, resource_type: int, name: str) -> int:

@@ -72,6 +72,9 @@ class Broker:
         # Told of every answered request (api key, version, seconds, bytes in, bytes out,
         # response): the admin server's /metrics sets it.
         self.request_observer = None
+        # Told of each SASL login's end (listener, mechanism, principal or None when it
+        # failed, whether it re-authenticated): the admin server's /metrics sets it.
+        self.authentication_observer = None
         # Told of each node that starts listening after start-up (the CLI prints its line).
         self.node_listening = None
         # Paused nodes' session timers: a node that stops heartbeating is fenced.

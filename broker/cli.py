@@ -205,11 +205,12 @@ def _serve_command(argv: list[str]) -> None:
         config.sasl_listeners(plan, None)
         admin_tls = _admin_tls(args)
         scram_users = []
-        if args.scram_users:
+        given = [t for t in config["scram.users"].split(";") if t.strip()] + args.scram_users
+        if given:
             from broker.security.scram_users import ScramUserError, parse_scram_user
 
             try:
-                scram_users = [parse_scram_user(text) for text in args.scram_users]
+                scram_users = [parse_scram_user(text) for text in given]
             except ScramUserError as e:
                 raise ConfigError(str(e)) from None
     except (ConfigError, OSError) as e:

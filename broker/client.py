@@ -31,8 +31,9 @@ class KafkaConnection:
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "eosbroker-client",
-                      clock: Clock = SYSTEM_CLOCK) -> "KafkaConnection":
-        reader, writer = await asyncio.open_connection(host, port)
+                      clock: Clock = SYSTEM_CLOCK, tls=None) -> "KafkaConnection":
+        """``tls``: an ssl.SSLContext for an SSL or SASL_SSL listener."""
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
         return cls(reader, writer, client_id, clock)
 
     @property

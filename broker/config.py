@@ -185,6 +185,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("authorizer.class.name", _str, "",
                 doc="Any value turns the ACL authorizer on (Kafka names StandardAuthorizer here)."),
         Setting("super.users", _str, "", doc="Principals that pass every ACL check, separated by ';'."),
+        Setting("scram.users", _str, "",
+                doc="SCRAM users created or replaced at start, written as kafka-storage format --add-scram takes "
+                    "them (SCRAM-SHA-512=[name=alice,password=alice-secret]), separated by ';'; also serve --scram."),
         Setting("allow.everyone.if.no.acl.found", _bool, False),
         Setting("emulate.fault.hold.txn.markers", _bool, False,
                 doc="Fault injection: persist PREPARE_COMMIT/PREPARE_ABORT but never send the markers."),
@@ -271,7 +274,9 @@ def _unprefixed(key: str) -> str:
 SASL_SETTINGS = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms",
     "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size", "principal.builder.class",
-    "sasl.server.callback.handler.class",
+    "sasl.server.callback.handler.class", "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.mechanism.inter.broker.protocol",
 })
 
 
@@ -438,9 +443,16 @@ class BrokerConfig:
 
         try:
             check_principal_builder(self.kafka_values)
-            return {name: listener_sasl(self.kafka_values, name, credentials) for name in sasl}
+            out = {name: listener_sasl(self.kafka_values, name, credentials) for name in sasl}
         except SaslConfigError as e:
             raise ConfigError(str(e)) from None
+        inter_broker = out.get(plan.inter_broker)
+        if inter_broker is not None:  # KafkaConfig's check, though the nodes here talk in process
+            mechanism = self.kafka_values.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip()
+            if mechanism not in inter_broker.mechanisms:
+                raise ConfigError("requirement failed: sasl.mechanism.inter.broker.protocol must be included in "
+                                  "sasl.enabled.mechanisms when SASL is used for inter-broker communication")
+        return out
 
     def parse(self, key: str, raw: Any) -> Any:
         """The typed value of a setting, or ConfigError."""

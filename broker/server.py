@@ -28,7 +28,7 @@ from broker.errors import ProtocolViolation
 from broker.faults import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from broker.security.principal_mapping import PrincipalMappingError
-from broker.security.sasl_errors import SaslFailure
+from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
@@ -175,7 +175,7 @@ class Server:
         self.host, self.port = self.binds[0].host, self.binds[0].port
         self.connections: dict[int, Connection] = {}
         self.limits = ConnectionLimits(broker.config)
-        self.sasl = getattr(broker, "sasl_listeners", {})  # listener name -> ListenerSasl, for SASL listeners
+        self.sasl = broker.sasl_listeners  # listener name -> ListenerSasl, for the SASL listeners
         self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
         self._halted: list[asyncio.Task] = []  # processors ``halt`` cancelled, for ``stop`` to wait for
@@ -183,7 +183,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            tls_listeners = getattr(self.broker, "tls", {})
+            tls_listeners = self.broker.tls  # listener name -> TlsListener, for the SSL and SASL_SSL listeners
             if tls_listeners:  # the ssl module only where a listener needs it
                 from broker.security.tls import server_protocol
             for i, bind in enumerate(self.binds):
@@ -192,8 +192,9 @@ class Server:
                 def reader(name=bind.name, tls=tls):
                     if tls is None:
                         return _RequestReader(self, name)
-                    return server_protocol(loop, _RequestReader(self, name, tls), tls,
-                                           functools.partial(self._handshake_failed, name))
+                    app = _RequestReader(self, name, tls)
+                    return server_protocol(loop, app, tls, app.accepted,
+                                           functools.partial(self._handshake_ended, name, app))
                 sock = _bound_socket(bind.host, bind.port)
                 if sock is None:  # a name, or "" for every interface: the loop resolves it
                     server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
@@ -208,11 +209,22 @@ class Server:
             raise
         self.host, self.port = self.binds[0].host, self.binds[0].port
 
-    def _handshake_failed(self, listener: str, peer: str, error: BaseException) -> None:
+    def _handshake_ended(self, listener: str, reader: "_RequestReader", peer: str, error: BaseException | None) -> None:
+        """A TLS connection's handshake ended: one that never reached the reader (failed,
+        or the client left) gives back its count toward max.connections.per.ip."""
+        if reader._counted and reader.transport is None:
+            self.limits.leave(reader._ip, False)
+        if error is None:
+            return
         from broker.security.tls import handshake_failure_reason
 
-        log.info("node %d: failed authentication with %s on listener %s (SSL handshake failed: %s)",
-                 self.node_id, peer, listener, handshake_failure_reason(error))
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):  # the client left (a port probe): as Kafka
+            log.debug("node %d: connection from %s on listener %s closed during the TLS handshake", self.node_id,
+                      peer, listener)
+            return
+        # worded as Kafka's Selector and the SASL failures word it: one text to look for
+        log.info("Failed authentication with %s (node %d, listener %s): SSL handshake failed: %s",
+                 peer, self.node_id, listener, handshake_failure_reason(error))
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -326,6 +338,9 @@ class Server:
                 except SaslFailure as e:
                     await self._authentication_failed(conn, e)
                     return
+                except SessionExpired as e:
+                    log.info("closing connection %s: %s", conn.describe(), e)
+                    return
                 except Exception:
                     log.exception("closing connection %s from %s: unexpected error handling a request",
                                   conn.id, conn.peer)
@@ -361,6 +376,7 @@ class Server:
         sasl = conn.sasl
         log.info("Failed %sauthentication with %s (connection %s): %s", "re-" if sasl.reauthenticating else "",
                  conn.peer, conn.id, failure)
+        self._observe_authentication(conn, None)
         if sasl.failed_delay_s > 0:
             await self.broker.clock.sleep(sasl.failed_delay_s)
         if failure.frame is not None:
@@ -387,8 +403,8 @@ class Server:
             if not sasl.authenticating:
                 now = broker.clock.monotonic()
                 if not (api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now)) and sasl.expired(now):
-                    raise ProtocolViolation("its SASL session expired and it did not re-authenticate "
-                                            "(connections.max.reauth.ms, or the token's expiry)")
+                    raise SessionExpired("its SASL session expired and it did not re-authenticate "
+                                         "(connections.max.reauth.ms, or the token's expiry)")
             if sasl.authenticating:
                 return await self._authenticating(sasl, frame, header, pos, conn)
         route = self._routes.get((api_key << 16) | (version & 0xFFFF))
@@ -496,13 +512,26 @@ class Server:
         except messages.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
 
-    @staticmethod
-    def _authenticated(conn: Connection) -> None:
+    def _observe_authentication(self, conn: Connection, principal: str | None) -> None:
         sasl = conn.sasl
-        if not sasl.authenticating and conn.principal != sasl.principal:
-            conn.principal = sasl.principal
-            log.info("connection %s from %s authenticated as %s with %s", conn.id, conn.peer, sasl.principal,
-                     sasl.mechanism)
+        observer = self.broker.authentication_observer
+        if observer is not None:
+            try:
+                observer(conn.listener, sasl.mechanism, principal,
+                         sasl.reauthenticating if principal is None else sasl.logins > 1)
+            except Exception:  # metrics never cost a client its login
+                log.exception("authentication metrics failed")
+
+    def _authenticated(self, conn: Connection) -> None:
+        """After a token: once the exchange has completed, the connection is its principal's."""
+        sasl = conn.sasl
+        if sasl.authenticating:
+            return
+        conn.principal = sasl.principal
+        lifetime = "" if sasl.session_expiry is None else f", session lifetime {sasl.session_lifetime_ms} ms"
+        log.info("connection %s from %s %s as %s with %s%s", conn.id, conn.peer,
+                 "re-authenticated" if sasl.logins > 1 else "authenticated", sasl.principal, sasl.mechanism, lifetime)
+        self._observe_authentication(conn, sasl.principal)
 
     def _route(self, header: RequestHeader, frame: bytes, pos: int) -> _Route | bytes:
         """The route of a request's API version, made on its first request and kept; for a
@@ -586,6 +615,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self.listener = listener
         self.tls = tls  # broker.security.tls.TlsListener on an SSL listener: reached after the handshake
         self._principal = "User:ANONYMOUS"
+        self._counted = False  # toward max.connections.per.ip
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: Connection | None = None
@@ -611,29 +641,38 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     # -- transport callbacks ---------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
-        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
-        server = self.server
+    def accepted(self, transport: asyncio.Transport) -> bool:
+        """A new TCP connection, counted toward max.connections.per.ip (as Kafka's acceptor
+        counts it, before any TLS handshake); False when over the limit: closed."""
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self._ip = peername[0] if peername else "?"
+        exceeded = self.server.limits.admit(self._ip)
+        if exceeded is not None:
+            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
+                        "(max.connections.per.ip)", self._peer, self._ip, exceeded)
+            self._done = True
+            transport.close()
+            return False
+        self._counted = True
+        return True
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        server = self.server
+        self.transport = transport  # on a TLS listener, after the handshake (counted at accept)
+        if self.tls is None and not self.accepted(transport):
+            return
+        self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
         if self.tls is not None:
             try:
                 self._principal = self.tls.principal(transport.get_extra_info("ssl_object"))
             except PrincipalMappingError as e:  # Kafka closes it: the principal cannot be built
                 log.warning("closing connection from %s on listener %s: failed to map the client certificate's "
                             "name based on ssl.principal.mapping.rules: %s", self._peer, self.listener, e)
+                server.limits.leave(self._ip, False)
                 self._done = True
                 transport.close()
                 return
-        exceeded = server.limits.admit(self._ip)
-        if exceeded is not None:
-            log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
-                        "(max.connections.per.ip)", self._peer, self._ip, exceeded)
-            self._done = True
-            transport.close()
-            return
         if server.limits.try_slot():
             self._had_slot = True
             self._start()
@@ -659,6 +698,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                 log.info("Failed authentication with %s (connection %s): Failing SASL authentication due to invalid "
                          "receive size (a frame of %s bytes; sasl.server.max.receive.size=%d)", conn.peer, conn.id,
                          self._decoder.pending_frame_size(), conn.sasl.settings.max_receive_size)
+                self.server._observe_authentication(conn, None)
             else:
                 log.warning("closing connection %s: %s", conn.describe(), e)
             self._end()

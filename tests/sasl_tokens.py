@@ -48,3 +48,36 @@ def unsecured_jws(claims: dict, alg: str = "none", signature: str = "") -> str:
 
 def oauthbearer(token: str, authzid: str = "") -> bytes:
     return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01\x01".encode()
+
+
+class SigningKeys:
+    """An RSA and an EC key pair, their JWKS, and tokens signed with them (cryptography)."""
+
+    def __init__(self) -> None:
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+        self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.ec = ec.generate_private_key(ec.SECP256R1())
+
+    def jwks(self) -> dict:
+        def b64int(n: int, length: int | None = None) -> str:
+            raw = n.to_bytes(length or (n.bit_length() + 7) // 8, "big")
+            return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+        r, e = self.rsa.public_key().public_numbers(), self.ec.public_key().public_numbers()
+        return {"keys": [{"kty": "RSA", "kid": "rsa-1", "n": b64int(r.n), "e": b64int(r.e)},
+                         {"kty": "EC", "kid": "ec-1", "crv": "P-256", "x": b64int(e.x, 32), "y": b64int(e.y, 32)}]}
+
+    def sign(self, claims: dict, alg: str = "RS256", kid: str | None = None) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+        kid = kid or ("rsa-1" if alg.startswith("RS") else "ec-1")
+        signed = f"{_b64({'alg': alg, 'kid': kid, 'typ': 'JWT'})}.{_b64(claims)}".encode()
+        if alg.startswith("RS"):
+            signature = self.rsa.sign(signed, padding.PKCS1v15(), hashes.SHA256())
+        else:
+            r, s = decode_dss_signature(self.ec.sign(signed, ec.ECDSA(hashes.SHA256())))
+            signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+        return f"{signed.decode()}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"

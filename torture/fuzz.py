@@ -10,6 +10,11 @@ trace, the client saw no error and every committed record is readable, and print
 summary line (frames sent, connections the broker closed, broker RSS before/after).
 Topic-creating and -deleting APIs are left out (they are fuzzed in process by the unit
 tests): mutated ones would create thousands of partitions, which is work, not a leak.
+
+With ``--sasl`` the broker's listener is SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512,
+OAUTHBEARER) and each connection is a login: a SaslHandshake (v0 or v1) and up to three
+tokens (in SaslAuthenticate v0-v2, or bare after a v0 handshake), each mutated or not;
+the transactional client logs in with SCRAM-SHA-512.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiTable
+from protocol.apis import KAFKA_4_0, ApiTable, flexible_from
 from protocol.framing import encode_request_frame
 from protocol.record_codec import NewRecord, build_batch
 from broker.testing import BrokerProcess
@@ -82,6 +87,22 @@ def corpus() -> list[bytes]:
     return frames
 
 
+def sasl_corpus() -> tuple[list[bytes], list[bytes]]:
+    """(handshakes, tokens): valid frames (without their size prefix) of a login's steps;
+    the tokens also bare, as they travel after a v0 handshake."""
+    from tests.sasl_broker import MECHANISMS, token_for
+    from tests.sasl_tokens import ScramClient, oauthbearer, plain
+
+    def frame(key: int, version: int, body: dict) -> bytes:
+        encoded = messages.encode(messages.build_request(key, version, body))
+        return encode_request_frame(key, version, 7, "fuzz", version >= flexible_from(key), encoded)[4:]
+
+    tokens = [plain("alice", "alice-secret"), ScramClient("SCRAM-SHA-512", "alice", "x").first(),
+              oauthbearer(token_for("alice")), b"\x01"]
+    handshakes = [frame(17, v, {"mechanism": m}) for v in (0, 1) for m in MECHANISMS]
+    return handshakes, [frame(36, v, {"auth_bytes": t}) for v in (0, 1, 2) for t in tokens] + tokens
+
+
 def mutate(rng: random.Random, frame: bytes) -> bytes:
     if rng.random() < 0.05:
         return rng.randbytes(rng.randint(0, 200))
@@ -116,9 +137,10 @@ class Stats:
         self.abandoned = 0  # connections we gave up on: a request the broker may legitimately park
 
 
-async def _worker(port: int, frames: list[bytes], rng: random.Random, stats: Stats, budget: list[int]) -> None:
+async def _worker(port: int, frames, rng: random.Random, stats: Stats, budget: list[int]) -> None:
     """One frame at a time, as a client would: each is read and handled by the broker
-    before the next goes, so every frame counted is a frame the broker processed."""
+    before the next goes, so every frame counted is a frame the broker processed.
+    ``frames``: a list to pick each frame from, or for SASL logins (handshakes, tokens)."""
     while budget[0] > 0:
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -126,9 +148,18 @@ async def _worker(port: int, frames: list[bytes], rng: random.Random, stats: Sta
             await asyncio.sleep(0.05)
             continue
         stats.connections += 1
+        if isinstance(frames, tuple):  # a login: a handshake, then tokens; mutated 70% of the time
+            handshakes, tokens = frames
+            login = [rng.choice(handshakes)] + [rng.choice(tokens) for _ in range(rng.randint(1, 3))]
+            sequence = iter([mutate(rng, f) if rng.random() < 0.7 else f for f in login])
+        else:
+            sequence = None
         try:
             while budget[0] > 0:
-                body = mutate(rng, rng.choice(frames))
+                if sequence is None:
+                    body = mutate(rng, rng.choice(frames))
+                elif (body := next(sequence, None)) is None:
+                    break
                 budget[0] -= 1
                 stats.frames += 1
                 writer.write(len(body).to_bytes(4, "big", signed=True) + body)
@@ -152,16 +183,18 @@ def _rss_kb(pid: int) -> int:
 
 
 class TransactionalClient(threading.Thread):
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, settings: dict | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
+        self.settings = settings or {}
         self.stop = threading.Event()
         self.committed = 0
         self.records = 0
         self.errors: list[str] = []
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "fuzz-client", "linger.ms": 5})
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "fuzz-client", "linger.ms": 5,
+                      **self.settings})
         try:
             p.init_transactions(30)
             while not self.stop.is_set():
@@ -177,9 +210,9 @@ class TransactionalClient(threading.Thread):
             p.flush(10)
 
 
-def _read_committed_count(bootstrap: str) -> int:
+def _read_committed_count(bootstrap: str, settings: dict) -> int:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-check", "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest", **settings})
     c.assign([TopicPartition(TXN_TOPIC, p, 0) for p in range(2)])
     ends, count, deadline = set(), 0, time.monotonic() + 60
     while len(ends) < 2 and time.monotonic() < deadline:
@@ -192,20 +225,28 @@ def _read_committed_count(bootstrap: str) -> int:
     return count
 
 
-def run(frames_total: int, seed: int, connections: int, workdir: Path) -> tuple[int, str]:
-    broker = BrokerProcess(workdir / "data", {"auto.create.topics.enable": "false"}).start(60)
+def run(frames_total: int, seed: int, connections: int, workdir: Path, sasl: bool = False) -> tuple[int, str]:
+    if sasl:
+        from tests.sasl_broker import SaslBroker, confluent_settings
+
+        broker = SaslBroker(workdir, **{"auto.create.topics.enable": "false"})
+        settings = confluent_settings(broker.bootstrap, "SCRAM-SHA-512", "alice")
+        del settings["bootstrap.servers"]
+    else:
+        broker = BrokerProcess(workdir / "data", {"auto.create.topics.enable": "false"}).start(60)
+        settings = {}
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, **settings})
         for f in admin.create_topics([NewTopic(TOPIC, 2, 1), NewTopic(TXN_TOPIC, 2, 1)]).values():
             f.result(30)
-        client = TransactionalClient(broker.bootstrap)
+        client = TransactionalClient(broker.bootstrap, settings)
         client.start()
         while client.committed < 5 and client.is_alive():
             time.sleep(0.1)
         rss_before = _rss_kb(broker.proc.pid)
         stats = Stats()
         rng = random.Random(seed)
-        frames = corpus()
+        frames = sasl_corpus() if sasl else corpus()
         budget = [frames_total]
         started = time.monotonic()
 
@@ -229,14 +270,14 @@ def run(frames_total: int, seed: int, connections: int, workdir: Path) -> tuple[
         alive = broker.alive
         client.stop.set()
         client.join(60)
-        readable = _read_committed_count(broker.bootstrap) if alive else -1
+        readable = _read_committed_count(broker.bootstrap, settings) if alive else -1
         log_text = broker.log_text()
         tracebacks = log_text.count("Traceback")
         closing_lines = log_text.count("closing connection")
         ok = (alive and not tracebacks and not client.errors and readable == client.records
               and stats.frames >= frames_total)
         summary = (
-            f"fuzz: seed={seed} frames={stats.frames} in {elapsed:.0f} s connections={stats.connections} "
+            f"fuzz{' (SASL logins)' if sasl else ''}: seed={seed} frames={stats.frames} in {elapsed:.0f} s connections={stats.connections} "
             f"closed_by_broker={stats.closed_by_broker} (log lines {closing_lines}) abandoned={stats.abandoned} "
             f"broker_rss_kb before={rss_before} after={rss_after} broker_alive={alive} tracebacks={tracebacks} "
             f"client_transactions={client.committed} client_errors={len(client.errors)} "
@@ -256,11 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--sasl", action="store_true", help="fuzz logins on a SASL_PLAINTEXT listener")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="eosbroker-fuzz-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    code, summary = run(args.frames, seed, args.connections, workdir)
+    code, summary = run(args.frames, seed, args.connections, workdir, args.sasl)
     print(summary, flush=True)
     if code == 0 and args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)

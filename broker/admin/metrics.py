@@ -106,6 +106,28 @@ class RequestMetrics:
                 self.errors.labels(name, _error_name(code)).inc(n)
 
 
+class AuthenticationMetrics:
+    """SASL logins, as Kafka's socket-server-metrics count them, with the principal a
+    successful one named: the server calls ``observe`` at the end of each."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.successful = Counter("kafka_server_socket_server_metrics_successful_authentication",
+                                  "Successful SASL (re-)authentications (Kafka: successful-authentication-total, "
+                                  "successful-reauthentication-total)",
+                                  ["listener", "mechanism", "principal", "reauthentication"], registry=registry)
+        self.failed = Counter("kafka_server_socket_server_metrics_failed_authentication",
+                              "Failed SASL (re-)authentications (Kafka: failed-authentication-total, "
+                              "failed-reauthentication-total)",
+                              ["listener", "reauthentication"], registry=registry)
+
+    def observe(self, listener: str, mechanism: str | None, principal: str | None, reauthentication: bool) -> None:
+        again = "true" if reauthentication else "false"
+        if principal is None:
+            self.failed.labels(listener, again).inc()
+        else:
+            self.successful.labels(listener, mechanism, principal, again).inc()
+
+
 @lru_cache(maxsize=None)
 def _error_name(code: int) -> str:
     try:
@@ -223,6 +245,7 @@ class CoordinatorMetrics:
 def add_routes(admin) -> None:
     registry = CollectorRegistry(auto_describe=False)
     admin.broker.request_observer = RequestMetrics(registry).observe
+    admin.broker.authentication_observer = AuthenticationMetrics(registry).observe
     coordinators = CoordinatorMetrics(registry)
     admin.broker.cluster.on_transaction_completed = coordinators.transaction_completed
     admin.broker.cluster.on_coordinator_loaded = coordinators.coordinator_loaded

@@ -53,6 +53,8 @@ class SaslExchange:
         self._previous: tuple[str, str] | None = None  # (mechanism, principal) while re-authenticating
         self._last_reauth_start: float | None = None
         self.failed_delay_s = settings.failed_delay_ms / 1000
+        self.logins = 0  # authentications completed: the first, then re-authentications
+        self.session_lifetime_ms = 0
         self.last_refusal: str | None = None  # why the validator refused a token (for the log line)
 
     @property
@@ -171,6 +173,8 @@ class SaslExchange:
                                            f"{old[0]}.{old[1]}: {new[0]}.{new[1]}")
         lifetime_ms = self._session_lifetime_ms(server.credential_lifetime_ms, now_ms)
         self.session_expiry = None if lifetime_ms is None else monotonic + lifetime_ms / 1000
+        self.session_lifetime_ms = lifetime_ms or 0
+        self.logins += 1
         self.principal = principal
         self.state = COMPLETE
         self._previous = None

@@ -1,4 +1,5 @@
-"""How a SASL mechanism refuses a client, as Kafka's SaslServer implementations do."""
+"""How a SASL login fails: a mechanism refuses a client as Kafka's SaslServer
+implementations do, and the exchange ends the connection as Kafka's authenticator does."""
 
 
 class SaslAuthenticationFailed(Exception):
@@ -13,8 +14,9 @@ class SaslRejected(Exception):
 class SaslFailure(Exception):
     """The connection ends. ``authentication``: Kafka's AuthenticationException (logged as a
     failed authentication, closed after the failed-authentication delay, ``answer`` sent
-    just before); otherwise closed at once, unanswered. ``answer`` is a response dict for
-    the request being handled, or with ``bare`` a token to send bare (v0)."""
+    just before); otherwise closed at once, unanswered. ``answer`` is the response (a dict)
+    to the request being handled; ``error_code`` asks for the request's own error response
+    instead (ILLEGAL_SASL_STATE to a request that came mid-exchange)."""
 
     def __init__(self, message: str, authentication: bool = True, answer: dict | None = None,
                  error_code: int | None = None) -> None:
@@ -23,3 +25,9 @@ class SaslFailure(Exception):
         self.answer = answer
         self.error_code = error_code  # for an error answer to a request other than SaslAuthenticate
         self.frame: bytes | None = None  # the answer, encoded by the server
+
+
+class SessionExpired(Exception):
+    """A request on a connection whose SASL session ended without a re-authentication
+    (KIP-368): the connection is closed, unanswered, as Kafka closes it (a client without
+    re-authentication support then reconnects and logs in again)."""

@@ -21,6 +21,9 @@ SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"
 DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
 UNSECURED_VALIDATOR = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
                        "OAuthBearerUnsecuredValidatorCallbackHandler")
+# Kafka's validator of signed tokens (its 3.x name under .secured too)
+JWKS_VALIDATORS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                   "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
 _LOGIN_MODULES = {"PLAIN": plain.LOGIN_MODULE, "SCRAM-SHA-256": scram.LOGIN_MODULE,
                   "SCRAM-SHA-512": scram.LOGIN_MODULE, "OAUTHBEARER": oauthbearer.LOGIN_MODULE}
 
@@ -85,7 +88,8 @@ def listener_sasl(values: dict[str, str], listener: str, credentials) -> Listene
     for mechanism in out.mechanisms:
         out.max_reauth_ms[mechanism] = setting(values, "connections.max.reauth.ms", listener, mechanism)
         handler = setting(values, "sasl.server.callback.handler.class", listener, mechanism)
-        if handler is not None and not (mechanism == "OAUTHBEARER" and handler == UNSECURED_VALIDATOR):
+        if handler is not None and not (mechanism == "OAUTHBEARER" and handler in (UNSECURED_VALIDATOR,
+                                                                                   *JWKS_VALIDATORS)):
             raise SaslConfigError(f"listener {listener}: sasl.server.callback.handler.class {handler} for "
                                   f"{mechanism}: eosbroker has only Kafka's default callback handlers")
         jaas_text = setting(values, "sasl.jaas.config", listener, mechanism)
@@ -101,8 +105,33 @@ def listener_sasl(values: dict[str, str], listener: str, credentials) -> Listene
         if module.name != _LOGIN_MODULES[mechanism]:
             raise SaslConfigError(f"listener {listener}: the JAAS login module for {mechanism} is {module.name}; "
                                   f"eosbroker reads {_LOGIN_MODULES[mechanism]}")
-        out.servers[mechanism] = _server_factory(mechanism, module.options, credentials)
+        if handler in JWKS_VALIDATORS:
+            out.servers[mechanism] = _jwks_server_factory(values, listener)
+        else:
+            out.servers[mechanism] = _server_factory(mechanism, module.options, credentials)
     return out
+
+
+def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], Any]:
+    from broker.security.jwks import JwksError, JwksValidator, load_keys
+
+    def read(name: str):
+        return setting(values, name, listener, "OAUTHBEARER")
+
+    url = read("sasl.oauthbearer.jwks.endpoint.url")
+    if not url:
+        raise SaslConfigError(f"listener {listener}: OAuthBearerValidatorCallbackHandler needs "
+                              "sasl.oauthbearer.jwks.endpoint.url (a file: URL of the JWKS)")
+    try:
+        keys = load_keys(url)
+    except JwksError as e:
+        raise SaslConfigError(str(e)) from None
+    except ImportError:
+        raise SaslConfigError("checking signed OAUTHBEARER tokens needs the cryptography package") from None
+    validator = JwksValidator(keys, read("sasl.oauthbearer.sub.claim.name"), read("sasl.oauthbearer.clock.skew.seconds"),
+                              list(read("sasl.oauthbearer.expected.audience") or []),
+                              read("sasl.oauthbearer.expected.issuer"))
+    return lambda: oauthbearer.OAuthBearerServer(validator)
 
 
 def _server_factory(mechanism: str, options: dict[str, str], credentials) -> Callable[[], Any]:

@@ -72,9 +72,15 @@ def tls_listeners(values: dict[str, str], plan) -> dict[str, TlsListener]:
         mapper = PrincipalMapper.from_setting(mapper_text)
     except PrincipalMappingError as e:
         raise TlsConfigError(f"Invalid value {mapper_text} for configuration ssl.principal.mapping.rules: {e}") from None
-    return {e.name: replace(server_listener(e.name, listener_settings(values, e.name), mapper),
-                            names_principal=e.protocol == "SSL")
-            for e in plan.served if e.protocol in TLS_PROTOCOLS}
+    out = {}
+    for e in plan.served:
+        if e.protocol not in TLS_PROTOCOLS:
+            continue
+        settings = listener_settings(values, e.name)
+        if e.protocol == "SASL_SSL":  # KIP-684: only a listener-prefixed ssl.client.auth applies to SASL_SSL
+            settings["ssl.client.auth"] = values.get(f"listener.name.{e.name.lower()}.ssl.client.auth", "none")
+        out[e.name] = replace(server_listener(e.name, settings, mapper), names_principal=e.protocol == "SSL")
+    return out
 
 
 def server_listener(name: str, settings: dict[str, str], mapper: PrincipalMapper) -> TlsListener:
@@ -269,15 +275,21 @@ def _load_truststore(context: ssl.SSLContext, settings: dict[str, str], refuse) 
     context.load_verify_locations(cadata="".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs))
 
 
+# A TLS 1.2 record holding a fatal internal_error alert: what Kafka's SSL engine answers
+# to bytes that are not TLS (a plaintext client, garbage).
+INTERNAL_ERROR_ALERT = bytes([21, 3, 3, 0, 2, 2, 80])
+
 # How long a client has to complete its TLS handshake (Kafka bounds it by
 # connections.max.idle.ms; asyncio's default is 60 s).
 HANDSHAKE_TIMEOUT_S = 60.0
 
 
-def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
+def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_ended):
     """asyncio's TLS protocol around ``app_protocol`` (whose connection_made comes after
-    the handshake), calling ``handshake_failed(peer, exception)`` when it fails: asyncio
-    itself logs that only in debug mode, Kafka logs every one."""
+    the handshake). ``accepted(transport)`` sees the TCP connection first (False: it was
+    closed, no handshake); ``handshake_ended(peer, exception or None)`` is called when the
+    handshake ends, succeeded, failed, or cut short by the client (asyncio itself logs a
+    failure only in debug mode, Kafka logs every one)."""
     from asyncio import sslproto
 
     class _ServerTls(sslproto.SSLProtocol):
@@ -286,13 +298,18 @@ def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
         def connection_made(self, transport) -> None:
             address = transport.get_extra_info("peername")
             self.peer = f"{address[0]}:{address[1]}" if address else "?"
-            super().connection_made(transport)
+            if accepted(transport):
+                super().connection_made(transport)
 
         def _on_handshake_complete(self, handshake_exc) -> None:
             if handshake_exc is not None and self._transport is not None:
                 # the alert OpenSSL wrote (bad certificate, protocol version...) goes out
-                # before the close, as Kafka's does: asyncio would drop it
+                # before the close, as Kafka's does: asyncio would drop it. OpenSSL writes
+                # none for bytes that are not TLS at all; Kafka's engine answers those too
+                alert_written = self._outgoing.pending > 0
                 self._process_outgoing()
+                if not alert_written and isinstance(handshake_exc, ssl.SSLError):
+                    self._transport.write(INTERNAL_ERROR_ALERT)
             super()._on_handshake_complete(handshake_exc)
 
     waiter = loop.create_future()
@@ -300,8 +317,8 @@ def server_protocol(loop, app_protocol, tls: TlsListener, handshake_failed):
                           ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
 
     def done(future) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            handshake_failed(protocol.peer, future.exception())
+        if not future.cancelled():
+            handshake_ended(protocol.peer, future.exception())
 
     waiter.add_done_callback(done)
     return protocol

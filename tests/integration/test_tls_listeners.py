@@ -3,7 +3,8 @@ aiokafka, over TLS (a PEM key store given as values) and mTLS (PKCS12 stores, cl
 certificates required), each committing a transaction and reading it back
 read_committed, on 1 and 3 nodes; ACLs naming the certificate's mapped principal; and
 bad input on the TLS and plaintext ports, each closed with a log line while the
-connections already open carry on."""
+connections already open carry on; SASL_SSL with each client and mechanism; the control
+API over HTTPS."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ from confluent_kafka.admin import (
 )
 
 from broker.security.certs import write_certificates
-from broker.testing.helpers import HOST, wait_until
+from broker.security.tls import INTERNAL_ERROR_ALERT
+from broker.testing.helpers import HOST, free_port_block, wait_until
+from tests.sasl_broker import PASSWORDS, aiokafka_settings, confluent_settings, kafka_python_settings, sasl_settings
 from tests.tls_setup import TlsBroker
 
 @pytest.fixture(scope="module")
@@ -267,16 +270,16 @@ def test_plaintext_client_on_a_tls_port_is_closed(one_node, open_session):
     with socket.create_connection((HOST, one_node.ports["SSL"])) as sock:
         sock.sendall(_frame(API_VERSIONS_V0))
         answer = _read_until_closed(sock)
-    assert not answer.startswith(struct.pack(">i", 14)[:2])  # no Kafka response: at most a TLS alert
-    _log_grows(one_node, "(SSL handshake failed", before)
+    assert answer == INTERNAL_ERROR_ALERT  # Kafka's answer: a fatal TLS alert, no Kafka response
+    _log_grows(one_node, "listener SSL): SSL handshake failed", before)
 
 
 def test_garbage_instead_of_a_client_hello_is_closed(one_node, open_session):
     before = len(one_node.log())
     with socket.create_connection((HOST, one_node.ports["MTLS"])) as sock:
         sock.sendall(bytes(range(256)) * 8)
-        _read_until_closed(sock)
-    _log_grows(one_node, "on listener MTLS (SSL handshake failed", before)
+        assert _read_until_closed(sock) == INTERNAL_ERROR_ALERT
+    _log_grows(one_node, "listener MTLS): SSL handshake failed", before)
 
 
 def test_tls_client_on_a_plaintext_port_is_closed(one_node, open_session, certs):
@@ -307,7 +310,7 @@ def test_client_certificate_missing_or_not_signed_by_the_ca_is_refused(one_node,
                 if not tls.recv(4):
                     raise ConnectionResetError("closed without an answer")
     reason = "certificate verify failed" if client else "peer did not return a certificate"
-    _log_grows(one_node, f"on listener MTLS (SSL handshake failed: {reason}", before)
+    _log_grows(one_node, f"listener MTLS): SSL handshake failed: {reason}", before)
 
 
 # ---- the control API and console over HTTPS -----------------------------------------
@@ -352,9 +355,7 @@ def test_control_api_tls_options_refused_alone(tmp_path, certs):
 def test_sasl_ssl_transaction_and_a_wrong_password(tmp_path, certs):
     """A SASL_SSL listener (PLAIN and SCRAM-SHA-512) whose client certificates are
     required as well: the principal is SASL's user, not the certificate's subject."""
-    from broker.testing.helpers import free_port_block as ports
-
-    port = ports(2)
+    port = free_port_block(2)
     args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
             "--scram", "SCRAM-SHA-512=[name=bob,password=bob-secret]"]
     for key, value in {
@@ -432,3 +433,161 @@ def test_a_certificate_no_mapping_rule_names_is_closed(tmp_path, certs):
         assert [b.port for b in metadata.brokers.values()] == [broker.ports["MTLS"]]
     finally:
         broker.stop()
+
+
+def _tls_session(port: int, certs, client: str | None = "alice") -> ssl.SSLSocket:
+    """A TLS connection that has had an ApiVersions answer (the broker admitted it)."""
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if client:
+        context.load_cert_chain(certs.cert(client), certs.key(client))
+    tls = context.wrap_socket(socket.create_connection((HOST, port), timeout=30), server_hostname="localhost")
+    tls.sendall(_frame(API_VERSIONS_V0))
+    size = struct.unpack(">i", tls.recv(4))[0]
+    assert size > 0
+    return tls
+
+
+def test_tls_connections_count_toward_max_connections_per_ip_from_accept(tmp_path, certs):
+    """As Kafka's acceptor counts them: before the handshake; a failed handshake gives its
+    count back; over the limit, the connection is closed before any handshake."""
+    broker = TlsBroker(tmp_path / "data", certs, settings={"max.connections.per.ip": "2"})
+    try:
+        for _ in range(3):  # failed handshakes: each gives its count back
+            with socket.create_connection((HOST, broker.ports["MTLS"])) as sock:
+                sock.sendall(b"\x00" * 64)
+                _read_until_closed(sock)
+        held = [_tls_session(broker.ports["MTLS"], certs), _tls_session(broker.ports["SSL"], certs, None)]
+        before = len(broker.log())
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        with socket.create_connection((HOST, broker.ports["MTLS"]), timeout=30) as raw:
+            with pytest.raises((ssl.SSLError, ConnectionError)):  # closed before the ServerHello
+                context.wrap_socket(raw, server_hostname="localhost")
+        _log_grows(broker, "already has the configured maximum of 2 connections (max.connections.per.ip)", before)
+        held.pop().close()
+
+        def admitted() -> bool:
+            try:
+                held.append(_tls_session(broker.ports["MTLS"], certs))
+                return True
+            except (ssl.SSLError, ConnectionError):
+                return False
+
+        wait_until(admitted, timeout=20, message="a connection admitted once one closed")
+        for tls in held:
+            tls.close()
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module", params=[1, 3], ids=["1-node", "3-nodes"])
+def sasl_ssl_broker(request, tmp_path_factory, certs):
+    """One SASL_SSL listener with the SASL tests' mechanisms and users (tests/sasl_broker.py)."""
+    nodes = request.param
+    data = tmp_path_factory.mktemp("sasl-ssl")
+    port = free_port_block(nodes)
+    settings = {key.replace("listener.name.sasl_plaintext.", "listener.name.sasl_ssl."): value
+                for key, value in sasl_settings().items()}
+    settings.update({"listeners": f"SASL_SSL://{HOST}:{port}", "security.inter.broker.protocol": "SASL_SSL",
+                     "ssl.keystore.location": str(certs.p12()), "ssl.keystore.password": certs.password})
+    args = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(data / "data"), "--nodes", str(nodes)]
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    for user, password in PASSWORDS.items():
+        args += ["--scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
+    with open(data / "broker.log", "wb") as log:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+    lines = [proc.stdout.readline() for _ in range(nodes)]
+    assert all("listening on" in line for line in lines), (data / "broker.log").read_text()
+    yield f"{HOST}:{port}"
+    proc.terminate()
+    proc.wait(30)
+    proc.stdout.close()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+def test_sasl_ssl_each_client_and_mechanism(sasl_ssl_broker, certs, client, mechanism):
+    """Over SASL_SSL: alice commits a transaction, bob reads it back read_committed."""
+    topic, tid, group = _names()
+    if client == "confluent":
+        def settings(user):
+            return {**confluent_settings(sasl_ssl_broker, mechanism, user), **certs.confluent_kafka(None, "SASL_SSL")}
+
+        producer = Producer({**settings("alice"), "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"v{i}".encode())
+        producer.commit_transaction(30)
+        del producer
+        got = _confluent_read_committed(sasl_ssl_broker, {k: v for k, v in settings("bob").items()
+                                                          if k != "bootstrap.servers"}, topic, group, 3)
+    elif client == "kafka-python":
+        from kafka import KafkaConsumer, KafkaProducer
+
+        def settings(user):
+            return {**kafka_python_settings(sasl_ssl_broker, mechanism, user), **certs.kafka_python(None, "SASL_SSL")}
+
+        producer = KafkaProducer(**settings("alice"), transactional_id=tid)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for i in range(3):
+                producer.send(topic, f"v{i}".encode())
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        consumer = KafkaConsumer(topic, **settings("bob"), group_id=group, auto_offset_reset="earliest",
+                                 isolation_level="read_committed", consumer_timeout_ms=20000)
+        got = []
+        try:
+            for record in consumer:
+                got.append(record.value)
+                if len(got) == 3:
+                    break
+        finally:
+            consumer.close()
+    else:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        def settings(user):
+            return {**aiokafka_settings(sasl_ssl_broker, mechanism, user), **certs.aiokafka(None, "SASL_SSL")}
+
+        async def run() -> list[bytes]:
+            producer = AIOKafkaProducer(**settings("alice"), transactional_id=tid)
+            await producer.start()
+            try:
+                async with producer.transaction():
+                    for i in range(3):
+                        await producer.send_and_wait(topic, f"v{i}".encode())
+            finally:
+                await producer.stop()
+            consumer = AIOKafkaConsumer(topic, **settings("bob"), group_id=group, auto_offset_reset="earliest",
+                                        isolation_level="read_committed")
+            await consumer.start()
+            out = []
+            try:
+                async with asyncio.timeout(30):
+                    while len(out) < 3:
+                        for records in (await consumer.getmany(timeout_ms=500)).values():
+                            out += [r.value for r in records]
+            finally:
+                await consumer.stop()
+            return out
+
+        got = asyncio.run(run())
+    assert got == [b"v0", b"v1", b"v2"]
+
+
+def test_healthcheck_over_tls(one_node, certs):
+    def healthcheck(port: int, *tls: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "broker.cli", "healthcheck", "--bootstrap-server",
+                               f"{HOST}:{port}", "--timeout", "20", *tls], capture_output=True, text=True, timeout=60)
+
+    ca = ["--tls-ca", str(certs.ca)]
+    assert healthcheck(one_node.ports["SSL"], *ca).returncode == 0
+    mtls = healthcheck(one_node.ports["MTLS"], *ca, "--tls-cert", str(certs.cert("alice")),
+                       "--tls-key", str(certs.key("alice")))
+    assert mtls.returncode == 0 and "healthy" in mtls.stdout, mtls.stderr
+    plain = healthcheck(one_node.ports["SSL"])  # plaintext on a TLS port: unhealthy, not hung
+    assert plain.returncode == 1 and "unhealthy" in plain.stderr

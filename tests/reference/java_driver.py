@@ -19,14 +19,17 @@ def classpath() -> str:
     return os.pathsep.join([str(jar), maven.classpath(PROJECT / "pom.xml", "java-driver-deps")])
 
 
-def run(scenario: str, bootstrap: str, name: str, *extra: str, timeout: float = 240) -> dict:
+def run(scenario: str, bootstrap: str, name: str, *extra: str, timeout: float = 240,
+        client_properties: Path | None = None) -> dict:
     """Runs one scenario of eosbroker.driver.Main (``extra``: its further arguments);
-    its last stdout line is a JSON object."""
+    its last stdout line is a JSON object. ``client_properties``: a file of client
+    settings every client of the scenario adds (a secured listener's)."""
     result = subprocess.run(
         [maven.require("java"), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
          "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(), "eosbroker.driver.Main",
          scenario, bootstrap, name, *extra],
         capture_output=True, text=True, timeout=timeout,
+        env=None if client_properties is None else {**os.environ, "DRIVER_CLIENT_PROPERTIES": str(client_properties)},
     )
     if result.returncode != 0:
         raise AssertionError(f"java driver {scenario} failed ({result.returncode}):\n"

@@ -7,6 +7,9 @@ certificate."""
 
 from __future__ import annotations
 
+import socket
+import struct
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -133,6 +136,19 @@ def observe(plaintext: str, mtls: str, certs) -> dict:
     wait_until(refused, timeout=60, message="the client without a certificate refused")
     seen["without a certificate"] = KafkaError._SSL in errors or KafkaError._TRANSPORT in errors
     del anonymous
+    # not TLS at all: a plaintext request, then bytes that are no ClientHello
+    api_versions = struct.pack(">ihhih", 10, 18, 0, 7, -1)
+    for name, data in (("plaintext request", api_versions), ("garbage", bytes(range(256)) * 4)):
+        with socket.create_connection(mtls.split(":")) as sock:
+            sock.settimeout(30)
+            sock.sendall(data)
+            answer = b""
+            try:
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            except ConnectionResetError:
+                answer += b"<reset>"
+        seen[name] = answer  # Kafka: a fatal internal_error alert, then the close
     return seen
 
 

@@ -284,3 +284,79 @@ def test_re_authentication_cannot_change_principal_or_mechanism(credentials):
     with pytest.raises(SaslFailure, match="SASL mechanism 'OAUTHBEARER' requested by client is not supported for "
                                           "re-authentication of mechanism 'PLAIN'"):
         ex.admit(sasl.SASL_AUTHENTICATE, "SaslAuthenticate")
+
+
+# -- OAUTHBEARER with a JWKS -------------------------------------------------------------
+
+JWKS_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+@pytest.fixture(scope="module")
+def signing_keys():
+    from tests.sasl_tokens import SigningKeys
+
+    return SigningKeys()
+
+
+def jwks_exchange(credentials, signing_keys, tmp_path, **settings):
+    import json
+
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(signing_keys.jwks()))
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    return exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER,
+                                    prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}", **settings})
+
+
+@pytest.mark.parametrize("alg", ["RS256", "ES256"])
+def test_a_token_signed_with_a_jwks_key_logs_in(credentials, signing_keys, tmp_path, alg):
+    ex = jwks_exchange(credentials, signing_keys, tmp_path)
+    jws = signing_keys.sign({"sub": "carol", "exp": NOW_MS // 1000 + 600, "iat": NOW_MS // 1000}, alg)
+    assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["session_lifetime_ms"] == 600_000
+    assert ex.principal == "User:carol"
+
+
+def test_unsigned_forged_or_expired_tokens_are_refused_where_a_signature_is_required(credentials, signing_keys,
+                                                                                      tmp_path):
+    good = {"sub": "carol", "exp": NOW_MS // 1000 + 600}
+    forged = signing_keys.sign(good).split(".")
+    forged[1] = unsecured_jws({"sub": "admin", "exp": NOW_MS // 1000 + 600}).split(".")[1]
+    cases = {
+        "unsigned": (unsecured_jws(good), "The JWT is not signed, and a signature is required"),
+        "alg none, signed": (unsecured_jws(good, signature="c2ln"), "Unsupported or missing JWT algorithm 'none'"),
+        "forged": (".".join(forged), "The JWT signature does not match the JWKS key"),
+        "expired": (signing_keys.sign({**good, "exp": NOW_MS // 1000 - 31}), "The JWT has expired"),
+        "unknown key": (signing_keys.sign(good, kid="other"), "No key with kid 'other' in the JWKS"),
+    }
+    for name, (jws, reason) in cases.items():
+        ex = jwks_exchange(credentials, signing_keys, tmp_path)
+        assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["auth_bytes"] == b'{"status":"invalid_token"}', name
+        assert ex.last_refusal.startswith(reason), (name, ex.last_refusal)
+        with pytest.raises(SaslFailure):
+            ex.authenticate(b"\x01", 2, NOW_MS, 0.0)
+
+
+def test_expected_audience_and_issuer(credentials, signing_keys, tmp_path):
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    settings = {prefix + "sasl.oauthbearer.expected.audience": "kafka,other",
+                prefix + "sasl.oauthbearer.expected.issuer": "https://issuer"}
+    claims = {"sub": "carol", "exp": NOW_MS // 1000 + 600, "aud": ["kafka"], "iss": "https://issuer"}
+    ex = jwks_exchange(credentials, signing_keys, tmp_path, **settings)
+    logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims)))
+    assert ex.principal == "User:carol"
+    for wrong in ({"aud": "web"}, {"iss": "https://elsewhere"}):
+        ex = jwks_exchange(credentials, signing_keys, tmp_path, **settings)
+        answer = logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign({**claims, **wrong})))
+        assert answer["auth_bytes"] == b'{"status":"invalid_token"}'
+
+
+def test_the_jwks_is_read_from_a_file_at_start(credentials, tmp_path):
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    with pytest.raises(SaslConfigError, match="needs sasl.oauthbearer.jwks.endpoint.url"):
+        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER})
+    with pytest.raises(SaslConfigError, match="reads the keys from a file"):
+        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER,
+                                 prefix + "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"})
+    with pytest.raises(SaslConfigError, match="cannot read its keys"):
+        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER,
+                                 prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path}/missing.json"})

@@ -197,3 +197,15 @@ def test_an_encrypted_pem_key_with_ssl_key_password(certs):
     handshake(server_listener("A", {**values, "ssl.key.password": "key-secret"}, MAPPING), client_context(certs))
     with pytest.raises(TlsConfigError, match="cannot be used \\(ssl.key.password\\?\\)"):
         server_listener("A", {**values, "ssl.key.password": "wrong"}, MAPPING)
+
+
+def test_sasl_ssl_takes_only_a_listener_prefixed_client_auth(certs):
+    """KIP-684: the broker-wide ssl.client.auth does not apply to SASL_SSL listeners."""
+    config = BrokerConfig.load(None, [
+        "listeners=PLAINTEXT://127.0.0.1:0,A://127.0.0.1:0,B://127.0.0.1:0,C://127.0.0.1:0",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,A:SSL,B:SASL_SSL,C:SASL_SSL",
+        "security.inter.broker.protocol=PLAINTEXT", *(f"{k}={v}" for k, v in pkcs12_settings(certs).items()),
+        "ssl.client.auth=required", "listener.name.c.ssl.client.auth=requested"])
+    listeners = config.tls_listeners(config.listener_plan())
+    assert {n: t.client_auth for n, t in listeners.items()} == {"A": "required", "B": "none", "C": "requested"}
+    assert [n for n, t in listeners.items() if t.names_principal] == ["A"]

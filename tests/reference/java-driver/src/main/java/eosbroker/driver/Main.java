@@ -86,6 +86,15 @@ public final class Main {
     static Properties common(String bootstrap) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        // a secured listener's client settings (security.protocol, sasl.*), from a properties file
+        String settings = System.getenv("DRIVER_CLIENT_PROPERTIES");
+        if (settings != null) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(settings)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
         return p;
     }
 

@@ -1,0 +1,128 @@
+"""Signed OAUTHBEARER tokens checked against the keys of a JWKS file, with the rules of
+Kafka's OAuthBearerValidatorCallbackHandler: the signature (RS256/384/512, ES256/384/512,
+the key chosen by ``kid``), ``exp`` required and not passed, ``iat`` not in the future
+(both within ``sasl.oauthbearer.clock.skew.seconds``), the subject from
+``sasl.oauthbearer.sub.claim.name``, and ``sasl.oauthbearer.expected.audience`` /
+``...expected.issuer`` when set. The keys are read once, at start, from
+``sasl.oauthbearer.jwks.endpoint.url`` (a file: URL or a path)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from broker.security.oauthbearer import TokenRefused, _json_part, _number
+
+_HASHES = {"256": "SHA256", "384": "SHA384", "512": "SHA512"}
+_CURVES = {"P-256": "SECP256R1", "P-384": "SECP384R1", "P-521": "SECP521R1"}
+
+
+class JwksError(ValueError):
+    """A JWKS setting or file that cannot be used (at start)."""
+
+
+def _b64int(text: str) -> int:
+    return int.from_bytes(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), "big")
+
+
+def load_keys(url: str) -> dict[str | None, object]:
+    """The public keys of a JWKS file by ``kid``; JwksError if it cannot be read."""
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("", "file"):
+        raise JwksError(f"sasl.oauthbearer.jwks.endpoint.url {url}: eosbroker reads the keys from a file "
+                        "(file:/path/to/jwks.json), not over the network")
+    path = Path(unquote(parsed.path) if parsed.scheme == "file" else url)
+    try:
+        document = json.loads(path.read_text())
+        keys = {}
+        for jwk in document["keys"]:
+            if jwk["kty"] == "RSA":
+                key = rsa.RSAPublicNumbers(_b64int(jwk["e"]), _b64int(jwk["n"])).public_key()
+            elif jwk["kty"] == "EC":
+                curve = getattr(ec, _CURVES[jwk["crv"]])()
+                key = ec.EllipticCurvePublicNumbers(_b64int(jwk["x"]), _b64int(jwk["y"]), curve).public_key()
+            else:
+                continue  # a key type no supported algorithm uses
+            keys[jwk.get("kid")] = key
+    except (OSError, ValueError, KeyError, TypeError, binascii.Error) as e:
+        raise JwksError(f"sasl.oauthbearer.jwks.endpoint.url {url}: cannot read its keys ({e})") from None
+    if not keys:
+        raise JwksError(f"sasl.oauthbearer.jwks.endpoint.url {url}: no RSA or EC key in it")
+    return keys
+
+
+class JwksValidator:
+    def __init__(self, keys: dict, sub_claim: str = "sub", clock_skew_s: int = 30,
+                 audience: list[str] | None = None, issuer: str | None = None) -> None:
+        self.keys = keys
+        self.sub_claim = sub_claim
+        self.clock_skew_ms = clock_skew_s * 1000
+        self.audience = [a for a in audience or [] if a]
+        self.issuer = issuer
+
+    def validate(self, token: str, now_ms: int) -> tuple[str, int]:
+        parts = token.split(".")
+        if len(parts) != 3 or not parts[0] or not parts[1]:
+            raise TokenRefused("A JWT has three dot-separated parts")
+        if not parts[2]:
+            raise TokenRefused("The JWT is not signed, and a signature is required")
+        header, claims = _json_part(parts[0]), _json_part(parts[1])
+        self._verify(header, f"{parts[0]}.{parts[1]}".encode(), parts[2])
+        expiry = _number(claims, "exp")
+        if expiry is None:
+            raise TokenRefused("No expiration time in JWT")
+        if now_ms - self.clock_skew_ms >= 1000 * expiry:
+            raise TokenRefused(f"The JWT has expired ({expiry} seconds)")
+        issued_at = _number(claims, "iat")
+        if issued_at is not None and 1000 * issued_at > now_ms + self.clock_skew_ms:
+            raise TokenRefused(f"The JWT was issued in the future ({issued_at} seconds)")
+        principal = claims.get(self.sub_claim)
+        if not isinstance(principal, str) or not principal.strip():
+            raise TokenRefused(f"No principal name in JWT claim: {self.sub_claim}")
+        if self.audience:
+            aud = claims.get("aud")
+            given = aud if isinstance(aud, list) else [aud]
+            if not set(self.audience) & {a for a in given if isinstance(a, str)}:
+                raise TokenRefused(f"The JWT audience {aud!r} is none of {self.audience}")
+        if self.issuer is not None and claims.get("iss") != self.issuer:
+            raise TokenRefused(f"The JWT issuer {claims.get('iss')!r} is not {self.issuer!r}")
+        return principal, round(expiry * 1000)
+
+    def _verify(self, header: dict, signed: bytes, signature_text: str) -> None:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg[:2] not in ("RS", "ES") or alg[2:] not in _HASHES:
+            raise TokenRefused(f"Unsupported or missing JWT algorithm {alg!r}")
+        kid = header.get("kid")
+        key = self.keys.get(kid) if kid is not None else (next(iter(self.keys.values())) if len(self.keys) == 1
+                                                          else None)
+        if key is None:
+            raise TokenRefused(f"No key with kid {kid!r} in the JWKS")
+        try:
+            signature = base64.urlsafe_b64decode(signature_text + "=" * (-len(signature_text) % 4))
+        except (binascii.Error, ValueError):
+            raise TokenRefused("malformed Base64 URL encoded signature") from None
+        digest = getattr(hashes, _HASHES[alg[2:]])()
+        try:
+            if alg.startswith("RS") and isinstance(key, rsa.RSAPublicKey):
+                key.verify(signature, signed, padding.PKCS1v15(), digest)
+            elif alg.startswith("ES") and isinstance(key, ec.EllipticCurvePublicKey):
+                half = len(signature) // 2
+                if len(signature) % 2:
+                    raise InvalidSignature()
+                der = encode_dss_signature(int.from_bytes(signature[:half], "big"),
+                                           int.from_bytes(signature[half:], "big"))
+                key.verify(der, signed, ec.ECDSA(digest))
+            else:
+                raise TokenRefused(f"The key {kid!r} is not for {alg}")
+        except InvalidSignature:
+            raise TokenRefused("The JWT signature does not match the JWKS key") from None
