@@ -33,9 +33,12 @@ def _check_local_workers(spark) -> None:
             f"starts, or install eosbroker[spark] for {worker_python!r}.")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
-    """Creates ``topic`` unless it exists (an existing topic keeps its partitions and settings)."""
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, configs: dict[str, str] | None = None,
+                 options: dict[str, str] | None = None) -> None:
+    """Creates ``topic`` unless it exists (an existing topic keeps its partitions and settings).
+    ``options``: the data source's security options (kafka.security.protocol, ...), if any."""
+    from spark_client.security import ClientSecurity
     from spark_client.wire import Client
 
-    with Client(bootstrap) as cluster:
+    with Client(bootstrap, security=ClientSecurity.parse(options or {})) as cluster:
         cluster.create_topic(topic, partitions, configs)

@@ -125,7 +125,7 @@ class Committer:
     def __init__(self, opts: SinkOptions, scope: str) -> None:
         self.opts = opts
         self.scope = scope
-        self.cluster = Client(opts.bootstrap, client_id="eosbroker-spark-driver")
+        self.cluster = Client(opts.bootstrap, client_id="eosbroker-spark-driver", security=opts.security)
         self.control = ControlLog(self.cluster, opts.bootstrap, opts.control_topic, control_key(opts, scope))
         self.deadline = time.monotonic() + opts.commit_timeout_ms / 1000
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_client import formats
+from spark_client.security import SECURITY_OPTIONS, ClientSecurity
 
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
@@ -32,10 +33,11 @@ SINK_OPTIONS = (
     "control.topic", "batch.size", "commit.timeout.ms",
     "key.column", "value.column", "headers.column", "partition.column", "topic.column",
     "checkpointLocation",  # Spark passes a streaming query's own option through
+    *SECURITY_OPTIONS,
 )
 SOURCE_OPTIONS = (
     "kafka.bootstrap.servers", "subscribe", "startingOffsets", "endingOffsets", "kafka.isolation.level",
-    "maxOffsetsPerTrigger", "fetch.max.bytes",
+    "maxOffsetsPerTrigger", "fetch.max.bytes", *SECURITY_OPTIONS,
 )
 
 
@@ -99,6 +101,7 @@ class SinkOptions:
     hook_fail_partition_attempt: tuple[int, int] | None
     hook_sleep_before_commit_ms: int
     hook_kill_driver: tuple[str, int, int] | None
+    security: ClientSecurity
 
     @property
     def exactly_once(self) -> bool:
@@ -152,6 +155,7 @@ class SinkOptions:
             hook_fail_partition_attempt=tuple(int(x) for x in fail.split(":")) if fail else None,
             hook_sleep_before_commit_ms=_int(options, HOOK_SLEEP_BEFORE_COMMIT_MS, 0),
             hook_kill_driver=kill,
+            security=ClientSecurity.parse(options),
         )
 
 
@@ -180,6 +184,7 @@ class SourceOptions:
     isolation_level: str
     max_offsets_per_trigger: int | None
     fetch_max_bytes: int
+    security: ClientSecurity
 
     @property
     def read_committed(self) -> bool:
@@ -206,4 +211,5 @@ class SourceOptions:
             isolation_level=isolation,
             max_offsets_per_trigger=int(max_per_trigger) if max_per_trigger else None,
             fetch_max_bytes=_int(options, "fetch.max.bytes", 4 << 20),
+            security=ClientSecurity.parse(options),
         )

@@ -15,10 +15,10 @@ class PreflightError(ValueError):
     """The job cannot run as configured; nothing was written."""
 
 
-def partition_counts(bootstrap: str, topics: tuple[str, ...]) -> dict[str, int]:
+def partition_counts(bootstrap: str, topics: tuple[str, ...], security=None) -> dict[str, int]:
     """Partitions of each topic; a clear error for an unreachable broker or a missing topic."""
     try:
-        with Client(bootstrap, client_id="eosbroker-spark-driver", timeout=CHECK_TIMEOUT_S) as cluster:
+        with Client(bootstrap, client_id="eosbroker-spark-driver", timeout=CHECK_TIMEOUT_S, security=security) as cluster:
             counts = {}
             for topic in topics:
                 try:

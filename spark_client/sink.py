@@ -46,7 +46,7 @@ class InjectedTaskFailure(RuntimeError):
 def _preflight(opts: SinkOptions, schema: StructType) -> None:
     check_columns(schema, opts.value_column, opts.key_column, opts.headers_column, opts.partition_column,
                   opts.topic_column, opts.topic, opts.value_format, opts.key_format)
-    partition_counts(opts.bootstrap, (opts.topic,) if opts.topic else ())
+    partition_counts(opts.bootstrap, (opts.topic,) if opts.topic else (), opts.security)
 
 
 def query_id_from_checkpoint(location: str | None) -> str | None:
@@ -81,7 +81,7 @@ class _TaskWriter:
                                             opts.protobuf_message_name)
         self.encode_key = formats.encoder(opts.key_format, opts.protobuf_descriptor_file,
                                           opts.protobuf_message_name)
-        self.cluster = Client(opts.bootstrap, client_id=f"eosbroker-spark-task-{self.partition}")
+        self.cluster = Client(opts.bootstrap, client_id=f"eosbroker-spark-task-{self.partition}", security=opts.security)
         self.txn_id = transactional_id(opts.transactional_id_prefix, scope, batch_id, self.partition,
                                        self.attempt, run_id) if opts.exactly_once else None
         self.producer = Producer(self.cluster, transactional_id=self.txn_id,

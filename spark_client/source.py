@@ -112,7 +112,7 @@ def _to_arrow(rows: list[tuple]) -> pa.RecordBatch:
 
 def read_range(opts: SourceOptions, r: TopicRange) -> Iterator[pa.RecordBatch]:
     utc = datetime.timezone.utc
-    with Client(opts.bootstrap, client_id="eosbroker-spark-reader") as cluster:
+    with Client(opts.bootstrap, client_id="eosbroker-spark-reader", security=opts.security) as cluster:
         rows: list[tuple] = []
         for record in read_partition(cluster, r.topic, r.partition, r.start, r.end, _isolation(opts),
                                      opts.fetch_max_bytes):
@@ -130,11 +130,11 @@ class EosBrokerReader(ds.DataSourceReader):
     """spark.read.format("eosbroker"): startingOffsets (default earliest) to endingOffsets (default latest)."""
 
     def __init__(self, opts: SourceOptions) -> None:
-        partition_counts(opts.bootstrap, opts.topics)  # on the driver: a missing topic fails here, shortly
+        partition_counts(opts.bootstrap, opts.topics, opts.security)  # on the driver: a missing topic fails here, shortly
         self.opts = opts
 
     def partitions(self) -> list[TopicRange]:
-        with Client(self.opts.bootstrap) as cluster:
+        with Client(self.opts.bootstrap, security=self.opts.security) as cluster:
             start = resolve(cluster, self.opts, self.opts.starting_offsets, default_latest=False)
             end = resolve(cluster, self.opts, self.opts.ending_offsets, default_latest=True)
         found = ranges(start, end)
@@ -165,11 +165,11 @@ class EosBrokerStreamReader(ds.DataSourceStreamReader):
     """spark.readStream.format("eosbroker"): micro-batches up to the last stable offset."""
 
     def __init__(self, opts: SourceOptions) -> None:
-        partition_counts(opts.bootstrap, opts.topics)  # on the driver: a missing topic fails here, shortly
+        partition_counts(opts.bootstrap, opts.topics, opts.security)  # on the driver: a missing topic fails here, shortly
         self.opts = opts
 
     def initialOffset(self) -> Offsets:
-        with Client(self.opts.bootstrap) as cluster:
+        with Client(self.opts.bootstrap, security=self.opts.security) as cluster:
             return resolve(cluster, self.opts, self.opts.starting_offsets, default_latest=True)
 
     def getDefaultReadLimit(self):
@@ -178,7 +178,7 @@ class EosBrokerStreamReader(ds.DataSourceStreamReader):
         return ReadAllAvailable() if ReadAllAvailable is not None else None
 
     def latestOffset(self, start: Offsets | None = None, limit=None) -> Offsets:
-        with Client(self.opts.bootstrap) as cluster:
+        with Client(self.opts.bootstrap, security=self.opts.security) as cluster:
             latest = resolve(cluster, self.opts, LATEST, default_latest=True)
         if start is not None:
             # A partition new since ``start`` is read from its beginning.

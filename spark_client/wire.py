@@ -50,6 +50,8 @@ INIT_PRODUCER_ID_V = 4
 ADD_PARTITIONS_V = 3
 END_TXN_V = 3
 DESCRIBE_TXNS_V = 0
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 
 COORDINATOR_RETRIABLE = frozenset({
     ErrorCode.coordinator_load_in_progress,
@@ -79,17 +81,60 @@ class KafkaError(Exception):
 
 
 class Connection:
-    """One blocking socket to one broker; requests can be pipelined."""
+    """One blocking socket to one broker; requests can be pipelined. With ``security``
+    (spark_client.security.ClientSecurity) the socket is wrapped in TLS and the client
+    logs in with SASL before its first request, and again before the session ends
+    (KIP-368)."""
 
-    def __init__(self, host: str, port: int, client_id: str = "eosbroker-spark", timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str = "eosbroker-spark", timeout: float = 30.0,
+                 security=None, ssl_context=None) -> None:
         self.address = (host, port)
         self._sock = socket.create_connection((host, port), timeout=timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._core = ClientConnection(client_id)
         self._ready: dict[int, Response] = {}
+        self._security = security
+        self._reauthenticate_at: float | None = None
+        try:
+            if ssl_context is not None:
+                self._sock = ssl_context.wrap_socket(self._sock, server_hostname=host)
+            if security is not None and security.sasl:
+                self._login()
+        except BaseException:
+            self.close()
+            raise
 
-    def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
+    def _login(self) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 until the mechanism is done."""
+        from protocol.sasl_client import SaslClientError, mechanism_client, unsecured_token
+
+        security = self._security
+        handshake = self.request(SASL_HANDSHAKE, 1, {"mechanism": security.mechanism}, login=True)
+        if handshake.error_code != ErrorCode.none:
+            raise KafkaError(handshake.error_code, f"SASL mechanism {security.mechanism} at {self.address}; "
+                                                   f"the broker offers {', '.join(handshake.mechanisms) or 'none'}")
+        client = mechanism_client(security.mechanism, security.username, security.password,
+                                  unsecured_token(security.oauth_subject) if security.oauth_subject else None)
+        token: bytes | None = client.first()
+        lifetime_ms = 0
+        while token is not None:
+            answer = self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": token}, login=True)
+            if answer.error_code != ErrorCode.none:
+                raise KafkaError(answer.error_code, f"SASL {security.mechanism} login at {self.address}: "
+                                                    f"{answer.error_message}")
+            lifetime_ms = messages.ms(answer.session_lifetime) or 0
+            try:
+                token = client.next(answer.auth_bytes)
+            except SaslClientError as e:
+                raise KafkaError(ErrorCode.sasl_authentication_failed, f"{self.address}: {e}") from None
+        # re-authenticate well before the broker closes the session
+        self._reauthenticate_at = time.monotonic() + 0.85 * lifetime_ms / 1000 if lifetime_ms > 0 else None
+
+    def send(self, api_key: int, version: int, body: dict[str, Any], login: bool = False) -> int:
         """Writes one request and returns its correlation id, without waiting."""
+        if (not login and self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at
+                and not self._core.pending and not self._ready):
+            self._login()
         correlation_id, data = self._core.send(api_key, version, body)
         self._sock.sendall(data)
         return correlation_id
@@ -107,8 +152,8 @@ class Connection:
             raise response.error
         return response.value
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        return self.wait(self.send(api_key, version, body))
+    def request(self, api_key: int, version: int, body: dict[str, Any], login: bool = False) -> Any:
+        return self.wait(self.send(api_key, version, body, login))
 
     def close(self) -> None:
         try:
@@ -140,10 +185,13 @@ class Client:
     """A client's view of a cluster: connections by node id, partition leaders and
     transaction coordinators."""
 
-    def __init__(self, bootstrap: str, client_id: str = "eosbroker-spark", timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "eosbroker-spark", timeout: float = 30.0,
+                 security=None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security  # spark_client.security.ClientSecurity, or None for PLAINTEXT
+        self._ssl_context = security.ssl_context() if security is not None and security.tls else None
         self._by_address: dict[tuple[str, int], Connection] = {}
         self._nodes: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
@@ -155,7 +203,7 @@ class Client:
     def connection(self, address: tuple[str, int]) -> Connection:
         conn = self._by_address.get(address)
         if conn is None:
-            conn = Connection(address[0], address[1], self.client_id, self.timeout)
+            conn = Connection(address[0], address[1], self.client_id, self.timeout, self.security, self._ssl_context)
             self._by_address[address] = conn
         return conn
 

@@ -11,8 +11,9 @@ from broker.testing.helpers import (
 )
 from broker.testing.in_process import InProcessBroker
 from broker.testing.process import BrokerProcess
+from broker.testing.security import SecuredBroker, Security
 
 __all__ = [
-    "BrokerProcess", "ConsumedRecord", "InProcessBroker", "assert_topic_holds", "create_topic",
-    "read_committed", "topic_difference", "wait_until",
+    "BrokerProcess", "ConsumedRecord", "InProcessBroker", "SecuredBroker", "Security", "assert_topic_holds",
+    "create_topic", "read_committed", "topic_difference", "wait_until",
 ]

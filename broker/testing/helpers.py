@@ -68,24 +68,24 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
 
 
 def create_topic(bootstrap_servers: str, name: str | None = None, partitions: int = 1,
-                 config: dict[str, object] | None = None) -> str:
+                 config: dict[str, object] | None = None, security=None) -> str:
     """Creates a topic (a fresh unique name when ``name`` is None) and returns its name."""
     from spark_client.wire import Client
 
     name = name or f"t-{uuid.uuid4().hex[:12]}"
-    with Client(bootstrap_servers, client_id="eosbroker-pytest") as cluster:
+    with Client(bootstrap_servers, client_id="eosbroker-pytest", security=security) as cluster:
         cluster.create_topic(name, partitions, {k: str(v) for k, v in (config or {}).items()})
     return name
 
 
-def read_committed(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[ConsumedRecord]:
+def read_committed(bootstrap_servers: str, topic: str, timeout: float = 30.0, security=None) -> list[ConsumedRecord]:
     """Every record of ``topic`` a read_committed consumer sees now: from the log start
     to the last stable offset of each partition, partition by partition."""
     from spark_client.reading import read_partition
     from spark_client.wire import EARLIEST, LATEST, READ_COMMITTED, Client
 
     out: list[ConsumedRecord] = []
-    with Client(bootstrap_servers, client_id="eosbroker-pytest", timeout=timeout) as cluster:
+    with Client(bootstrap_servers, client_id="eosbroker-pytest", timeout=timeout, security=security) as cluster:
         partitions = range(cluster.partition_count(topic))
         starts = cluster.list_offsets(topic, partitions, EARLIEST, READ_COMMITTED)
         ends = cluster.list_offsets(topic, partitions, LATEST, READ_COMMITTED)
@@ -126,7 +126,7 @@ def topic_difference(records: Iterable[ConsumedRecord], expected: Iterable[objec
 
 
 def assert_topic_holds(bootstrap_servers: str, topic: str, expected: Iterable[object],
-                       within: float = 0.0) -> list[ConsumedRecord]:
+                       within: float = 0.0, security=None) -> list[ConsumedRecord]:
     """Asserts that a read_committed read of ``topic`` gives exactly ``expected`` as a
     multiset (order across partitions is not compared): nothing lost, nothing twice.
 
@@ -137,7 +137,7 @@ def assert_topic_holds(bootstrap_servers: str, topic: str, expected: Iterable[ob
     expected = list(expected)
     deadline = time.monotonic() + within
     while True:
-        records = read_committed(bootstrap_servers, topic)
+        records = read_committed(bootstrap_servers, topic, security=security)
         missing, unexpected = topic_difference(records, expected)
         if not missing and not unexpected:
             return records
@@ -166,6 +166,8 @@ class BrokerHelpers:
     port: int
     admin_port: int = 0
     node_ports: dict[int, int]  # node id -> port of every node of the broker
+    # a secured broker's login for these helpers (spark_client.security.ClientSecurity)
+    helper_security = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -177,13 +179,13 @@ class BrokerHelpers:
 
     def create_topic(self, name: str | None = None, partitions: int = 1,
                      config: dict[str, object] | None = None) -> str:
-        return create_topic(self.bootstrap_servers, name, partitions, config)
+        return create_topic(self.bootstrap_servers, name, partitions, config, self.helper_security)
 
     def read_committed(self, topic: str, timeout: float = 30.0) -> list[ConsumedRecord]:
-        return read_committed(self.bootstrap_servers, topic, timeout)
+        return read_committed(self.bootstrap_servers, topic, timeout, self.helper_security)
 
     def assert_topic_holds(self, topic: str, expected: Iterable[object], within: float = 0.0) -> list[ConsumedRecord]:
-        return assert_topic_holds(self.bootstrap_servers, topic, expected, within)
+        return assert_topic_holds(self.bootstrap_servers, topic, expected, within, self.helper_security)
 
     # -- the control API (a broker started with admin=True) ---------------------------
 

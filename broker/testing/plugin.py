@@ -6,6 +6,12 @@ Fixtures
   ``create_topic``, ``read_committed`` and ``assert_topic_holds`` are at hand on it.
 - ``eosbroker_cluster``: a factory for brokers a single test owns (own settings, own
   data directory, restart or kill -9 at will); they are gone when the test ends.
+- ``eosbroker_secured``: the same for a broker whose listener is secured:
+  ``eosbroker_secured("SASL_SSL", "SCRAM-SHA-512")`` (or PLAINTEXT, SSL, MTLS,
+  SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER), with users alice, bob
+  and admin and development certificates; the handle gives ready client settings:
+  ``confluent_kafka("alice")``, ``kafka_python(..)``, ``aiokafka(..)``, ``java(..)``
+  and the Spark data source's ``spark_options(..)`` (broker/testing/security.py).
 
 Brokers run as subprocesses; ``--eosbroker-in-process`` (or the ini setting
 ``eosbroker_in_process = true``) runs them on a thread of the test process instead.
@@ -143,3 +149,28 @@ def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config):
         if broker.alive:
             # a subprocess is killed (its data is thrown away anyway); a thread must stop
             broker.stop() if isinstance(broker, InProcessBroker) else broker.kill()
+
+
+@pytest.fixture
+def eosbroker_secured(tmp_path: Path):
+    """``eosbroker_secured(protocol, mechanism=None, settings=None, nodes=1, admin=False)``
+    starts a broker (a subprocess) serving ``protocol`` (PLAINTEXT, SSL, MTLS,
+    SASL_PLAINTEXT or SASL_SSL; the SASL ones with ``mechanism``) and returns its handle
+    (broker.testing.security.SecuredBroker); gone when the test ends."""
+    from broker.testing.security import SecuredBroker, Security
+
+    started = []
+    counter = itertools.count()
+
+    def make(protocol: str, mechanism: str | None = None, settings: dict[str, object] | None = None,
+             nodes: int = 1, admin: bool = False):
+        n = next(counter)
+        security = Security.of(protocol, mechanism, certs_dir=tmp_path / f"certs{n}")
+        broker = SecuredBroker(tmp_path / f"eosbroker-secured{n}", security, settings, nodes=nodes, admin=admin)
+        started.append(broker)
+        return broker.start()
+
+    yield make
+    for broker in started:
+        if broker.alive:
+            broker.kill()

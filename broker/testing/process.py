@@ -44,7 +44,9 @@ class BrokerProcess(BrokerHelpers):
         return self._start(timeout)
 
     def _start(self, timeout: float) -> "BrokerProcess":
-        args = [*self.wrapper, sys.executable, "-m", "broker.program", "serve", "--host", HOST, "--port", str(self.port),
+        # a listeners setting replaces --host/--port (the short form of one PLAINTEXT listener)
+        address = [] if "listeners" in self.overrides else ["--host", HOST, "--port", str(self.port)]
+        args = [*self.wrapper, sys.executable, "-m", "broker.program", "serve", *address,
                 "--data-dir", str(self.data_dir), *self.extra_args]
         if self.nodes != 1:
             args += ["--nodes", str(self.nodes)]
@@ -69,11 +71,15 @@ class BrokerProcess(BrokerHelpers):
             self.kill()
             raise RuntimeError(f"broker did not start; log:\n{self.log_tail()}")
         # keep the (fixed) ports for restarts, so clients reconnect to the same addresses;
-        # lines are "eosbroker listening on H:P" (one node) or "eosbroker node ID listening on H:P"
+        # lines are "eosbroker listening on H:P" (one node) or "eosbroker node ID listening on H:P",
+        # with a listeners setting NAME://H:P for each listener (the port of the one named
+        # first in the setting kept)
         self.node_ports.clear()  # nodes added at run time do not come back with a restart
+        first = str(self.overrides.get("listeners", "")).split("://", 1)[0].strip() + "://"
         for line in lines[: self.nodes]:
             words = line.split()
-            self.node_ports[int(words[2]) if words[1] == "node" else 1] = int(line.rsplit(":", 1)[1])
+            address = next((w for w in words if w.startswith(first)), words[-1])
+            self.node_ports[int(words[2]) if words[1] == "node" else 1] = int(address.rsplit(":", 1)[1])
         self.port = self.node_ports[min(self.node_ports)]
         if self.admin:
             self.admin_port = int(lines[-1].rsplit(":", 1)[1])

@@ -20,8 +20,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    """One Apache Kafka broker (KRaft, single node) for the whole session."""
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    """One Apache Kafka broker (KRaft, single node) for the whole session, with the secured
+    listeners besides PLAINTEXT (kafka_broker.py: SASL_PLAINTEXT, SASL_SSL, MTLS)."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), secured=True).start()
     yield broker
     broker.stop()
 

@@ -4,6 +4,13 @@
 broker+controller with the single-node settings eosbroker uses (replication factor 1
 everywhere, transaction log min ISR 1, eosbroker's group.initial.rebalance.delay.ms),
 waits until it answers ApiVersions and returns; `stop()` ends it by its pid.
+
+With ``secured=True`` it also serves the security set-ups eosbroker serves, with the
+same users (alice, bob, admin: broker.testing.security) and certificates (eosbroker
+certs): SASL_PLAINTEXT and SASL_SSL listeners with PLAIN, SCRAM-SHA-256/512 (users made
+at format time) and OAUTHBEARER (the unsecured validator), and MTLS (SSL, client
+certificates required, the principal the certificate's CN). ``bootstrap_for(name)`` and
+``security(name, mechanism)`` give a client what it needs for each.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
+from broker.testing.security import MECHANISMS, PRINCIPAL_MAPPING, Security, sasl_listener_settings, scram_users
 from tests.reference import maven
 
 KAFKA_VERSION = "4.4.0"
@@ -119,10 +127,21 @@ def _cluster_id() -> str:
             return cid
 
 
+# The secured listeners (besides PLAINTEXT, the inter-broker one) and their protocols.
+SECURED_LISTENERS = {"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "MTLS": "SSL"}
+
+
 class KafkaBroker:
-    def __init__(self, workdir: Path, overrides: dict[str, object] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, object] | None = None, secured: bool = False) -> None:
         self.workdir = Path(workdir)
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.secured = secured
+        self.secured_ports = {name: free_port() for name in SECURED_LISTENERS} if secured else {}
+        self.certs = None
+        if secured:
+            from broker.security.certs import write_certificates
+
+            self.certs = write_certificates(self.workdir / "certs", clients=("alice", "bob", "admin"))
         self.port = 0
         self.controller_port = 0
         self.proc: subprocess.Popen | None = None
@@ -132,6 +151,31 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The address of listener PLAINTEXT, SASL_PLAINTEXT, SASL_SSL or MTLS."""
+        return self.bootstrap if listener == "PLAINTEXT" else f"{HOST}:{self.secured_ports[listener]}"
+
+    def security(self, listener: str, mechanism: str | None = None) -> Security:
+        """The client side of ``listener`` (SASL ones: logging in with ``mechanism``)."""
+        protocol = SECURED_LISTENERS.get(listener, listener)
+        return Security(protocol, mechanism, listener == "MTLS", self.certs if "SSL" in protocol else None)
+
+    def _secured_settings(self) -> dict[str, str]:
+        listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in self.secured_ports.items())
+        out = {
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},{listeners},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port},{listeners}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+                                              + ",".join(f"{n}:{p}" for n, p in SECURED_LISTENERS.items()),
+            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+            "ssl.principal.mapping.rules": PRINCIPAL_MAPPING,
+            **self.certs.broker_settings("SASL_SSL", "PKCS12", "none"),
+            **self.certs.broker_settings("MTLS", "PKCS12", "required"),
+        }
+        for listener in ("SASL_PLAINTEXT", "SASL_SSL"):
+            out.update(sasl_listener_settings(listener))
+        return out
 
     def _java(self, classpath: str, *args: str, jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> list[str]:
         return [
@@ -156,6 +200,7 @@ class KafkaBroker:
             "log.dirs": str(self.workdir / "data"),
             **SINGLE_NODE,
             **DIFFERENTIAL,
+            **(self._secured_settings() if self.secured else {}),
             **self.overrides,
         }
         config = self.workdir / "server.properties"
@@ -168,12 +213,15 @@ class KafkaBroker:
         config = self._write_config(port)
         fmt = subprocess.run(
             self._java(classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config),
-                       "--ignore-formatted", jvm_options=jvm_options),
+                       "--ignore-formatted", *self._scram_arguments(), jvm_options=jvm_options),
             capture_output=True, text=True, timeout=timeout,
         )
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
         return config
+
+    def _scram_arguments(self) -> list[str]:
+        return [f"--add-scram={entry}" for entry in scram_users()] if self.secured else []
 
     def exec_in_place(self, port: int, format_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS,
                       broker_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> None:

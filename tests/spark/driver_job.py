@@ -9,9 +9,11 @@ drained (Trigger.AvailableNow). batch: ROWS rows under write.id WRITE_ID. Rows a
 keyed, in two (stream) or three (batch) tasks, so a batch commits several transactions.
 With POINT:BATCH the sink's test hook SIGKILLs this process group at that point of that
 batch's commit (before-decision, during-commit, after-committed); the script must then
-run as a process group leader (start_new_session=True).
+run as a process group leader (start_new_session=True). EOSBROKER_SPARK_OPTIONS (JSON)
+adds options to the writer (a secured listener's kafka.security.protocol, ...).
 """
 
+import json
 import os
 import sys
 
@@ -32,6 +34,8 @@ def main() -> None:
         writer = rows.write.mode("append").option("write.id", scope)
     writer = (writer.format("eosbroker").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
               .option("transactional.id.prefix", prefix))
+    for key, value in json.loads(os.environ.get("EOSBROKER_SPARK_OPTIONS", "{}")).items():
+        writer = writer.option(key, value)
     if len(sys.argv) > 7:
         assert os.getpgrp() == os.getpid(), "the kill hook needs a process group of our own"
         writer = writer.option(HOOK_KILL_DRIVER, f"{sys.argv[7]}:{os.getpgrp()}")

@@ -240,8 +240,10 @@ def test_options_are_checked_on_the_driver():
     with pytest.raises(ValueError, match=r"unknown option 'delivery.guarantees' for the eosbroker sink \(did you "
                                          r"mean 'delivery.guarantee'\?\); valid options: kafka.bootstrap.servers, "):
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "delivery.guarantees": "at-least-once"})
-    with pytest.raises(ValueError, match=r"unknown option 'kafka.security.protocol' for the eosbroker source"):
-        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.security.protocol": "SSL"})
+    with pytest.raises(ValueError, match=r"unknown option 'kafka.sasl.kerberos.service.name' for the eosbroker source"):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.sasl.kerberos.service.name": "k"})
+    with pytest.raises(ValueError, match="kafka.security.protocol must be one of"):  # known, and checked
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.security.protocol": "TLS"})
     # Spark lower-cases option names; a streaming query passes its checkpointLocation through.
     assert SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "checkpointlocation": "/c"}).checkpoint_location == "/c"
     assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",

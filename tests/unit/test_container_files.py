@@ -56,13 +56,13 @@ def _parses(argv: list[str]) -> None:
 
 
 def test_every_service_is_on_the_default_compose_network(compose):
-    assert set(compose["services"]) == {"eosbroker", "topics", "spark"}
+    assert set(compose["services"]) == {"eosbroker", "topics", "spark", "certs", "eosbroker-sasl-ssl"}
     for name, service in compose["services"].items():
         assert "network_mode" not in service and "networks" not in service, name
     assert "networks" not in compose
     # only the broker is reached from the host, on loopback: EXTERNAL's three ports and the console
     assert compose["services"]["eosbroker"]["ports"] == ["127.0.0.1:9092-9094:9092-9094", "127.0.0.1:9644:9644"]
-    assert not any("ports" in s for n, s in compose["services"].items() if n != "eosbroker")
+    assert not any("ports" in s for n, s in compose["services"].items() if n not in ("eosbroker", "eosbroker-sasl-ssl"))
 
 
 def test_containers_use_internal_and_the_host_external(compose):
@@ -134,3 +134,36 @@ def test_settings_from_environment_variables():
     # EOSBROKER_ comes after KAFKA_, so it wins when both set one setting
     assert items.index("log.segment.bytes=2000") > items.index("log.segment.bytes=1000")
     assert all(name in SETTINGS for name in (i.split("=")[0] for i in items))
+
+
+def test_the_sasl_ssl_profile(compose):
+    """certs makes the certificates (naming the host containers reach the broker by) before
+    the secured cluster starts; its settings file serves SASL_SSL on INTERNAL and EXTERNAL
+    with every mechanism, the nodes among themselves on a plaintext listener inside the
+    container, which the healthcheck asks."""
+    certs, broker = compose["services"]["certs"], compose["services"]["eosbroker-sasl-ssl"]
+    assert certs["profiles"] == broker["profiles"] == ["sasl-ssl"]
+    assert broker["depends_on"] == {"certs": {"condition": "service_completed_successfully"}}
+    assert certs["restart"] == "no" and certs["entrypoint"] == ["sh", "-c"]
+    make = shlex.split(certs["command"][0].split("||")[1].split("&&")[0].strip(" ()"))
+    _parses(make)
+    assert make[:2] == ["eosbroker", "certs"] and make[make.index("--dir") + 1] == "/certs"
+    assert "./certs:/certs" in certs["volumes"] and "./certs:/certs:ro" in broker["volumes"]
+    command = broker["command"]
+    _parses(["eosbroker", *command])
+    mounted = dict(v.split(":")[:2][::-1] for v in broker["volumes"] if v.startswith("./"))
+    config_file = ROOT / mounted[command[command.index("--config") + 1]]
+    config = BrokerConfig.load(str(config_file), [])
+    plan = config.listener_plan()
+    assert plan.inter_broker == "REPLICATION"
+    assert plan.advertised_for(1, {}) == {"INTERNAL": ("eosbroker-sasl-ssl", 29193), "EXTERNAL": ("localhost", 9193),
+                                          "REPLICATION": ("127.0.0.1", 29393)}
+    assert make[make.index("--host") + 1] == "eosbroker-sasl-ssl"  # in the broker's certificate
+    assert broker["ports"] == ["127.0.0.1:9192-9194:9192-9194"]
+    assert broker["healthcheck"]["test"][-1] == "127.0.0.1:29392"
+    sasl = config.sasl_listeners(plan, None)
+    assert set(sasl) == {"INTERNAL", "EXTERNAL"}
+    assert config.without_effect() == []
+    users = {entry for i, entry in enumerate(command) if command[i - 1] == "--scram"}
+    assert users == {f"SCRAM-SHA-{bits}=[name={u},password={u}-secret]" for bits in (256, 512)
+                     for u in ("admin", "alice", "bob")}
