@@ -34,6 +34,7 @@ class BrokerNode:
         self.serving.set()
         self._transactions = None
         self._groups = None
+        self._shares = None
         self._group_timers: asyncio.Task | None = None
         # Counts the node's stops: a request from or to an earlier run of the node finds a
         # machine that is gone (broker.network).
@@ -59,8 +60,26 @@ class BrokerNode:
             from broker.group_service import GroupService
 
             self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
+            self._groups.share_member_gone = self.broker.share_member_gone
+            self._groups.coordinator.share_timeouts = self._share_timeouts
             self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups
+
+    def _share_timeouts(self, group_id: str) -> tuple[int, int]:
+        from broker.share_service import group_setting
+
+        return (int(group_setting(self.broker, group_id, "share.session.timeout.ms")),
+                int(group_setting(self.broker, group_id, "share.heartbeat.interval.ms")))
+
+    @property
+    def shares(self):
+        """The share partitions this node leads and their share sessions."""
+        if self._shares is None:
+            from broker.share_service import ShareService
+
+            self._shares = ShareService(self.broker)
+            self._shares.start()
+        return self._shares
 
     def coordinator_service(self, topic: str, create: bool = True):
         if topic == TRANSACTION_STATE:
@@ -99,10 +118,10 @@ class BrokerNode:
         for handling in self.handling:
             handling.cancel()
         self.handling.clear()
-        for service in (self._transactions, self._groups):
+        for service in (self._transactions, self._groups, self._shares):
             if service is not None:
                 service.halt()
-        self._transactions = self._groups = None
+        self._transactions = self._groups = self._shares = None
         if self._group_timers is not None:
             self._group_timers.cancel()
 

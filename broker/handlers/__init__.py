@@ -56,6 +56,10 @@ _MODULES = {
     66: "list_transactions",
     68: "consumer_group_heartbeat",
     69: "consumer_group_describe",
+    76: "share_group_heartbeat",
+    77: "share_group_describe",
+    78: "share_fetch",
+    79: "share_acknowledge",
 }
 
 
