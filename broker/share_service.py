@@ -32,6 +32,7 @@ CONTROL_BIT, TRANSACTIONAL_BIT = 0x20, 0x10
 
 @dataclass(slots=True)
 class ShareSession:
+    connection_id: int  # the connection that opened it: when it closes, the session ends
     next_epoch: int = 1
     partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
 
@@ -140,6 +141,12 @@ class ShareService:
         if released:
             log.info("share group %s: %d records of member %s released", group_id, released, member_id)
             self.records_changed()
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A client's connection closed: its share sessions end and what their members
+        hold is released, as Kafka does since KAFKA-19015."""
+        for key in [k for k, s in self.sessions.items() if s.connection_id == connection_id]:
+            self.release_member(*key)
 
     def records_changed(self) -> None:
         self._changed.set()

@@ -16,7 +16,7 @@ async def handle(ctx, request):
     shares = ctx.node.shares
     try:
         check_request(ctx, request)
-        live = session(shares, request, may_open=False)
+        live = session(ctx, shares, request, may_open=False)
     except SessionRefused as refused:
         return {"throttle_time": 0, "error_code": code(refused.error_name), "error_message": str(refused),
                 "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}

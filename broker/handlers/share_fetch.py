@@ -45,7 +45,7 @@ async def handle(ctx, request):
         if request.share_session_epoch == INITIAL_EPOCH and any(
                 p.acknowledgement_batches for t in request.topics for p in t.partitions):
             raise SessionRefused("INVALID_REQUEST", "Acknowledgements are not allowed when opening a share session.")
-        live = session(shares, request, may_open=True)
+        live = session(ctx, shares, request, may_open=True)
     except SessionRefused as refused:
         return _answer(ctx, refused.error_name, str(refused), {}, 0, set())
     group_id, member_id = request.group_id, request.member_id

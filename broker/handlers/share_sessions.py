@@ -34,7 +34,7 @@ def check_request(ctx, request) -> None:
         raise SessionRefused("INVALID_REQUEST", "Member id can't be empty.")
 
 
-def session(shares, request, may_open: bool) -> ShareSession | None:
+def session(ctx, shares, request, may_open: bool) -> ShareSession | None:
     """The request's share session, opened, advanced or (epoch -1) removed; None when
     closed. Raises SessionRefused with Kafka's error."""
     key = (request.group_id, request.member_id)
@@ -42,9 +42,9 @@ def session(shares, request, may_open: bool) -> ShareSession | None:
     if epoch == INITIAL_EPOCH:
         if not may_open:
             raise SessionRefused("INVALID_SHARE_SESSION_EPOCH", "A share session is opened by ShareFetch.")
-        if key in shares.sessions:
-            shares.release_member(*key)  # the member starts over: what it held is released
-        opened = shares.sessions[key] = ShareSession()
+        # A member opening again replaces its session; what it holds stays held (Kafka
+        # releases nothing here), until acknowledged, the lock ends, or it leaves.
+        opened = shares.sessions[key] = ShareSession(ctx.connection.id)
         return opened
     current = shares.sessions.get(key)
     if current is None:
