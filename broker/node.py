@@ -14,7 +14,7 @@ import logging
 
 from broker.cluster import PAUSED, RUNNING, STOPPED, Node
 from broker.server import Server
-from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
+from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class BrokerNode:
         self._transactions = None
         self._groups = None
         self._shares = None
+        self._share_states = None
         self._group_timers: asyncio.Task | None = None
         # Counts the node's stops: a request from or to an earlier run of the node finds a
         # machine that is gone (broker.network).
@@ -77,11 +78,23 @@ class BrokerNode:
         if self._shares is None:
             from broker.share_service import ShareService
 
-            self._shares = ShareService(self.broker)
+            self._shares = ShareService(self.broker, self)
             self._shares.start()
         return self._shares
 
+    @property
+    def share_states(self):
+        """The share coordinator: share-partition state in __share_group_state."""
+        if self._share_states is None:
+            from broker.share_state_service import ShareStateService
+
+            self._share_states = ShareStateService(self.broker.config, self.broker.cluster, self.node_id,
+                                                   self.serving)
+        return self._share_states
+
     def coordinator_service(self, topic: str, create: bool = True):
+        if topic == SHARE_GROUP_STATE:
+            return self.share_states if create or self._share_states is not None else None
         if topic == TRANSACTION_STATE:
             return self.transactions if create or self._transactions is not None else None
         return self.groups if create or self._groups is not None else None
@@ -103,6 +116,8 @@ class BrokerNode:
             self.transactions.ensure_ready()
         if CONSUMER_OFFSETS in topics:
             self.groups.ensure_ready()
+        if SHARE_GROUP_STATE in topics:
+            self.share_states.ensure_ready()
 
     def halt(self, crash: bool = False) -> None:
         """The instant a node stops or dies, in one event-loop turn: nothing of it runs
@@ -118,10 +133,10 @@ class BrokerNode:
         for handling in self.handling:
             handling.cancel()
         self.handling.clear()
-        for service in (self._transactions, self._groups, self._shares):
+        for service in (self._transactions, self._groups, self._shares, self._share_states):
             if service is not None:
                 service.halt()
-        self._transactions = self._groups = self._shares = None
+        self._transactions = self._groups = self._shares = self._share_states = None
         if self._group_timers is not None:
             self._group_timers.cancel()
 

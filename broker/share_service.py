@@ -5,8 +5,10 @@ ShareFetch/ShareAcknowledge, and the acquisition-lock timer on the broker's cloc
 A share-partition starts at the first fetch of its group: at the log start
 (``share.auto.offset.reset=earliest``) or its end (``latest``, the default). Group
 configs are read when used, so an IncrementalAlterConfigs takes effect at once.
-Share-partition state is memory only here: a node stop or a leadership move starts
-its partitions afresh from ``share.auto.offset.reset``.
+The state is kept by the share coordinator (broker/share_state_service.py) in
+__share_group_state: read when a share-partition starts here (after a restart or a
+leadership move it goes on where it was), written when records are acknowledged,
+released, or their locks end.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from broker.config import SETTINGS
 from broker.dynamic_configs import GROUP_CONFIG_SYNONYMS
 from broker.partition import Partition
 from coordinator.share.partition import AbortedRange, LogBatch, SharePartition
+from coordinator.share.state_log_codec import ShareSnapshot, StateBatch, StateKey
+from kio.schema.errors import ErrorCode
+from protocol.names import SHARE_GROUP_STATE
 from protocol.records import iter_batches
 
 log = logging.getLogger(__name__)
@@ -62,8 +67,9 @@ def group_setting(broker, group_id: str, key: str) -> str:
 
 
 class ShareService:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker, node) -> None:
         self.broker = broker
+        self.node = node
         self.clock = broker.cluster.clock
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -90,6 +96,32 @@ class ShareService:
 
     # -- share partitions --------------------------------------------------------------------
 
+    async def prepare(self, group_id: str, topic_id: uuid.UUID, part: Partition, settings: ShareSettings) -> None:
+        """Starts the share-partition from its durable state, if it has not started here."""
+        key = (group_id, topic_id, part.index)
+        if key in self.partitions:
+            return
+        state_key = StateKey(group_id, topic_id, part.index)
+        coordinator = await self._state_coordinator(state_key)
+        snapshot = None
+        if coordinator is not None:
+            for _ in range(1000):  # a partition of __share_group_state still loading
+                error, snapshot = coordinator.coordinator.read_state(state_key)
+                if error is not ErrorCode.coordinator_load_in_progress:
+                    break
+                await self.clock.sleep(0.01)
+        if key in self.partitions:
+            return  # another request started it meanwhile
+        if snapshot is not None and snapshot.start_offset >= 0:
+            share = self.partitions[key] = SharePartition.restore(
+                snapshot.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                        for b in snapshot.state_batches])
+            share.state_epoch = snapshot.state_epoch
+            log.info("share group %s: %s-%d goes on from its state at offset %d (%d records in flight)",
+                     group_id, part.topic, part.index, share.start_offset, len(share.records))
+        else:
+            self.share_partition(group_id, topic_id, part, settings)
+
     def share_partition(self, group_id: str, topic_id: uuid.UUID, part: Partition,
                         settings: ShareSettings) -> SharePartition:
         key = (group_id, topic_id, part.index)
@@ -99,8 +131,45 @@ class ShareService:
             share = self.partitions[key] = SharePartition(start)
             log.info("share group %s: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
                      group_id, part.topic, part.index, start, settings.auto_offset_reset)
+            self.persist(group_id, topic_id, part.index, share)  # as InitializeShareGroupState
         share.move_start_to(part.log_start_offset)
         return share
+
+    def _state_node(self, key: StateKey):
+        """The node leading the key's partition of __share_group_state, if it is up."""
+        partition = self.node.share_states.coordinator.partition_for(key)
+        leadership = self.broker.cluster.leadership(SHARE_GROUP_STATE, partition)
+        node = None if leadership is None else self.broker.node(leadership.leader)
+        return node if node is not None and node.is_up else None
+
+    async def _state_coordinator(self, key: StateKey):
+        """That node's share coordinator service, ready; None when the node is down."""
+        await self.node.share_states.ready()  # creates the topic on first use
+        node = self._state_node(key)
+        if node is None:
+            return None
+        service = node.share_states
+        await service.ready()
+        return service
+
+    def persist(self, group_id: str, topic_id: uuid.UUID, index: int, share: SharePartition) -> None:
+        """Writes the share-partition's state (WriteShareGroupState) to its coordinator."""
+        key = StateKey(group_id, topic_id, index)
+        node = self._state_node(key)
+        if node is None:
+            log.warning("share group %s: the state of %s-%d is not written: no share coordinator", group_id,
+                        topic_id, index)
+            return
+        topic = self.broker.cluster.topics.by_id.get(topic_id)
+        own = None if topic is None else self.broker.cluster.leadership(topic.name, index)
+        snapshot = ShareSnapshot(0, share.state_epoch, own.leader_epoch if own is not None else 0,
+                                 share.start_offset, 0, 0, tuple(StateBatch(*b) for b in share.state_batches()))
+        service = node.share_states
+        service.ensure_ready()
+        error = service.run(key, lambda: service.coordinator.write_state(key, snapshot, self.clock.now_ms()))
+        if error:
+            log.warning("share group %s: writing the state of %s-%d failed: %s", group_id, topic_id, index,
+                        ErrorCode(error).name)
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, part: Partition, max_records: int,
                 max_bytes: int, settings: ShareSettings) -> tuple[bytes, list]:
@@ -134,10 +203,13 @@ class ShareService:
         self.sessions.pop((group_id, member_id), None)
         limit = None
         released = 0
-        for (g, _t, _p), share in self.partitions.items():
+        for (g, topic_id, index), share in self.partitions.items():
             if g == group_id:
                 limit = limit or self.settings(group_id).delivery_limit
-                released += share.release_member(member_id, limit)
+                held = share.release_member(member_id, limit)
+                if held:
+                    self.persist(g, topic_id, index, share)
+                released += held
         if released:
             log.info("share group %s: %d records of member %s released", group_id, released, member_id)
             self.records_changed()
@@ -175,10 +247,11 @@ class ShareService:
 
     def expire_locks(self, now_ms: int) -> int:
         expired = 0
-        for (group_id, _t, _p), share in self.partitions.items():
+        for (group_id, topic_id, index), share in list(self.partitions.items()):
             deadline = share.next_deadline()
             if deadline is not None and deadline <= now_ms:
                 expired += share.expire_locks(now_ms, self.settings(group_id).delivery_limit)
+                self.persist(group_id, topic_id, index, share)
         if expired:
             self.records_changed()
         return expired

@@ -34,7 +34,7 @@ async def handle(ctx, request):
                 if error == "NOT_LEADER_OR_FOLLOWER":
                     leaders.add(answer["current_leader"]["leader_id"])
             else:
-                answer["error_code"], answer["error_message"] = acknowledge(
+                answer["error_code"], answer["error_message"] = await acknowledge(
                     ctx, shares, request.group_id, request.member_id, t.topic_id, part,
                     p.acknowledgement_batches, renew)
             partitions.append(answer)

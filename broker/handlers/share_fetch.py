@@ -78,7 +78,7 @@ async def handle(ctx, request):
                 continue
             if p.acknowledgement_batches:
                 answered = entry(t.topic_id, p.partition_index, part)
-                answered["acknowledge_error_code"], answered["acknowledge_error_message"] = acknowledge(
+                answered["acknowledge_error_code"], answered["acknowledge_error_message"] = await acknowledge(
                     ctx, shares, group_id, member_id, t.topic_id, part, p.acknowledgement_batches, renew)
     if live is None:  # epoch -1: the session ends and the member's records are released
         shares.release_member(group_id, member_id)
@@ -87,6 +87,10 @@ async def handle(ctx, request):
         return _answer(ctx, None, None, topics, settings.lock_ms, leaders)
     deadline = ctx.clock.now_ms() + max(0, ms(request.max_wait))
     while True:
+        for topic_id, index in list(live.partitions):
+            part, error = resolve(ctx, topic_id, index)
+            if part is not None:
+                await shares.prepare(group_id, topic_id, part, settings)
         acquired_any = _acquire(ctx, shares, request, live, settings, entry, leaders)
         remaining = deadline - ctx.clock.now_ms()
         errors = any(p["error_code"] for parts in topics.values() for p in parts.values())

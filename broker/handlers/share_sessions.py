@@ -69,18 +69,20 @@ def resolve(ctx, topic_id, index: int):
     return ctx.led_partition(info.name, index, "UNKNOWN_TOPIC_OR_PARTITION")
 
 
-def acknowledge(ctx, shares, group_id: str, member_id: str, topic_id, part, batches, renew_allowed: bool
-                ) -> tuple[int, str | None]:
+async def acknowledge(ctx, shares, group_id: str, member_id: str, topic_id, part, batches, renew_allowed: bool
+                      ) -> tuple[int, str | None]:
     """Applies one partition's acknowledgement batches; (error code, message)."""
     acks = [Acknowledgement(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
     if not renew_allowed and any(RENEW in a.types for a in acks):
         return code("INVALID_REQUEST"), "Renew acknowledgements need IsRenewAck."
     settings = shares.settings(group_id)
+    await shares.prepare(group_id, topic_id, part, settings)
     share = shares.share_partition(group_id, topic_id, part, settings)
     try:
         share.acknowledge(member_id, acks, ctx.clock.now_ms(), settings.delivery_limit, settings.lock_ms)
     except AcknowledgeError as e:
         return code(e.error_name), str(e)
+    shares.persist(group_id, topic_id, part.index, share)
     shares.records_changed()
     return 0, None
 

@@ -74,9 +74,42 @@ class InFlight:
 
 class SharePartition:
     def __init__(self, start_offset: int) -> None:
+        self.state_epoch = 0  # moves on when the group's offsets are altered or deleted
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.records: dict[int, InFlight] = {}
+
+    # -- durable state ----------------------------------------------------------------------
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """(first offset, last offset, state, delivery count) runs of the records in flight,
+        as the share coordinator keeps them; an acquired record is kept as available (its
+        lock does not outlive the leader)."""
+        out: list[list[int]] = []
+        for offset in range(self.start_offset, self.end_offset):
+            record = self.records.get(offset)
+            if record is None:
+                continue
+            state = AVAILABLE if record.state == ACQUIRED else record.state
+            if out and out[-1][1] == offset - 1 and out[-1][2:] == [state, record.delivery_count]:
+                out[-1][1] = offset
+            else:
+                out.append([offset, offset, state, record.delivery_count])
+        return [tuple(b) for b in out]
+
+    @classmethod
+    def restore(cls, start_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> "SharePartition":
+        """The share-partition a snapshot describes (what lies between its batches was
+        never acquired)."""
+        share = cls(start_offset)
+        for first, last, state, count in sorted(batches):
+            for offset in range(max(first, start_offset), last + 1):
+                for gap in range(share.end_offset, offset):
+                    share.records[gap] = InFlight(AVAILABLE)
+                share.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
+                share.end_offset = offset + 1
+        share._advance_start()
+        return share
 
     # -- reading -------------------------------------------------------------------------
 

@@ -262,3 +262,24 @@ def test_a_killed_consumers_records_come_back_when_its_connection_closes(share_b
     # No lock expiry needed (a minute's lock, given half that): the share session ends
     # with its connection (KAFKA-19015).
     redelivery_after_a_consumer_dies(share_broker.bootstrap, topic_name, lambda: None, lock_ms=60_000, timeout=30)
+
+
+def test_share_partition_state_survives_a_restart(broker_factory, topic_name):
+    """Acknowledged records stay done and released ones keep their delivery count across
+    a broker restart: the state is in __share_group_state, replayed at load."""
+    broker = broker_factory(PROFILE)
+    create(broker.bootstrap, topic_name)
+    group = new_group(broker.bootstrap)
+    produce(broker.bootstrap, topic_name, [b"r%d" % i for i in range(6)])
+    c = consumer(broker.bootstrap, group, topic_name, explicit=True)
+    got = poll_until(c, lambda ms: len(ms) >= 6,
+                     explicit_ack=lambda m: AcknowledgeType.ACCEPT if m.offset() < 3 else AcknowledgeType.RELEASE)
+    assert all(e is None for e in c.commit_sync().values())
+    c.close()
+    assert len(got) == 6
+    broker.restart()
+    again = consumer(broker.bootstrap, group, topic_name, explicit=True)
+    rest = poll_until(again, lambda ms: len(ms) >= 3, explicit_ack=lambda m: AcknowledgeType.ACCEPT)
+    assert [(m.value(), m.delivery_count()) for m in rest] == [(b"r3", 2), (b"r4", 2), (b"r5", 2)]
+    again.commit_sync()
+    again.close()
