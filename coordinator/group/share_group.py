@@ -171,6 +171,8 @@ class ShareGroups:
                               f"{request.group_id}.")
             records = self.fence(group, member_id, topics)
             return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), True
+        if group is None and request.member_epoch != 0:
+            raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
         group = group or ShareGroup(request.group_id)
         member = group.members.get(member_id)
         if member is None:

@@ -110,6 +110,7 @@ def test_epochs_are_checked():
     s.hb("a", 0)
     assert s.hb("a", 5).error_code is E.fenced_member_epoch
     assert s.hb("zz", 1).error_code is E.unknown_member_id
+    assert s.hb("a", 1, group="nobody").error_code is E.group_id_not_found
     assert s.hb("", 0).error_code is E.invalid_request
     assert s.hb("b", 0, subscribed_topic_names=()).error_code is E.invalid_request
     assert s.hb("a", -3).error_code is E.invalid_request
