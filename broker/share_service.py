@@ -102,7 +102,7 @@ class ShareService:
         if key in self.partitions:
             return
         state_key = StateKey(group_id, topic_id, part.index)
-        coordinator = await self._state_coordinator(state_key)
+        coordinator = await self.state_coordinator(state_key)
         snapshot = None
         if coordinator is not None:
             for _ in range(1000):  # a partition of __share_group_state still loading
@@ -142,7 +142,7 @@ class ShareService:
         node = None if leadership is None else self.broker.node(leadership.leader)
         return node if node is not None and node.is_up else None
 
-    async def _state_coordinator(self, key: StateKey):
+    async def state_coordinator(self, key: StateKey):
         """That node's share coordinator service, ready; None when the node is down."""
         await self.node.share_states.ready()  # creates the topic on first use
         node = self._state_node(key)

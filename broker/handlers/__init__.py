@@ -60,6 +60,9 @@ _MODULES = {
     77: "share_group_describe",
     78: "share_fetch",
     79: "share_acknowledge",
+    90: "describe_share_group_offsets",
+    91: "alter_share_group_offsets",
+    92: "delete_share_group_offsets",
 }
 
 

@@ -15,6 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from kio.schema.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -283,3 +284,59 @@ def test_share_partition_state_survives_a_restart(broker_factory, topic_name):
     assert [(m.value(), m.delivery_count()) for m in rest] == [(b"r3", 2), (b"r4", 2), (b"r5", 2)]
     again.commit_sync()
     again.close()
+
+
+def _request(broker, api_key: int, version: int, body: dict):
+    import asyncio
+
+    from broker.client import KafkaConnection
+
+    async def call():
+        conn = await KafkaConnection.connect("127.0.0.1", broker.port, client_id="share-offsets")
+        try:
+            return await conn.request(api_key, version, body)
+        finally:
+            await conn.close()
+
+    return asyncio.run(call())
+
+
+def _start_offsets(broker, group: str, topic: str) -> list[tuple]:
+    r = _request(broker, 90, 1, {"groups": [{"group_id": group, "topics": [{"topic_name": topic,
+                                                                           "partitions": [0]}]}]})
+    g = r.groups[0]
+    return [(g.error_code, p.partition_index, p.start_offset, p.lag) for t in g.topics for p in t.partitions]
+
+
+def test_share_group_offsets_described_altered_and_deleted(share_broker, topic_name):
+    bootstrap = share_broker.bootstrap
+    create(bootstrap, topic_name)
+    group = new_group(bootstrap)
+    produce(bootstrap, topic_name, [b"r%d" % i for i in range(6)])
+    c = consumer(bootstrap, group, topic_name, explicit=True)
+    poll_until(c, lambda ms: len(ms) >= 6,
+               explicit_ack=lambda m: AcknowledgeType.ACCEPT if m.offset() < 3 else AcknowledgeType.RELEASE)
+    c.commit_sync()
+    alter = {"group_id": group, "topics": [{"topic_name": topic_name,
+                                            "partitions": [{"partition_index": 0, "start_offset": 5}]}]}
+    assert _request(share_broker, 91, 0, alter).error_code == ErrorCode.non_empty_group
+    c.close()
+    assert _start_offsets(share_broker, group, topic_name) == [(0, 0, 3, 3)]
+
+    answer = _request(share_broker, 91, 0, alter)
+    assert (answer.error_code, answer.responses[0].partitions[0].error_code) == (0, 0)
+    assert _start_offsets(share_broker, group, topic_name) == [(0, 0, 5, 1)]
+    again = consumer(bootstrap, group, topic_name, explicit=True)
+    got = poll_until(again, lambda ms: len(ms) >= 1, explicit_ack=lambda m: AcknowledgeType.ACCEPT)
+    assert [(m.value(), m.delivery_count()) for m in got] == [(b"r5", 1)]
+    again.commit_sync()
+    again.close()
+
+    deleted = _request(share_broker, 92, 0, {"group_id": group, "topics": [{"topic_name": topic_name}]})
+    assert (deleted.error_code, deleted.responses[0].error_code) == (0, 0)
+    assert _start_offsets(share_broker, group, topic_name) == [(0, 0, -1, -1)]
+    fresh = consumer(bootstrap, group, topic_name)
+    assert len(poll_until(fresh, lambda ms: len(ms) >= 6)) == 6  # from the log start again (earliest)
+    fresh.close()
+    unknown = _request(share_broker, 90, 1, {"groups": [{"group_id": "nobody", "topics": None}]})
+    assert unknown.groups[0].error_code == ErrorCode.group_id_not_found

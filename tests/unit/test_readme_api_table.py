@@ -12,8 +12,8 @@ from protocol.apis import KAFKA_4_0, ApiTable
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \| ([^|]+) \| ([^|]+) \|$")
-SHARE_GROUP_APIS = {76, 77, 78, 79}
-SHARE_STATE_AND_OFFSET_APIS = {83, 84, 85, 86, 87, 90, 91, 92}
+SHARE_GROUP_APIS = {76, 77, 78, 79, 90, 91, 92}
+SHARE_STATE_AND_OFFSET_APIS = {83, 84, 85, 86, 87}
 
 
 def _rows() -> dict[int, tuple[str, int, int, str, str]]:
