@@ -340,3 +340,27 @@ def test_share_group_offsets_described_altered_and_deleted(share_broker, topic_n
     fresh.close()
     unknown = _request(share_broker, 90, 1, {"groups": [{"group_id": "nobody", "topics": None}]})
     assert unknown.groups[0].error_code == ErrorCode.group_id_not_found
+
+
+def test_share_partitions_in_metrics(share_broker, topic_name):
+    """/metrics shows each share-partition's records in flight by state and its start offset."""
+    import urllib.request
+
+    from tests.integration.test_admin_metrics_console import _metric
+
+    bootstrap = share_broker.bootstrap
+    create(bootstrap, topic_name)
+    group = new_group(bootstrap)
+    produce(bootstrap, topic_name, [b"m%d" % i for i in range(4)])
+    c = consumer(bootstrap, group, topic_name, explicit=True)
+    got = poll_until(c, lambda ms: len(ms) >= 4)
+    c.acknowledge(got[0], AcknowledgeType.ACCEPT)
+    c.acknowledge(got[1], AcknowledgeType.REJECT)
+    c.commit_sync()
+    with urllib.request.urlopen(share_broker.admin_url + "/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    labels = {"group": group, "topic": topic_name, "partition": "0"}
+    assert _metric(text, "eosbroker_share_partition_start_offset", **labels) == 2
+    assert _metric(text, "eosbroker_share_partition_records", state="acquired", **labels) == 2
+    assert _metric(text, "eosbroker_share_partition_records", state="archived", **labels) == 0
+    c.close()
