@@ -23,7 +23,7 @@ from broker.storage.data_dir_lock import DataDirLock
 from broker.timers import every
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
-from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
+from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ _COORDINATOR_TOPICS = {
     GROUP_KEY_TYPE: (CONSUMER_OFFSETS, "offsets.topic.num.partitions"),
     TRANSACTION_KEY_TYPE: (TRANSACTION_STATE, "transaction.state.log.num.partitions"),
 }
-_COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values())
+_COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values()) | {SHARE_GROUP_STATE}
 
 
 class Broker:
@@ -85,6 +85,13 @@ class Broker:
             if node.node_id == node_id:
                 return node
         return None
+
+    def share_member_gone(self, group_id: str, member_id: str) -> None:
+        """A share group's member left or was fenced: the nodes leading its share
+        partitions release what it holds."""
+        for node in self.nodes:
+            if node._shares is not None:
+                node._shares.release_member(group_id, member_id)
 
     @property
     def port(self) -> int:

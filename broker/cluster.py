@@ -22,7 +22,7 @@ from broker.storage.files import fsync_dir, replace_atomically
 from broker.storage.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.storage.recovery_points import read_recovery_points, write_recovery_points
 from broker.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
-from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
+from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 
 if TYPE_CHECKING:
     from broker.partition import Partition
@@ -617,4 +617,5 @@ def _ranges(indexes: list[int]) -> str:
 
 def _replication_setting(topic: str) -> str:
     return {CONSUMER_OFFSETS: "offsets.topic.replication.factor",
-            TRANSACTION_STATE: "transaction.state.log.replication.factor"}.get(topic, "default.replication.factor")
+            TRANSACTION_STATE: "transaction.state.log.replication.factor",
+            SHARE_GROUP_STATE: "share.coordinator.state.topic.replication.factor"}.get(topic, "default.replication.factor")

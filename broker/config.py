@@ -152,6 +152,17 @@ SETTINGS: dict[str, Setting] = {
                 doc="KIP-848 online migration: upgrade (an empty classic group becomes a consumer "
                     "group), downgrade (a consumer group whose last KIP-848 member leaves while "
                     "classic members remain becomes a classic group), bidirectional or disabled."),
+        Setting("group.share.session.timeout.ms", _long, 45000),
+        Setting("group.share.heartbeat.interval.ms", _long, 5000),
+        Setting("group.share.max.size", _long, 200),
+        Setting("group.share.record.lock.duration.ms", _long, 30000,
+                doc="How long a share consumer holds the records it acquired (on the broker's clock)."),
+        Setting("group.share.delivery.count.limit", _long, 5,
+                doc="Deliveries of a record to share consumers before it is archived."),
+        Setting("group.share.partition.max.record.locks", _long, 2000),
+        Setting("share.coordinator.state.topic.num.partitions", _long, 50),
+        Setting("share.coordinator.state.topic.replication.factor", _long, 3, doc="Capped at the node count."),
+        Setting("share.coordinator.state.topic.segment.bytes", _long, 104857600),
         Setting("offset.metadata.max.bytes", _long, 4096),
         Setting("transaction.state.log.num.partitions", _long, 50),
         Setting("transaction.state.log.segment.bytes", _long, 104857600),
@@ -198,7 +209,7 @@ SETTINGS: dict[str, Setting] = {
                 doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0, a request that meets "
                     "markers in flight is held for up to this long and then run again."),
         Setting("emulate.kafka.version", _str, "4.0",
-                doc="The version profile (2.4, 2.8, 3.6, 3.9, 4.0 or 4.4): that release's API versions and features, "
+                doc="The version profile (2.4, 2.8, 3.6, 3.9, 4.0, 4.2 or 4.4): that release's API versions and features, "
                     "and below 2.5 the pre-KIP-360 producer state rules."),
         Setting("emulate.transaction.version", _long, -1,
                 doc="The transaction.version feature level ApiVersions reports as finalized (as "

@@ -22,6 +22,8 @@ from broker.config import BrokerConfig
 from broker.coordinator_topic import CoordinatorTopic
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
+from coordinator.group.coordinator import ShareMemberGone
+from coordinator.group.share_group import ShareGroupConfig
 from coordinator.contract import Result
 from protocol.names import CONSUMER_OFFSETS
 
@@ -51,6 +53,7 @@ class GroupService:
                 max_size=config["group.consumer.max.size"],
                 migration_policy=config["group.consumer.migration.policy"],
             ),
+            share=ShareGroupConfig(max_size=config["group.share.max.size"]),
         ))
         self.coordinator.topics = lambda: {
             t.name: (t.topic_id, t.partitions) for t in cluster.topics.by_name.values()}
@@ -65,6 +68,8 @@ class GroupService:
         self.runtime = self.topic.runtime
         self._wake = asyncio.Event()
         self._parked: set[asyncio.Future] = set()
+        # Where a share member's leaving is told (the share partitions of every node).
+        self.share_member_gone: Callable[[str, str], None] = lambda _group_id, _member_id: None
 
     def ensure_ready(self) -> None:
         self.topic.start()
@@ -119,6 +124,9 @@ class GroupService:
         self.runtime.write_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
 
     def _perform(self, effect) -> None:
+        if isinstance(effect, ShareMemberGone):
+            self.share_member_gone(effect.group_id, effect.member_id)
+            return
         if not isinstance(effect, Reply):
             raise TypeError(f"unknown group coordinator effect {effect!r}")
         answer: asyncio.Future = effect.reply_to

@@ -14,7 +14,7 @@ import logging
 
 from broker.cluster import PAUSED, RUNNING, STOPPED, Node
 from broker.server import Server
-from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
+from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ class BrokerNode:
         self.serving.set()
         self._transactions = None
         self._groups = None
+        self._shares = None
+        self._share_states = None
         self._group_timers: asyncio.Task | None = None
         # Counts the node's stops: a request from or to an earlier run of the node finds a
         # machine that is gone (broker.network).
@@ -59,10 +61,40 @@ class BrokerNode:
             from broker.group_service import GroupService
 
             self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
+            self._groups.share_member_gone = self.broker.share_member_gone
+            self._groups.coordinator.share_timeouts = self._share_timeouts
             self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups
 
+    def _share_timeouts(self, group_id: str) -> tuple[int, int]:
+        from broker.share_service import group_setting
+
+        return (int(group_setting(self.broker, group_id, "share.session.timeout.ms")),
+                int(group_setting(self.broker, group_id, "share.heartbeat.interval.ms")))
+
+    @property
+    def shares(self):
+        """The share partitions this node leads and their share sessions."""
+        if self._shares is None:
+            from broker.share_service import ShareService
+
+            self._shares = ShareService(self.broker, self)
+            self._shares.start()
+        return self._shares
+
+    @property
+    def share_states(self):
+        """The share coordinator: share-partition state in __share_group_state."""
+        if self._share_states is None:
+            from broker.share_state_service import ShareStateService
+
+            self._share_states = ShareStateService(self.broker.config, self.broker.cluster, self.node_id,
+                                                   self.serving)
+        return self._share_states
+
     def coordinator_service(self, topic: str, create: bool = True):
+        if topic == SHARE_GROUP_STATE:
+            return self.share_states if create or self._share_states is not None else None
         if topic == TRANSACTION_STATE:
             return self.transactions if create or self._transactions is not None else None
         return self.groups if create or self._groups is not None else None
@@ -84,6 +116,8 @@ class BrokerNode:
             self.transactions.ensure_ready()
         if CONSUMER_OFFSETS in topics:
             self.groups.ensure_ready()
+        if SHARE_GROUP_STATE in topics:
+            self.share_states.ensure_ready()
 
     def halt(self, crash: bool = False) -> None:
         """The instant a node stops or dies, in one event-loop turn: nothing of it runs
@@ -99,10 +133,10 @@ class BrokerNode:
         for handling in self.handling:
             handling.cancel()
         self.handling.clear()
-        for service in (self._transactions, self._groups):
+        for service in (self._transactions, self._groups, self._shares, self._share_states):
             if service is not None:
                 service.halt()
-        self._transactions = self._groups = None
+        self._transactions = self._groups = self._shares = self._share_states = None
         if self._group_timers is not None:
             self._group_timers.cancel()
 

@@ -804,6 +804,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             server.limits.release(len(self.frames.popleft()))
         self.stalled = None
         server.connections.pop(self.conn.id, None)
+        shares = server.node._shares
+        if shares is not None:
+            shares.connection_closed(self.conn.id)
         server._close(self.conn)
         server.limits.leave(self._ip, self._had_slot)
 

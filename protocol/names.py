@@ -11,7 +11,9 @@ from __future__ import annotations
 CONSUMER_OFFSETS = "__consumer_offsets"
 # The transaction coordinator's compacted log: one record per transactional id.
 TRANSACTION_STATE = "__transaction_state"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
+# The share coordinator's compacted log: the state of each share-partition (KIP-932).
+SHARE_GROUP_STATE = "__share_group_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE})
 
 # FindCoordinator's key_type.
 GROUP_KEY_TYPE = 0

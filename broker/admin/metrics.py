@@ -182,9 +182,31 @@ class StateCollector:
         for n in snapshot.nodes(broker):
             node_state.add_metric([str(n["node_id"]), n["state"]], 1)
         yield node_state
+        yield from _share_partitions(broker)
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Consumer groups (Kafka: GroupMetadataManager NumGroups)",
                                 value=len(snapshot.groups(broker)))
+
+
+def _share_partitions(broker):
+    """Share-partitions (KIP-932) on their leaders: records in flight by state, and the
+    share-partition start offset."""
+    labels = ["group", "topic", "partition"]
+    records = GaugeMetricFamily("eosbroker_share_partition_records",
+                                "Records in flight of a share-partition, by state", labels=[*labels, "state"])
+    start = GaugeMetricFamily("eosbroker_share_partition_start_offset", "Share-partition start offset (SPSO)",
+                              labels=labels)
+    by_id = broker.cluster.topics.by_id
+    for node in broker.nodes:
+        shares = node._shares
+        for (group, topic_id, index), share in ([] if shares is None else sorted(shares.partitions.items(), key=str)):
+            topic = by_id.get(topic_id)
+            names = [group, topic.name if topic else str(topic_id), str(index)]
+            for state, n in share.counts().items():
+                records.add_metric([*names, state], n)
+            start.add_metric(names, share.start_offset)
+    yield records
+    yield start
 
 
 class FaultFiringsCollector:

@@ -88,4 +88,30 @@ def _by_member(members: list[str], owner: dict[tuple[uuid.UUID, int], str]) -> A
     return {m: {t: frozenset(ps) for t, ps in topics.items()} for m, topics in out.items()}
 
 
+def simple(spec: AssignmentSpec) -> Assignment:
+    """Share groups' assignor (Kafka's SimpleAssignor): members of a share group may
+    share a partition. Per topic, with no more subscribers than partitions, each
+    partition goes to one subscriber, spread evenly, keeping previous owners where the
+    balance allows; with more subscribers than partitions, every subscriber gets one
+    partition and the partitions are shared round-robin."""
+    members = sorted(spec.subscriptions)
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    for topic_id in sorted(spec.partition_counts, key=str):
+        count = spec.partition_counts[topic_id]
+        subscribers = [m for m in members if topic_id in spec.subscriptions[m]]
+        if not subscribers or not count:
+            continue
+        if len(subscribers) > count:
+            for i, member in enumerate(subscribers):
+                out[member].setdefault(topic_id, set()).add(i % count)
+            continue
+        topic_spec = AssignmentSpec({m: frozenset({topic_id}) for m in subscribers}, {topic_id: count},
+                                    {m: {topic_id: spec.previous.get(m, {}).get(topic_id, frozenset())}
+                                     for m in subscribers})
+        for member, partitions in uniform(topic_spec).items():
+            if partitions.get(topic_id):
+                out[member].setdefault(topic_id, set()).update(partitions[topic_id])
+    return {m: {t: frozenset(ps) for t, ps in topics.items()} for m, topics in out.items()}
+
+
 ASSIGNORS: dict[str, Callable[[AssignmentSpec], Assignment]] = {"uniform": uniform, "range": range_}

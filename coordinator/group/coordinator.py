@@ -24,7 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import consumer_log_codec, consumer_protocol, log_codec
+from coordinator.group import consumer_log_codec, consumer_protocol, log_codec, share_log_codec
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ClassicJoin,
@@ -40,6 +40,7 @@ from coordinator.group.consumer_group import (
     validate,
 )
 from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
+from coordinator.group.share_group import ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest
 from coordinator.group.group import Member
 from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer, Reply
 from coordinator.group.messages import (
@@ -97,6 +98,16 @@ class GroupConfig:
     group_max_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     consumer: ConsumerGroupConfig = ConsumerGroupConfig()  # group.consumer.* (KIP-848)
+    share: ShareGroupConfig = ShareGroupConfig()  # group.share.* (KIP-932)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberGone:
+    """Effect: a share group's member left or was fenced; the share partitions release
+    the records it holds and its share sessions end."""
+
+    group_id: str
+    member_id: str
 
 
 @dataclass(slots=True)
@@ -106,7 +117,8 @@ class _Partition:
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     offsets: OffsetStore = field(default_factory=OffsetStore)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
-    # Session deadlines of a consumer group's first member, until its records replay.
+    share_groups: dict[str, ShareGroup] = field(default_factory=dict)
+    # Session deadlines of a consumer or share group's first member, until its records replay.
     new_group_deadlines: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -123,8 +135,13 @@ class GroupCoordinator:
         )
         self._partitions: dict[int, _Partition] = {}
         self.consumer = ConsumerGroups(self.config.consumer, new_member_uuid)
+        self.share = ShareGroups(self.config.share)
         # The topics KIP-848 assignments are made of; the broker sets this.
         self.topics: Callable[[], TopicsSnapshot] = dict
+        # A share group's (session timeout, heartbeat interval): its group configs or the
+        # broker's; the broker sets this.
+        self.share_timeouts: Callable[[str], tuple[int, int]] = lambda _group_id: (
+            self.config.share.session_timeout_ms, self.config.share.heartbeat_interval_ms)
 
     # -- placement, ownership and inspection ----------------------------------------------
 
@@ -156,6 +173,10 @@ class GroupCoordinator:
             for member_id, m in consumer_group.members.items():
                 timeout = m.classic.session_timeout_ms if m.classic else self.config.consumer.session_timeout_ms
                 consumer_group.session_deadlines[member_id] = now_ms + timeout
+        for share_group in state.share_groups.values():
+            session_timeout_ms, _ = self.share_timeouts(share_group.group_id)
+            for member_id in share_group.members:
+                share_group.session_deadlines[member_id] = now_ms + session_timeout_ms
         return []
 
     def unload_partition(self, partition: int) -> list[Result]:
@@ -170,6 +191,10 @@ class GroupCoordinator:
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         state = self._partitions.get(self.partition_for(group_id))
         return None if state is None else state.consumer_groups.get(group_id)
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        state = self._partitions.get(self.partition_for(group_id))
+        return None if state is None else state.share_groups.get(group_id)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         state = self._partitions.get(self.partition_for(group_id))
@@ -196,12 +221,14 @@ class GroupCoordinator:
         try:
             key = log_codec.decode_key(record.key)
         except log_codec.UnknownKeyVersion as e:
-            if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
-                try:
+            try:
+                if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
                     self._replay_consumer(consumer_log_codec.decode_key(e.version, record.key), record.value)
-                except log_codec.LogCodecError as bad:
-                    log.warning("skipping a malformed consumer group record at offset %d: %s", offset, bad)
-            return  # a share/streams group record: not ours
+                elif e.version in share_log_codec.SHARE_KEY_VERSIONS:
+                    self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value)
+            except log_codec.LogCodecError as bad:
+                log.warning("skipping a malformed group record at offset %d: %s", offset, bad)
+            return  # a streams group record: not ours
         state = self._partitions.get(self.partition_for(key.group))
         if state is None:
             return  # the partition is not ours (any more)
@@ -223,6 +250,21 @@ class GroupCoordinator:
             if value is None:
                 return
             group = state.consumer_groups[key.group] = ConsumerGroup(key.group)
+            group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
+        group.replay(key, value)
+
+    def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None) -> None:
+        state = self._partitions.get(self.partition_for(key.group))
+        if state is None:
+            return
+        group = state.share_groups.get(key.group)
+        if key.kind == share_log_codec.GROUP_METADATA and value is None:
+            state.share_groups.pop(key.group, None)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = state.share_groups[key.group] = ShareGroup(key.group)
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
         group.replay(key, value)
 
@@ -296,6 +338,8 @@ class GroupCoordinator:
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
+        if group_id in state.share_groups:
+            return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.members:
             # KIP-848 online migration: a classic member joins the consumer group.
@@ -444,6 +488,8 @@ class GroupCoordinator:
             if state is None:
                 return Result(response=HeartbeatAnswer(error))
             records: list[CoordinatorRecord] = []
+            if request.group_id in state.share_groups:
+                raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a consumer group.")
             group = state.consumer_groups.get(request.group_id)
             classic = state.groups.get(request.group_id)
             upgrade = Outcome()
@@ -518,6 +564,51 @@ class GroupCoordinator:
         log.info("group %s: upgraded from a classic group to a consumer group (%d members)",
                  group_id, len(classic.members))
         return converted
+
+    # -- ShareGroupHeartbeat / ShareGroupDescribe (KIP-932) -----------------------------
+
+    def share_group_heartbeat(self, request: ShareHeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
+        error, state = self._serving(request.group_id) if request.group_id else (None, None)
+        if error is not None:
+            return Result(response=HeartbeatAnswer(error))
+        group = state.share_groups.get(request.group_id) if state is not None else None
+        try:
+            if state is not None and group is None and (
+                    request.group_id in state.groups or request.group_id in state.consumer_groups):
+                raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a share group.")
+            session_timeout_ms, interval_ms = self.share_timeouts(request.group_id)
+            records, answer, left = self.share.heartbeat(group, request, self.topics(), now_ms,
+                                                         session_timeout_ms, interval_ms)
+        except Refused as refused:
+            return Result(response=HeartbeatAnswer(refused.error, refused.message))
+        if group is None:
+            state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
+        effects = (ShareMemberGone(request.group_id, request.member_id),) if left else ()
+        return Result(records=tuple(records), response=answer, effects=effects)
+
+    def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
+        """(error, message, group) as ShareGroupDescribe answers for one group."""
+        if not group_id:
+            return E.invalid_group_id, None, None
+        error, state = self._serving(group_id)
+        if state is None:
+            return error, None, None
+        group = state.share_groups.get(group_id)
+        if group is None:
+            if group_id in state.groups or group_id in state.consumer_groups:
+                return E.group_id_not_found, f"Group {group_id} is not a share group.", None
+            return E.group_id_not_found, f"Group {group_id} not found.", None
+        return E.none, None, group
+
+    def _share_timers(self, group: ShareGroup, now_ms: int) -> list[Result]:
+        results = []
+        for member_id in self.share.expired_members(group, now_ms):
+            if member_id in group.members:
+                log.info("share group %s: member %s fenced, its session timed out", group.group_id, member_id)
+                results.append(Result(records=tuple(self.share.fence(group, member_id, self.topics())),
+                                      effects=(ShareMemberGone(group.group_id, member_id),)))
+            group.session_deadlines.pop(member_id, None)
+        return results
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         """(error, message, group) as ConsumerGroupDescribe answers for one group."""
@@ -624,6 +715,9 @@ class GroupCoordinator:
         if not types or "consumer" in types:
             listed += [ListedGroup(g.group_id, "consumer", g.state, "consumer")
                        for state in self._partitions.values() for g in state.consumer_groups.values()]
+        if not types or "share" in types:
+            listed += [ListedGroup(g.group_id, "share", g.state, "share")
+                       for state in self._partitions.values() for g in state.share_groups.values()]
         return ListGroupsResponse(E.none, tuple(g for g in listed if not states or g.group_state.lower() in states))
 
     def delete_groups(self, group_ids: Iterable[str]) -> Result[DeleteGroupsResponse]:
@@ -634,11 +728,15 @@ class GroupCoordinator:
             if state is not None:
                 group = state.groups.get(group_id)
                 consumer_group = state.consumer_groups.get(group_id)
-                if group is None and consumer_group is None:
+                share_group = state.share_groups.get(group_id)
+                if group is None and consumer_group is None and share_group is None:
                     error = E.group_id_not_found
                 elif (group is not None and group.state is not S.EMPTY) or (
-                        consumer_group is not None and consumer_group.members):
+                        consumer_group is not None and consumer_group.members) or (
+                        share_group is not None and share_group.members):
                     error = E.non_empty_group
+                elif share_group is not None:
+                    records += share_group.deletion_records()
                 else:
                     offsets = state.offsets
                     for topic, partition in sorted(
@@ -817,6 +915,7 @@ class GroupCoordinator:
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self._live_groups() for d in _group_deadlines(g)]
         deadlines += [d for g in self._live_consumer_groups() for d in self.consumer.deadlines(g)]
+        deadlines += [d for g in self._live_share_groups() for d in self.share.deadlines(g)]
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int, partition: int | None = None) -> list[Result]:
@@ -837,6 +936,8 @@ class GroupCoordinator:
                     results.append(out.result())
         for consumer_group in list(self._live_consumer_groups(partition)):
             results += self._consumer_timers(consumer_group, now_ms)
+        for share_group in list(self._live_share_groups(partition)):
+            results += self._share_timers(share_group, now_ms)
         return results
 
     def _fire(self, group: ClassicGroup, key: tuple[str, str], deadline: int, now_ms: int, out: Outcome) -> None:
@@ -857,6 +958,11 @@ class GroupCoordinator:
         for p, state in self._partitions.items():
             if not state.loading and partition in (None, p):
                 yield from state.consumer_groups.values()
+
+    def _live_share_groups(self, partition: int | None = None) -> Iterable[ShareGroup]:
+        for p, state in self._partitions.items():
+            if not state.loading and partition in (None, p):
+                yield from state.share_groups.values()
 
     def _live_groups(self, partition: int | None = None) -> Iterable[ClassicGroup]:
         for p, state in self._partitions.items():

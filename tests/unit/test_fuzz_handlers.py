@@ -31,7 +31,7 @@ from tests.unit.test_fuzz_wire import mutated
 
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))
 TOPIC = "fz"
-API_VERSIONS = [(key, v) for key, r in ApiTable(set(KAFKA_4_0)).ranges.items()
+API_VERSIONS = [(key, v) for key, r in ApiTable(set(KAFKA_4_0), "4.4").ranges.items()
                 for v in range(r.accepted_min, r.max + 1)]
 
 
@@ -90,7 +90,7 @@ def broker_loop(tmp_path):
     """A broker started on its own event loop (hypothesis drives examples synchronously)."""
     loop = asyncio.new_event_loop()
     clock = VirtualClock()
-    broker = Broker(BrokerConfig({"group.initial.rebalance.delay.ms": 0, "num.partitions": 2,
+    broker = Broker(BrokerConfig({"emulate.kafka.version": "4.4", "group.initial.rebalance.delay.ms": 0, "num.partitions": 2,
                                   "transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 2}),
                     tmp_path / "data", "127.0.0.1", 0, clock=clock)
     loop.run_until_complete(broker.start())
@@ -120,7 +120,7 @@ def broker_loop(tmp_path):
 
 
 def _frame(key: int, version: int, body: bytes) -> bytes:
-    flexible = ApiTable(set(KAFKA_4_0)).get(key).flexible(version)
+    flexible = ApiTable(set(KAFKA_4_0), "4.4").get(key).flexible(version)
     return encode_request_frame(key, version, 7, "fuzz", flexible, body)[4:]
 
 

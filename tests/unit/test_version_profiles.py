@@ -7,7 +7,7 @@ from broker.handlers import HANDLERS
 from protocol.apis import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
 
 
-@pytest.mark.parametrize("profile", ["2.4", "2.8", "3.6", "3.9", "4.0", "4.4"])
+@pytest.mark.parametrize("profile", ["2.4", "2.8", "3.6", "3.9", "4.0", "4.2", "4.4"])
 def test_every_profile_is_known_and_within_the_implemented_ranges(profile):
     table = ApiTable(set(HANDLERS), profile)
     for key, r in table.ranges.items():
@@ -26,21 +26,34 @@ def test_releases_differ_as_kafka_did():
 def test_transaction_version_feature_from_4_0():
     assert ApiTable(set(HANDLERS), "3.9").features == {}
     assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 2}
-    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 2}
+    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 2, "share.version": 1}
     # EndTxn v5 (the epoch bump) and KIP-848's APIs only where the feature/protocol exists.
     assert ApiTable(set(HANDLERS), "3.9").ranges[26].max == 4
     assert ApiTable(set(HANDLERS), "4.4").ranges[26].max == 5
     assert 68 not in ApiTable(set(HANDLERS), "3.9").ranges and ApiTable(set(HANDLERS), "4.0").ranges[68].max == 1
 
 
+def test_share_groups_from_4_2():
+    """KIP-932's APIs and share.version 1 only where Kafka has share groups on (4.2+)."""
+    share_apis = {76: 1, 77: 1, 78: 2, 79: 2}
+    for profile in ("3.9", "4.0"):
+        table = ApiTable(set(HANDLERS), profile)
+        assert not share_apis.keys() & table.ranges.keys()
+        assert "share.version" not in table.features
+    for profile in ("4.2", "4.4"):
+        table = ApiTable(set(HANDLERS), profile)
+        assert {k: table.ranges[k].max for k in share_apis} == share_apis
+        assert table.features["share.version"] == 1 and table.supported_features["share.version"] == 1
+
+
 def test_transaction_version_finalized_by_the_operator():
     # as after kafka-features.sh downgrade --feature transaction.version=1: clients that
     # read the finalized level (the Java client) end transactions with EndTxn v4
     table = ApiTable(set(HANDLERS), "4.4", transaction_version=1)
-    assert table.features == {"transaction.version": 1}
-    assert table.supported_features == {"transaction.version": 2}
+    assert table.features == {"transaction.version": 1, "share.version": 1}
+    assert table.supported_features == {"transaction.version": 2, "share.version": 1}
     assert table.ranges[26].max == 5  # the broker still serves v5, as Kafka does for any client
-    assert ApiTable(set(HANDLERS), "4.4", transaction_version=0).features == {}
+    assert ApiTable(set(HANDLERS), "4.4", transaction_version=0).features == {"share.version": 1}
     with pytest.raises(ValueError, match="supports 0 to 2"):
         ApiTable(set(HANDLERS), "4.4", transaction_version=3)
     with pytest.raises(ValueError, match="no transaction.version feature"):

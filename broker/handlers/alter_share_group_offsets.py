@@ -1,0 +1,34 @@
+"""AlterShareGroupOffsets (91): v0. Sets the start offset of share-partitions of an
+empty (or not yet existing) share group: the share coordinator's state starts over at
+that offset, in a new state epoch."""
+
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, allowed
+from broker.errors import code
+from broker.handlers.share_group_offsets import group_error, replace_state
+from coordinator.share.state_log_codec import StateKey
+
+API_KEY = 91
+
+
+async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_DENIED, "error_message": None, "responses": []}
+    error, message, _group = await group_error(ctx, request.group_id, must_be_empty=True)
+    if error:
+        return {"throttle_time": 0, "error_code": error, "error_message": message, "responses": []}
+    responses = []
+    for t in request.topics:
+        info = ctx.cluster.topics.by_name.get(t.topic_name)
+        answers = []
+        for p in t.partitions:
+            if info is None or not allowed(ctx, DESCRIBE, TOPIC, t.topic_name) or p.partition_index >= info.partitions:
+                failed = code("UNKNOWN_TOPIC_OR_PARTITION")
+            elif p.start_offset < 0:
+                failed = code("INVALID_REQUEST")
+            else:
+                failed = await replace_state(ctx, StateKey(request.group_id, info.topic_id, p.partition_index),
+                                             p.start_offset)
+            answers.append({"partition_index": p.partition_index, "error_code": failed, "error_message": None})
+        responses.append({"topic_name": t.topic_name, "topic_id": info.topic_id if info else None,
+                          "partitions": answers})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": responses}

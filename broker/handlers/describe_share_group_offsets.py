@@ -1,0 +1,43 @@
+"""DescribeShareGroupOffsets (90): v0-v1. Each share-partition's start offset (and, v1,
+its lag) as the share coordinator keeps it; -1 for one that has no state. Without
+topics: every topic the group has consumed."""
+
+from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
+from broker.handlers.share_group_offsets import group_error, lag, read
+from coordinator.share.state_log_codec import StateKey
+
+API_KEY = 90
+
+
+async def handle(ctx, request):
+    out = []
+    for g in request.groups:
+        if not allowed(ctx, DESCRIBE, GROUP, g.group_id):
+            out.append({"group_id": g.group_id, "topics": [], "error_code": GROUP_DENIED, "error_message": None})
+            continue
+        error, message, group = await group_error(ctx, g.group_id, must_be_empty=False)
+        if group is None:
+            out.append({"group_id": g.group_id, "topics": [], "error_code": error, "error_message": message})
+            continue
+        if g.topics is None:
+            wanted = [(name, sorted(ps)) for name, ps in group.initialized.values()]
+        else:
+            wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        topics = []
+        for name, partitions in wanted:
+            info = ctx.cluster.topics.by_name.get(name)
+            if info is None or not allowed(ctx, DESCRIBE, TOPIC, name):
+                continue  # as Kafka: topics it cannot describe are left out
+            answers = []
+            for index in partitions:
+                snapshot = await read(ctx, StateKey(g.group_id, info.topic_id, index))
+                part = ctx.cluster.partition(name, index) if index < info.partitions else None
+                answers.append({
+                    "partition_index": index, "error_code": 0, "error_message": None,
+                    "start_offset": -1 if snapshot is None else snapshot.start_offset,
+                    "leader_epoch": -1 if snapshot is None else snapshot.leader_epoch,
+                    "lag": -1 if snapshot is None or part is None else lag(snapshot, part.high_watermark),
+                })
+            topics.append({"topic_name": name, "topic_id": info.topic_id, "partitions": answers})
+        out.append({"group_id": g.group_id, "topics": topics, "error_code": 0, "error_message": None})
+    return {"throttle_time": 0, "groups": out}

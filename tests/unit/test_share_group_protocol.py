@@ -1,0 +1,187 @@
+"""KIP-932 share groups in the group coordinator, driven through the real runtime by the
+harness of test_group_harness: joining, the simple assignor sharing partitions among
+more members than partitions, epochs, leaving and session expiry (with the effect that
+releases a member's records), group types kept apart, ListGroups, DeleteGroups, and
+recovery by replaying the records Kafka writes for share groups."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group import GroupConfig
+from coordinator.group import share_log_codec as codec
+from coordinator.group.assignors import AssignmentSpec, simple
+from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.group.coordinator import ShareMemberGone
+from coordinator.group.messages import Reply
+from coordinator.group.share_group import ShareGroupConfig, ShareHeartbeatRequest
+from tests.unit.test_group_harness import Runtime
+
+E = ErrorCode
+T = uuid.UUID(int=1)
+U = uuid.UUID(int=2)
+CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfig(),
+                     share=ShareGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000, max_size=3))
+
+
+class Shares(Runtime):
+    def __init__(self, topics=None, **kwargs) -> None:
+        self.gone: list[ShareMemberGone] = []
+        super().__init__(CONFIG, **kwargs)
+        self.topic_table = dict(topics or {"t": (T, 2)})
+        self.coordinator.topics = lambda: self.topic_table
+
+    def _perform(self, effect):
+        if isinstance(effect, ShareMemberGone):
+            self.gone.append(effect)
+        else:
+            assert isinstance(effect, Reply)
+            super()._perform(effect)
+
+    def restart(self) -> "Shares":
+        return Shares(self.topic_table, now_ms=self.now, log=type(self.log)(self.log.partitions))
+
+    def hb(self, member: str, epoch: int, group: str = "g", **fields):
+        if epoch == 0:
+            fields.setdefault("subscribed_topic_names", ("t",))
+        request = ShareHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, **fields)
+        return self.runtime.run(self.coordinator.partition_for(group),
+                                lambda: self.coordinator.share_group_heartbeat(request, self.now), self.now)
+
+    def group(self, group: str = "g"):
+        return self.coordinator.share_group(group)
+
+
+def parts(*ps: int, topic=T) -> dict:
+    return {topic: frozenset(ps)}
+
+
+def kinds(records) -> list[int]:
+    return [int.from_bytes(r.key[:2], "big") for r in records]
+
+
+def test_first_member_gets_every_partition_with_the_records_kafka_writes():
+    s = Shares()
+    answer = s.hb("a", 0)
+    assert (answer.error_code, answer.member_id, answer.member_epoch, answer.heartbeat_interval_ms) == (
+        E.none, "a", 1, 5_000)
+    assert answer.assignment == parts(0, 1)
+    assert kinds(s.appended) == [codec.MEMBER_METADATA, codec.GROUP_METADATA, codec.STATE_PARTITION_METADATA,
+                                 codec.TARGET_MEMBER, codec.TARGET_METADATA, codec.CURRENT_ASSIGNMENT]
+    group = s.group()
+    assert (group.state, group.group_epoch, group.assignment_epoch) == ("Stable", 1, 1)
+    assert group.initialized == {T: ("t", frozenset({0, 1}))}
+    before = len(s.appended)
+    steady = s.hb("a", 1)
+    assert (steady.member_epoch, steady.assignment) == (1, None) and len(s.appended) == before
+
+
+def test_more_members_than_partitions_share_them_and_a_restart_replays_the_group():
+    s = Shares()
+    s.hb("a", 0)
+    s.hb("b", 0)
+    s.hb("c", 0)
+    assert s.group().target == {"a": parts(0), "b": parts(1), "c": parts(0)}
+    # No revocation: each member takes its target (and the epoch) on its next heartbeat.
+    assert (s.hb("a", 1).assignment, s.hb("b", 2).assignment) == (parts(0), parts(1))
+    assigned = {m: s.group().members[m].assigned for m in "abc"}
+    assert assigned == {"a": parts(0), "b": parts(1), "c": parts(0)}
+    again = s.restart()
+    group = again.group()
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (3, 3, "Stable")
+    assert {m: group.members[m].assigned for m in "bc"} == {"b": parts(1), "c": parts(0)}
+    assert group.members["a"].member_epoch == 3
+    assert again.hb("b", 3).error_code is E.none
+
+
+def test_simple_assignor_spreads_partitions_and_shares_when_members_outnumber_them():
+    spec = AssignmentSpec({"a": frozenset({T}), "b": frozenset({T, U})}, {T: 4, U: 1}, {})
+    assignment = simple(spec)
+    assert sorted(len(assignment[m].get(T, ())) for m in "ab") == [2, 2]
+    assert assignment["b"][U] == frozenset({0})
+    crowd = simple(AssignmentSpec({m: frozenset({T}) for m in "abc"}, {T: 2}, {}))
+    assert [crowd[m][T] for m in "abc"] == [frozenset({0}), frozenset({1}), frozenset({0})]
+
+
+def test_epochs_are_checked():
+    s = Shares()
+    s.hb("a", 0)
+    assert s.hb("a", 5).error_code is E.fenced_member_epoch
+    assert s.hb("zz", 1).error_code is E.unknown_member_id
+    assert s.hb("a", 1, group="nobody").error_code is E.group_id_not_found
+    assert s.hb("", 0).error_code is E.invalid_request
+    assert s.hb("b", 0, subscribed_topic_names=()).error_code is E.invalid_request
+    assert s.hb("a", -3).error_code is E.invalid_request
+
+
+def test_leaving_fences_the_member_and_releases_its_records():
+    s = Shares()
+    s.hb("a", 0)
+    s.hb("b", 0)
+    assert s.hb("a", 1).assignment == parts(1)
+    left = s.hb("b", -1)
+    assert (left.error_code, left.member_epoch) == (E.none, -1)
+    assert s.gone == [ShareMemberGone("g", "b")]
+    assert set(s.group().members) == {"a"}
+    assert s.hb("a", 2).assignment == parts(0, 1)  # b's partition comes back to a
+    assert s.hb("b", -1).error_code is E.unknown_member_id
+
+
+def test_a_member_whose_session_ends_is_fenced_on_the_clock():
+    s = Shares()
+    s.hb("a", 0)
+    s.now += 44_999
+    s.runtime.run_timers(lambda p: s.coordinator.poll(s.now, partition=p), s.now)
+    assert "a" in s.group().members
+    s.now += 1
+    s.runtime.run_timers(lambda p: s.coordinator.poll(s.now, partition=p), s.now)
+    assert s.group().members == {} and s.group().state == "Empty"
+    assert s.gone == [ShareMemberGone("g", "a")]
+
+
+def test_the_group_size_is_capped():
+    s = Shares()
+    for m in "abc":
+        s.hb(m, 0)
+    assert s.hb("d", 0).error_code is E.group_max_size_reached
+
+
+def test_share_and_consumer_groups_keep_to_their_types():
+    s = Shares()
+    s.hb("a", 0, group="shared")
+    consumer = HeartbeatRequest(group_id="shared", member_id="c", member_epoch=0, rebalance_timeout_ms=30_000,
+                                subscribed_topic_names=("t",), owned={})
+    answer = s.runtime.run(0, lambda: s.coordinator.consumer_group_heartbeat(consumer, s.now), s.now)
+    assert (answer.error_code, answer.error_message) == (E.group_id_not_found, "Group shared is not a consumer group.")
+    other = HeartbeatRequest(group_id="consumers", member_id="c", member_epoch=0, rebalance_timeout_ms=30_000,
+                             subscribed_topic_names=("t",), owned={})
+    s.runtime.run(0, lambda: s.coordinator.consumer_group_heartbeat(other, s.now), s.now)
+    refused = s.hb("a", 0, group="consumers")
+    assert (refused.error_code, refused.error_message) == (E.group_id_not_found, "Group consumers is not a share group.")
+    assert s.coordinator.share_group_describe("consumers")[:2] == (
+        E.group_id_not_found, "Group consumers is not a share group.")
+    assert s.coordinator.share_group_describe("nobody")[:2] == (E.group_id_not_found, "Group nobody not found.")
+    listed = {(g.group_id, g.group_type, g.group_state) for g in s.coordinator.list_groups().groups}
+    assert ("shared", "share", "Stable") in listed and ("consumers", "consumer", "Stable") in listed
+    assert [g.group_id for g in s.coordinator.list_groups(types_filter=["Share"]).groups] == ["shared"]
+
+
+def test_an_empty_share_group_can_be_deleted_and_stays_deleted_after_replay():
+    s = Shares()
+    s.hb("a", 0)
+    assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.non_empty_group
+    s.hb("a", -1)
+    assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.none
+    assert s.group() is None
+    assert s.restart().group() is None
+
+
+def test_new_partitions_move_the_group_epoch():
+    s = Shares()
+    s.hb("a", 0)
+    s.topic_table["t"] = (T, 3)
+    answer = s.hb("a", 1)
+    assert (answer.member_epoch, answer.assignment) == (2, parts(0, 1, 2))
+    assert s.group().initialized[T] == ("t", frozenset({0, 1, 2}))
