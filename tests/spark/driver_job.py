@@ -9,7 +9,7 @@ drained (Trigger.AvailableNow). batch: ROWS rows under write.id WRITE_ID. Rows a
 keyed, in two (stream) or three (batch) tasks, so a batch commits several transactions.
 With POINT:BATCH the sink's test hook SIGKILLs this process group at that point of that
 batch's commit (before-decision, during-commit, after-committed); the script must then
-run as a process group leader (start_new_session=True). EOSBROKER_SPARK_OPTIONS (JSON)
+run as a process group leader (start_new_session=True). SPARK_DRIVER_JOB_OPTIONS (JSON)
 adds options to the writer (a secured listener's kafka.security.protocol, ...).
 """
 
@@ -34,7 +34,7 @@ def main() -> None:
         writer = rows.write.mode("append").option("write.id", scope)
     writer = (writer.format("eosbroker").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
               .option("transactional.id.prefix", prefix))
-    for key, value in json.loads(os.environ.get("EOSBROKER_SPARK_OPTIONS", "{}")).items():
+    for key, value in json.loads(os.environ.get("SPARK_DRIVER_JOB_OPTIONS", "{}")).items():
         writer = writer.option(key, value)
     if len(sys.argv) > 7:
         assert os.getpgrp() == os.getpid(), "the kill hook needs a process group of our own"

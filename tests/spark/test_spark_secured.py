@@ -132,7 +132,7 @@ def test_streaming_query_killed_mid_commit_over_sasl_ssl_restarts_exactly_once(t
     both runs log in over SASL_SSL; the checks read over the broker's plaintext listener."""
     from tests.spark.test_spark_driver_crash import PARTITIONS, _assert_exactly_once_and_live, _run
 
-    monkeypatch.setenv("EOSBROKER_SPARK_OPTIONS", json.dumps(target.options))
+    monkeypatch.setenv("SPARK_DRIVER_JOB_OPTIONS", json.dumps(target.options))
     topic, prefix = _name("secured-kill"), _name("k")
     create_topic(target.bootstrap, topic, PARTITIONS, options=target.options)
     inputs = tmp_path / "in"
