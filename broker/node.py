@@ -58,7 +58,8 @@ class BrokerNode:
         if self._groups is None:
             from broker.group_service import GroupService
 
-            self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
+            b = self.broker
+            self._groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
             self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups
 
