@@ -182,3 +182,115 @@ def _group_coordinated_by(control, node: int, prefix: str) -> str:
     leaders = {c["partition"]: c["node_id"] for c in control.cluster()["coordinators"] if c["kind"] == "group"}
     return next(f"{prefix}-{i}" for i in range(10_000) if leaders[_offsets_partition(f"{prefix}-{i}")] == node)
 
+
+
+INIT_PRODUCER_ID, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 25, 26, 28
+JOIN_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 11, 14, 68
+MEMBER_ID_REQUIRED = 79
+
+
+async def _answer_past_timeouts(control, conn, api_key: int, version: int, body: dict):
+    """Sends a request and moves the broker's clock a write timeout at a time until it is
+    answered: its write waits for a follower that cannot fetch."""
+    pending = conn.send(api_key, version, body)
+    for _ in range(10):
+        if (await asyncio.wait({pending}, timeout=0.5))[0]:
+            return pending.result()
+        control.clock_advance(by=f"{TIMEOUT_STEP_MS}ms")
+    raise AssertionError(f"API {api_key} never answered")
+
+
+def _txn_id_coordinated_by(control, node: int, prefix: str) -> str:
+    leaders = {c["partition"]: c["node_id"] for c in control.cluster()["coordinators"] if c["kind"] == "transaction"}
+    return next(f"{prefix}-{i}" for i in range(10_000) if leaders[partition_for(f"{prefix}-{i}", 50)] == node)
+
+
+async def test_each_group_write_that_misses_a_follower_is_answered_as_kafka_maps_its_timeout(
+        broker_factory, topic_name):
+    """One follower of the group coordinator cannot fetch (the link between them is cut):
+    OffsetDelete, DeleteGroups, the classic leader's SyncGroup, a KIP-848 member joining
+    and TxnOffsetCommit each write, wait, and answer COORDINATOR_NOT_AVAILABLE in their
+    own shape once offsets.commit.timeout.ms passes, the write kept. The COMMIT marker of a transaction's
+    offsets, sent by the transaction coordinator on the third node, is written (the
+    offsets complete) but answered only once the ISR has it, so the transaction stays
+    PrepareCommit until the link heals. Afterwards a restart replays what was committed."""
+    cluster = broker_factory({"replica.lag.time.max.ms": LAG_MS}, nodes=3, admin=True)
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    probe = f"p-{topic_name}"
+    coordinator = await _coordinator(cluster, probe)
+    port = cluster.node_ports[coordinator]
+    assert _commit_error(await _request(port, OFFSET_COMMIT, 8, _commit(probe, topic_name, 1))) == 0
+    names = {kind: _group_coordinated_by(control, coordinator, f"{kind}-{topic_name}")
+             for kind in ("emptied", "doomed", "classic", "consumer", "txn")}
+    follower, txn_node = sorted(n for n in cluster.node_ports if n != coordinator)
+    txn_probe = f"tp-{topic_name}"
+    async with await KafkaConnection.connect("127.0.0.1", cluster.node_ports[txn_node]) as conn:
+        await conn.request(INIT_PRODUCER_ID, 4, {"transactional_id": txn_probe, "transaction_timeout_ms": 60000,
+                                                 "producer_id": -1, "producer_epoch": -1})  # creates the topic
+    wait_until(lambda: any(c["kind"] == "transaction" for c in control.cluster()["coordinators"]), timeout=30)
+    txn_id = _txn_id_coordinated_by(control, txn_node, f"x-{topic_name}")
+
+    async with await KafkaConnection.connect("127.0.0.1", port) as conn, \
+            await KafkaConnection.connect("127.0.0.1", cluster.node_ports[txn_node]) as txn_conn:
+        for group in (names["emptied"], names["doomed"]):
+            assert _commit_error(await conn.request(OFFSET_COMMIT, 8, _commit(group, topic_name, 2))) == 0
+        join = {"group_id": names["classic"], "session_timeout_ms": 60000, "rebalance_timeout_ms": 60000,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}]}
+        first = await conn.request(JOIN_GROUP, 5, join)
+        assert first.error_code == MEMBER_ID_REQUIRED
+        joined = await conn.request(JOIN_GROUP, 5, join | {"member_id": first.member_id})
+        assert joined.error_code == 0
+        for _ in range(100):
+            init = await txn_conn.request(INIT_PRODUCER_ID, 4, {
+                "transactional_id": txn_id, "transaction_timeout_ms": 120000, "producer_id": -1, "producer_epoch": -1})
+            if init.error_code == 0:
+                break
+            await asyncio.sleep(0.1)
+        txn = {"transactional_id": txn_id, "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+        assert (await txn_conn.request(ADD_OFFSETS, 3, txn | {"group_id": names["txn"]})).error_code == 0
+        txn_commit = txn | {"group_id": names["txn"], "generation_id": -1, "member_id": "", "group_instance_id": None}
+
+        def txn_offsets(offset: int) -> dict:
+            return txn_commit | {"topics": _commit(names["txn"], topic_name, offset)["topics"]}
+
+        # the producer's transaction is now open on the offsets partition: no verification asked
+        assert _commit_error(await conn.request(TXN_OFFSET_COMMIT, 3, txn_offsets(5))) == 0
+
+        control.network_cut(source=coordinator, target=follower, both=True)
+        deleted = await _answer_past_timeouts(control, conn, OFFSET_DELETE, 0, {"group_id": names["emptied"], "topics": [
+            {"name": topic_name, "partitions": [{"partition_index": 0}]}]})
+        assert deleted.error_code == COORDINATOR_NOT_AVAILABLE
+        gone = await _answer_past_timeouts(control, conn, DELETE_GROUPS, 2, {"groups_names": [names["doomed"]]})
+        assert [(r.group_id, r.error_code) for r in gone.results] == [(names["doomed"], COORDINATOR_NOT_AVAILABLE)]
+        synced = await _answer_past_timeouts(control, conn, SYNC_GROUP, 3, {
+            "group_id": names["classic"], "generation_id": joined.generation_id, "member_id": joined.member_id,
+            "group_instance_id": None, "assignments": [{"member_id": joined.member_id, "assignment": b"a"}]})
+        assert synced.error_code == COORDINATOR_NOT_AVAILABLE
+        heartbeat = await _answer_past_timeouts(control, conn, CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": names["consumer"], "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic_name], "server_assignor": None,
+            "topic_partitions": []})
+        assert heartbeat.error_code == COORDINATOR_NOT_AVAILABLE
+        pending_offsets = await _answer_past_timeouts(control, conn, TXN_OFFSET_COMMIT, 3, txn_offsets(6))
+        assert _commit_error(pending_offsets) == COORDINATOR_NOT_AVAILABLE
+
+        assert (await txn_conn.request(END_TXN, 3, txn | {"committed": True})).error_code == 0
+        await _until_committed(port, names["txn"], topic_name, 6)  # the marker was written: offsets complete
+        control.clock_advance(by="31s")  # past request.timeout.ms: the marker's answer timed out, it is sent again
+        assert _txn_state(cluster, txn_id) == "PrepareCommit"
+        control.network_heal()
+        wait_until(lambda: _txn_state(cluster, txn_id) == "CompleteCommit", timeout=30)
+
+    live = {kind: await _committed(port, group, topic_name) for kind, group in names.items()
+            if kind in ("emptied", "doomed", "txn")}
+    # The timed-out deletes stay (Kafka keeps a write its runtime timed out); the commit holds.
+    assert live == {"emptied": -1, "doomed": -1, "txn": 6}
+    cluster.restart()
+    port = cluster.node_ports[await _coordinator(cluster, probe)]
+    assert {kind: await _committed(port, names[kind], topic_name) for kind in live} == live
+
+
+def _txn_state(cluster, txn_id: str) -> str | None:
+    return next((t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id), None)
