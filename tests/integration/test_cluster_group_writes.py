@@ -15,7 +15,7 @@ import asyncio
 import threading
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.errors import CoordinatorNotAvailableError
@@ -186,7 +186,7 @@ def _group_coordinated_by(control, node: int, prefix: str) -> str:
 
 INIT_PRODUCER_ID, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 25, 26, 28
 JOIN_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 11, 14, 68
-MEMBER_ID_REQUIRED = 79
+MEMBER_ID_REQUIRED, UNSTABLE_OFFSET_COMMIT = 79, 88
 
 
 async def _answer_past_timeouts(control, conn, api_key: int, version: int, body: dict):
@@ -294,3 +294,74 @@ async def test_each_group_write_that_misses_a_follower_is_answered_as_kafka_maps
 
 def _txn_state(cluster, txn_id: str) -> str | None:
     return next((t["state"] for t in cluster.transactions() if t["transactional_id"] == txn_id), None)
+
+
+async def test_a_stock_transactional_producer_sends_offsets_through_a_follower_outage(broker_factory, topic_name):
+    """confluent-kafka's send_offsets_to_transaction while a follower of the group
+    coordinator cannot fetch: each TxnOffsetCommit times out into
+    COORDINATOR_NOT_AVAILABLE, which librdkafka retries; once the link heals it
+    succeeds, the commit completes, and the offsets read back (after a restart too)."""
+    cluster = broker_factory({"replica.lag.time.max.ms": LAG_MS}, nodes=3, admin=True)
+    bootstrap = _every_node(cluster)
+    create(bootstrap, topic_name, 1)
+    control = cluster.control()
+    probe = f"p-{topic_name}"
+    coordinator = await _coordinator(cluster, probe)
+    port = cluster.node_ports[coordinator]
+    assert _commit_error(await _request(port, OFFSET_COMMIT, 8, _commit(probe, topic_name, 1))) == 0
+    group = _group_coordinated_by(control, coordinator, f"g-{topic_name}")
+    follower, txn_node = sorted(n for n in cluster.node_ports if n != coordinator)
+    async with await KafkaConnection.connect("127.0.0.1", cluster.node_ports[txn_node]) as conn:
+        await conn.request(INIT_PRODUCER_ID, 4, {"transactional_id": f"tp-{topic_name}",
+                                                 "transaction_timeout_ms": 60000, "producer_id": -1,
+                                                 "producer_epoch": -1})  # creates __transaction_state
+    wait_until(lambda: any(c["kind"] == "transaction" for c in control.cluster()["coordinators"]), timeout=30)
+    txn_id = _txn_id_coordinated_by(control, txn_node, f"x-{topic_name}")
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        control.network_cut(source=coordinator, target=follower, both=True)
+        outcome = []
+
+        def send_offsets():
+            try:
+                producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 42)],
+                                                     consumer.consumer_group_metadata(), 120)
+                outcome.append("sent")
+            except KafkaException as e:
+                outcome.append(e.args[0])
+
+        sending = threading.Thread(target=send_offsets)
+        sending.start()
+        await _until_committed_or_pending(port, group, topic_name)  # the first attempt waits for the follower
+        for _ in range(4):  # each attempt times out and is retried
+            control.clock_advance(by=f"{TIMEOUT_STEP_MS}ms")
+            await asyncio.to_thread(sending.join, 0.5)
+        assert sending.is_alive() and not outcome  # still retrying
+        control.network_heal()
+        await asyncio.to_thread(sending.join, 60)
+        assert outcome == ["sent"]
+        producer.commit_transaction(60)
+    finally:
+        consumer.close()
+    wait_until(lambda: _txn_state(cluster, txn_id) == "CompleteCommit", timeout=30)
+    assert await _committed(port, group, topic_name) == 42
+    cluster.restart()
+    port = cluster.node_ports[await _coordinator(cluster, probe)]
+    assert await _committed(port, group, topic_name) == 42
+
+
+async def _until_committed_or_pending(port: int, group: str, topic: str) -> None:
+    """Until the group's partition 0 has a pending transactional offset (OffsetFetch
+    with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+    for _ in range(300):
+        answer = await _request(port, OFFSET_FETCH, 8, {"groups": [
+            {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}], "require_stable": True})
+        partition = answer.groups[0].topics[0].partitions[0] if answer.groups[0].topics else None
+        if partition is not None and partition.error_code == UNSTABLE_OFFSET_COMMIT:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{group} never had a pending offset")
