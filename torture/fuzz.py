@@ -12,9 +12,10 @@ summary line (frames sent, connections the broker closed, broker RSS before/afte
 With --nodes N (N > 1) the frames go to every node, and cluster faults are mixed among
 them (seeded, one every so many frames): a node stopped, killed or paused and brought
 back, a link between two nodes cut, lossy or slow and healed. After each fault is
-undone, every node must answer ApiVersions and Metadata well-formed. The client then
-aborts a transaction a fault broke (as an application does) and only what it
-committed must be readable, exactly once.
+undone, every node must answer ApiVersions and Metadata well-formed. The client aborts
+a transaction a fault broke (as an application does); what it committed must be
+readable, exactly once.
+
 Topic-creating and -deleting APIs are left out (they are fuzzed in process by the unit
 tests): mutated ones would create thousands of partitions, which is work, not a leak.
 """
