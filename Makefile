@@ -78,12 +78,15 @@ torture: venv compile
 	$(PY) -m torture --cycles $(CYCLES) $(if $(SEED),--seed $(SEED)) $(if $(NODES),--nodes $(NODES))
 
 # FRAMES mutated frames against a live broker while a transactional client works, then
+# CLUSTER_FRAMES against a --nodes 3 broker with node and link faults among them, then
 # the wire property tests with 20x their CI example counts.
 FRAMES ?= 1000000
+CLUSTER_FRAMES ?= 200000
 fuzz: venv compile
 	$(PY) -m torture.fuzz --frames $(FRAMES) $(if $(SEED),--seed $(SEED))
 	$(PY) -m torture.fuzz --sasl --frames $$(( $(FRAMES) / 10 )) $(if $(SEED),--seed $(SEED))
-	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py tests/unit/test_fuzz_sasl.py tests/unit/test_transaction_coordinator_model.py
+	$(PY) -m torture.fuzz --frames $(CLUSTER_FRAMES) --nodes 3 $(if $(SEED),--seed $(SEED))
+	EOSBROKER_FUZZ_SCALE=20 $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_wire.py tests/unit/test_fuzz_handlers.py tests/unit/test_fuzz_sasl.py tests/unit/test_fuzz_cluster.py tests/unit/test_transaction_coordinator_model.py
 
 # BOOTSTRAP=127.0.0.1:9092 uses a running broker; without it the demo starts its own.
 spark-demo: venv java

@@ -137,6 +137,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("offsets.topic.replication.factor", _long, 3, doc="Capped at the node count."),
         Setting("offsets.topic.segment.bytes", _long, 104857600),
         Setting("offsets.retention.minutes", _long, 10080),
+        Setting("offsets.commit.timeout.ms", _long, 5000,
+                doc="How long a group coordinator write waits for the followers in the __consumer_offsets ISR "
+                    "before the request is answered COORDINATOR_NOT_AVAILABLE (the write stays, as in Kafka)."),
         Setting("group.initial.rebalance.delay.ms", _long, 100, local=True,
                 doc="Kafka's default is 3000; a local emulator should not make every new group wait 3 s."),
         Setting("group.min.session.timeout.ms", _long, 6000),

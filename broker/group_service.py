@@ -8,6 +8,17 @@ waits (the server answers a connection's requests in order, as Kafka does).
 
 The timer loop sleeps until the coordinator's next deadline, or until a handler wakes
 it because deadlines may have moved, then runs the coordinator's poll on each owned partition through the runtime.
+
+A request that wrote is answered once the partition's high watermark covers its
+records, as Kafka 4.4's coordinator runtime does: it appends with acks=1 (so
+min.insync.replicas never refuses a group write) and holds the answer until every
+replica in the ISR has the records. Followers that cannot fetch hold it until they
+leave the ISR (replica.lag.time.max.ms) or offsets.commit.timeout.ms passes; the
+timeout is answered as each API of Kafka's GroupCoordinatorService maps it
+(COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR when the leadership moved meanwhile). The
+write stays, in the log and in memory, as Kafka's runtime keeps a timed-out write
+(it commits once the followers catch up). Timer writes wait for nothing (nobody is
+answered).
 """
 
 from __future__ import annotations
@@ -16,6 +27,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
@@ -32,13 +45,26 @@ log = logging.getLogger(__name__)
 TOPIC = CONSUMER_OFFSETS
 # Never sleep longer than this between polls: a safety net, not a schedule.
 _MAX_SLEEP_S = 30.0
+# Kafka's CoordinatorOperationExceptionHelper: what a write that failed is answered.
+_WRITE_FAILED = {
+    "REQUEST_TIMED_OUT": ErrorCode.coordinator_not_available,
+    "NOT_LEADER_OR_FOLLOWER": ErrorCode.not_coordinator,
+}
+
+
+def write_failed(error: str) -> ErrorCode:
+    """The error a group API answers for a write whose wait ended with ``error``."""
+    return _WRITE_FAILED.get(error, ErrorCode.unknown_server_error)
 
 
 class GroupService:
     def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int,
-                 serving: asyncio.Event | None = None) -> None:
+                 serving: asyncio.Event | None = None, replication=None) -> None:
         self.cluster = cluster
         self.clock = cluster.clock
+        self.replication = replication  # broker.replication.Replication: writes wait for the ISR
+        self._write_timeout_s = config["offsets.commit.timeout.ms"] / 1000
+        self._marker_timeout_s = config["request.timeout.ms"] / 1000
         self.coordinator = GroupCoordinator(GroupConfig(
             offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
             group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
@@ -89,21 +115,32 @@ class GroupService:
 
     # -- the request path ----------------------------------------------------------------
 
-    async def run(self, group_id: str, handler: Callable[[], Result]) -> Any:
-        """Runs a coordinator handler through the runtime on the group's partition."""
+    async def run(self, group_id: str, handler: Callable[[], Result], failed: Callable[[ErrorCode], Any]) -> Any:
+        """Runs a coordinator handler through the runtime on the group's partition and,
+        when it wrote, waits for the ISR to have it. ``failed(error)``: the API's answer
+        when that wait fails, given the error Kafka maps the failure to."""
         await self.ready()
         await self.topic.wait_while_paused()
-        response = self.runtime.run(self.partition_for(group_id), handler, self.clock.now_ms())
+        partition = self.partition_for(group_id)
+        response = self.runtime.run(partition, handler, self.clock.now_ms())
+        written = self.runtime.last_offset >= 0
         self.wake()
+        if written and self.replication is not None:
+            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s, min_isr=False)
+            if error is not None:
+                log.warning("%s-%d: a group coordinator write for %s was not replicated (%s); answered %s (the write "
+                            "stays)", TOPIC, partition, group_id, error, write_failed(error).name.upper())
+                return failed(write_failed(error))
         return response
 
-    async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result]) -> Any:
+    async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result],
+                         failed: Callable[[ErrorCode], Any]) -> Any:
         """Runs a JoinGroup/SyncGroup handler; if the coordinator parks the request,
         waits for the ``Reply`` that answers it."""
         answer = asyncio.get_running_loop().create_future()
         self._parked.add(answer)
         answer.add_done_callback(self._parked.discard)
-        response = await self.run(group_id, lambda: handler(answer))
+        response = await self.run(group_id, lambda: handler(answer), failed)
         if response is not None:
             self._parked.discard(answer)  # answered at once: nobody holds the token
             return response
@@ -116,12 +153,18 @@ class GroupService:
         entry = None if part is None else part.producer_state.entry(producer_id)
         return None if entry is None else entry.producer_epoch
 
-    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                     coordinator_epoch: int, now_ms: int) -> None:
+    async def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                           coordinator_epoch: int, now_ms: int) -> str | None:
         """A COMMIT/ABORT marker on a __consumer_offsets partition: the runtime appends it
         and completes the producer's pending offsets there in the same step, so no offset
-        commit comes between the two. Raises ProduceRejected when the marker is fenced."""
+        commit comes between the two. Raises ProduceRejected when the marker is fenced.
+        Returns the error when the ISR did not get it within request.timeout.ms (the
+        marker stays; the sender retries), as Kafka's WriteTxnMarkers answers it for
+        this topic."""
         self.runtime.write_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        if self.replication is None:
+            return None
+        return await self.replication.wait_for_isr(TOPIC, partition, self._marker_timeout_s, min_isr=False)
 
     def _perform(self, effect) -> None:
         if isinstance(effect, ShareMemberGone):

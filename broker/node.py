@@ -60,8 +60,9 @@ class BrokerNode:
         if self._groups is None:
             from broker.group_service import GroupService
 
-            self._groups = GroupService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
-            self._groups.share_member_gone = self.broker.share_member_gone
+            b = self.broker
+            self._groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
+            self._groups.share_member_gone = b.share_member_gone
             self._groups.coordinator.share_timeouts = self._share_timeouts
             self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups

@@ -11,6 +11,7 @@ from broker.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.cluster import Cluster
 from broker.errors import code
 from coordinator.group import OffsetToCommit
+from coordinator.group.messages import OffsetCommitResponse, PartitionError, TopicErrors
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from coordinator.contract import Result
 from protocol.names import TopicPartition
@@ -39,9 +40,19 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
     ]
     errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
     if offsets or not partitions:
-        response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets))
+        response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets),
+                                             lambda error: _every_offset_failed(offsets, error))
         errors.update(partition_errors(response))
     return {"topics": errors_by_topic(partitions, errors)}
+
+
+def _every_offset_failed(offsets: list[OffsetToCommit], error) -> OffsetCommitResponse:
+    """The coordinator's answer when the write failed: ``error`` for every partition, as
+    Kafka's OffsetCommitRequest.getErrorResponse gives it."""
+    by_topic: dict[str, list[PartitionError]] = {}
+    for o in offsets:
+        by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error))
+    return OffsetCommitResponse(tuple(TopicErrors(t, tuple(ps)) for t, ps in by_topic.items()))
 
 
 def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> set[TopicPartition]:

@@ -125,9 +125,11 @@ class Replication:
 
     # -- acks=all --------------------------------------------------------------------------
 
-    async def wait_for_isr(self, topic: str, index: int, timeout_s: float) -> str | None:
+    async def wait_for_isr(self, topic: str, index: int, timeout_s: float, min_isr: bool = True) -> str | None:
         """Waits until every other ISR member of the partition could have fetched what
-        was just appended; the Kafka error to answer instead of success, if any."""
+        was just appended; the Kafka error to answer instead of success, if any.
+        ``min_isr`` False: only the high watermark matters (an acks=1 append whose answer
+        waits for it, as Kafka's coordinator runtime), not the ISR's size."""
         cluster = self.broker.cluster
         state = cluster.leadership(topic, index)
         if state is None or len(state.isr) < 2 or self.quiet():
@@ -157,7 +159,7 @@ class Replication:
             await clock.sleep(min(fetch_s, max(remaining, 0)))
             if fetch_s > remaining:
                 return "REQUEST_TIMED_OUT"
-        if len(state.isr) < isr_before and len(state.isr) < self._min_isr(topic):
+        if min_isr and len(state.isr) < isr_before and len(state.isr) < self._min_isr(topic):
             return "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
         return None
 

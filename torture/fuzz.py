@@ -1,6 +1,6 @@
 """Mutated frames against a live broker while a transactional client keeps working.
 
-    python -m torture.fuzz --frames 1000000 [--seed N] [--connections 8]
+    python -m torture.fuzz --frames 1000000 [--seed N] [--connections 8] [--nodes 3]
 
 Frames start as valid requests of every API and version the broker accepts and are
 then truncated, bit-flipped, spliced, given huge or negative counts and lengths, or
@@ -8,6 +8,14 @@ replaced by garbage. Meanwhile a confluent-kafka transactional producer commits
 transactions. At the end the run checks that the broker is alive, logged no stack
 trace, the client saw no error and every committed record is readable, and prints one
 summary line (frames sent, connections the broker closed, broker RSS before/after).
+
+With --nodes N (N > 1) the frames go to every node, and cluster faults are mixed among
+them (seeded, one every so many frames): a node stopped, killed or paused and brought
+back, a link between two nodes cut, lossy or slow and healed. After each fault is
+undone, every node must answer ApiVersions and Metadata well-formed. The client aborts
+a transaction a fault broke (as an application does); what it committed must be
+readable, exactly once.
+
 Topic-creating and -deleting APIs are left out (they are fuzzed in process by the unit
 tests): mutated ones would create thousands of partitions, which is work, not a leak.
 
@@ -36,6 +44,7 @@ from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable, flexible_from
 from protocol.framing import encode_request_frame
 from protocol.record_codec import NewRecord, build_batch
+from broker.client import KafkaConnection
 from broker.testing import BrokerProcess
 
 TOPIC, TXN_TOPIC = "fuzz", "fuzz-txn"
@@ -139,15 +148,21 @@ class Stats:
         self.connections = 0
         self.closed_by_broker = 0
         self.abandoned = 0  # connections we gave up on: a request the broker may legitimately park
+        self.faults = 0
+        self.checks = 0  # times every node was asked ApiVersions and Metadata after a fault
+        self.malformed: list[str] = []
 
 
-async def _worker(port: int, frames, rng: random.Random, stats: Stats, budget: list[int]) -> None:
+async def _worker(ports: list[int], frames, rng: random.Random, stats: Stats,
+                  budget: list[int], faults: "ClusterFaults | None" = None) -> None:
     """One frame at a time, as a client would: each is read and handled by the broker
     before the next goes, so every frame counted is a frame the broker processed.
     ``frames``: a list to pick each frame from, or for SASL logins (handshakes, tokens)."""
     while budget[0] > 0:
+        if faults is not None:
+            await faults.gate(stats.frames)
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", rng.choice(ports))
         except OSError:
             await asyncio.sleep(0.05)
             continue
@@ -160,6 +175,8 @@ async def _worker(port: int, frames, rng: random.Random, stats: Stats, budget: l
             sequence = None
         try:
             while budget[0] > 0:
+                if faults is not None and not faults.open(stats.frames):
+                    break  # a fault is due: wait for it at the gate, then reconnect
                 if sequence is None:
                     body = mutate(rng, rng.choice(frames))
                 elif (body := next(sequence, None)) is None:
@@ -186,13 +203,100 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+# Cluster faults, each undone before the next: (what, how it is undone).
+_NODE_FAULTS = (("node_stop", "node_start"), ("node_kill", "node_start"), ("node_pause", "node_resume"))
+_LINK_FAULTS = ({"cut": True}, {"loss": 1.0}, {"loss": 0.3}, {"delay_ms": 300})
+
+
+class ClusterFaults:
+    """Seeded faults against a multi-node broker's control API, one every ``every``
+    frames: the frames stop at the gate until it is in place, flow while it lasts, and
+    after it is undone every node must answer well-formed."""
+
+    def __init__(self, broker, rng: random.Random, every: int, stats: Stats) -> None:
+        self.broker = broker
+        self.control = broker.control()
+        self.rng = rng
+        self.every = every
+        self.stats = stats
+        self.next_at = every
+        self._in_place = asyncio.Event()
+        self._in_place.set()
+
+    def open(self, frames_sent: int) -> bool:
+        """False once the next fault is due: no frame goes until it is in place."""
+        if frames_sent >= self.next_at:
+            self._in_place.clear()
+        return self._in_place.is_set()
+
+    async def gate(self, frames_sent: int) -> None:
+        self.open(frames_sent)
+        await self._in_place.wait()
+
+    async def run(self, total: int) -> None:
+        while self.next_at < total:
+            while self._in_place.is_set():  # until a worker reaches the fault's frame
+                await asyncio.sleep(0.01)
+            undo = await asyncio.to_thread(self.inject)
+            self.next_at += self.every
+            self._in_place.set()
+            await asyncio.sleep(self.rng.uniform(0.2, 2.0))  # frames keep arriving meanwhile
+            await asyncio.to_thread(undo)
+            self.stats.faults += 1
+            await self.check()
+
+    def inject(self):
+        """Puts one fault in place; returns what undoes it."""
+        nodes = sorted(self.broker.node_ports)
+        if self.rng.random() < 0.5:
+            fault, undo = self.rng.choice(_NODE_FAULTS)
+            node = self.rng.choice(nodes)
+            self.control.call(fault, node_id=node)
+            return lambda: self.control.call(undo, node_id=node)
+        source, target = self.rng.sample(nodes, 2)
+        link = self.rng.choice(_LINK_FAULTS)
+        if link.get("cut"):
+            self.control.network_cut(source=source, target=target, both=True)
+        else:
+            seed = {"seed": self.rng.randrange(1 << 16)} if "loss" in link else {}
+            self.control.network_link(source=source, target=target, both=True, **link, **seed)
+        return self.control.network_heal
+
+    async def check(self) -> None:
+        """Every node answers ApiVersions and Metadata, decoded whole, naming itself."""
+        self.stats.checks += 1
+        for node_id, port in sorted(self.broker.node_ports.items()):
+            problem = await _answers_well_formed(node_id, port)
+            if problem is not None:
+                self.stats.malformed.append(problem)
+
+
+async def _answers_well_formed(node_id: int, port: int) -> str | None:
+    try:
+        async with await KafkaConnection.connect("127.0.0.1", port, client_id="fuzz-check") as conn:
+            versions = await asyncio.wait_for(conn.request(18, 3, {
+                "client_software_name": "fuzz", "client_software_version": "1"}), 30)
+            metadata = await asyncio.wait_for(conn.request(3, 12, {
+                "topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}), 30)
+    except Exception as e:  # noqa: BLE001 - any failure to answer, or to decode the answer, is the finding
+        return f"node {node_id}: {type(e).__name__}: {e}"
+    if versions.error_code != 0 or not versions.api_keys:
+        return f"node {node_id}: ApiVersions answered {versions.error_code}"
+    if node_id not in {b.node_id for b in metadata.brokers}:
+        return f"node {node_id}: Metadata lists brokers {[b.node_id for b in metadata.brokers]}"
+    return None
+
+
 class TransactionalClient(threading.Thread):
-    def __init__(self, bootstrap: str, settings: dict | None = None) -> None:
+    def __init__(self, bootstrap: str, settings: dict | None = None, abort_broken: bool = False) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
         self.settings = settings or {}
+        self.abort_broken = abort_broken  # a cluster's faults may break a transaction: abort it, go on
         self.stop = threading.Event()
         self.committed = 0
+        self.aborted = 0
         self.records = 0
         self.errors: list[str] = []
 
@@ -200,18 +304,35 @@ class TransactionalClient(threading.Thread):
         p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "fuzz-client", "linger.ms": 5,
                       **self.settings})
         try:
-            p.init_transactions(30)
+            p.init_transactions(60)
             while not self.stop.is_set():
                 p.begin_transaction()
                 for i in range(5):
-                    p.produce(TXN_TOPIC, b"%d-%d" % (self.committed, i), partition=i % 2)
-                p.commit_transaction(30)
+                    p.produce(TXN_TOPIC, b"%d-%d-%d" % (self.committed, self.aborted, i), partition=i % 2)
+                try:
+                    self._commit(p)
+                except KafkaException as e:
+                    if not (self.abort_broken and e.args[0].txn_requires_abort()):
+                        raise
+                    p.abort_transaction(60)
+                    self.aborted += 1
+                    continue
                 self.committed += 1
                 self.records += 5
         except KafkaException as e:
             self.errors.append(str(e))
         finally:
             p.flush(10)
+
+    def _commit(self, p: Producer) -> None:
+        for _ in range(10):
+            try:
+                p.commit_transaction(60)
+                return
+            except KafkaException as e:
+                if not (self.abort_broken and e.args[0].retriable()):
+                    raise
+        p.commit_transaction(60)
 
 
 def _read_committed_count(bootstrap: str, settings: dict) -> int:
@@ -229,21 +350,27 @@ def _read_committed_count(bootstrap: str, settings: dict) -> int:
     return count
 
 
-def run(frames_total: int, seed: int, connections: int, workdir: Path, sasl: bool = False) -> tuple[int, str]:
+def run(frames_total: int, seed: int, connections: int, workdir: Path, sasl: bool = False,
+        nodes: int = 1) -> tuple[int, str]:
     if sasl:
         from tests.sasl_broker import SaslBroker, confluent_settings
 
         broker = SaslBroker(workdir, **{"auto.create.topics.enable": "false"})
         settings = confluent_settings(broker.bootstrap, "SCRAM-SHA-512", "alice")
         del settings["bootstrap.servers"]
+        ports = [broker.port]
     else:
-        broker = BrokerProcess(workdir / "data", {"auto.create.topics.enable": "false"}).start(60)
+        broker = BrokerProcess(workdir / "data", {"auto.create.topics.enable": "false"}, nodes=nodes,
+                               admin=nodes > 1).start(60)
         settings = {}
+        ports = list(broker.node_ports.values())
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, **settings})
-        for f in admin.create_topics([NewTopic(TOPIC, 2, 1), NewTopic(TXN_TOPIC, 2, 1)]).values():
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
+        admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
+        replicas = min(nodes, 3)
+        for f in admin.create_topics([NewTopic(TOPIC, 2, replicas), NewTopic(TXN_TOPIC, 2, replicas)]).values():
             f.result(30)
-        client = TransactionalClient(broker.bootstrap, settings)
+        client = TransactionalClient(bootstrap, settings, abort_broken=nodes > 1)
         client.start()
         while client.committed < 5 and client.is_alive():
             time.sleep(0.1)
@@ -261,11 +388,17 @@ def run(frames_total: int, seed: int, connections: int, workdir: Path, sasl: boo
                       f"broker RSS {_rss_kb(broker.proc.pid)} kB, client transactions {client.committed}",
                       file=sys.stderr, flush=True)
 
+        faults = ClusterFaults(broker, random.Random(rng.random()), max(200, frames_total // 40), stats) \
+            if nodes > 1 else None
+
         async def main() -> None:
             reporter = asyncio.create_task(progress())
-            await asyncio.gather(*(_worker(broker.port, frames, random.Random(rng.random()), stats, budget)
-                                   for _ in range(connections)))
+            injecting = [faults.run(frames_total)] if faults is not None else []
+            await asyncio.gather(*(_worker(ports, frames, random.Random(rng.random()), stats, budget, faults)
+                                   for _ in range(connections)), *injecting)
             reporter.cancel()
+            if faults is not None:
+                await faults.check()  # every fault undone: each node answers
 
         asyncio.run(main())
         elapsed = time.monotonic() - started
@@ -274,14 +407,16 @@ def run(frames_total: int, seed: int, connections: int, workdir: Path, sasl: boo
         alive = broker.alive
         client.stop.set()
         client.join(60)
-        readable = _read_committed_count(broker.bootstrap, settings) if alive else -1
+        readable = _read_committed_count(bootstrap, settings) if alive else -1
         log_text = broker.log_text()
         tracebacks = log_text.count("Traceback")
         closing_lines = log_text.count("closing connection")
         ok = (alive and not tracebacks and not client.errors and readable == client.records
-              and stats.frames >= frames_total)
+              and stats.frames >= frames_total and not stats.malformed)
+        cluster = (f"nodes={nodes} faults={stats.faults} checks={stats.checks} malformed={len(stats.malformed)} "
+                   f"client_aborted={client.aborted} " if nodes > 1 else "")
         summary = (
-            f"fuzz{' (SASL logins)' if sasl else ''}: seed={seed} frames={stats.frames} in {elapsed:.0f} s connections={stats.connections} "
+            f"fuzz{' (SASL logins)' if sasl else ''}: seed={seed} {cluster}frames={stats.frames} in {elapsed:.0f} s connections={stats.connections} "
             f"closed_by_broker={stats.closed_by_broker} (log lines {closing_lines}) abandoned={stats.abandoned} "
             f"broker_rss_kb before={rss_before} after={rss_after} broker_alive={alive} tracebacks={tracebacks} "
             f"client_transactions={client.committed} client_errors={len(client.errors)} "
@@ -289,6 +424,8 @@ def run(frames_total: int, seed: int, connections: int, workdir: Path, sasl: boo
         )
         for e in client.errors:
             print(f"client error: {e}", file=sys.stderr)
+        for problem in stats.malformed:
+            print(f"malformed answer: {problem}", file=sys.stderr)
         return (0 if ok else 1), summary
     finally:
         if broker.alive:
@@ -302,11 +439,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--sasl", action="store_true", help="fuzz logins on a SASL_PLAINTEXT listener")
+    parser.add_argument("--nodes", type=int, default=1,
+                        help="nodes of the broker; more than one mixes cluster faults among the frames")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="eosbroker-fuzz-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    code, summary = run(args.frames, seed, args.connections, workdir, args.sasl)
+    if args.sasl and args.nodes > 1:
+        parser.error("--sasl fuzzes one node's logins: leave --nodes out")
+    code, summary = run(args.frames, seed, args.connections, workdir, args.sasl, args.nodes)
     print(summary, flush=True)
     if code == 0 and args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)

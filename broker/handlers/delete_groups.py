@@ -2,6 +2,7 @@
 members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
 
 from broker.acls import DELETE, GROUP, GROUP_DENIED, allowed
+from coordinator.group.messages import DeletableGroupResult, DeleteGroupsResponse
 
 API_KEY = 42
 
@@ -18,6 +19,7 @@ async def handle(ctx, request):
             continue
         # Each partition's tombstones are appended under that partition's lock.
         response = await groups.run(partition_groups[0], lambda ids=partition_groups: (
-            groups.coordinator.delete_groups(ids)))
+            groups.coordinator.delete_groups(ids)), lambda error, ids=partition_groups: DeleteGroupsResponse(
+            tuple(DeletableGroupResult(g, error) for g in ids)))
         errors.update((r.group_id, r.error_code) for r in response.results)
     return {"results": [{"group_id": g, "error_code": errors[g]} for g in request.groups_names]}

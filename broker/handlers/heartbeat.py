@@ -3,6 +3,7 @@ to rejoin."""
 
 
 from broker.acls import GROUP, GROUP_DENIED, READ, allowed
+from coordinator.group.messages import HeartbeatResponse
 
 API_KEY = 12
 
@@ -13,5 +14,5 @@ async def handle(ctx, request):
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
-        group_instance_id=getattr(request, "group_instance_id", None), now_ms=ctx.clock.now_ms()))
+        group_instance_id=getattr(request, "group_instance_id", None), now_ms=ctx.clock.now_ms()), HeartbeatResponse)
     return {"error_code": response.error_code}

@@ -26,5 +26,6 @@ async def handle(ctx, request):
         protocols=[JoinProtocol(p.name, p.metadata) for p in request.protocols],
         session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
         client_id=ctx.header.client_id or "", client_host=client_host, api_version=ctx.version,
-        reply_to=answer, now_ms=ctx.clock.now_ms()))
+        reply_to=answer, now_ms=ctx.clock.now_ms()),
+        lambda error: JoinGroupResponse(error, member_id=request.member_id))
     return dataclasses.asdict(response.for_version(ctx.version))

@@ -4,6 +4,7 @@ import dataclasses
 
 from broker.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import MemberIdentity
+from coordinator.group.messages import LeaveGroupResponse
 
 API_KEY = 13
 FIRST_BATCHED_VERSION = 3
@@ -19,5 +20,6 @@ async def handle(ctx, request):
                    for m in request.members]
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.leave_group(
-        group_id=request.group_id, members=members, api_version=ctx.version, now_ms=ctx.clock.now_ms()))
+        group_id=request.group_id, members=members, api_version=ctx.version, now_ms=ctx.clock.now_ms()),
+        LeaveGroupResponse)
     return dataclasses.asdict(response)

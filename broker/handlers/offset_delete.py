@@ -5,6 +5,7 @@ UNKNOWN_TOPIC_OR_PARTITION."""
 from broker.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
 from broker.offset_requests import errors_by_topic, partition_errors, unknown_partitions
+from coordinator.group.messages import OffsetDeleteResponse
 
 API_KEY = 47
 
@@ -21,7 +22,7 @@ async def handle(ctx, request):
             topics.setdefault(topic, []).append(partition)
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.offset_delete(
-        group_id=request.group_id, topics=list(topics.items())))
+        group_id=request.group_id, topics=list(topics.items())), OffsetDeleteResponse)
     if response.error_code:
         return {"error_code": response.error_code, "topics": []}
     errors = (dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)

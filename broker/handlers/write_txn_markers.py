@@ -5,7 +5,8 @@ marker of transaction version 2 must carry an epoch newer than the partition's (
 
 A marker on a __consumer_offsets partition also decides the producer's pending
 transactional offsets there: it goes through the group coordinator's runtime, which
-appends it and completes those offsets in one step.
+appends it and completes those offsets in one step, and is answered once the ISR has it
+(the error otherwise, which the sender retries on).
 
 Only brokers send it: with the authorizer on a client needs ALTER or CLUSTER_ACTION on the
 cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED, as in Kafka."""
@@ -25,14 +26,18 @@ API_KEY = 27
 log = logging.getLogger(__name__)
 
 
-def _write(ctx, marker, topic: str, index: int, now: int):
+async def _write(ctx, marker, topic: str, index: int, now: int):
     part, error = ctx.led_partition(topic, index)
     if error is not None:
         return code(error)
     args = (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch, now)
     try:
         if topic == CONSUMER_OFFSETS:  # an event of the group coordinator's runtime
-            ctx.node.groups.write_marker(index, *args)
+            not_replicated = await ctx.node.groups.write_marker(index, *args)
+            if not_replicated is not None:
+                log.info("the %s marker for %s-%d was not replicated: %s", "COMMIT" if marker.transaction_result
+                         else "ABORT", topic, index, not_replicated)
+                return code(not_replicated)
         else:
             part.write_marker(*args, getattr(marker, "transaction_version", 0))
     except ProduceRejected as e:
@@ -60,7 +65,7 @@ async def handle(ctx, request):
     markers = []
     for marker in request.markers:
         topics = [{"name": t.name, "partitions": [
-            {"partition_index": i, "error_code": _write(ctx, marker, t.name, i, now)}
+            {"partition_index": i, "error_code": await _write(ctx, marker, t.name, i, now)}
             for i in t.partition_indexes]} for t in marker.topics]
         markers.append({"producer_id": marker.producer_id, "topics": topics})
     return {"markers": markers}

@@ -45,3 +45,11 @@ def test_mutated_frames_while_a_transactional_client_works(tmp_path):
     code, summary = fuzz.run(frames_total=5000, seed=17, connections=8, workdir=tmp_path)
     assert code == 0, summary
     assert " OK" in summary and "client_errors=0" in summary and "tracebacks=0" in summary
+
+
+def test_mutated_frames_while_a_three_node_cluster_fails(tmp_path):
+    # Nodes stopped, killed and paused, links cut, lossy and slow, among the frames: after
+    # each fault every node answers well-formed, and the client's commits read back once.
+    code, summary = fuzz.run(frames_total=1000, seed=5, connections=8, workdir=tmp_path, nodes=3)
+    assert code == 0, summary
+    assert "faults=4 " in summary and "malformed=0" in summary and "tracebacks=0" in summary, summary
