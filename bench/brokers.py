@@ -128,8 +128,10 @@ class RunningBroker:
     and data dir (the temp dir lives until exit); the log accumulates across restarts.
     """
 
-    def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S,
+                 open_files_limit: int | None = None) -> None:
         self.kind = kind
+        self.open_files_limit = open_files_limit  # soft and hard RLIMIT_NOFILE, as `ulimit -n` sets both
         self.startup_timeout_s = max(startup_timeout_s, kind.min_startup_timeout_s)
         self.port = free_port(kind.nodes)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.name}-"))
@@ -175,6 +177,7 @@ class RunningBroker:
                     cwd=self.workdir,
                     env=_environment(),
                     start_new_session=True,  # Ctrl-C reaches us, and we stop it in order
+                    preexec_fn=None if self.open_files_limit is None else self._limit_open_files,
                 )
             except OSError as e:
                 raise BrokerFailed(f"{self.kind.name}: cannot spawn {command[0]}: {e}") from e
@@ -190,6 +193,11 @@ class RunningBroker:
         # the broker's work; on a busy machine both grow (the same instructions run slower).
         self.startup_cpu_s = self.sampler.run_seconds()
         self.sampler.start()
+
+    def _limit_open_files(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
 
     def check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
