@@ -225,8 +225,8 @@ class RunningBroker:
         except OSError:
             return ""
 
-    def _terminate(self) -> bool:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S; True if SIGTERM was enough."""
+    def _terminate(self, stop_timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """SIGTERM, then SIGKILL after ``stop_timeout_s``; True if SIGTERM was enough."""
         if self.sampler is not None:
             self.sampler.stop()
             self.sampler = None
@@ -234,23 +234,23 @@ class RunningBroker:
             return True
         self.process.terminate()
         try:
-            self.process.wait(STOP_TIMEOUT_S)
+            self.process.wait(stop_timeout_s)
             return True
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(STOP_TIMEOUT_S)
             return False
 
-    def restart(self) -> float:
+    def restart(self, stop_timeout_s: float = STOP_TIMEOUT_S) -> float:
         """Stops the broker with SIGTERM and starts it again on the same port and data dir;
         returns the seconds the old process took to exit. Fails if it needed SIGKILL or
         exited with an error, since a restart is then a crash recovery."""
         self.check_alive()
         stopping = time.perf_counter()
-        graceful = self._terminate()
+        graceful = self._terminate(stop_timeout_s)
         stopped_s = time.perf_counter() - stopping
         if not graceful:
-            raise BrokerFailed(f"{self.kind.name} ignored SIGTERM for {STOP_TIMEOUT_S} s\n{self.log_tail()}")
+            raise BrokerFailed(f"{self.kind.name} ignored SIGTERM for {stop_timeout_s} s\n{self.log_tail()}")
         if self.process.returncode not in (0, -signal.SIGTERM):
             raise BrokerFailed(f"{self.kind.name} exited with code {self.process.returncode} on SIGTERM\n{self.log_tail()}")
         self._spawn()

@@ -10,7 +10,8 @@ raised one). Then, timed each:
   of 100 B to every partition, first produce() to flush(); every delivery must succeed;
 - ``metadata ms``: Metadata v1 for every topic, median of 5;
 - ``RSS MB``: the broker's RSS with every partition written;
-- ``restart ms``: SIGTERM, spawn again, to the first Metadata answer (the start-up probe);
+- ``stop s``: SIGTERM to exit (every written partition closes and snapshots);
+- ``restart ms``: then spawn again, to the first Metadata answer (the start-up probe);
   ``idle RSS MB`` right after (no partition used since), and ``idle KB/partition``: that
   less the RSS of the same broker empty, per partition;
 - ``kill -9 ms``: kill -9 and spawn again, to the first Metadata answer;
@@ -116,7 +117,7 @@ def one_size(ctx: RunContext, partitions: int) -> dict[str, float]:
         meta_ms = run_async(metadata_ms(broker.port))
         rss = broker.sampler.rss()
         try:
-            broker.restart()
+            stop_s = broker.restart(stop_timeout_s=max(30.0, partitions / 100))
             restart_ms = broker.startup_s * 1000
             idle_rss = broker.sampler.rss()
             broker.crash_restart()
@@ -125,7 +126,7 @@ def one_size(ctx: RunContext, partitions: int) -> dict[str, float]:
             raise WorkloadFailed(f"partition-scaling: restart with {partitions} partitions: {e}") from e
         _none_lost(broker, topics, "after a clean restart and a kill -9")
     return {"create s": create_s, "produce rec/s": produce_rate, "metadata ms": meta_ms, "RSS MB": rss / 1e6,
-            "restart ms": restart_ms, "idle RSS MB": idle_rss / 1e6, "kill -9 ms": kill_ms,
+            "stop s": stop_s, "restart ms": restart_ms, "idle RSS MB": idle_rss / 1e6, "kill -9 ms": kill_ms,
             "idle KB/partition": (idle_rss - empty_rss) / 1e3 / partitions}
 
 
@@ -144,10 +145,10 @@ def run(ctx: RunContext) -> dict[str, float]:
                      f"{figures['produce rec/s']:,.0f}", f"{figures['metadata ms']:.1f}",
                      f"{figures['metadata ms'] * 1e3 / n:.2f}", f"{figures['RSS MB']:.0f}",
                      f"{figures['idle RSS MB']:.0f}", f"{figures['idle KB/partition']:.2f}",
-                     f"{figures['restart ms']:.0f}", f"{figures['kill -9 ms']:.0f}"])
+                     f"{figures['stop s']:.1f}", f"{figures['restart ms']:.0f}", f"{figures['kill -9 ms']:.0f}"])
     print(curve_table(f"partition-scaling, {ctx.broker.kind.name}:",
                       ["partitions", "create s", "ms/part", "produce rec/s", "metadata ms", "us/part", "RSS MB",
-                       "idle RSS MB", "KB/part", "restart ms", "kill -9 ms"], rows), flush=True)
+                       "idle RSS MB", "KB/part", "stop s", "restart ms", "kill -9 ms"], rows), flush=True)
     return metrics
 
 
