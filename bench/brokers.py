@@ -128,8 +128,10 @@ class RunningBroker:
     and data dir (the temp dir lives until exit); the log accumulates across restarts.
     """
 
-    def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S,
+                 open_files_limit: int | None = None) -> None:
         self.kind = kind
+        self.open_files_limit = open_files_limit  # soft and hard RLIMIT_NOFILE, as `ulimit -n` sets both
         self.startup_timeout_s = max(startup_timeout_s, kind.min_startup_timeout_s)
         self.port = free_port(kind.nodes)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.name}-"))
@@ -175,6 +177,7 @@ class RunningBroker:
                     cwd=self.workdir,
                     env=_environment(),
                     start_new_session=True,  # Ctrl-C reaches us, and we stop it in order
+                    preexec_fn=None if self.open_files_limit is None else self._limit_open_files,
                 )
             except OSError as e:
                 raise BrokerFailed(f"{self.kind.name}: cannot spawn {command[0]}: {e}") from e
@@ -190,6 +193,11 @@ class RunningBroker:
         # the broker's work; on a busy machine both grow (the same instructions run slower).
         self.startup_cpu_s = self.sampler.run_seconds()
         self.sampler.start()
+
+    def _limit_open_files(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
 
     def check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
@@ -217,8 +225,8 @@ class RunningBroker:
         except OSError:
             return ""
 
-    def _terminate(self) -> bool:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S; True if SIGTERM was enough."""
+    def _terminate(self, stop_timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """SIGTERM, then SIGKILL after ``stop_timeout_s``; True if SIGTERM was enough."""
         if self.sampler is not None:
             self.sampler.stop()
             self.sampler = None
@@ -226,23 +234,23 @@ class RunningBroker:
             return True
         self.process.terminate()
         try:
-            self.process.wait(STOP_TIMEOUT_S)
+            self.process.wait(stop_timeout_s)
             return True
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(STOP_TIMEOUT_S)
             return False
 
-    def restart(self) -> float:
+    def restart(self, stop_timeout_s: float = STOP_TIMEOUT_S) -> float:
         """Stops the broker with SIGTERM and starts it again on the same port and data dir;
         returns the seconds the old process took to exit. Fails if it needed SIGKILL or
         exited with an error, since a restart is then a crash recovery."""
         self.check_alive()
         stopping = time.perf_counter()
-        graceful = self._terminate()
+        graceful = self._terminate(stop_timeout_s)
         stopped_s = time.perf_counter() - stopping
         if not graceful:
-            raise BrokerFailed(f"{self.kind.name} ignored SIGTERM for {STOP_TIMEOUT_S} s\n{self.log_tail()}")
+            raise BrokerFailed(f"{self.kind.name} ignored SIGTERM for {stop_timeout_s} s\n{self.log_tail()}")
         if self.process.returncode not in (0, -signal.SIGTERM):
             raise BrokerFailed(f"{self.kind.name} exited with code {self.process.returncode} on SIGTERM\n{self.log_tail()}")
         self._spawn()

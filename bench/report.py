@@ -6,7 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from bench.workloads import Workload
-from bench.workloads.base import PEER, SUBJECT, Target
+from bench.workloads.base import PEER, SUBJECT, Metric, Target
 
 
 @dataclass
@@ -156,13 +156,14 @@ def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: 
     rows = [header]
     for w in workloads:
         marked: set[str] = set()  # brokers whose note mark this workload's rows already show
-        for n, m in enumerate(w.metrics):
+        shown = _metrics_of(w, med, brokers)
+        for n, m in enumerate(shown):
             key = (w.name, m.name)
             values = [med.get(b, {}).get(key) for b in brokers]
             cells = []
             for b, v in zip(brokers, values):
                 cell = _cell(w, b, v, m.fmt)
-                last_row = n == len(w.metrics) - 1
+                last_row = n == len(shown) - 1
                 if b not in marked and (v is None or last_row) and notes.mark((w.name, b)):
                     cell += notes.mark((w.name, b))
                     marked.add(b)
@@ -182,6 +183,23 @@ def table(workloads: list[Workload], brokers: list[str], med: Medians, runs_ok: 
     if notes.texts:
         legend += "\nnotes:\n" + notes.render()
     return _cells(rows) + "\n" + legend
+
+
+def _metrics_of(workload: Workload, med: Medians, brokers: list[str]) -> list[Metric]:
+    """The workload's declared metrics, then those it named at run time (the scaling
+    workloads' "<size>: <figure>"), in the order the runs reported them."""
+    out = list(workload.metrics)
+    declared = {m.name for m in out}
+    for b in brokers:
+        for (name, metric) in med.get(b, {}):
+            if name == workload.name and metric not in declared:
+                declared.add(metric)
+                out.append(Metric(metric, "", "lower" if _lower_is_better(metric) else "higher", ",.2f"))
+    return out
+
+
+def _lower_is_better(metric: str) -> bool:
+    return not metric.endswith(("/s", "records", "ids", "producers"))
 
 
 def _target_text(t: Target) -> str:

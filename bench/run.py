@@ -59,6 +59,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="MB of partition data txn-state-startup writes before its kill -9 restart (default 1000)",
     )
     p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiplies the scaling workloads' sizes (default 1: 100-20,000 partitions, 1,000-100,000 "
+             "transactional ids, 1,000 producers); 0.05 for a quick run",
+    )
+    p.add_argument(
+        "--scale-kafka-max",
+        type=int,
+        default=5_000,
+        help="partition-scaling: the largest size Kafka runs (default 5000)",
+    )
+    p.add_argument(
         "--only",
         type=lambda v: _names(v, BY_NAME, "workload"),
         default=None,
@@ -81,6 +94,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.txn_state_data_mb < 0:
         p.error("--txn-state-data-mb cannot be negative")
+    if args.scale <= 0:
+        p.error("--scale must be positive")
     if min(args.runs, args.records, args.record_size, args.transactions, args.txn_state_records) < 1:
         p.error("--runs, --records, --record-size, --transactions and --txn-state-records must be positive")
     return args
@@ -178,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         transactions=args.transactions,
         txn_state_records=args.txn_state_records,
         txn_state_data_mb=args.txn_state_data_mb,
+        scale=args.scale,
+        scale_kafka_max=args.scale_kafka_max,
     )
     print(
         f"bench: {', '.join(args.brokers)} x {args.runs} runs, {args.records:,} records of {args.record_size} B; "

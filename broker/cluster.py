@@ -89,6 +89,7 @@ class Cluster:
         self.topics = TopicRegistry(data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
+        self._log_configs: dict = {}  # LogConfig -> itself
         # what open_all found: whether the last run ended cleanly, and its recovery points
         self._clean_start = False
         self._start_points: dict[tuple[str, int], int] = {}
@@ -345,7 +346,9 @@ class Cluster:
     def log_config(self, topic: TopicInfo) -> LogConfig:
         from broker.storage.log import LogConfig
 
-        return LogConfig.from_topic_configs(effective_topic_config(topic, self.config))
+        config = LogConfig.from_topic_configs(effective_topic_config(topic, self.config))
+        # equal configs (most partitions') share one object; configs are frozen
+        return self._log_configs.setdefault(config, config)
 
     def max_message_bytes(self, topic: str) -> int:
         info = self.topics.by_name[topic]
@@ -394,15 +397,15 @@ class Cluster:
         self.created_this_run.add(name)
         for i in range(partitions):
             self.replicas.assign(name, i, replication_factor, (assignments or {}).get(i))
-        self._save_leaderships()
+        self._save_leaderships([(name, i) for i in range(partitions)])
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
-    def _save_leaderships(self) -> None:
+    def _save_leaderships(self, keys: list[tuple[str, int]]) -> None:
         """After the registry has committed a change: a failure to record the leaderships
         does not undo it (start-up assigns what partitions.json lacks)."""
         try:
-            self.replicas.save()
+            self.replicas.save(keys)
         except OSError as e:
             log.warning("could not record the partition leaderships (%s): assigned again at the next start", e)
 
@@ -485,7 +488,7 @@ class Cluster:
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the new partitions of {name}: {e}") from None
         for k, i in enumerate(range(first, count)):
             self.replicas.assign(name, i, replication_factor, list(assignments[k]) if assignments else None)
-        self._save_leaderships()
+        self._save_leaderships([(name, i) for i in range(first, count)])
         return topic
 
     def _check_manual_assignment(self, replicas: list[int], replication_factor: int) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.storage.files import read_json, write_json
+from broker.storage.files import JsonJournal
 
 if TYPE_CHECKING:  # shuffle's annotation only: random itself loads when a shuffle runs
     import random
@@ -62,8 +62,10 @@ class ReplicaState:
     def __post_init__(self) -> None:
         self.up = set(self.node_ids)
         self._stored: dict[str, list] = {}
+        self._forgotten: set[str] = set()  # stored names forgotten since the last save
+        self._journal = JsonJournal(self.path, separators=(",", ":"))
         try:
-            self._stored = read_json(self.path)
+            self._stored = self._journal.load()
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as e:
@@ -96,13 +98,25 @@ class ReplicaState:
 
     def forget(self, topic: str, index: int) -> None:
         self.partitions.pop((topic, index), None)
-        self._stored.pop(f"{topic}-{index}", None)
+        if self._stored.pop(f"{topic}-{index}", None) is not None:
+            self._forgotten.add(f"{topic}-{index}")
 
-    def save(self) -> None:
-        self._stored.update({f"{t}-{i}": [s.replicas, s.leader_epoch, s.leader] for (t, i), s in self.partitions.items()})
-        if not self._stored and not self.path.exists():
+    def save(self, keys=None) -> None:
+        """Records the leaderships of ``keys`` ((topic, index) pairs; every partition's
+        when None) that changed since they were last recorded, and the partitions
+        forgotten since: a journal line each, not the whole file."""
+        items = (self.partitions.items() if keys is None
+                 else ((k, self.partitions[k]) for k in keys if k in self.partitions))
+        changed = {}
+        for (t, i), s in items:
+            name, value = f"{t}-{i}", [list(s.replicas), s.leader_epoch, s.leader]
+            if self._stored.get(name) != value:
+                changed[name] = value
+        removed, self._forgotten = self._forgotten, set()
+        if not changed and not removed and not self._stored and not self._journal.exists():
             return  # nothing to keep and no file: reading none gives the same empty state
-        write_json(self.path, self._stored, separators=(",", ":"))
+        self._stored.update(changed)
+        self._journal.change(self._stored, changed, removed)
 
     def leader_of(self, topic: str, index: int) -> int:
         state = self.partitions.get((topic, index))

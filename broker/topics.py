@@ -1,8 +1,8 @@
 """Topic names, ids and per-topic configs; persisted as one small JSON file.
 
 Partition data lives in ``<data-dir>/<topic>-<partition>/`` as in Kafka; the topic
-registry (id, partition count, config overrides) lives in ``<data-dir>/meta/topics.json``,
-rewritten atomically on every change (changes are rare: create, delete, add partitions).
+registry (id, partition count, config overrides) lives in ``<data-dir>/meta/topics.json``
+and its journal (``JsonJournal``): a change appends a line, the file is rewritten now and then.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from broker.config import TOPIC_DEFAULTS, BrokerConfig
-from broker.storage.files import read_json, write_json
+from broker.storage.files import JsonJournal
 from protocol.names import INTERNAL_TOPICS
 from broker.topic_configs import PUBLIC_TOPIC_CONFIGS, TOPIC_CONFIGS, InvalidTopicConfig, validate_values
 
@@ -101,34 +101,57 @@ def effective_topic_config(topic: TopicInfo, broker: BrokerConfig) -> dict[str, 
     return out
 
 
+def _entry(topic: "TopicInfo") -> dict:
+    return {"name": topic.name, "id": str(topic.topic_id), "partitions": topic.partitions, "configs": topic.configs}
+
+
+def _topics_journal(data_dir: Path) -> JsonJournal:
+    # topics.json stays a list of entries sorted by name; its journal is keyed by name
+    return JsonJournal(data_dir / "meta" / "topics.json",
+                       to_file=lambda by_name: [by_name[n] for n in sorted(by_name)],
+                       from_file=lambda entries: {e["name"]: e for e in entries}, indent=1)
+
+
+def read_topic_entries(data_dir: Path) -> list[dict]:
+    """The registry's entries (name, id, partitions, configs) as stored, for tools;
+    FileNotFoundError when there is no registry."""
+    return list(_topics_journal(data_dir).load().values())
+
+
 class TopicRegistry:
     def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / "meta" / "topics.json"
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._journal = _topics_journal(data_dir)
+        self._journal.path.parent.mkdir(parents=True, exist_ok=True)
         self.by_name: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
-        if self._path.exists():
-            for entry in read_json(self._path):
-                self._index(
-                    TopicInfo(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry.get("configs", {}))
-                )
+        self._entries: dict[str, dict] = {}
+        try:
+            self._entries = self._journal.load()
+        except FileNotFoundError:
+            pass
+        for entry in self._entries.values():
+            self._index(TopicInfo(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry.get("configs", {})))
 
     def _index(self, topic: TopicInfo) -> None:
         self.by_name[topic.name] = topic
         self.by_id[topic.topic_id] = topic
 
-    def _save(self) -> None:
-        entries = [
-            {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-            for t in sorted(self.by_name.values(), key=lambda t: t.name)
-        ]
-        write_json(self._path, entries, indent=1)
+    def _save(self, topic: TopicInfo | None = None, removed: str | None = None) -> None:
+        """Records one topic's new entry, or its removal (one journal line)."""
+        whole = dict(self._entries)
+        if topic is not None:
+            whole[topic.name] = _entry(topic)
+        if removed is not None:
+            whole.pop(removed, None)
+        self._journal.change(whole, {} if topic is None else {topic.name: whole[topic.name]},
+                             () if removed is None else (removed,))
+        self._entries = whole
 
     def add(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         topic = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
         self._index(topic)
         try:
-            self._save()
+            self._save(topic)
         except BaseException:  # not on disk: not known either
             del self.by_name[name], self.by_id[topic.topic_id]
             raise
@@ -137,7 +160,7 @@ class TopicRegistry:
     def remove(self, name: str) -> TopicInfo:
         topic = self.by_name.pop(name)
         del self.by_id[topic.topic_id]
-        self._save()
+        self._save(removed=name)
         return topic
 
     def set_partitions(self, name: str, partitions: int) -> TopicInfo:
@@ -145,7 +168,7 @@ class TopicRegistry:
         topic = replace(before, partitions=partitions)
         self._index(topic)
         try:
-            self._save()
+            self._save(topic)
         except BaseException:
             self._index(before)
             raise
@@ -154,5 +177,5 @@ class TopicRegistry:
     def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         topic = replace(self.by_name[name], configs=dict(configs))
         self._index(topic)
-        self._save()
+        self._save(topic)
         return topic

@@ -51,6 +51,8 @@ class Settings:
     transactions: int = 2_000
     txn_state_records: int = 100_000
     txn_state_data_mb: int = 1000
+    scale: float = 1.0  # multiplies the scaling workloads' sizes
+    scale_kafka_max: int = 5_000  # partitions above which Kafka skips a size
 
 
 @dataclass

@@ -92,12 +92,18 @@ def _confluent(ctx: RunContext, topic: str, per_producer: int, filler: bytes) ->
     return elapsed
 
 
-async def _aiokafka(ctx: RunContext, topic: str, per_producer: int, filler: bytes) -> float:
+async def _aiokafka(ctx: RunContext, topic: str, per_producer: int, filler: bytes, count: int = PRODUCERS,
+                    started: list[float] | None = None) -> float:
+    """Seconds from the first transaction to the last commit of ``count`` producers;
+    ``started`` gets the seconds their start() took."""
     producers = [AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, linger_ms=5, enable_idempotence=True,
                                   transactional_id=f"bench-concurrent-aio-{uuid.uuid4().hex[:12]}")
-                 for _ in range(PRODUCERS)]
+                 for _ in range(count)]
     try:
+        starting = time.perf_counter()
         await asyncio.wait_for(asyncio.gather(*(p.start() for p in producers)), ctx.settings.timeout_s)
+        if started is not None:
+            started.append(time.perf_counter() - starting)
 
         async def work(n: int, producer: AIOKafkaProducer) -> None:
             for t in range(per_producer):

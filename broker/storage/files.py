@@ -52,3 +52,81 @@ def write_json(path: Path, value, **dumps_options) -> None:
     import json
 
     replace_atomically(path, json.dumps(value, **dumps_options).encode())
+
+
+class JsonJournal:
+    """A JSON object (string keys) kept as ``path`` plus ``<path>.journal`` beside it: a
+    change appends one line per key (``[key, value]`` sets, ``[key]`` removes) instead of
+    rewriting the whole file, so creating many topics one by one is not quadratic. When
+    the journal holds more lines than the object has keys (and over 64), the file is
+    rewritten whole and the journal removed: amortised, a change costs its own lines.
+
+    A change is appended before any rewrite, so a crash between the rewrite and the
+    journal's removal replays lines that agree with the file. A torn last line (a crash
+    in the middle of an append, never acknowledged) is ignored.
+    """
+
+    def __init__(self, path: Path, to_file=None, from_file=None, **dumps_options) -> None:
+        self.path = path
+        self.journal_path = path.with_name(path.name + ".journal")
+        self._to_file = to_file or (lambda value: value)
+        self._from_file = from_file or (lambda value: value)
+        self._dumps_options = dumps_options
+        self._lines = 0
+
+    def load(self) -> dict:
+        """The object as the file and the journal's complete lines make it;
+        FileNotFoundError when neither exists."""
+        try:
+            value = self._from_file(read_json(self.path))
+        except FileNotFoundError:
+            value = None
+        try:
+            text = self.journal_path.read_text()
+        except FileNotFoundError:
+            text = ""
+        if value is None and not text:
+            raise FileNotFoundError(self.path)
+        value = {} if value is None else value
+        import json
+
+        lines = text.split("\n")[:-1]  # the part after the last newline is torn, or empty
+        for line in lines:
+            change = json.loads(line)
+            if len(change) == 2:
+                value[change[0]] = change[1]
+            else:
+                value.pop(change[0], None)
+        self._lines = len(lines)
+        return value
+
+    def exists(self) -> bool:
+        return self.path.exists() or self.journal_path.exists()
+
+    def change(self, whole: dict, changed: dict, removed=()) -> None:
+        """Records ``changed`` (key -> new value) and ``removed`` keys; ``whole`` is the
+        object with them applied, written out when the journal has grown long enough."""
+        import json
+
+        lines = [json.dumps([k, v], separators=(",", ":")) for k, v in changed.items()]
+        lines += [json.dumps([k]) for k in removed]
+        if not lines:
+            return
+        fd = os.open(self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, ("\n".join(lines) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._lines += len(lines)
+        if self._lines > max(64, len(whole)):
+            self.rewrite(whole)
+
+    def rewrite(self, whole: dict) -> None:
+        """Writes the object whole and drops the journal."""
+        write_json(self.path, self._to_file(whole), **self._dumps_options)
+        try:
+            self.journal_path.unlink()
+        except FileNotFoundError:
+            pass
+        self._lines = 0

@@ -40,11 +40,16 @@ def _encode(producer_id: int, first_offset: int, last_offset: int) -> bytes:
     return fields + struct.pack(">I", crc.crc32c(fields))
 
 
+_NONE_KNOWN: frozenset = frozenset()
+
+
 class AbortedTxnIndex:
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / FILE_NAME
         self._entries: list[AbortedTxn] = []  # sorted by last offset
-        self._known: set[tuple[int, int]] = set()
+        # (producer id, last offset) of the entries; an empty set is 216 bytes, and most
+        # partitions never see an abort, so an empty index shares one frozenset
+        self._known: set[tuple[int, int]] | frozenset = _NONE_KNOWN
         if self.path.exists():
             self._load()
         self._file = PooledFile(self.path)  # opened at the first entry added
@@ -65,6 +70,8 @@ class AbortedTxnIndex:
 
     def _insert(self, entry: AbortedTxn) -> None:
         bisect.insort(self._entries, entry)
+        if self._known is _NONE_KNOWN:
+            self._known = set()
         self._known.add((entry.producer_id, entry.last_offset))
 
     def add(self, producer_id: int, first_offset: int, last_offset: int) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 from protocol import crc
 
-from broker.storage.files import read_json
+from broker.topics import read_topic_entries
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from broker.storage.producer_snapshots import CorruptSnapshot, decode_snapshot
 from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
@@ -225,7 +225,7 @@ def transaction_state_partition(data_dir: Path, transactional_id: str) -> tuple[
     count = None
     registry = data_dir / "meta" / "topics.json"
     try:
-        for entry in read_json(registry):
+        for entry in read_topic_entries(data_dir):
             if entry.get("name") == TRANSACTION_STATE:
                 count = int(entry["partitions"])
     except FileNotFoundError:

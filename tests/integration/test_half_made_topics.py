@@ -6,7 +6,6 @@ it names is completed), with a log line."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -14,11 +13,14 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from broker.client import KafkaConnection
 from broker.testing.helpers import HOST
+from broker.topics import read_topic_entries
 
 
 def _registry(broker) -> dict[str, int]:
-    path = broker.data_dir / "meta" / "topics.json"
-    return {t["name"]: t["partitions"] for t in json.loads(path.read_text())} if path.exists() else {}
+    try:
+        return {t["name"]: t["partitions"] for t in read_topic_entries(broker.data_dir)}
+    except FileNotFoundError:
+        return {}
 
 
 def _dirs(broker, topic: str) -> set[str]:

@@ -267,3 +267,30 @@ def test_a_broker_that_dies_ends_the_run_whatever_the_workload_said():
                       _workload("transactions", {"x": 2.0})])
     with pytest.raises(BrokerFailed):
         _plan_result([_workload("produce", {"x": 1.0}, kills=True)])
+
+
+def test_metrics_named_at_run_time_get_rows_after_the_declared_ones_in_reported_order():
+    curve = Workload("curve", "a curve", _nothing, metrics=())
+    runs = [RunResult("eosbroker", 1), RunResult("kafka", 1)]
+    runs[0].metrics["curve"] = {"100 partitions: restart ms": 190.0, "20,000 partitions: restart ms": 330.0,
+                                "20,000 partitions: produce rec/s": 1200.0}
+    runs[1].metrics["curve"] = {"100 partitions: restart ms": 5000.0}
+    text = table([curve], ["eosbroker", "kafka"], medians(runs), {"eosbroker": 1, "kafka": 1}, results=runs)
+    assert _row(text, "curve", "100 partitions: restart ms")[:3] == ["190.00", "5,000.00", "0.04x"]
+    assert _row(text, "curve", "20,000 partitions: restart ms")[:2] == ["330.00", "-"]
+    assert "20,000 partitions: produce rec/s (higher)" in text
+    rows = [line for line in text.splitlines() if line.startswith("curve")]
+    assert [re.split(r"\s{2,}", r)[1] for r in rows] == [
+        "100 partitions: restart ms (lower)", "20,000 partitions: restart ms (lower)",
+        "20,000 partitions: produce rec/s (higher)"]
+
+
+def test_scale_multiplies_the_sizes_without_repeats_or_zero():
+    from bench.workloads.scaling import scaled
+
+    assert scaled([100, 1_000, 5_000, 20_000], 1.0) == [100, 1_000, 5_000, 20_000]
+    assert scaled([100, 1_000, 5_000, 20_000], 0.05) == [5, 50, 250, 1_000]
+    assert scaled([1, 2, 1_000], 0.001) == [1]
+    assert parse_args(["--scale", "0.05"]).scale == 0.05
+    with pytest.raises(SystemExit):
+        parse_args(["--scale", "0"])
