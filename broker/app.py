@@ -21,6 +21,8 @@ from broker.node import BrokerNode
 from broker.scram_credentials import ScramCredentials
 from broker.storage.data_dir_lock import DataDirLock
 from broker.timers import every
+
+HISTORY_SAMPLE_S = 0.1
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
 from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
@@ -57,6 +59,9 @@ class Broker:
         self.network = Network(self)
         self._transaction_verifier = None
         self.faults = FaultRules()
+        history = self.cluster.history
+        self.faults.on_fire = lambda rule, seen: history.record(
+            "fault", rule_id=rule.id, action=rule.action, node=seen.node_id, request=seen.describe())
         # The loaded scenario (broker.scenarios) and its triggers, consulted per request.
         self.scenario = None
         self.triggers = None
@@ -105,6 +110,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
+        self._tasks.append(asyncio.create_task(self._sample_partitions()))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["log.flush.offset.checkpoint.interval.ms"], self.cluster.checkpoint_recovery_points)))
@@ -275,6 +281,13 @@ class Broker:
 
     # A paused node is a hung machine: its own timers do not run either (its coordinators
     # act again when it resumes, or their partitions move when it is fenced).
+    async def _sample_partitions(self) -> None:
+        """High watermarks and LSOs for the event history, looked at on the real clock (a
+        virtual one may stand still while offsets move)."""
+        while True:
+            await asyncio.sleep(HISTORY_SAMPLE_S)
+            self.cluster.history.sample_partitions(self.cluster.partitions)
+
     def _abort_timed_out(self) -> None:
         for node in self.nodes:
             if node.info.state == RUNNING and node._transactions is not None:

@@ -33,6 +33,8 @@ class ControlService:
         result = getattr(self, name)(**args)
         if hasattr(result, "__await__"):
             result = await result
+        if op.method == "POST":  # what changed the cluster goes on the timeline
+            self.broker.cluster.history.record("control", op=name, args={k: v for k, v in args.items() if v is not None})
         # What the operation set going (the duties of timers a clock advance fired, tasks
         # it woke) takes its first step before the answer goes out: a client request sent
         # after the answer finds it done.
@@ -372,6 +374,12 @@ class ControlService:
 
     # -- the clock -----------------------------------------------------------------------
 
+    def events(self, since: int = 0, limit: int | None = None) -> dict:
+        history = self.broker.cluster.history
+        history.sample_partitions(self.broker.cluster.partitions)  # offsets as of this answer
+        return {"now_ms": self.broker.clock.now_ms(), "next_seq": history.next_seq,
+                "size": history.events.maxlen, "events": history.since(since, limit)}
+
     def clock(self) -> dict:
         clock = self.broker.clock
         return {"now_ms": clock.now_ms(), "offset_ms": getattr(clock, "offset_ms", 0),
@@ -429,7 +437,8 @@ class ControlService:
                                "transactional_id", 404)
         coordinator = service.coordinator
         now_ms = self.broker.cluster.clock.now_ms()
-        error = await service.run(transactional_id, lambda: coordinator.abort_transaction(transactional_id, now_ms))
+        error = await service.run(transactional_id, lambda: coordinator.abort_transaction(transactional_id, now_ms),
+                                  reason="fenced")
         if error.name != "none":
             why, status = self._ABORT_REFUSALS.get(error.name, (error.name.upper(), 409))
             raise ControlError(f"transactional id {transactional_id!r} {why}", "transactional_id", status)

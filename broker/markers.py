@@ -91,6 +91,12 @@ class MarkerSender:
                                 "COMMIT" if markers.commit else "ABORT", markers.transactional_id,
                                 markers.producer_id, markers.producer_epoch, fenced)
                     return
+                if acked:
+                    self.cluster.history.record(
+                        "marker", transactional_id=markers.transactional_id, producer_id=markers.producer_id,
+                        producer_epoch=markers.producer_epoch, marker="COMMIT" if markers.commit else "ABORT",
+                        coordinator_epoch=markers.coordinator_epoch, node=node_id,
+                        partitions=sorted(f"{t}-{p}" for t, p in acked))
                 pending = [tp for tp in pending if tp not in acked]
             if pending:
                 await self.cluster.clock.sleep(_RETRY_BACKOFF_S)

@@ -1,0 +1,98 @@
+"""The event history behind the console's timeline: a bounded, ordered record of what
+explains an exactly-once incident after the fact. Each event has a sequence number, the
+broker's clock (virtual when it is) and a kind:
+
+- ``txn``: a transactional id's state as its coordinator wrote it (Ongoing with its
+  partitions, PrepareCommit/PrepareAbort, CompleteCommit/CompleteAbort), its producer
+  id and epoch, and, once it ends, its ``outcome``: committed, aborted, timed out or
+  fenced (an abort the client did not ask for);
+- ``marker``: the COMMIT/ABORT markers one node took, with their partitions;
+- ``fault``: a fault rule fired on a request;
+- ``control``: a control operation that changed the cluster (node stop/pause/start,
+  coordinator move, clock advance, faults added...);
+- ``partition``: a partition's high watermark or LSO moved, with the transaction
+  holding the LSO (if any).
+
+Sans-IO: the broker calls ``record``; readers call ``since``. Bounded by its size
+setting (emulate.event.history.size): the oldest events go first.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+_ENDED = {"CompleteCommit": "committed", "CompleteAbort": "aborted"}
+
+
+class EventHistory:
+    def __init__(self, size: int, now_ms: Callable[[], int]) -> None:
+        self.events: deque[dict] = deque(maxlen=max(1, size))
+        self.now_ms = now_ms
+        self.next_seq = 0
+        # Per transactional id: why its current transaction is being aborted, when not by
+        # the client (timed out, fenced).
+        self._abort_reason: dict[str, str] = {}
+        self._open_state: dict[str, str] = {}
+        self._offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+        self._tid_by_pid: dict[int, str] = {}  # bounded by the transactional ids the coordinators hold
+        self.listeners: list[Callable[[dict], None]] = []
+
+    def record(self, kind: str, **fields) -> dict:
+        event = {"seq": self.next_seq, "time_ms": self.now_ms(), "kind": kind} | fields
+        self.next_seq += 1
+        self.events.append(event)
+        for listener in list(self.listeners):
+            listener(event)
+        return event
+
+    def since(self, seq: int = 0, limit: int | None = None) -> list[dict]:
+        out = [e for e in self.events if e["seq"] >= seq]
+        return out[-limit:] if limit else out
+
+    # -- what the broker tells -------------------------------------------------------------
+
+    def transaction(self, transactional_id: str, state: str, producer_id: int, producer_epoch: int,
+                    partitions: list[str], reason: str | None = None) -> dict | None:
+        """A transactional id's state after a coordinator write; repeats of the same state
+        with the same partitions are not events. ``reason``: why an abort began when the
+        client did not ask (``timed out``, ``fenced``)."""
+        key = f"{state}|{producer_epoch}|{','.join(partitions)}"
+        if self._open_state.get(transactional_id) == key:
+            return None
+        self._open_state[transactional_id] = key
+        self._tid_by_pid[producer_id] = transactional_id
+        if state == "PrepareAbort" and reason is not None:
+            self._abort_reason[transactional_id] = reason
+        fields = {"transactional_id": transactional_id, "state": state, "producer_id": producer_id,
+                  "producer_epoch": producer_epoch, "partitions": partitions}
+        if state in _ENDED:
+            fields["outcome"] = self._abort_reason.pop(transactional_id, None) or _ENDED[state]
+        elif state == "PrepareAbort" and transactional_id in self._abort_reason:
+            fields["reason"] = self._abort_reason[transactional_id]
+        return self.record("txn", **fields)
+
+    def partition(self, topic: str, index: int, high_watermark: int, last_stable_offset: int,
+                  holder: str | None) -> dict | None:
+        """A partition's offsets; an event only when they moved."""
+        now = (high_watermark, last_stable_offset, holder)
+        if self._offsets.get((topic, index)) == now:
+            return None
+        self._offsets[(topic, index)] = now
+        return self.record("partition", topic=topic, partition=index, high_watermark=high_watermark,
+                           last_stable_offset=last_stable_offset, held_by=holder)
+
+    def sample_partitions(self, partitions) -> None:
+        """``partitions``: the cluster's open (topic, index) -> Partition; records the
+        ones whose offsets moved, naming the transaction that holds the LSO."""
+        for (topic, index), p in list(partitions.items()):
+            try:
+                hw, lso = p.high_watermark, p.last_stable_offset
+                open_txns = p.producer_state.open_transactions()
+            except (OSError, ValueError):  # closed under us: read again next time
+                continue
+            holder = None
+            if open_txns and lso < hw:
+                pid = open_txns[0].producer_id
+                holder = self._tid_by_pid.get(pid, f"producer {pid}")
+            self.partition(topic, index, hw, lso, holder)

@@ -1,0 +1,95 @@
+"""The event history behind the console's timeline (GET /events): a committed, a fenced
+and an open transaction, a fault firing and a control operation, driven by real
+clients against a real broker; and its bound (the memory it holds, measured)."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+import urllib.request
+
+from confluent_kafka import Producer
+
+from broker.event_history import EventHistory
+from broker.testing import wait_until
+
+
+def _events(broker, since: int = 0) -> list[dict]:
+    with urllib.request.urlopen(f"{broker.admin_url}/events?since={since}", timeout=30) as answer:
+        return json.load(answer)["events"]
+
+
+def _txn_steps(events, transactional_id):
+    return [(e["state"], e.get("outcome")) for e in events
+            if e["kind"] == "txn" and e["transactional_id"] == transactional_id]
+
+
+def test_the_history_tells_each_transaction_its_markers_faults_and_the_held_lso(eosbroker_cluster):
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    committed, held = "history-ok-" + topic, "history-held-" + topic
+
+    ok = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": committed})
+    ok.init_transactions(10)
+    ok.begin_transaction()
+    ok.produce(topic, b"kept", partition=0)
+    ok.commit_transaction(10)
+
+    hanging = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": held,
+                        "transaction.timeout.ms": 600_000})
+    hanging.init_transactions(10)
+    hanging.begin_transaction()
+    hanging.produce(topic, b"held", partition=0)
+    assert hanging.flush(10) == 0
+    broker.fault("delay", api_key=3, delay_ms=1)  # Metadata: the next one fires it
+    broker.read_committed(topic)
+
+    events = _events(broker)
+    assert _txn_steps(events, committed)[-3:] == [
+        ("Ongoing", None), ("PrepareCommit", None), ("CompleteCommit", "committed")]
+    marker = [e for e in events if e["kind"] == "marker" and e["transactional_id"] == committed]
+    assert marker and marker[-1]["marker"] == "COMMIT" and marker[-1]["partitions"] == [f"{topic}-0"]
+    assert _txn_steps(events, held)[-1] == ("Ongoing", None)
+    ongoing = [e for e in events if e["kind"] == "txn" and e["transactional_id"] == held][-1]
+    assert ongoing["partitions"] == [f"{topic}-0"]
+    assert any(e["kind"] == "fault" and e["action"] == "delay" for e in events)
+    assert any(e["kind"] == "control" and e["op"] == "fault_add" for e in events)
+    # the open transaction holds the LSO, and the history names it
+    lso = [e for e in events if e["kind"] == "partition" and e["topic"] == topic]
+    assert lso[-1]["last_stable_offset"] < lso[-1]["high_watermark"] and lso[-1]["held_by"] == held
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+
+    # aborted from the control API: fenced, with its ABORT marker; the LSO moves on
+    last = events[-1]["seq"]
+    broker.control().transaction_abort(transactional_id=held)
+    wait_until(lambda: _txn_steps(_events(broker, last + 1), held)[-1:] == [("CompleteAbort", "fenced")], 15,
+               message="the fenced transaction's end")
+    later = _events(broker, last + 1)
+    assert ("PrepareAbort", None) in _txn_steps(later, held)
+    assert any(e["kind"] == "marker" and e["marker"] == "ABORT" for e in later)
+    assert any(e["kind"] == "control" and e["op"] == "transaction_abort" for e in later)
+    offsets = [e for e in later if e["kind"] == "partition" and e["topic"] == topic]
+    assert offsets[-1]["held_by"] is None and offsets[-1]["last_stable_offset"] == offsets[-1]["high_watermark"]
+
+
+def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
+    clock = iter(range(10**9))
+    history = EventHistory(1000, lambda: next(clock))
+
+    def fill(n):
+        for i in range(n):
+            history.transaction(f"id-{i % 50}", ("Ongoing", "PrepareCommit", "CompleteCommit")[i % 3], i % 50, i,
+                                [f"t-{i % 7}"])
+            history.partition("t", i % 7, i, i - 1, None)
+
+    fill(2000)  # full
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    fill(50_000)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert len(history.events) == 1000 and history.next_seq > 100_000
+    assert history.since(0)[0]["seq"] == history.next_seq - 1000
+    # 50,000 more rounds hold no more than the full history did: each event is well under 1 KiB
+    assert grown < 1000 * 1024, grown
