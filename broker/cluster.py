@@ -99,6 +99,7 @@ class Cluster:
         self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
         self.on_transaction_completed: Callable[[str, float], None] | None = None
         self.history = EventHistory(config["emulate.event.history.size"], clock.now_ms)
+        self.history.partitions = self.partitions
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)

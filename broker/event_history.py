@@ -36,14 +36,17 @@ class EventHistory:
         self._open_state: dict[str, str] = {}
         self._offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         self._tid_by_pid: dict[int, str] = {}  # bounded by the transactional ids the coordinators hold
-        self.listeners: list[Callable[[dict], None]] = []
+        # The cluster's open partitions: looked at after each other event, so an LSO that
+        # a marker releases and a late write holds again shows both moves.
+        self.partitions: dict | None = None
 
     def record(self, kind: str, **fields) -> dict:
         event = {"seq": self.next_seq, "time_ms": self.now_ms(), "kind": kind} | fields
         self.next_seq += 1
         self.events.append(event)
-        for listener in list(self.listeners):
-            listener(event)
+        if kind != "partition" and self.partitions is not None:
+            named = fields.get("partitions")  # a transaction's or marker's: only those
+            self.sample_partitions(self.partitions, None if named is None else set(named))
         return event
 
     def since(self, seq: int = 0, limit: int | None = None) -> list[dict]:
@@ -82,10 +85,14 @@ class EventHistory:
         return self.record("partition", topic=topic, partition=index, high_watermark=high_watermark,
                            last_stable_offset=last_stable_offset, held_by=holder)
 
-    def sample_partitions(self, partitions) -> None:
+    def sample_partitions(self, partitions, only: set[str] | None = None) -> None:
         """``partitions``: the cluster's open (topic, index) -> Partition; records the
-        ones whose offsets moved, naming the transaction that holds the LSO."""
-        for (topic, index), p in list(partitions.items()):
+        ones whose offsets moved (of ``only``'s "topic-index" names, when given), naming
+        the transaction that holds the LSO."""
+        items = (list(partitions.items()) if only is None else
+                 [(k, partitions[k]) for k in ((t, int(i)) for t, _, i in (n.rpartition("-") for n in only))
+                  if k in partitions])
+        for (topic, index), p in items:
             try:
                 hw, lso = p.high_watermark, p.last_stable_offset
                 open_txns = p.producer_state.open_transactions()

@@ -67,13 +67,18 @@ def add_routes(admin) -> None:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         last, last_sent = None, 0.0
+        history = admin.broker.cluster.history
+        seq = 0  # the first message carries the whole (bounded) history, later ones what is new
         try:
             while not closing.is_set():
                 s = state(admin.broker)
                 # A change is sent at once; ages (which change all the time) once a second.
                 body = json.dumps({k: v for k, v in s.items() if k != "now_ms"} | {"transactions": [
                     {k: v for k, v in t.items() if k != "age_ms"} for t in s["transactions"]]}, sort_keys=True)
-                if body != last or admin.broker.clock.monotonic() - last_sent >= REFRESH_S:
+                if (body != last or history.next_seq != seq
+                        or admin.broker.clock.monotonic() - last_sent >= REFRESH_S):
+                    s["events"] = history.since(seq)
+                    seq = history.next_seq
                     await response.write(f"data: {json.dumps(s)}\n\n".encode())
                     last, last_sent = body, admin.broker.clock.monotonic()
                 try:
@@ -90,7 +95,8 @@ def add_routes(admin) -> None:
         "console_state", "The console's state once: nodes, transactions, partitions, producers, groups, faults, "
         "links and the clock", "application/json", {"type": "object"}))
     admin.add_route("GET", "/console/events", events, openapi=_page(
-        "console_events", "The console's state as server-sent events: at each change, and once a second",
+        "console_events", "The console's state as server-sent events: at each change, and once a second; each "
+        "carries the event history's new events (the first, all it holds)",
         "text/event-stream", {"type": "string"}))
 
 
