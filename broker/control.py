@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+from broker import log_browser
 from broker.network import LinkFaults
 from broker.operations import OPERATIONS_BY_NAME, ControlError, check_args, parse_duration_ms
 from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -373,6 +374,13 @@ class ControlService:
         return {"rules": []}
 
     # -- the clock -----------------------------------------------------------------------
+
+    def log_batches(self, topic: str, partition: int, from_offset: int = 0, max_batches: int = 50) -> dict:
+        if (topic, partition) not in set(self.broker.cluster.partition_keys()):
+            raise ControlError(f"no partition {topic}-{partition}", "partition", 404)
+        stored = self.broker.cluster.partition(topic, partition)
+        return {"topic": topic, "partition": partition} | log_browser.batches(
+            stored, topic, from_offset, min(max_batches, log_browser.MAX_BATCHES))
 
     def events(self, since: int = 0, limit: int | None = None) -> dict:
         history = self.broker.cluster.history

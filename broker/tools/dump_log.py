@@ -138,7 +138,7 @@ class Dump:
                     continue
                 self.matched += 1
             if self.decode_transaction_state:
-                self.line(f"{head} {_transaction_state(r.key, r.value)}")
+                self.line(f"{head} {transaction_state_text(r.key, r.value)}")
             else:
                 headers = ", ".join(f"{k}={_text(v)}" for k, v in r.headers)
                 self.line(f"{head} headers: [{headers}] key: {_text(r.key)} payload: {_text(r.value)}")
@@ -278,7 +278,7 @@ def _text(data: bytes | None) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-def _transaction_state(key: bytes | None, value: bytes | None) -> str:
+def transaction_state_text(key: bytes | None, value: bytes | None) -> str:
     """A __transaction_state record in words; anything else raw, with the reason."""
     try:
         transactional_id = decode_key(key or b"")

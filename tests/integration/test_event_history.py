@@ -93,3 +93,36 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
     assert history.since(0)[0]["seq"] == history.next_seq - 1000
     # 50,000 more rounds hold no more than the full history did: each event is well under 1 KiB
     assert grown < 1000 * 1024, grown
+
+
+def test_the_log_browser_marks_what_read_committed_sees(eosbroker_cluster):
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "browse-" + topic,
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(10)
+    for value, end in ((b"dropped", producer.abort_transaction), (b'{"kept": 1}', producer.commit_transaction),
+                       (b"open", None)):
+        producer.begin_transaction()
+        producer.produce(topic, value, key=b"k", partition=0, headers=[("h", b"\xff")])
+        assert producer.flush(10) == 0
+        if end is not None:
+            end(10)
+    answer = broker.control().log_batches(topic=topic, partition=0)
+    assert (answer["last_stable_offset"], answer["high_watermark"]) == (4, 5)
+    rows = [(b["base_offset"], b["transactional"], b["control"] and b["control"]["marker"],
+             [r["read_committed"] for r in b["records"]]) for b in answer["batches"]]
+    assert rows == [(0, True, None, ["aborted"]), (1, True, "ABORT", ["control"]), (2, True, None, ["visible"]),
+                    (3, True, "COMMIT", ["control"]), (4, True, None, ["past-lso"])]
+    kept = answer["batches"][2]["records"][0]
+    assert kept["value"] == {"hex": b'{"kept": 1}'.hex(), "text": '{"kept": 1}', "json": {"kept": 1}}
+    assert kept["headers"] == [{"key": "h", "value": {"hex": "ff"}}]
+    assert answer["batches"][1]["control"]["coordinator_epoch"] >= 0
+    assert answer["batches"][0]["producer_id"] == answer["batches"][4]["producer_id"] >= 0
+    assert len(broker.control().log_batches(topic=topic, partition=0, from_offset=2, max_batches=2)["batches"]) == 2
+
+    # __transaction_state, decoded as dump-log decodes it
+    state = [r["decoded"] for p in range(50)
+             for b in broker.control().log_batches(topic="__transaction_state", partition=p)["batches"]
+             for r in b["records"]]
+    assert any(f"transactionalId: browse-{topic}" in d and "state: CompleteCommit" in d for d in state)
