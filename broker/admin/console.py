@@ -25,9 +25,9 @@ from broker.operations import OPERATIONS_BY_NAME
 # anyway (transactions age).
 POLL_S = 0.2
 REFRESH_S = 1.0
-# The page's actions and the control operations they call.
+# The page's actions and the control operations they call (the log browser's a GET).
 ACTIONS = {"node_stop": "node_stop", "node_start": "node_start", "abort_transaction": "transaction_abort",
-           "clock_advance": "clock_advance", "fault_remove": "fault_remove"}
+           "clock_advance": "clock_advance", "fault_remove": "fault_remove", "log_batches": "log_batches"}
 
 
 def state(broker) -> dict:

@@ -1,7 +1,8 @@
 """The console's transaction timeline in a real browser (Debian's chromium, headless):
 the hanging-transaction scenario runs and the page draws the late-app transaction's
 aborted bar with its ABORT marker, the delayed write's fault firing and the clock
-jump, and the partition's held LSO as a gap naming late-app. `make console-test`."""
+jump, and the partition's held LSO as a gap naming late-app; its log browser strikes
+the aborted record through and shows the ABORT control batch. `make console-test`."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def test_the_timeline_shows_the_hanging_transaction_and_who_holds_the_lso(node_m
     assert late["late_write"] == ("NONE", 2)  # after its ABORT marker: the LSO stops at 2
 
     screenshot = Path(os.environ.get("TIMELINE_SCREENSHOT", tmp_path / "timeline.png"))
-    run = subprocess.run(["node", str(TIMELINE), broker.admin_url + "/", "late-app", f"{topic}-0", str(screenshot)],
+    log_screenshot = Path(os.environ.get("LOG_SCREENSHOT", tmp_path / "log.png"))
+    run = subprocess.run(["node", str(TIMELINE), broker.admin_url + "/", "late-app", f"{topic}-0", str(screenshot),
+                          str(log_screenshot)],
                          cwd=TIMELINE.parent, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     seen = json.loads(run.stdout.strip().splitlines()[-1])
@@ -42,3 +45,11 @@ def test_the_timeline_shows_the_hanging_transaction_and_who_holds_the_lso(node_m
     # held by the aborted transaction while it was open, then by its late write for good
     assert seen["gaps"][-1] == f"{topic}-0: LSO held at 2 (high watermark 3) by late-app", seen["gaps"]
     assert screenshot.stat().st_size > 0
+
+    # the log browser: the aborted record struck through, its ABORT marker, the late write past the LSO
+    records = {r["offset"]: r for r in seen["log"]["records"]}
+    assert [(o, r["read_committed"], r["value"]) for o, r in sorted(records.items())] == [
+        (0, "aborted", "aborted"), (2, "past-lso", "late")]
+    assert records[0]["decoration"] == "line-through" and records[2]["decoration"] == "none"
+    assert float(records[2]["opacity"]) < 1
+    assert len(seen["log"]["controls"]) == 1 and "ABORT marker (coordinator epoch 0)" in seen["log"]["controls"][0]
