@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import html
 import json
 from importlib.resources import files
 
@@ -47,8 +48,31 @@ def state(broker) -> dict:
     }
 
 
+def _asset(name: str) -> str:
+    return files("broker.admin").joinpath(name).read_text(encoding="utf-8")
+
+
+def console_page() -> str:
+    """console.html with the timeline's script and style inlined (one request, works offline)."""
+    return (_asset("console.html").replace("/*TIMELINE_JS*/", _asset("timeline.js"))
+            .replace("/*TIMELINE_CSS*/", _asset("timeline.css")))
+
+
+def timeline_html(events: list[dict], now_ms: int, title: str) -> str:
+    """A self-contained page of the timeline of ``events`` (GET /events), drawn by the
+    console's own script: what the pytest plugin writes for a failed test."""
+    page = _asset("console.html")
+    section = page[page.index('<section id="timeline">'):page.index("</section>", page.index('<section id="timeline">'))]
+    data = json.dumps({"events": events, "now_ms": now_ms}).replace("</", "<\\/")
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
+            f"<style>body {{ font: 13px/1.4 system-ui, sans-serif; margin: 1rem; }}\n{_asset('timeline.css')}</style>"
+            f"</head><body><h1>{html.escape(title)}</h1>\n{section}</section>\n"
+            f'<script>"use strict";\n{_asset("timeline.js")}\nconst DATA = {data};\n'
+            f"addEvents(DATA.events);\nrenderTimeline(DATA.now_ms);\n</script></body></html>\n")
+
+
 def add_routes(admin) -> None:
-    page = files("broker.admin").joinpath("console.html").read_bytes()
+    page = console_page().encode()
 
     async def index(request: web.Request) -> web.Response:
         return web.Response(body=page, content_type="text/html", charset="utf-8")

@@ -5,6 +5,8 @@ clients against a real broker; and its bound (the memory it holds, measured)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tracemalloc
 import urllib.request
 
@@ -126,3 +128,41 @@ def test_the_log_browser_marks_what_read_committed_sees(eosbroker_cluster):
              for b in broker.control().log_batches(topic="__transaction_state", partition=p)["batches"]
              for r in b["records"]]
     assert any(f"transactionalId: browse-{topic}" in d and "state: CompleteCommit" in d for d in state)
+
+
+FAILING_TEST = '''
+from confluent_kafka import Producer
+
+
+def test_fails(eosbroker_cluster):
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "exported-id"})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=0)
+    producer.commit_transaction(10)
+    assert False, "on purpose"
+
+
+def test_passes(eosbroker_cluster):
+    eosbroker_cluster(admin=True)
+'''
+
+
+def test_the_plugin_writes_a_failed_tests_timeline(tmp_path):
+    (tmp_path / "test_export.py").write_text(FAILING_TEST)
+    out = tmp_path / "timelines"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          f"--eosbroker-timeline={out}", str(tmp_path / "test_export.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "1 failed, 1 passed" in run.stdout, run.stdout + run.stderr
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["test_export.py_test_fails.html"]
+    page = (out / written[0]).read_text()
+    # self-contained: nothing to load, nothing to fetch
+    assert "renderTimeline(DATA.now_ms)" in page and "<script src" not in page and "fetch(" not in page
+    data = json.loads(page.split("const DATA = ", 1)[1].split(";\n", 1)[0].replace("<\\/", "</"))
+    steps = [(e["state"], e.get("outcome")) for e in data["events"]
+             if e["kind"] == "txn" and e["transactional_id"] == "exported-id"]
+    assert steps[-1] == ("CompleteCommit", "committed")
