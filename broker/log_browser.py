@@ -1,13 +1,14 @@
 """The console's log browser: a partition's stored batches as Kafka stores them, each
 record marked as a read_committed consumer sees it (visible, aborted, past the LSO).
-``__transaction_state`` records are decoded as ``eosbroker dump-log`` decodes them."""
+``__transaction_state`` and ``__consumer_offsets`` records are decoded by
+``eosbroker dump-log``'s decoders."""
 
 from __future__ import annotations
 
 import json
 
-from broker.tools.dump_log import transaction_state_text
-from protocol.names import TRANSACTION_STATE
+from broker.tools.dump_log import consumer_offsets_text, transaction_state_text
+from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
 from protocol.records import increment_sequence
 
@@ -50,6 +51,8 @@ def batches(partition, topic: str, from_offset: int, max_batches: int) -> dict:
                       "headers": [{"key": k, "value": _shown(v)} for k, v in r.headers]}
             if topic == TRANSACTION_STATE:
                 record["decoded"] = transaction_state_text(r.key, r.value)
+            elif topic == CONSUMER_OFFSETS:
+                record["decoded"] = consumer_offsets_text(r.key, r.value)
             b["records"].append(record)
         out.append(b)
     return {"log_start_offset": partition.log_start_offset, "last_stable_offset": lso, "high_watermark": hw,

@@ -166,3 +166,31 @@ def test_the_plugin_writes_a_failed_tests_timeline(tmp_path):
     steps = [(e["state"], e.get("outcome")) for e in data["events"]
              if e["kind"] == "txn" and e["transactional_id"] == "exported-id"]
     assert steps[-1] == ("CompleteCommit", "committed")
+
+
+def test_the_log_browser_decodes_consumer_offsets(eosbroker_cluster):
+    from confluent_kafka import Consumer, TopicPartition
+
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    group = "browse-group-" + topic
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    finally:
+        consumer.close()
+    decoded = [r["decoded"] for p in range(50)
+               for b in broker.control().log_batches(topic="__consumer_offsets", partition=p)["batches"]
+               for r in b["records"]]
+    assert any(d.startswith(f"offsetCommit: group: {group} partition: {topic}-0 offset: 7 ") for d in decoded), decoded
+
+    # dump-log --offsets-decoder prints the same words
+    from click.testing import CliRunner
+
+    from broker.tools.dump_log import dump_log
+
+    segments = sorted(broker.data_dir.glob("__consumer_offsets-*/*.log"))
+    printed = CliRunner().invoke(dump_log, ["--offsets-decoder", *map(str, segments)])
+    assert printed.exit_code == 0, printed.output
+    assert f"offsetCommit: group: {group} partition: {topic}-0 offset: 7 " in printed.output
