@@ -157,6 +157,9 @@ class Broker:
             part.set_leader_epoch(state.leader_epoch)
         if topic not in _COORDINATOR_TOPIC_NAMES:
             return
+        if before is not None and before >= 0 and before != state.leader:  # a move, not a first election
+            self.cluster.history.record("coordinator", topic=topic, partition=index, node_from=before,
+                                        node_to=state.leader, coordinator_epoch=state.leader_epoch)
         old, new = self.node(before), self.node(state.leader)
         if old is not None:  # a stopped node has nothing loaded: no-op there
             old.coordinator_partition_moved(topic, index, state.leader_epoch, leads=False)
@@ -178,6 +181,7 @@ class Broker:
         node = self.node(node_id)
         self._end_session_timer(node_id)
         node.info.fenced = False
+        self.cluster.history.record("node", node=node_id, change="killed" if crash else "stopped")
         node.halt(crash=crash)
         moved = self.cluster.replicas.node_down(node_id)
         await node.stop(crash=crash)
@@ -189,6 +193,7 @@ class Broker:
         node = self.node(node_id)
         self._end_session_timer(node_id)
         node.info.fenced = False
+        self.cluster.history.record("node", node=node_id, change="started")
         await node.start()
         return self.cluster.replicas.node_up(node_id)
 
@@ -198,6 +203,7 @@ class Broker:
         clock: it leaves every ISR and its leaderships and coordinators move (it stays
         paused, off Metadata's broker list, until resumed)."""
         node = self.node(node_id)
+        self.cluster.history.record("node", node=node_id, change="paused")
         node.pause()
         if node_id not in self._session_timers:
             self._session_timers[node_id] = self.clock.call_later(
@@ -208,6 +214,7 @@ class Broker:
         parked requests then meet the leaders and coordinators as they are now)."""
         node = self.node(node_id)
         self._end_session_timer(node_id)
+        self.cluster.history.record("node", node=node_id, change="resumed")
         moved = []
         if node.info.fenced:
             node.info.fenced = False

@@ -8,6 +8,8 @@ broker's clock (virtual when it is) and a kind:
   fenced (an abort the client did not ask for);
 - ``marker``: the COMMIT/ABORT markers one node took, with their partitions;
 - ``fault``: a fault rule fired on a request;
+- ``node``: a node stopped, killed, paused, resumed or started;
+- ``coordinator``: a coordinator partition moved to another node (its new epoch);
 - ``control``: a control operation that changed the cluster (node stop/pause/start,
   coordinator move, clock advance, faults added...);
 - ``partition``: a partition's high watermark or LSO moved, with the transaction

@@ -81,8 +81,10 @@ function renderTimeline(nowMs) {
   }
   const bottom = height - 4;
   for (const e of history) {
-    if (e.kind !== "fault" && e.kind !== "control") continue;
+    if (!["fault", "control", "node", "coordinator"].includes(e.kind)) continue;
     const what = e.kind === "fault" ? `fault rule ${e.rule_id} fired: ${e.action} on ${e.request}`
+      : e.kind === "node" ? `node ${e.node} ${e.change}`
+      : e.kind === "coordinator" ? `${e.topic}-${e.partition} coordinator moved from node ${e.node_from} to node ${e.node_to} (epoch ${e.coordinator_epoch})`
       : `${e.op} ${Object.entries(e.args || {}).map(([k, v]) => `${k}=${v}`).join(" ")}`;
     root.appendChild(svg("line", { x1: x(e.time_ms), x2: x(e.time_ms), y1: 16, y2: bottom,
       class: `event-${e.kind}`, "stroke-width": 3, "data-testid": "timeline-event", "data-kind": e.kind,

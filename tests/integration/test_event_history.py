@@ -194,3 +194,22 @@ def test_the_log_browser_decodes_consumer_offsets(eosbroker_cluster):
     printed = CliRunner().invoke(dump_log, ["--offsets-decoder", *map(str, segments)])
     assert printed.exit_code == 0, printed.output
     assert f"offsetCommit: group: {group} partition: {topic}-0 offset: 7 " in printed.output
+
+
+def test_the_history_tells_node_stops_and_coordinator_moves(eosbroker_cluster):
+    broker = eosbroker_cluster(nodes=3, admin=True)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "moved-id"})
+    producer.init_transactions(10)
+    control = broker.control()
+    moves = lambda: [e for e in _events(broker) if e["kind"] == "coordinator"]  # noqa: E731
+    before = moves()
+    for to in (1, 2, 3):  # to the nodes in turn: at most one of them already leads it
+        control.coordinator_move(to=to, transactional_id="moved-id")
+        if moves() != before:
+            break
+    move = moves()[-1]
+    assert (move["topic"], move["node_to"]) == ("__transaction_state", to) and move["node_from"] != to
+    assert move["coordinator_epoch"] >= 1
+    other = next(n for n in (1, 2, 3) if n != to)
+    control.node_stop(node_id=other)
+    assert any(e["kind"] == "node" and (e["node"], e["change"]) == (other, "stopped") for e in _events(broker))
