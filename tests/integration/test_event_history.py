@@ -213,3 +213,28 @@ def test_the_history_tells_node_stops_and_coordinator_moves(eosbroker_cluster):
     other = next(n for n in (1, 2, 3) if n != to)
     control.node_stop(node_id=other)
     assert any(e["kind"] == "node" and (e["node"], e["change"]) == (other, "stopped") for e in _events(broker))
+
+
+def test_a_timed_out_transaction_and_the_event_stream(eosbroker_cluster):
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "late-" + topic,
+                         "transaction.timeout.ms": 60_000})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"never", partition=0)
+    assert producer.flush(10) == 0
+    broker.control().clock_advance(by="5m")  # past its timeout: the coordinator aborts it
+    wait_until(lambda: _txn_steps(_events(broker), "late-" + topic)[-1:] == [("CompleteAbort", "timed out")], 15,
+               message="the timed-out transaction's end")
+    abort = [e for e in _events(broker) if e["kind"] == "txn" and e["state"] == "PrepareAbort"][-1]
+    assert abort["reason"] == "timed out" and abort["transactional_id"] == "late-" + topic
+
+    # the console's stream: its first message carries the history, from its start
+    with urllib.request.urlopen(broker.admin_url + "/console/events", timeout=30) as stream:
+        line = b""
+        while not line.startswith(b"data: "):
+            line = stream.readline()
+    first = json.loads(line[len(b"data: "):])
+    assert first["events"][0]["seq"] == 0 and first["events"] == _events(broker)[:len(first["events"])]
+    assert "log_batches" in first["actions"]
