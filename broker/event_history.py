@@ -32,6 +32,9 @@ class EventHistory:
         self.events: deque[dict] = deque(maxlen=max(1, size))
         self.now_ms = now_ms
         self.next_seq = 0
+        # What the per-id and per-partition memories below may hold: the history's
+        # size, so that ids never seen again do not pile up.
+        self._ids_max = max(1, size)
         # Per transactional id: why its current transaction is being aborted, when not by
         # the client (timed out, fenced).
         self._abort_reason: dict[str, str] = {}
@@ -65,10 +68,10 @@ class EventHistory:
         key = f"{state}|{producer_epoch}|{','.join(partitions)}"
         if self._open_state.get(transactional_id) == key:
             return None
-        self._open_state[transactional_id] = key
-        self._tid_by_pid[producer_id] = transactional_id
+        _remember(self._open_state, transactional_id, key, self._ids_max)
+        _remember(self._tid_by_pid, producer_id, transactional_id, self._ids_max)
         if state == "PrepareAbort" and reason is not None:
-            self._abort_reason[transactional_id] = reason
+            _remember(self._abort_reason, transactional_id, reason, self._ids_max)
         fields = {"transactional_id": transactional_id, "state": state, "producer_id": producer_id,
                   "producer_epoch": producer_epoch, "partitions": partitions}
         if state in _ENDED:
@@ -83,7 +86,7 @@ class EventHistory:
         now = (high_watermark, last_stable_offset, holder)
         if self._offsets.get((topic, index)) == now:
             return None
-        self._offsets[(topic, index)] = now
+        _remember(self._offsets, (topic, index), now, self._ids_max)
         return self.record("partition", topic=topic, partition=index, high_watermark=high_watermark,
                            last_stable_offset=last_stable_offset, held_by=holder)
 
@@ -105,3 +108,11 @@ class EventHistory:
                 pid = open_txns[0].producer_id
                 holder = self._tid_by_pid.get(pid, f"producer {pid}")
             self.partition(topic, index, hw, lso, holder)
+
+
+def _remember(memory: dict, key, value, most: int) -> None:
+    """Sets ``key`` as the newest entry, forgetting the oldest beyond ``most``."""
+    memory.pop(key, None)
+    memory[key] = value
+    if len(memory) > most:
+        del memory[next(iter(memory))]
