@@ -44,6 +44,7 @@ class TransactionService:
         self.replication = replication  # broker.replication.Replication: writes wait for the ISR
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
+        self.markers.on_acked = self._markers_acked
         self._completions: dict[str, asyncio.Event] = {}
         # While a request's write waits for the ISR: its markers, sent only once it is there.
         self._held_markers: list[SendMarkers] | None = None
@@ -100,6 +101,12 @@ class TransactionService:
         completed = self._completions.pop(m.transactional_id, None)
         if completed is not None:
             completed.set()
+
+    def _markers_acked(self, m: SendMarkers, node_id: int, acked: set) -> None:
+        self.cluster.history.record(
+            "marker", transactional_id=m.transactional_id, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+            marker="COMMIT" if m.commit else "ABORT", coordinator_epoch=m.coordinator_epoch, node=node_id,
+            partitions=sorted(f"{t}-{p}" for t, p in acked))
 
     def _observe(self, transactional_id: str | None, reason: str | None = None) -> None:
         """The id's state after a write, for the event history."""
