@@ -22,6 +22,7 @@ setting (emulate.event.history.size): the oldest events go first.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Callable
 
 _ENDED = {"CompleteCommit": "committed", "CompleteAbort": "aborted"}
@@ -40,7 +41,7 @@ class EventHistory:
         self._abort_reason: dict[str, str] = {}
         self._open_state: dict[str, str] = {}
         self._offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
-        self._tid_by_pid: dict[int, str] = {}  # bounded by the transactional ids the coordinators hold
+        self._tid_by_pid: dict[int, str] = {}  # names the transaction holding an LSO
         # The cluster's open partitions: looked at after each other event, so an LSO that
         # a marker releases and a late write holds again shows both moves.
         self.partitions: dict | None = None
@@ -55,7 +56,8 @@ class EventHistory:
         return event
 
     def since(self, seq: int = 0, limit: int | None = None) -> list[dict]:
-        out = [e for e in self.events if e["seq"] >= seq]
+        first = self.events[0]["seq"] if self.events else self.next_seq  # numbers are consecutive
+        out = list(islice(self.events, max(0, seq - first), None))
         return out[-limit:] if limit else out
 
     # -- what the broker tells -------------------------------------------------------------

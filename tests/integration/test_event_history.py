@@ -94,6 +94,9 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
     grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
     assert len(history.events) == 1000 and history.next_seq > 100_000
     assert history.since(0)[0]["seq"] == history.next_seq - 1000
+    last = history.next_seq - 1
+    assert [e["seq"] for e in history.since(last - 2)] == [last - 2, last - 1, last]
+    assert [e["seq"] for e in history.since(0, limit=2)] == [last - 1, last] and history.since(last + 1) == []
     # 50,000 more rounds hold no more than the full history did: each event is well under 1 KiB
     assert grown < 1000 * 1024, grown
 
