@@ -242,3 +242,29 @@ def test_a_timed_out_transaction_and_the_event_stream(eosbroker_cluster):
     first = json.loads(line[len(b"data: "):])
     assert first["events"][0]["seq"] == 0 and first["events"] == _events(broker)[:len(first["events"])]
     assert "log_batches" in first["actions"]
+
+
+def test_the_history_of_a_coordinator_dying_after_prepare_commit(broker_factory):
+    broker = broker_factory(scenario="coordinator-dies-after-prepare-commit")
+    topic = broker.create_topic(partitions=3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "payments",
+                         "socket.timeout.ms": 5000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, b"a", partition=p)
+    producer.commit_transaction(60)  # rolled forward by the next coordinator
+
+    events = _events(broker)
+    steps = _txn_steps(events, "payments")
+    assert steps[-2:] == [("PrepareCommit", None), ("CompleteCommit", "committed")], steps
+    killed = [e for e in events if e["kind"] == "node" and e["change"] == "killed"]
+    assert len(killed) == 1
+    moved = [e for e in events if e["kind"] == "coordinator" and e["topic"] == "__transaction_state"
+             and e["node_from"] == killed[0]["node"] and e["seq"] > killed[0]["seq"]]
+    assert moved, "the coordinator's move off the killed node"
+    # the markers came from the new coordinator, after the kill, and reached every partition
+    markers = [e for e in events if e["kind"] == "marker" and e["transactional_id"] == "payments"
+               and e["seq"] > killed[0]["seq"]]
+    assert sorted(p for m in markers for p in m["partitions"]) == [f"{topic}-{p}" for p in range(3)]
+    assert all(m["marker"] == "COMMIT" and m["coordinator_epoch"] >= 1 for m in markers)
