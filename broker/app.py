@@ -21,6 +21,8 @@ from broker.node import BrokerNode
 from broker.scram_credentials import ScramCredentials
 from broker.storage.data_dir_lock import DataDirLock
 from broker.timers import every
+
+HISTORY_SAMPLE_S = 0.1
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
 from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
@@ -57,6 +59,9 @@ class Broker:
         self.network = Network(self)
         self._transaction_verifier = None
         self.faults = FaultRules()
+        history = self.cluster.history
+        self.faults.on_fire = lambda rule, seen: history.record(
+            "fault", rule_id=rule.id, action=rule.action, node=seen.node_id, request=seen.describe())
         # The loaded scenario (broker.scenarios) and its triggers, consulted per request.
         self.scenario = None
         self.triggers = None
@@ -112,6 +117,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
+        self._tasks.append(asyncio.create_task(self._sample_partitions()))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["log.flush.offset.checkpoint.interval.ms"], self.cluster.checkpoint_recovery_points)))
@@ -158,6 +164,9 @@ class Broker:
             part.set_leader_epoch(state.leader_epoch)
         if topic not in _COORDINATOR_TOPIC_NAMES:
             return
+        if before is not None and before >= 0 and before != state.leader:  # a move, not a first election
+            self.cluster.history.record("coordinator", topic=topic, partition=index, node_from=before,
+                                        node_to=state.leader, coordinator_epoch=state.leader_epoch)
         old, new = self.node(before), self.node(state.leader)
         if old is not None:  # a stopped node has nothing loaded: no-op there
             old.coordinator_partition_moved(topic, index, state.leader_epoch, leads=False)
@@ -179,6 +188,7 @@ class Broker:
         node = self.node(node_id)
         self._end_session_timer(node_id)
         node.info.fenced = False
+        self.cluster.history.record("node", node=node_id, change="killed" if crash else "stopped")
         node.halt(crash=crash)
         moved = self.cluster.replicas.node_down(node_id)
         await node.stop(crash=crash)
@@ -190,6 +200,7 @@ class Broker:
         node = self.node(node_id)
         self._end_session_timer(node_id)
         node.info.fenced = False
+        self.cluster.history.record("node", node=node_id, change="started")
         await node.start()
         return self.cluster.replicas.node_up(node_id)
 
@@ -199,6 +210,7 @@ class Broker:
         clock: it leaves every ISR and its leaderships and coordinators move (it stays
         paused, off Metadata's broker list, until resumed)."""
         node = self.node(node_id)
+        self.cluster.history.record("node", node=node_id, change="paused")
         node.pause()
         if node_id not in self._session_timers:
             self._session_timers[node_id] = self.clock.call_later(
@@ -209,6 +221,7 @@ class Broker:
         parked requests then meet the leaders and coordinators as they are now)."""
         node = self.node(node_id)
         self._end_session_timer(node_id)
+        self.cluster.history.record("node", node=node_id, change="resumed")
         moved = []
         if node.info.fenced:
             node.info.fenced = False
@@ -282,6 +295,13 @@ class Broker:
 
     # A paused node is a hung machine: its own timers do not run either (its coordinators
     # act again when it resumes, or their partitions move when it is fenced).
+    async def _sample_partitions(self) -> None:
+        """High watermarks and LSOs for the event history, looked at on the real clock (a
+        virtual one may stand still while offsets move)."""
+        while True:
+            await asyncio.sleep(HISTORY_SAMPLE_S)
+            self.cluster.history.sample_partitions(self.cluster.partitions)
+
     def _abort_timed_out(self) -> None:
         for node in self.nodes:
             if node.info.state == RUNNING and node._transactions is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock
+from broker.event_history import EventHistory
 from broker.config import BrokerConfig
 from broker.replicas import Leadership, ReplicaState
 from broker.storage.files import fsync_dir, replace_atomically
@@ -98,6 +99,8 @@ class Cluster:
         # ("commit" | "abort", seconds from a transaction's start to its markers written).
         self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
         self.on_transaction_completed: Callable[[str, float], None] | None = None
+        self.history = EventHistory(config["emulate.event.history.size"], clock.now_ms)
+        self.history.partitions = self.partitions
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+from broker import log_browser
 from broker.network import LinkFaults
 from broker.operations import OPERATIONS_BY_NAME, ControlError, check_args, parse_duration_ms
 from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -33,6 +34,8 @@ class ControlService:
         result = getattr(self, name)(**args)
         if hasattr(result, "__await__"):
             result = await result
+        if op.method == "POST":  # what changed the cluster goes on the timeline
+            self.broker.cluster.history.record("control", op=name, args={k: v for k, v in args.items() if v is not None})
         # What the operation set going (the duties of timers a clock advance fired, tasks
         # it woke) takes its first step before the answer goes out: a client request sent
         # after the answer finds it done.
@@ -372,6 +375,19 @@ class ControlService:
 
     # -- the clock -----------------------------------------------------------------------
 
+    def log_batches(self, topic: str, partition: int, from_offset: int = 0, max_batches: int = 50) -> dict:
+        if (topic, partition) not in set(self.broker.cluster.partition_keys()):
+            raise ControlError(f"no partition {topic}-{partition}", "partition", 404)
+        stored = self.broker.cluster.partition(topic, partition)
+        return {"topic": topic, "partition": partition} | log_browser.batches(
+            stored, topic, from_offset, min(max_batches, log_browser.MAX_BATCHES))
+
+    def events(self, since: int = 0, limit: int | None = None) -> dict:
+        history = self.broker.cluster.history
+        history.sample_partitions(self.broker.cluster.partitions)  # offsets as of this answer
+        return {"now_ms": self.broker.clock.now_ms(), "next_seq": history.next_seq,
+                "size": history.events.maxlen, "events": history.since(since, limit)}
+
     def clock(self) -> dict:
         clock = self.broker.clock
         return {"now_ms": clock.now_ms(), "offset_ms": getattr(clock, "offset_ms", 0),
@@ -429,7 +445,8 @@ class ControlService:
                                "transactional_id", 404)
         coordinator = service.coordinator
         now_ms = self.broker.cluster.clock.now_ms()
-        error = await service.run(transactional_id, lambda: coordinator.abort_transaction(transactional_id, now_ms))
+        error = await service.run(transactional_id, lambda: coordinator.abort_transaction(transactional_id, now_ms),
+                                  reason="fenced")
         if error.name != "none":
             why, status = self._ABORT_REFUSALS.get(error.name, (error.name.upper(), 409))
             raise ControlError(f"transactional id {transactional_id!r} {why}", "transactional_id", status)

@@ -77,6 +77,7 @@ class FaultRules:
     (rule id, action) and outlives removed rules (the /metrics counter)."""
 
     def __init__(self) -> None:
+        self.on_fire = None  # (rule, seen): the event history's record of a firing
         self.rules: dict[int, FaultRule] = {}
         self.observers: list[Callable[[RequestSeen], None]] = []
         self.firings: Counter[tuple[int, str]] = Counter()
@@ -124,6 +125,8 @@ class FaultRules:
                 self.firings[(rule.id, rule.action)] += 1
                 log.warning("fault rule %d fired (%d of %d matched): %s on %s", rule.id, rule.fired, rule.matched,
                             rule.action, seen.describe())
+                if self.on_fire is not None:
+                    self.on_fire(rule, seen)
                 return rule
         return None
 

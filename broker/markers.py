@@ -48,6 +48,8 @@ class MarkerSender:
         self._on_done = on_done
         self._tasks: dict[asyncio.Task, SendMarkers] = {}
         self.hold = False  # fault injection: leave prepared transactions without markers
+        # (markers, node id, the partitions that took them): the event history's record
+        self.on_acked: Callable[[SendMarkers, int, set], None] | None = None
 
     def send(self, markers: SendMarkers) -> None:
         if self.hold:
@@ -91,6 +93,8 @@ class MarkerSender:
                                 "COMMIT" if markers.commit else "ABORT", markers.transactional_id,
                                 markers.producer_id, markers.producer_epoch, fenced)
                     return
+                if acked and self.on_acked is not None:
+                    self.on_acked(markers, node_id, acked)
                 pending = [tp for tp in pending if tp not in acked]
             if pending:
                 await self.cluster.clock.sleep(_RETRY_BACKOFF_S)

@@ -187,6 +187,22 @@ OPERATIONS: tuple[Operation, ...] = (
               "Fence the producer of a transactional id and abort its ongoing transaction now, as its "
               "timeout would (for a transaction that hangs)",
               (Param("transactional_id", "string", "path", doc="the transactional id"),)),
+    Operation("log_batches", "GET", "/partitions/{topic}/{partition}/batches",
+              "A partition's stored batches from an offset: producer id and epoch, sequences, the transactional "
+              "and control flags (COMMIT/ABORT with the coordinator epoch), records (key, value, headers as "
+              "hex, text and JSON) and whether a read_committed consumer sees each (visible, aborted, past-lso); "
+              "__transaction_state records decoded as dump-log decodes them",
+              (_TOPIC, _PARTITION,
+               Param("from_offset", "long", "query", required=False, doc="the first offset wanted", minimum=0),
+               Param("max_batches", "integer", "query", required=False, doc="at most this many batches (500)",
+                     minimum=1))),
+    Operation("events", "GET", "/events",
+              "The event history behind the console's timeline: transactions' steps (adds, prepares, markers, "
+              "outcomes), faults fired, control operations (node stops and pauses, coordinator moves, clock "
+              "jumps), high watermark and LSO moves; the last emulate.event.history.size of them",
+              (Param("since", "long", "query", required=False, doc="the first sequence number wanted", minimum=0),
+               Param("limit", "integer", "query", required=False, doc="at most this many, the newest",
+                     minimum=1))),
 )
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

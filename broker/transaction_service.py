@@ -44,6 +44,7 @@ class TransactionService:
         self.replication = replication  # broker.replication.Replication: writes wait for the ISR
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
+        self.markers.on_acked = self._markers_acked
         self._completions: dict[str, asyncio.Event] = {}
         # While a request's write waits for the ISR: its markers, sent only once it is there.
         self._held_markers: list[SendMarkers] | None = None
@@ -96,11 +97,28 @@ class TransactionService:
             md = self.coordinator.transaction_metadata(m.transactional_id)
             if md is not None and md.state.state_name.startswith("Complete"):
                 observe("commit" if m.commit else "abort", max(0, self.clock.now_ms() - started_ms) / 1000)
+        self._observe(m.transactional_id)
         completed = self._completions.pop(m.transactional_id, None)
         if completed is not None:
             completed.set()
 
-    async def run(self, transactional_id: str | None, handler, offsets: list[int] | None = None):
+    def _markers_acked(self, m: SendMarkers, node_id: int, acked: set) -> None:
+        self.cluster.history.record(
+            "marker", transactional_id=m.transactional_id, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+            marker="COMMIT" if m.commit else "ABORT", coordinator_epoch=m.coordinator_epoch, node=node_id,
+            partitions=sorted(f"{t}-{p}" for t, p in acked))
+
+    def _observe(self, transactional_id: str | None, reason: str | None = None) -> None:
+        """The id's state after a write, for the event history."""
+        md = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+        if md is None:
+            return
+        self.cluster.history.transaction(
+            transactional_id, md.state.state_name, md.producer_id, md.producer_epoch,
+            sorted(f"{t}-{p}" for t, p in md.topic_partitions), reason)
+
+    async def run(self, transactional_id: str | None, handler, offsets: list[int] | None = None,
+                  reason: str | None = None):
         """Runs a coordinator handler through the runtime on the id's partition.
 
         CONCURRENT_TRANSACTIONS is answered at once, as Kafka does. With
@@ -109,7 +127,14 @@ class TransactionService:
         run again: it saves the client's retry back-off, at the price of never
         exercising the client's retry path. ``offsets`` receives the offset of the last
         record each run wrote (-1: none), read before any wait lets another event write.
+        ``reason``: why an abort this starts was not the client's own (the event history).
         """
+        try:
+            return await self._run(transactional_id, handler, offsets)
+        finally:
+            self._observe(transactional_id, reason)
+
+    async def _run(self, transactional_id: str | None, handler, offsets: list[int] | None):
         self.topic.start()
         await self.topic.wait_while_paused()  # paused while this request was under way
         partition = self.coordinator.partition_for(transactional_id or "")
@@ -199,7 +224,9 @@ class TransactionService:
         now = self.clock.now_ms()
         for _, result in self.runtime.run_timers(
                 lambda p: self.coordinator.abort_timed_out_transactions(now, partition=p), now):
-            log.info("aborting timed-out transaction %s", log_codec.decode_key(result.records[0].key))
+            transactional_id = log_codec.decode_key(result.records[0].key)
+            log.info("aborting timed-out transaction %s", transactional_id)
+            self._observe(transactional_id, "timed out")
 
     def expire_ids(self) -> None:
         now = self.clock.now_ms()

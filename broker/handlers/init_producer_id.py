@@ -30,6 +30,6 @@ async def handle(ctx, request):
         ctx.version,
         ctx.clock.now_ms(),
         ctx.broker.producer_ids.peek(),
-    ))
+    ), reason="fenced")
     return {"error_code": response.error, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch}

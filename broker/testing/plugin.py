@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("eosbroker")
     group.addoption("--eosbroker-in-process", action="store_true", default=None,
                     help="run eosbroker fixtures on a thread of the test process instead of a subprocess")
+    group.addoption("--eosbroker-timeline", metavar="DIR", default=None,
+                    help="for a failed test, write the transaction timeline of each of its brokers with a control "
+                         "API (admin=True or a scenario) to DIR as a self-contained HTML file")
     parser.addini("eosbroker_in_process", type="bool", default=False,
                   help="run eosbroker fixtures in-process (default: subprocess)")
     parser.addini("eosbroker_settings", type="linelist", default=[],
@@ -115,8 +118,36 @@ def eosbroker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Con
     broker.stop()
 
 
+def _write_timelines(request: pytest.FixtureRequest, brokers: list) -> None:
+    """The failed test's brokers' timelines, for --eosbroker-timeline."""
+    import json
+    import re
+    import urllib.request
+
+    from broker.admin.console import timeline_html
+
+    directory = request.config.getoption("--eosbroker-timeline")
+    if not directory or not request.node.stash.get(_CALL_FAILED, False):
+        return
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)
+    for i, broker in enumerate(brokers):
+        if not getattr(broker, "admin_port", None) or not broker.alive:
+            continue
+        try:
+            with urllib.request.urlopen(broker.admin_url + "/events", timeout=30) as answer:
+                history = json.load(answer)
+        except OSError as e:
+            print(f"eosbroker: no timeline for {request.node.nodeid}: {e}")
+            continue
+        path = Path(directory) / f"{name}{f'-{i}' if i else ''}.html"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(timeline_html(history["events"], history["now_ms"], f"{request.node.nodeid}: its timeline"),
+                        encoding="utf-8")
+        print(f"eosbroker: the timeline of {request.node.nodeid} is in {path}")
+
+
 @pytest.fixture
-def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config):
+def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config, request: pytest.FixtureRequest):
     """``eosbroker_cluster(settings={...}, in_process=False, data_dir=None, nodes=1,
     admin=False, scenario=None)`` starts a broker the test owns and returns its handle
     (``stop``, ``restart``, ``kill``; with ``nodes=3`` a cluster of three nodes in one
@@ -145,6 +176,7 @@ def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config):
         return broker
 
     yield make
+    _write_timelines(request, started)
     for broker in started:
         if broker.alive:
             # a subprocess is killed (its data is thrown away anyway); a thread must stop

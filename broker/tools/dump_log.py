@@ -24,6 +24,8 @@ from broker.topics import read_topic_entries
 from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from broker.storage.producer_snapshots import CorruptSnapshot, decode_snapshot
 from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
+from coordinator.contract import LogCodecError
+from coordinator.group import log_codec as group_log_codec
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value
 from coordinator.transaction.state import TransactionState
@@ -54,8 +56,11 @@ class Dump:
     """Output of one run; remembers whether any file was corrupt."""
 
     def __init__(self, print_records: bool, decode_transaction_state: bool,
-                 transactional_id: str | None = None, progress: bool | None = None) -> None:
-        self.print_records = print_records or decode_transaction_state or transactional_id is not None
+                 transactional_id: str | None = None, progress: bool | None = None,
+                 decode_consumer_offsets: bool = False) -> None:
+        self.print_records = (print_records or decode_transaction_state or decode_consumer_offsets
+                              or transactional_id is not None)
+        self.decode_consumer_offsets = decode_consumer_offsets
         self.decode_transaction_state = decode_transaction_state or transactional_id is not None
         self.transactional_id = transactional_id  # only this id's records, no batch lines
         self.progress = progress  # None: on a terminal, for large files
@@ -138,7 +143,9 @@ class Dump:
                     continue
                 self.matched += 1
             if self.decode_transaction_state:
-                self.line(f"{head} {_transaction_state(r.key, r.value)}")
+                self.line(f"{head} {transaction_state_text(r.key, r.value)}")
+            elif self.decode_consumer_offsets:
+                self.line(f"{head} {consumer_offsets_text(r.key, r.value)}")
             else:
                 headers = ", ".join(f"{k}={_text(v)}" for k, v in r.headers)
                 self.line(f"{head} headers: [{headers}] key: {_text(r.key)} payload: {_text(r.value)}")
@@ -278,7 +285,29 @@ def _text(data: bytes | None) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-def _transaction_state(key: bytes | None, value: bytes | None) -> str:
+def consumer_offsets_text(key: bytes | None, value: bytes | None) -> str:
+    """A __consumer_offsets record (offset commit or classic group metadata) in words;
+    anything else (a consumer group's KIP-848 records among them) raw, with the reason."""
+    try:
+        k = group_log_codec.decode_key(key or b"")
+        if isinstance(k, group_log_codec.OffsetCommitKey):
+            head = f"offsetCommit: group: {k.group} partition: {k.topic}-{k.partition}"
+            if value is None:
+                return f"{head} payload: <DELETE>"
+            v = group_log_codec.decode_offset_commit_value(value)
+            return (f"{head} offset: {v.offset} leaderEpoch: {v.leader_epoch} metadata: {_text(v.metadata.encode())} "
+                    f"commitTimestamp: {v.commit_timestamp_ms}")
+        head = f"groupMetadata: group: {k.group}"
+        if value is None:
+            return f"{head} payload: <DELETE>"
+        g = group_log_codec.decode_group_metadata_value(value)
+        return (f"{head} protocolType: {g.protocol_type} generation: {g.generation} protocol: {g.protocol} "
+                f"leader: {g.leader} members: [{','.join(m.member_id for m in g.members)}]")
+    except (ValueError, struct.error, LogCodecError) as e:
+        return f"key: {_text(key)} payload: {_text(value)} (not an offset commit or group metadata record: {e!r})"
+
+
+def transaction_state_text(key: bytes | None, value: bytes | None) -> str:
     """A __transaction_state record in words; anything else raw, with the reason."""
     try:
         transactional_id = decode_key(key or b"")
@@ -304,6 +333,8 @@ def _transaction_state(key: bytes | None, value: bytes | None) -> str:
 @click.option("--print-records", is_flag=True, help="also print every record (key, value, headers, markers)")
 @click.option("--decode-transaction-state", is_flag=True,
               help="decode records as __transaction_state keys and values (implies --print-records)")
+@click.option("--offsets-decoder", "decode_consumer_offsets", is_flag=True,
+              help="decode records as __consumer_offsets keys and values (implies --print-records)")
 @click.option("--transactional-id", help="print this transactional id's records from the __transaction_state "
                                          "partition of --data-dir that holds it (no PATHS then)")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("./data"),
@@ -311,7 +342,8 @@ def _transaction_state(key: bytes | None, value: bytes | None) -> str:
 @click.option("--progress/--no-progress", default=None,
               help="report progress on stderr (default: for files of 64 MiB and more, on a terminal)")
 def dump_log(paths: tuple[Path, ...], print_records: bool, decode_transaction_state: bool,
-             transactional_id: str | None, data_dir: Path, progress: bool | None) -> None:
+             decode_consumer_offsets: bool, transactional_id: str | None, data_dir: Path,
+             progress: bool | None) -> None:
     """Print the batches, records, index entries or producer snapshot in partition files."""
     if transactional_id is not None:
         if paths:
@@ -319,7 +351,7 @@ def dump_log(paths: tuple[Path, ...], print_records: bool, decode_transaction_st
         paths = _transaction_log_segments(data_dir, transactional_id)
     elif not paths:
         raise click.UsageError("give the files to dump, or --transactional-id ID --data-dir DIR")
-    dump = Dump(print_records, decode_transaction_state, transactional_id, progress)
+    dump = Dump(print_records, decode_transaction_state, transactional_id, progress, decode_consumer_offsets)
     for path in paths:
         dump.file(path)
     if transactional_id is not None and not dump.matched:

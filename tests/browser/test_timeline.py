@@ -1,0 +1,55 @@
+"""The console's transaction timeline in a real browser (Debian's chromium, headless):
+the hanging-transaction scenario runs and the page draws the late-app transaction's
+aborted bar with its ABORT marker, the delayed write's fault firing and the clock
+jump, and the partition's held LSO as a gap naming late-app; its log browser strikes
+the aborted record through and shows the ABORT control batch. `make console-test`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.browser.test_console import DRIVER, node_modules  # noqa: F401 (the fixture)
+from tests.scenarios.helpers import create_topic
+from tests.scenarios.test_hanging_transaction import _abort_with_a_late_write
+
+pytestmark = pytest.mark.browser
+TIMELINE = DRIVER.parent / "timeline.mjs"
+
+
+def test_the_timeline_shows_the_hanging_transaction_and_who_holds_the_lso(node_modules, broker_factory,  # noqa: F811
+                                                                          tmp_path):
+    broker = broker_factory(scenario="hanging-transaction", admin=True)
+    topic = create_topic(broker)
+    late = asyncio.run(_abort_with_a_late_write(broker, topic))
+    assert late["late_write"] == ("NONE", 2)  # after its ABORT marker: the LSO stops at 2
+
+    screenshot = Path(os.environ.get("TIMELINE_SCREENSHOT", tmp_path / "timeline.png"))
+    log_screenshot = Path(os.environ.get("LOG_SCREENSHOT", tmp_path / "log.png"))
+    run = subprocess.run(["node", str(TIMELINE), broker.admin_url + "/", "late-app", f"{topic}-0", str(screenshot),
+                          str(log_screenshot)],
+                         cwd=TIMELINE.parent, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    late_bars = [b for b in seen["bars"] if b["id"] == "late-app"]
+    assert [b["outcome"] for b in late_bars] == ["aborted"]
+    assert late_bars[0]["partitions"] == f"{topic}-0"
+    assert any(m.startswith("ABORT marker of late-app") for m in seen["markers"])
+    assert any("delay" in f and "Produce" in f for f in seen["faults"]), seen["faults"]
+    assert any(c.startswith("clock_advance") for c in seen["controls"]), seen["controls"]
+    # held by the aborted transaction while it was open, then by its late write for good
+    assert seen["gaps"][-1] == f"{topic}-0: LSO held at 2 (high watermark 3) by late-app", seen["gaps"]
+    assert screenshot.stat().st_size > 0
+
+    # the log browser: the aborted record struck through, its ABORT marker, the late write past the LSO
+    records = {r["offset"]: r for r in seen["log"]["records"]}
+    assert [(o, r["read_committed"], r["value"]) for o, r in sorted(records.items())] == [
+        (0, "aborted", "aborted"), (2, "past-lso", "late")]
+    assert records[0]["decoration"] == "line-through" and records[2]["decoration"] == "none"
+    assert float(records[2]["opacity"]) < 1
+    assert len(seen["log"]["controls"]) == 1 and "ABORT marker (coordinator epoch 0)" in seen["log"]["controls"][0]
