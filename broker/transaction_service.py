@@ -96,10 +96,10 @@ class TransactionService:
         partition = coordinator.partition_for(m.transactional_id)
         while True:
             now_ms = self.clock.now_ms()
-            _, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
+            response, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
                 coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms,
                                             m.coordinator_epoch)))
-            if error is not ErrorCode.coordinator_not_available:
+            if ErrorCode.coordinator_not_available not in (response, error):  # refused at once, or not replicated
                 break
             await self.clock.sleep(_COMPLETE_RETRY_S)
             await self.topic.wait_while_paused()

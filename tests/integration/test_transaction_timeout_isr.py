@@ -58,3 +58,39 @@ def test_timed_out_transaction_aborts_only_once_its_prepare_is_in_the_isr(broker
     with pytest.raises(KafkaException) as fenced:
         producer.commit_transaction(30)
     assert not fenced.value.args[0].retriable()
+
+
+def test_complete_write_refused_for_too_few_in_sync_is_written_again(broker_factory, topic_name):
+    """The markers are acknowledged while __transaction_state has too few replicas in
+    sync: the CompleteCommit append is refused (COORDINATOR_NOT_AVAILABLE) and written
+    again once the ISR is back, so the producer's next transaction goes on (the refusal
+    used to leave it PrepareCommit, every later add answered CONCURRENT_TRANSACTIONS)."""
+    from coordinator.partitioning import partition_for
+
+    cluster = broker_factory({"replica.lag.time.max.ms": 1000}, nodes=3, admin=True)
+    control = cluster.control()
+    txn_id = f"{topic_name}-txn"
+    coordinator = _coordinator_of(cluster, txn_id, 1)
+    create(every_node(cluster), topic_name, partitions=1, replication=1)
+    control.call("partition_move", topic=topic_name, partition=0, replicas=[coordinator], leader=coordinator)
+    producer = Producer({"bootstrap.servers": every_node(cluster), "transactional.id": txn_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"first", partition=0)
+    held = control.call("fault_add", action="hold", api_key=27, client_id=f"eosbroker-node-{coordinator}")
+    producer.commit_transaction(30)  # answered once PrepareCommit is in the ISR; its marker is held
+    assert _state(cluster, txn_id) == "PrepareCommit"
+    for node in cluster.node_ports:
+        if node != coordinator:
+            control.network_cut(source=coordinator, target=node, both=True)
+    shrunk = f"__transaction_state-{partition_for(txn_id, 50)}: ISR shrunk to [{coordinator}]"
+    wait_until(lambda: shrunk in cluster.log_path.read_text(), timeout=60)
+    control.call("fault_remove", rule_id=held["id"])  # the marker lands; CompleteCommit cannot be written
+    wait_until(lambda: _open_transaction_start(control, topic_name) == -1, timeout=60)
+    assert _state(cluster, txn_id) == "PrepareCommit"
+    control.network_heal()
+    wait_until(lambda: _state(cluster, txn_id) == "CompleteCommit", timeout=60)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"second", partition=0)
+    producer.commit_transaction(30)
+    assert _state(cluster, txn_id) in ("PrepareCommit", "CompleteCommit")
