@@ -13,7 +13,6 @@ from broker.config import BrokerConfig
 from broker.coordinator_topic import CoordinatorTopic
 from broker.markers import MarkerSender
 from coordinator.runtime import with_error
-from coordinator.transaction import log_codec
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
 from protocol.names import TRANSACTION_STATE
@@ -24,6 +23,7 @@ TOPIC = TRANSACTION_STATE
 
 _APPEND_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms, which its coordinators' appends wait up to
 _NONE = ErrorCode.none
+_COMPLETE_RETRY_S = 0.05  # between writes of a Complete record while too few replicas are in sync
 
 
 class TransactionService:
@@ -46,6 +46,7 @@ class TransactionService:
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self.markers.on_acked = self._markers_acked
         self._completions: dict[str, asyncio.Event] = {}
+        self._aborts: set[asyncio.Task] = set()  # the timeout timer's aborts, waiting for the ISR
         # While a request's write waits for the ISR: its markers, sent only once it is there.
         self._held_markers: list[SendMarkers] | None = None
         self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
@@ -82,7 +83,10 @@ class TransactionService:
             raise TypeError(f"unknown transaction coordinator effect {effect!r}")
 
     async def _markers_written(self, m: SendMarkers) -> None:
-        """The marker sender's completion: an event for the runtime like any request."""
+        """The marker sender's completion: an event for the runtime like any request. Its
+        Complete record waits for the ISR too; while too few replicas are in sync it is
+        written again, as Kafka retries that append on COORDINATOR_NOT_AVAILABLE (the
+        transaction stays in its Prepare state meanwhile)."""
         await self.topic.wait_while_paused()
         coordinator = self.coordinator
         observe = self.cluster.on_transaction_completed
@@ -90,9 +94,16 @@ class TransactionService:
         if observe is not None:  # metrics on: when did the transaction start?
             md = coordinator.transaction_metadata(m.transactional_id)
             started_ms = md.txn_start_timestamp_ms if md is not None and md.state.is_prepare else -1
-        now_ms = self.clock.now_ms()
-        self.runtime.run(coordinator.partition_for(m.transactional_id), lambda: coordinator.markers_written(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms, m.coordinator_epoch), now_ms)
+        partition = coordinator.partition_for(m.transactional_id)
+        while True:
+            now_ms = self.clock.now_ms()
+            response, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
+                coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms,
+                                            m.coordinator_epoch)))
+            if ErrorCode.coordinator_not_available not in (response, error):  # refused at once, or not replicated
+                break
+            await self.clock.sleep(_COMPLETE_RETRY_S)
+            await self.topic.wait_while_paused()
         if observe is not None and started_ms >= 0:  # was the transaction completed?
             md = self.coordinator.transaction_metadata(m.transactional_id)
             if md is not None and md.state.state_name.startswith("Complete"):
@@ -153,18 +164,26 @@ class TransactionService:
     async def _run_replicated(self, transactional_id: str | None, partition: int, handler,
                               offsets: list[int] | None = None):
         """Runs the handler; what it wrote is answered once the partition's ISR has it,
-        as an acks=all produce (Kafka's coordinator appends with acks=-1), and only then
-        are its markers sent (Kafka sends them from the append's callback). Meanwhile
-        shrunk below transaction.state.log.min.isr or timed out: COORDINATOR_NOT_AVAILABLE;
-        leadership lost: NOT_COORDINATOR. Either way the transition is undone in memory,
-        as Kafka clears the pending state (the record stays in the log), so the client's
-        retry finds the transaction as it was, not CONCURRENT_TRANSACTIONS."""
+        as an acks=all produce (Kafka's coordinator appends with acks=-1). A failed wait
+        is answered with its error instead (see ``_write_replicated``)."""
+        response, error = await self._write_replicated(transactional_id, partition, handler, offsets)
+        return response if error is None else with_error(response, error)
+
+    async def _write_replicated(self, transactional_id: str | None, partition: int, handler,
+                                offsets: list[int] | None = None) -> tuple[object, ErrorCode | None]:
+        """Runs the handler and waits until what it wrote is in the partition's ISR; only
+        then are its markers sent (Kafka sends them from the append's callback). Returns
+        the response and, if the wait failed, the error to answer: too few in sync or
+        timed out, COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way
+        the transition is undone in memory, as Kafka clears the pending state (the record
+        stays in the log), so a retry finds the transaction as it was, not
+        CONCURRENT_TRANSACTIONS."""
         replication = self.replication
         if replication is None or replication.quiet():
             response = self.runtime.run(partition, handler, self.clock.now_ms())
             if offsets is not None:
                 offsets.append(self.runtime.last_offset)
-            return response
+            return response, None
         before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
         epoch = self.coordinator.coordinator_epoch(partition)
         held = self._held_markers = []
@@ -182,13 +201,13 @@ class TransactionService:
             if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
                 for markers in held:
                     self.markers.send(markers)
-            return response
+            return response, None
         answer = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
         undone = written is not None and self.coordinator.restore(transactional_id, written, before)
         log.warning("%s-%d: a coordinator write was not replicated (%s); answered %s%s", TOPIC, partition, error,
                     answer.name.upper(), f", {transactional_id} back to {before.state.state_name}"
                     if undone and before is not None else "")
-        return with_error(response, answer)
+        return response, answer
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], api_version: int):
@@ -221,10 +240,22 @@ class TransactionService:
     # -- timers: events for the runtime ------------------------------------------------
 
     def abort_timed_out(self) -> None:
+        """Fences and aborts each timed-out transaction as an event of its own, so that
+        its PrepareAbort waits for the ISR before its markers leave, as EndTxn's does; a
+        failed wait leaves it Ongoing, for the next round of the timer. The waits run on
+        their own: one cut-off partition does not hold up the timer."""
         now = self.clock.now_ms()
-        for _, result in self.runtime.run_timers(
-                lambda p: self.coordinator.abort_timed_out_transactions(now, partition=p), now):
-            transactional_id = log_codec.decode_key(result.records[0].key)
+        coordinator = self.coordinator
+        for partition in sorted(coordinator.owned_partitions()):
+            for transactional_id in coordinator.timed_out_transactions(now, partition):
+                task = asyncio.get_running_loop().create_task(self._abort_timed_out(transactional_id, partition, now))
+                self._aborts.add(task)
+                task.add_done_callback(self._aborts.discard)
+
+    async def _abort_timed_out(self, transactional_id: str, partition: int, now_ms: int) -> None:
+        response, error = await self._write_replicated(transactional_id, partition, lambda: (
+            self.coordinator.abort_timed_out_transaction(transactional_id, now_ms)))
+        if response is _NONE and error is None:
             log.info("aborting timed-out transaction %s", transactional_id)
             self._observe(transactional_id, "timed out")
 
@@ -237,3 +268,10 @@ class TransactionService:
         dropped, in this turn."""
         self.topic.halt()
         self.markers.halt()
+        for task in self._aborts:
+            task.cancel()
+
+
+def _answered(result):
+    """A completion's result with a response, so a refused append can carry its error."""
+    return result if result.response is not None else result._replace(response=_NONE)

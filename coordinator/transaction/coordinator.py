@@ -495,12 +495,24 @@ class TransactionCoordinator:
     def abort_timed_out_transactions(self, now_ms: int, partition: int | None = None) -> list[Result]:
         """Fence and abort every Ongoing transaction older than its own timeout
         (of one coordinator partition, or of all)."""
-        results = []
-        for state in self._serving(partition):
-            for md in state.transactions.values():
-                if md.state is S.ONGOING and md.txn_start_timestamp_ms + md.txn_timeout_ms < now_ms:
-                    results.append(self._fence_and_abort(md, state.coordinator_epoch, now_ms))
-        return results
+        return [self._fence_and_abort(md, state.coordinator_epoch, now_ms)
+                for state in self._serving(partition) for md in state.transactions.values() if _timed_out(md, now_ms)]
+
+    def timed_out_transactions(self, now_ms: int, partition: int) -> list[str]:
+        """The ids of the partition's Ongoing transactions older than their own timeout."""
+        return [md.transactional_id for state in self._serving(partition)
+                for md in state.transactions.values() if _timed_out(md, now_ms)]
+
+    def abort_timed_out_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
+        """Fence and abort one transaction if it is (still) Ongoing past its timeout: the
+        timer's event for one id, so that its write can wait for the ISR on its own."""
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is not None:
+            return Result(response=error)
+        if md is None or not _timed_out(md, now_ms):
+            return Result(response=E.invalid_txn_state)
+        aborted = self._fence_and_abort(md, coordinator_epoch, now_ms)
+        return Result(records=aborted.records, effects=aborted.effects, response=E.none)
 
     def abort_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
         """Fence the producer and abort its ongoing transaction now, as its timeout
@@ -644,6 +656,10 @@ def _check_replay(record: TransactionLogRecord, md: TransactionMetadata) -> None
                                             record.last_producer_epoch)
     if decoded != md:
         raise AssertionError(f"replaying {record!r}: the bytes give {decoded!r}, the record carries {md!r}")
+
+
+def _timed_out(md: TransactionMetadata, now_ms: int) -> bool:
+    return md.state is S.ONGOING and md.txn_start_timestamp_ms + md.txn_timeout_ms < now_ms
 
 
 def _init_error(error: ErrorCode) -> Result[InitProducerIdResponse]:

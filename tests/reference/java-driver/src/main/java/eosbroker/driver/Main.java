@@ -623,8 +623,8 @@ public final class Main {
     /**
      * Transactions over three partitions of a topic replicated on three nodes while the
      * transaction coordinator's node is stopped with a transaction open (before EndTxn),
-     * then killed after PREPARE_COMMIT is written while its markers cannot leave it
-     * (during EndTxn); one transaction is aborted. Reports what was committed and what a
+     * then killed after PREPARE_COMMIT is written while its markers are held (during
+     * EndTxn); one transaction is aborted. Reports what was committed and what a
      * read_committed reader sees.
      */
     static void clusterFailover(String bootstrap, String name, String adminUrl, Map<String, Object> out)
@@ -663,8 +663,11 @@ public final class Main {
                     stopped = coordinator;
                 } else if (t == 3) {
                     control(adminUrl, "/nodes/" + stopped + "/start", "{}");
-                } else if (t == 5) {  // during EndTxn: the markers cannot leave the coordinator's node
-                    control(adminUrl, "/network/cut", "{\"source\": " + coordinator + "}");
+                } else if (t == 5) {  // during EndTxn: the coordinator's markers are held on arrival
+                    // (a link cut would also keep its followers from fetching the PREPARE_COMMIT:
+                    // out of the ISR, they could not take over once it dies, on Kafka either)
+                    control(adminUrl, "/faults", "{\"action\": \"hold\", \"api_key\": 27, "
+                        + "\"client_id\": \"eosbroker-node-" + coordinator + "\"}");
                 }
                 if (t == 6) {
                     p.abortTransaction();
@@ -674,7 +677,7 @@ public final class Main {
                 }
                 if (t == 5) {  // after PREPARE_COMMIT: the node dies, the next coordinator sends the markers
                     control(adminUrl, "/nodes/" + coordinator + "/kill", "{}");
-                    control(adminUrl, "/network/heal", "{}");
+                    control(adminUrl, "/faults/clear", "{}");  // the dead node's held markers never land
                 }
             }
         }
