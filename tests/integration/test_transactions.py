@@ -252,8 +252,13 @@ async def test_transactional_produce_to_a_partition_not_in_the_transaction(share
 
     await asyncio.to_thread(_create, shared_broker.bootstrap, topic_name)
     async with await KafkaConnection.connect(HOST, shared_broker.port) as conn:
-        init = await conn.request(22, 4, {"transactional_id": topic_name, "transaction_timeout_ms": 60000,
-                                          "producer_id": -1, "producer_epoch": -1})
+        while True:  # a coordinator partition nobody used yet answers LOAD_IN_PROGRESS while it loads
+            init = await conn.request(22, 4, {"transactional_id": topic_name, "transaction_timeout_ms": 60000,
+                                              "producer_id": -1, "producer_epoch": -1})
+            if init.error_code != code("COORDINATOR_LOAD_IN_PROGRESS"):
+                break
+            await asyncio.sleep(0.05)
+        assert init.error_code == 0
         batch = build_batch([(None, b"sneaky", (), 1)], producer_id=init.producer_id,
                             producer_epoch=init.producer_epoch, base_sequence=0, transactional=True)
         r = await conn.request(0, 9, {"transactional_id": topic_name, "acks": -1, "timeout_ms": 5000,
