@@ -34,7 +34,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from broker.acls import NOT_REQUESTED
+from broker.security.acls import NOT_REQUESTED
 from broker.handlers import HANDLERS
 from protocol import messages
 from protocol.apis import ApiTable, flexible_from

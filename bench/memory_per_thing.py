@@ -39,7 +39,7 @@ def _measure(build) -> tuple[int, object]:
 
 
 def known_partitions(count: int, data_dir: Path) -> int:
-    from broker.cluster import Cluster
+    from broker.cluster.cluster import Cluster
 
     cluster = Cluster(BrokerConfig({}), data_dir)
     per_topic = 10
@@ -54,7 +54,7 @@ def known_partitions(count: int, data_dir: Path) -> int:
 
 
 def opened_partitions(count: int, data_dir: Path) -> int:
-    from broker.cluster import Cluster
+    from broker.cluster.cluster import Cluster
 
     cluster = Cluster(BrokerConfig({}), data_dir)
     for n in range(count // 10):
@@ -65,7 +65,7 @@ def opened_partitions(count: int, data_dir: Path) -> int:
 
 
 def producer_entries(count: int) -> int:
-    from broker.storage.producer_state import ProducerStateManager
+    from broker.log.producer_state import ProducerStateManager
     from protocol.record_codec import build_batch
     from protocol.records import RecordBatch
 

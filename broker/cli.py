@@ -183,7 +183,7 @@ def _serve_command(argv: list[str]) -> None:
             config.set("node.count", args.nodes)
         scenario = None
         if args.scenario_name is not None:
-            from broker.scenarios import ScenarioError, read_scenario
+            from broker.faults.scenarios import ScenarioError, read_scenario
 
             try:
                 scenario = read_scenario(args.scenario_name)
@@ -274,8 +274,8 @@ def _without_hypothesis() -> None:
 
 async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin, scenario=None,
                  scram_users=()) -> None:
-    from broker.app import Broker
-    from broker.storage.data_dir_lock import DataDirError, unusable
+    from broker.process import Broker
+    from broker.log.data_dir_lock import DataDirError, unusable
 
     started = SYSTEM_CLOCK.monotonic()
     clock = None
@@ -297,7 +297,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
         raise CommandError(f"cannot listen: {e}" if e.filename is None else unusable(data_dir, e)) from None
     admin_server = None
     if admin is not None:
-        from broker.admin.server import AdminServer
+        from broker.control.http_server import AdminServer
 
         admin_server = AdminServer(broker, *admin)
         try:
@@ -306,9 +306,9 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
             await broker.stop()
             raise CommandError(f"cannot serve the control API: {e}") from None
     if scenario is not None:
-        from broker.operations import ControlError
-        from broker.control import ControlService
-        from broker.scenarios import load_into
+        from broker.control.operations import ControlError
+        from broker.control.service import ControlService
+        from broker.faults.scenarios import load_into
 
         try:
             await load_into(admin_server.control if admin_server is not None else ControlService(broker), scenario)

@@ -16,7 +16,7 @@ class _LazyGroup(click.Group):
 
     lazy = {"transactions": "broker.tools.transaction_admin:transactions", "dump-log": "broker.tools.dump_log:dump_log",
             "topics": "broker.tools.topics:topics", "healthcheck": "broker.tools.healthcheck:healthcheck",
-            "ctl": "broker.admin.ctl:ctl", "scenarios": "broker.scenarios.cli:scenarios"}
+            "ctl": "broker.control.ctl:ctl", "scenarios": "broker.faults.scenarios.cli:scenarios"}
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.lazy])

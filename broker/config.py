@@ -4,7 +4,7 @@ Where a default makes no sense for a local emulator it differs, and the README
 says so (marked ``local`` below). Settings come from a server.properties file and
 ``--override key=value``. Every other name Apache Kafka's broker and controller know
 (broker/kafka_settings_table.py) is accepted and type-checked as Kafka checks it; the
-listener settings among them take effect (broker.listeners), the rest are listed as
+listener settings among them take effect (broker.wire.listeners), the rest are listed as
 having no effect here. Names Kafka does not know are refused, so a typo is not
 silently ignored.
 """
@@ -262,7 +262,7 @@ def closest(name: str, known) -> str | None:
 
 
 # Kafka settings outside SETTINGS that take effect: they say which listeners to serve
-# (read by broker.listeners).
+# (read by broker.wire.listeners).
 LISTENER_SETTINGS = frozenset({
     "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
     "security.inter.broker.protocol", "controller.listener.names", "process.roles",
@@ -359,7 +359,7 @@ class BrokerConfig:
         self.explicit: set[str] = set()
         # Kafka settings outside SETTINGS, as given (checked text), by name
         self.kafka_values: dict[str, str] = {}
-        # Set at run time by AlterConfigs (broker.dynamic_configs): for this broker, and
+        # Set at run time by AlterConfigs (broker.cluster.dynamic_configs): for this broker, and
         # the cluster-wide default; both win over the properties file.
         self.dynamic: dict[str, Any] = {}
         self.dynamic_default: dict[str, Any] = {}
@@ -429,9 +429,9 @@ class BrokerConfig:
         return sorted(k for k in self.kafka_values if not takes_effect(k) and not _sasl_in_effect(k))
 
     def listener_plan(self, host: str = "127.0.0.1", port: int = 9092):
-        """The listeners these settings describe (broker.listeners.ListenerPlan);
+        """The listeners these settings describe (broker.wire.listeners.ListenerPlan);
         ``host``/``port``: serve's one PLAINTEXT listener when ``listeners`` is not set."""
-        from broker.listeners import ListenerConfigError, listener_plan
+        from broker.wire.listeners import ListenerConfigError, listener_plan
 
         values = {k: v for k, v in self.kafka_values.items() if k in LISTENER_SETTINGS}
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.kafka_settings_table import BROKER_SETTINGS, KAFKA_VERSION, REQUIRED
-from broker.topic_configs import ConfigDef, InvalidTopicConfig
+from broker.cluster.topic_configs import ConfigDef, InvalidTopicConfig
 
 READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
 LISTENER_PREFIX = "listener.name."

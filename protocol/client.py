@@ -3,7 +3,7 @@
 ``ClientConnection`` turns requests into the bytes to write and the bytes read back
 into typed responses, matched to their requests by correlation id. It owns no
 socket: a driver writes what ``send`` returns and feeds ``receive_data`` what it
-read. Two drivers exist: an asyncio one (``broker/client.py``: the broker's marker
+read. Two drivers exist: an asyncio one (``broker/wire/client.py``: the broker's marker
 sender, the command-line tools, tests) and a blocking one (``spark_client/wire.py``:
 Spark's worker processes).
 

@@ -44,7 +44,7 @@ from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable, flexible_from
 from protocol.framing import encode_request_frame
 from protocol.record_codec import NewRecord, build_batch
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.testing import BrokerProcess
 
 TOPIC, TXN_TOPIC = "fuzz", "fuzz-txn"

@@ -98,7 +98,7 @@ def describe_transactions(node_ports: dict[int, int], transactional_ids: list[st
     its partition on it, as for a client); ids no coordinator answered are left out."""
     import asyncio
 
-    from broker.client import KafkaConnection
+    from broker.wire.client import KafkaConnection
 
     async def one(tid: str, deadline: float) -> tuple | None:
         while time.monotonic() < deadline:

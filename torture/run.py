@@ -358,7 +358,7 @@ class InitProducerIdBurst(threading.Thread):
     async def _burst(self) -> None:
         import asyncio
 
-        from broker.client import KafkaConnection
+        from broker.wire.client import KafkaConnection
 
         async def one(n: int) -> None:
             conn = None

@@ -37,7 +37,7 @@ from aiokafka.errors import KafkaError as KafkaErrorFromAiokafka
 from bench.brokers import HOST
 from bench.workloads.base import SUBJECT, Metric, RunContext, Workload, WorkloadFailed
 from bench.workloads.produce import create_topic
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 
 PRODUCERS = 50
 PARTITIONS = 4

@@ -1,5 +1,5 @@
 """What the scaling workloads share: their sizes (``--scale`` multiplies them, so a quick
-run is possible), raw requests over broker.client's connection, and the curve table each
+run is possible), raw requests over broker.wire.client's connection, and the curve table each
 prints (one row per size, with the cost per unit beside the figures).
 
 Their figures also go into the bench table, one metric per size and figure, named
@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 
 from bench.brokers import HOST
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 
 METADATA, LIST_OFFSETS, INIT_PRODUCER_ID = 3, 2, 22
 

@@ -18,7 +18,7 @@ import uuid
 from bench.brokers import HOST, RunningBroker
 from bench.workloads.base import RunContext, Workload, WorkloadFailed
 from bench.workloads.scaling import INIT_PRODUCER_ID, curve_table, run_async, scaled
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 
 SIZES = (1_000, 10_000, 100_000)

@@ -55,7 +55,7 @@ from confluent_kafka import KafkaException, Producer
 from bench.brokers import HOST, BrokerFailed, RunningBroker
 from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
 from bench.workloads.produce import DeliveryTally, create_topic
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from coordinator.partitioning import partition_for
 

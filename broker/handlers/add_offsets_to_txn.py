@@ -2,7 +2,7 @@
 so its offsets (TxnOffsetCommit) commit or abort with it."""
 
 
-from broker.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
 
 API_KEY = 25
 

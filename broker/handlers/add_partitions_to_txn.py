@@ -9,7 +9,7 @@ Partitions refused so, or of unknown topics (UNKNOWN_TOPIC_OR_PARTITION), fail t
 transaction's request: the others are then not attempted (OPERATION_NOT_ATTEMPTED).
 """
 
-from broker.acls import (
+from broker.security.acls import (
     CLUSTER,
     CLUSTER_ACTION,
     CLUSTER_DENIED,

@@ -1,6 +1,6 @@
 """AlterConfigs (33): replaces the whole override set of a topic, a broker or a group."""
 
-from broker.dynamic_configs import answer_alter_configs
+from broker.cluster.dynamic_configs import answer_alter_configs
 
 API_KEY = 33
 

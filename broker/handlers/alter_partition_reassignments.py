@@ -4,7 +4,7 @@ leader that is no longer a replica hands over to the first new replica in the IS
 A null replica list cancels a reassignment: there is none to cancel
 (NO_REASSIGNMENT_IN_PROGRESS)."""
 
-from broker.cluster import ReassignmentError
+from broker.cluster.cluster import ReassignmentError
 from broker.errors import code
 
 API_KEY = 45

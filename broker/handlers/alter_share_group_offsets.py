@@ -2,7 +2,7 @@
 empty (or not yet existing) share group: the share coordinator's state starts over at
 that offset, in a new state epoch."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, allowed
 from broker.errors import code
 from broker.handlers.share_group_offsets import group_error, replace_state
 from coordinator.share.state_log_codec import StateKey

@@ -4,7 +4,7 @@ changes all succeed or all fail, as in Kafka."""
 from collections import Counter
 
 from broker.errors import code
-from broker.scram_credentials import CredentialError
+from broker.security.scram_credentials import CredentialError
 
 API_KEY = 51
 

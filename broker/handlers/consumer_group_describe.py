@@ -3,7 +3,7 @@ members with their current and target assignments; a classic or unknown group ge
 GROUP_ID_NOT_FOUND, as Kafka answers. Authorized operations (KIP-430) when asked, for the
 groups described without error."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, allowed, authorized_operations
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, allowed, authorized_operations
 
 API_KEY = 69
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1's MemberType

@@ -3,7 +3,7 @@ joins with epoch 0, heartbeats with its epoch and owned partitions, and gets its
 assignment from the broker's assignor; -1 leaves, -2 leaves for now (static member).
 v1 members bring their own member id."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from coordinator.group.consumer_group import HeartbeatAnswer, HeartbeatRequest
 from protocol.messages import ms
 

@@ -2,9 +2,9 @@
 Without an authorizer (``authorizer.class.name`` unset) every creation is answered
 SECURITY_DISABLED, as Kafka answers."""
 
-from broker.acl_bindings import AclBinding, validate_new
-from broker.acl_ids import AclError
-from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
+from broker.security.acl_bindings import AclBinding, validate_new
+from broker.security.acl_ids import AclError
+from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
 from broker.errors import code
 
 API_KEY = 30

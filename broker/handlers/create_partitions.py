@@ -2,7 +2,7 @@
 
 from broker.errors import code
 from broker.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
-from broker.topics import TopicError
+from broker.cluster.topics import TopicError
 
 API_KEY = 37
 

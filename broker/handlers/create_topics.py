@@ -1,8 +1,8 @@
 """CreateTopics (19), v2-v7: validates names, counts and configs as Kafka does."""
 
-from broker.acls import CLUSTER, CLUSTER_NAME, CREATE, TOPIC, allowed
+from broker.security.acls import CLUSTER, CLUSTER_NAME, CREATE, TOPIC, allowed
 from broker.errors import code
-from broker.topics import TopicError, effective_topic_config
+from broker.cluster.topics import TopicError, effective_topic_config
 
 API_KEY = 19
 

@@ -1,8 +1,8 @@
 """DeleteAcls (31): removes the bindings each filter matches and lists them;
 SECURITY_DISABLED for every filter without an authorizer, as Kafka answers."""
 
-from broker.acl_ids import AclError
-from broker.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
+from broker.security.acl_ids import AclError
+from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
 from broker.errors import code
 from broker.handlers.describe_acls import acl_filter
 

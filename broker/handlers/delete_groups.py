@@ -1,7 +1,7 @@
 """DeleteGroups (42): removes empty groups with their offsets (tombstones); a group with
 members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
 
-from broker.acls import DELETE, GROUP, GROUP_DENIED, allowed
+from broker.security.acls import DELETE, GROUP, GROUP_DENIED, allowed
 from coordinator.group.messages import DeletableGroupResult, DeleteGroupsResponse
 
 API_KEY = 42

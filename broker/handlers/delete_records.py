@@ -1,7 +1,7 @@
 """DeleteRecords (21): moves a partition's log start offset (-1 means the high watermark)."""
 
 from broker.errors import code
-from broker.storage.log import OffsetOutOfRange
+from broker.log.partition_log import OffsetOutOfRange
 
 API_KEY = 21
 

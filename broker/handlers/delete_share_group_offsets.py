@@ -1,7 +1,7 @@
 """DeleteShareGroupOffsets (92): v0. Deletes the share-partition state of topics of an
 empty share group; its next fetch starts again from share.auto.offset.reset."""
 
-from broker.acls import DELETE, DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
+from broker.security.acls import DELETE, DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
 from broker.errors import code
 from broker.handlers.share_group_offsets import group_error, replace_state
 from coordinator.share.state_log_codec import StateKey

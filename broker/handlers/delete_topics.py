@@ -1,7 +1,7 @@
 """DeleteTopics (20), v1-v6 (v6 may name topics by id)."""
 
 from broker.errors import code
-from broker.topics import TopicError
+from broker.cluster.topics import TopicError
 from protocol.messages import ZERO_UUID
 
 API_KEY = 20

@@ -1,9 +1,9 @@
 """DescribeAcls (29): the bindings matching one filter, grouped by resource pattern;
 SECURITY_DISABLED without an authorizer, as Kafka answers."""
 
-from broker.acl_bindings import AclFilter
-from broker.acl_ids import AclError
-from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, allowed
+from broker.security.acl_bindings import AclFilter
+from broker.security.acl_ids import AclError
+from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, allowed
 from broker.errors import code
 
 API_KEY = 29

@@ -1,6 +1,6 @@
 """DescribeCluster (60): the emulated nodes, as admin clients list brokers."""
 
-from broker.acls import CLUSTER, CLUSTER_NAME, NOT_REQUESTED, authorized_operations
+from broker.security.acls import CLUSTER, CLUSTER_NAME, NOT_REQUESTED, authorized_operations
 
 API_KEY = 60
 

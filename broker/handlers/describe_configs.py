@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from broker.config import SETTINGS, TOPIC_DEFAULTS, properties_text
-from broker.dynamic_configs import DYNAMIC_BROKER_SETTINGS, GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS
+from broker.cluster.dynamic_configs import DYNAMIC_BROKER_SETTINGS, GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS
 from broker.errors import code
 from broker.kafka_settings import REQUIRED, kafka_setting
-from broker.topic_configs import TOPIC_CONFIGS
-from broker.topics import effective_topic_config
+from broker.cluster.topic_configs import TOPIC_CONFIGS
+from broker.cluster.topics import effective_topic_config
 
 API_KEY = 32
 TOPIC, BROKER, GROUP = 2, 4, 32

@@ -4,7 +4,7 @@ each group it may describe (KIP-430)."""
 
 import dataclasses
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed, authorized_operations
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, allowed, authorized_operations
 
 API_KEY = 15
 # Kafka's answer when the client did not ask for authorized operations.

@@ -2,7 +2,7 @@
 describe-producers), from the partition's producer state. With the authorizer on a topic
 needs READ (else TOPIC_AUTHORIZATION_FAILED with its message), as in Kafka."""
 
-from broker.acls import DENIED_MESSAGES, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DENIED_MESSAGES, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
 
 API_KEY = 61

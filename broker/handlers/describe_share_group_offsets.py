@@ -2,7 +2,7 @@
 its lag) as the share coordinator keeps it; -1 for one that has no state. Without
 topics: every topic the group has consumed."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
 from broker.handlers.share_group_offsets import group_error, lag, read
 from coordinator.share.state_log_codec import StateKey
 

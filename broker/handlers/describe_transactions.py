@@ -4,7 +4,7 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND. With 
 authorizer on, an id needs DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and only
 the topics the client may describe are listed, as in Kafka."""
 
-from broker.acls import DESCRIBE, TOPIC, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, allowed
+from broker.security.acls import DESCRIBE, TOPIC, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, allowed
 
 API_KEY = 65
 

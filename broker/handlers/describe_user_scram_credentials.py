@@ -3,7 +3,7 @@
 from collections import Counter
 
 from broker.errors import code
-from broker.scram_credentials import CredentialError
+from broker.security.scram_credentials import CredentialError
 
 API_KEY = 50
 

@@ -8,7 +8,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
 
 API_KEY = 26
 log = logging.getLogger(__name__)

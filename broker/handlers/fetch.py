@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from broker import allocator
-from broker.acls import READ, TOPIC, allowed
+from broker import malloc_tuning as allocator
+from broker.security.acls import READ, TOPIC, allowed
 from broker.errors import code
-from broker.storage.descriptors import storage_error
-from broker.storage.log import OffsetOutOfRange
+from broker.log.descriptors import storage_error
+from broker.log.partition_log import OffsetOutOfRange
 from protocol.messages import ZERO_UUID, ms
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ GROUP_AUTHORIZATION_FAILED or TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node 
 with the error's message, as Kafka's error response carries it).
 """
 
-from broker.acls import (
+from broker.security.acls import (
     DENIED_MESSAGES,
     DESCRIBE,
     GROUP,

@@ -2,7 +2,7 @@
 to rejoin."""
 
 
-from broker.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group.messages import HeartbeatResponse
 
 API_KEY = 12

@@ -1,7 +1,7 @@
 """IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's, a
 broker's or a group's overrides."""
 
-from broker.dynamic_configs import answer_alter_configs
+from broker.cluster.dynamic_configs import answer_alter_configs
 
 API_KEY = 44
 

@@ -7,7 +7,7 @@ which persists the new epoch before this answer leaves; it is handed the id a ne
 mapping would get and reports whether it took it.
 """
 
-from broker.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
+from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
 from broker.errors import code
 from protocol.messages import ms
 

@@ -4,7 +4,7 @@ rest of the group (or the initial rebalance delay), parked in the group service.
 
 import dataclasses
 
-from broker.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import JoinProtocol
 from coordinator.group.messages import JoinGroupResponse
 from protocol.messages import ms

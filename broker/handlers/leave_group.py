@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from broker.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import MemberIdentity
 from coordinator.group.messages import LeaveGroupResponse
 

@@ -3,7 +3,7 @@ filter from v5 ("classic" and "consumer" groups)."""
 
 import dataclasses
 
-from broker.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP, allowed
+from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP, allowed
 
 API_KEY = 16
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from broker.acls import DESCRIBE, TOPIC, allowed
+from broker.security.acls import DESCRIBE, TOPIC, allowed
 from broker.errors import code
-from broker.storage.descriptors import storage_error
+from broker.log.descriptors import storage_error
 from protocol import record_codec
 
 log = logging.getLogger(__name__)

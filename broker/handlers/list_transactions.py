@@ -2,7 +2,7 @@
 serves, filtered by state, producer id, duration (v1) and id pattern (v2), and with the
 authorizer on to the ids the client may describe, as in Kafka."""
 
-from broker.acls import DESCRIBE, TRANSACTIONAL_ID, allowed
+from broker.security.acls import DESCRIBE, TRANSACTIONAL_ID, allowed
 
 API_KEY = 66
 

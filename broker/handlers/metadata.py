@@ -4,7 +4,7 @@ v0: an empty topic list means all topics. v1+: null means all, empty means none.
 v10+ carries topic ids and accepts topics by id.
 """
 
-from broker.acls import (
+from broker.security.acls import (
     CLUSTER,
     CLUSTER_NAME,
     CREATE,
@@ -15,7 +15,7 @@ from broker.acls import (
     authorized_operations,
 )
 from broker.errors import ProtocolViolation, code
-from broker.topics import TopicError, validate_topic_name
+from broker.cluster.topics import TopicError, validate_topic_name
 from protocol.messages import ZERO_UUID
 
 API_KEY = 3

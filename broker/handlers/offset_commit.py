@@ -2,7 +2,7 @@
 member and generation against the group; partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
-from broker.offset_requests import commit_offsets, refused_by_acls
+from broker.coordinators.offset_requests import commit_offsets, refused_by_acls
 from protocol.messages import ms
 
 API_KEY = 8

@@ -2,9 +2,9 @@
 subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
-from broker.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
-from broker.offset_requests import errors_by_topic, partition_errors, unknown_partitions
+from broker.coordinators.offset_requests import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group.messages import OffsetDeleteResponse
 
 API_KEY = 47

@@ -4,7 +4,7 @@ UNSTABLE_OFFSET_COMMIT, so the consumer waits for the transaction to end."""
 
 import dataclasses
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, allowed
 from coordinator.group import OffsetFetchGroup
 from coordinator.group.messages import FetchedPartition, FetchedTopic, OffsetFetchResponseGroup
 

@@ -8,7 +8,7 @@ version checks and refused here with UNSUPPORTED_VERSION, as Kafka 4 does.
 A transactional batch that would start its producer's transaction on a partition is
 first verified with the transaction coordinator (KIP-890; from v12 it is added to the
 transaction instead), by a request across the network between the nodes
-(broker/txn_verification.py), and appended only if no marker ended the transaction
+(broker/coordinators/txn_verification.py), and appended only if no marker ended the transaction
 meanwhile.
 """
 
@@ -19,11 +19,11 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from broker import allocator
-from broker.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
+from broker import malloc_tuning as allocator
+from broker.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from broker.errors import ProtocolViolation, code
-from broker.partition import ProduceRejected
-from broker.storage.descriptors import storage_error
+from broker.log.partition import ProduceRejected
+from broker.log.descriptors import storage_error
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
@@ -127,7 +127,7 @@ def _has_transactional_records(request) -> bool:
 def _unverified_answer(ctx, index: int, underlying: ErrorCode, log_start_offset: int) -> dict:
     """The Produce answer for a partition the coordinator's answer (``underlying``) did not
     verify, with ReplicaManager's message."""
-    from broker import txn_verification as tv
+    from broker.coordinators import txn_verification as tv
 
     error = tv.produce_error(underlying, tv.produce_operation(ctx.version))
     if error is ErrorCode.not_enough_replicas:
@@ -144,11 +144,11 @@ async def _verify(ctx, transactional_id: str, batches: list[list],
                   now: int) -> dict[tuple[str, int], ErrorCode] | None:
     """KIP-890, as Kafka's ReplicaManager: the transactional batches that would start the
     producer's transaction on their partition are verified with (Produce v12+: added to
-    the transaction by) the coordinator, across the network (broker/txn_verification.py).
+    the transaction by) the coordinator, across the network (broker/coordinators/txn_verification.py).
     Returns the coordinator's answer for each partition that did not pass (None: nothing
     needed asking); fills in the verification each batch's append must still find
     (``batches``' last field)."""
-    from broker import txn_verification as tv  # loads only for transactions
+    from broker.coordinators import txn_verification as tv  # loads only for transactions
 
     config = ctx.cluster.config
     operation = tv.produce_operation(ctx.version)
@@ -254,7 +254,7 @@ async def handle(ctx, request):
 
 
 async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:
-    """acks=all: each appended partition waits for its ISR (broker/replication.py); a
+    """acks=all: each appended partition waits for its ISR (broker/cluster/replication.py); a
     partition that could not be replicated in time answers REQUEST_TIMED_OUT instead."""
     appended = [p for t in responses for p in t["partition_responses"] if not p["error_code"]]
     names = [t["name"] for t in responses for p in t["partition_responses"] if not p["error_code"]]

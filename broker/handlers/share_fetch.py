@@ -17,7 +17,7 @@ from broker.handlers.share_sessions import (
     INITIAL_EPOCH, SessionRefused, acknowledge, check_request, current_leader, renew_allowed,
     resolve, session,
 )
-from broker.storage.log import OffsetOutOfRange
+from broker.log.partition_log import OffsetOutOfRange
 from protocol.messages import ms
 
 API_KEY = 78

@@ -2,7 +2,7 @@
 with their assignments; a group of another type or an unknown one gets
 GROUP_ID_NOT_FOUND, as Kafka answers."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, allowed, authorized_operations
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, allowed, authorized_operations
 from coordinator.group.share_group import DEAD, SHARE_ASSIGNOR
 
 API_KEY = 77

@@ -2,7 +2,7 @@
 its own member id, heartbeats with its epoch, and gets its assignment from the simple
 assignor; -1 leaves."""
 
-from broker.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from coordinator.group.consumer_group import HeartbeatAnswer
 from coordinator.group.share_group import ShareHeartbeatRequest
 

@@ -9,9 +9,9 @@ session's next one.
 
 from __future__ import annotations
 
-from broker.acls import GROUP, GROUP_DENIED, READ, TOPIC, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, allowed
 from broker.errors import code
-from broker.share_service import ShareSession
+from broker.coordinators.share_service import ShareSession
 from coordinator.share.partition import RENEW, Acknowledgement, AcknowledgeError
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1

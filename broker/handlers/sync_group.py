@@ -3,7 +3,7 @@ once the group's GroupMetadata record (with every assignment) is in the log."""
 
 import dataclasses
 
-from broker.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import SyncAssignment
 from coordinator.group.messages import SyncGroupResponse
 

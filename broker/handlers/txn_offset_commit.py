@@ -12,15 +12,15 @@ be in the producer's ongoing transaction (AddOffsetsToTxn). If it is not, v0-v3 
 INVALID_TXN_STATE, v4 TRANSACTION_ABORTABLE, and v5 adds it to the transaction
 implicitly (transaction version 2's rule), so offsets never wait for a marker that will
 not come. The question crosses the network to the transaction coordinator's node
-(broker/txn_verification.py); a cut link, a lost message or a paused node answers
+(broker/coordinators/txn_verification.py); a cut link, a lost message or a paused node answers
 COORDINATOR_LOAD_IN_PROGRESS (the client retries without looking the coordinator up
 again), the coordinator's own errors come back as it gave them.
 """
 
 from kio.schema.errors import ErrorCode
 
-from broker.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
-from broker.offset_requests import commit_offsets, errors_by_topic, refused_by_acls
+from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.coordinators.offset_requests import commit_offsets, errors_by_topic, refused_by_acls
 from protocol.names import CONSUMER_OFFSETS
 
 API_KEY = 28
@@ -34,8 +34,8 @@ async def _verify(ctx, request, offsets_partition: int):
     transaction, else (the error, None). As Kafka's group coordinator: a producer with a
     transaction ongoing on the offsets partition at its epoch needs no question (the
     verification is then None); otherwise the transaction coordinator is asked across
-    the network (broker/txn_verification.py)."""
-    from broker import txn_verification as tv  # loads only for transactions
+    the network (broker/coordinators/txn_verification.py)."""
+    from broker.coordinators import txn_verification as tv  # loads only for transactions
 
     await ctx.node.groups.ready()  # creates __consumer_offsets on first use
     part, error = ctx.led_partition(CONSUMER_OFFSETS, offsets_partition)

@@ -13,10 +13,10 @@ cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED, as in Ka
 
 import logging
 
-from broker.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
+from broker.security.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
 from broker.errors import code
-from broker.partition import ProduceRejected
-from broker.storage.descriptors import storage_error
+from broker.log.partition import ProduceRejected
+from broker.log.descriptors import storage_error
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """SASL/SCRAM-SHA-256 and -512 (RFC 5802/7677) against the credentials
-AlterUserScramCredentials stores (broker.scram_credentials), as Kafka's ScramSaslServer
+AlterUserScramCredentials stores (broker.security.scram_credentials), as Kafka's ScramSaslServer
 runs it: client-first, server-first, client-final with the proof, server-final."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class ScramServer:
     def __init__(self, mechanism: str, credentials) -> None:
         self.mechanism = mechanism
         self._id, self._digest, self._min_iterations = MECHANISMS[mechanism]
-        self._credentials = credentials  # broker.scram_credentials.ScramCredentials: read at each login
+        self._credentials = credentials  # broker.security.scram_credentials.ScramCredentials: read at each login
         self.complete = False
         self.authorization_id: str | None = None
         self._state = "client-first"

@@ -14,7 +14,7 @@ import binascii
 import re
 import secrets
 
-from broker.scram_credentials import MAX_ITERATIONS, MIN_ITERATIONS
+from broker.security.scram_credentials import MAX_ITERATIONS, MIN_ITERATIONS
 from broker.security.scram import MECHANISMS, salted_password
 
 _ENTRY = re.compile(r"\s*(?P<mechanism>[A-Z0-9-]+)=\[(?P<fields>.*)\]\s*", re.S)

@@ -196,8 +196,8 @@ class BrokerHelpers:
         return f"http://{HOST}:{self.admin_port}"
 
     def control(self):
-        """The Python API of the control service (``broker.admin.client.ControlClient``)."""
-        from broker.admin.client import ControlClient
+        """The Python API of the control service (``broker.control.api_client.ControlClient``)."""
+        from broker.control.api_client import ControlClient
 
         return ControlClient(self.admin_url)
 
@@ -251,7 +251,7 @@ class BrokerHelpers:
         scenario=...)`` starts one so); returns the loaded scenario."""
         from pathlib import Path
 
-        from broker.scenarios.loader import catalogue
+        from broker.faults.scenarios.loader import catalogue
 
         if scenario in catalogue():
             return self.control().call("scenario_load", scenario=scenario)["loaded"]

@@ -31,13 +31,13 @@ class InProcessBroker(BrokerHelpers):
         self.nodes = nodes
         self.admin = admin
         self.admin_port = 0
-        self.broker = None  # broker.app.Broker while running
+        self.broker = None  # broker.process.Broker while running
         self._admin_server = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 20.0) -> "InProcessBroker":
-        from broker.app import Broker
+        from broker.process import Broker
         from broker.config import BrokerConfig
 
         if self.nodes > 1 and not self.port:  # a restart gives every node its port back
@@ -58,7 +58,7 @@ class InProcessBroker(BrokerHelpers):
                 broker = Broker(config, self.data_dir, HOST, self.port)
             await broker.start()
             if self.admin:
-                from broker.admin.server import AdminServer
+                from broker.control.http_server import AdminServer
 
                 self._admin_server = AdminServer(broker, HOST, self.admin_port)
                 await self._admin_server.start()

@@ -124,7 +124,7 @@ def _write_timelines(request: pytest.FixtureRequest, brokers: list) -> None:
     import re
     import urllib.request
 
-    from broker.admin.console import timeline_html
+    from broker.control.console import timeline_html
 
     directory = request.config.getoption("--eosbroker-timeline")
     if not directory or not request.node.stash.get(_CALL_FAILED, False):
@@ -161,7 +161,7 @@ def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config, request: pyte
     def make(settings: dict[str, object] | None = None, *, in_process: bool | None = None,
              data_dir: Path | None = None, nodes: int = 1, admin: bool = False, scenario: str | None = None):
         if scenario is not None:  # the scenario's settings and node count, its control API
-            from broker.scenarios import read_scenario
+            from broker.faults.scenarios import read_scenario
 
             loaded = read_scenario(scenario)
             settings = {**(settings or {}), **loaded.settings}

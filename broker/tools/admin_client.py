@@ -1,5 +1,5 @@
 """The command-line tools' admin client: connections to any Kafka-compatible cluster
-over the wire (broker/client.py), the highest API version both sides speak, Metadata
+over the wire (broker/wire/client.py), the highest API version both sides speak, Metadata
 for leaders and FindCoordinator for coordinators. ``eosbroker transactions`` and
 ``eosbroker topics`` build on it."""
 
@@ -12,7 +12,7 @@ import click
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from protocol import client
 from protocol.client import (
     API_VERSIONS,

@@ -20,10 +20,10 @@ from pathlib import Path
 import click
 from protocol import crc
 
-from broker.topics import read_topic_entries
-from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
-from broker.storage.producer_snapshots import CorruptSnapshot, decode_snapshot
-from broker.storage.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
+from broker.cluster.topics import read_topic_entries
+from broker.log.index import OFFSET_ENTRY, TIME_ENTRY
+from broker.log.producer_snapshots import CorruptSnapshot, decode_snapshot
+from broker.log.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
 from coordinator.contract import LogCodecError
 from coordinator.group import log_codec as group_log_codec
 from coordinator.partitioning import partition_for

@@ -13,7 +13,7 @@ import os
 import click
 from kio.schema.errors import ErrorCode
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 
 API_VERSIONS = 18
 

@@ -74,7 +74,7 @@ def test_a_transaction_appears_and_is_aborted_from_the_page(node_modules, eosbro
 
 
 def test_the_console_with_an_admin_token_shows_faults_and_moves_the_clock(node_modules, tmp_path):
-    from broker.admin.client import ControlClient, ControlRefused
+    from broker.control.api_client import ControlClient, ControlRefused
     from broker.testing import BrokerProcess
 
     token = "console-secret-token"

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from tests.acl_setup import OPEN_AUTHORIZER, broker_with_acls
 

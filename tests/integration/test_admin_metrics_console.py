@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from click.testing import CliRunner
 
-from broker.admin.client import ControlRefused
+from broker.control.api_client import ControlRefused
 from broker.commands import main
-from broker.admin.metrics import error_codes
+from broker.control.metrics import error_codes
 from broker.testing import wait_until
 from protocol import messages
 
@@ -206,8 +206,8 @@ def test_admin_routes_are_registered_without_deprecated_usage(tmp_path):
     import asyncio
     import warnings
 
-    from broker.admin.server import AdminServer
-    from broker.app import Broker
+    from broker.control.http_server import AdminServer
+    from broker.process import Broker
     from broker.config import BrokerConfig
 
     async def build():

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from protocol.record_codec import build_batch, build_control_batch
 from protocol.framing import encode_request_frame

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.admin.client import ControlRefused
-from broker.operations import OPERATIONS
+from broker.control.api_client import ControlRefused
+from broker.control.operations import OPERATIONS
 
 HOST = "127.0.0.1"
 
@@ -184,7 +184,7 @@ def test_admin_token_is_required_when_set(broker_factory, monkeypatch):
     with pytest.raises(ControlRefused) as refused:
         broker.control().cluster()
     assert (refused.value.status, refused.value.field) == (401, "Authorization")
-    from broker.admin.client import ControlClient
+    from broker.control.api_client import ControlClient
 
     assert len(ControlClient(broker.admin_url, token="s3cret").cluster()["nodes"]) == 2
 

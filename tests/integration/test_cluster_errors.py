@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from protocol.record_codec import build_batch
 from tests.broker_process import HOST

@@ -27,7 +27,7 @@ def _coordinator_of(cluster, key: str, key_type: int) -> int:
     """The node FindCoordinator names for a group (0) or transactional id (1)."""
     import asyncio
 
-    from broker.client import KafkaConnection
+    from broker.wire.client import KafkaConnection
 
     live = next(n for n in cluster.control().cluster()["nodes"] if n["state"] == "running")
 

@@ -21,7 +21,7 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.errors import CoordinatorNotAvailableError
 from kafka.structs import OffsetAndMetadata
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.testing.helpers import wait_until
 from coordinator.partitioning import partition_for
 from tests.integration.test_cluster import create

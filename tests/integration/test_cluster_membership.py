@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from broker.admin.client import ControlRefused
+from broker.control.api_client import ControlRefused
 from tests.integration.test_cluster import assert_exactly_once, create, read_committed
 from tests.integration.test_cluster_failover import _coordinator_of, confluent_producer, every_node, run_transaction
 

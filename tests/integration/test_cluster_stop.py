@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.testing.helpers import wait_until
 from coordinator.partitioning import partition_for
 from protocol.record_codec import build_batch

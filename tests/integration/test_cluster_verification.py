@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from broker.testing.helpers import wait_until
 from coordinator.partitioning import partition_for

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.app import Broker
-from broker.client import KafkaConnection
+from broker.process import Broker
+from broker.wire.client import KafkaConnection
 from broker.config import BrokerConfig
 
 INIT_PRODUCER_ID, METADATA = 22, 3

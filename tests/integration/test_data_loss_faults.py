@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from broker.admin.client import ControlRefused
+from broker.control.api_client import ControlRefused
 from tests.integration.test_cluster import assert_exactly_once, create, read_committed
 
 pytestmark = pytest.mark.timeout(180)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from tests.acl_setup import allow, broker_with_acls
 

@@ -11,9 +11,9 @@ import uuid
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.testing.helpers import HOST
-from broker.topics import read_topic_entries
+from broker.cluster.topics import read_topic_entries
 
 
 def _registry(broker) -> dict[str, int]:

@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from protocol.record_codec import build_batch
 from tests.broker_process import wait_until

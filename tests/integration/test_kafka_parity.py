@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from broker.testing import wait_until
 from protocol.record_codec import build_batch

@@ -5,7 +5,7 @@ nodes that exist."""
 
 from __future__ import annotations
 
-from broker.app import Broker
+from broker.process import Broker
 from broker.config import BrokerConfig
 
 API_VERSIONS = 18

@@ -10,7 +10,7 @@ import sys
 import pytest
 from confluent_kafka import Producer
 
-from broker.admin.client import ControlRefused
+from broker.control.api_client import ControlRefused
 from broker.testing.helpers import wait_until
 from tests.integration.test_cluster import assert_exactly_once, create, read_committed
 

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from protocol.record_codec import build_batch
 
 pytestmark = pytest.mark.timeout(120)

@@ -289,7 +289,7 @@ def test_share_partition_state_survives_a_restart(broker_factory, topic_name):
 def _request(broker, api_key: int, version: int, body: dict):
     import asyncio
 
-    from broker.client import KafkaConnection
+    from broker.wire.client import KafkaConnection
 
     async def call():
         conn = await KafkaConnection.connect("127.0.0.1", broker.port, client_id="share-offsets")

@@ -25,11 +25,11 @@ NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", 
 # storage (loads with the first partition), coordinators, the control API, scenarios, tools,
 # fault rules and what a request names for them (load with the first rule or trigger), ACL
 # bindings (with the first ACL request or stored ACL file)
-NOT_BEFORE_FIRST_USE = ("broker.partition", "broker.storage.log", "broker.storage.producer_state",
-                        "protocol.record_codec", "broker.transaction_service", "broker.group_service",
-                        "broker.admin", "broker.control", "broker.scenarios", "broker.tools", "coordinator.transaction",
-                        "coordinator.group", "broker.fault_rules", "broker.fault_fields",
-                        "broker.acl_bindings")
+NOT_BEFORE_FIRST_USE = ("broker.log.partition", "broker.log.partition_log", "broker.log.producer_state",
+                        "protocol.record_codec", "broker.coordinators.transaction_service", "broker.coordinators.group_service",
+                        "broker.control", "broker.control.service", "broker.faults.scenarios", "broker.tools", "coordinator.transaction",
+                        "coordinator.group", "broker.faults.rules", "broker.faults.fields",
+                        "broker.security.acl_bindings")
 
 
 def _logged(import_log: str) -> set[str]:
@@ -67,4 +67,4 @@ def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
     assert not imported & set(NOT_ON_THE_SERVE_PATH), sorted(imported & set(NOT_ON_THE_SERVE_PATH))
     assert not (workdir / ".hypothesis").exists()
     early = {name for name in _logged(stderr) if name.startswith(NOT_BEFORE_FIRST_USE)}
-    assert "broker.cluster" in _logged(stderr) and not early, sorted(early)
+    assert "broker.cluster.cluster" in _logged(stderr) and not early, sorted(early)

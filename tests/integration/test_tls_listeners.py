@@ -320,7 +320,7 @@ def test_control_api_and_console_over_https(tmp_path, certs):
     import urllib.error
     import urllib.request
 
-    from broker.admin.client import ControlClient
+    from broker.control.api_client import ControlClient
     from broker.testing import BrokerProcess
 
     broker = BrokerProcess(tmp_path / "data", admin=True, extra_args=[

@@ -20,7 +20,7 @@ from kafka import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
 from broker.commands import main
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.clock import SYSTEM_CLOCK
 from broker.errors import code
 from broker.handlers import describe_transactions, list_transactions

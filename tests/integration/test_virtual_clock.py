@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from broker.admin.client import ControlRefused
+from broker.control.api_client import ControlRefused
 from tests.integration.test_cluster import assert_exactly_once, create, read_committed
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 
 HOST = "127.0.0.1"
 

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.testing.helpers import wait_until
 from tests.integration.test_cluster import assert_exactly_once, read_committed
 from tests.reference import java_driver

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from broker.errors import code
 from tests.integration.test_kafka_parity import _begin, _create, _end, _offsets, _produce
 

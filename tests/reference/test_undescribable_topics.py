@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from tests.acl_setup import OPEN_AUTHORIZER
 from tests.integration.test_kafka_parity import _produce
 from tests.reference.kafka_broker import KafkaBroker

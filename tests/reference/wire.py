@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from kio.schema.errors import ErrorCode
 from protocol.record_codec import build_batch, decode_records, read_control_record
 from protocol.records import iter_batches

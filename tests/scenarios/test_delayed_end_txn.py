@@ -19,7 +19,7 @@ import asyncio
 import pytest
 from confluent_kafka import Producer
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from protocol.record_codec import build_batch
 from tests.broker_process import wait_until
 from tests.reference.wire import Wire, err

@@ -17,7 +17,7 @@ import sys
 import pytest
 from confluent_kafka import Producer
 
-from broker.client import KafkaConnection
+from broker.wire.client import KafkaConnection
 from tests.reference.wire import Wire
 from tests.scenarios.helpers import HOST, assert_exactly_once, bootstrap, create_topic, read_committed
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from broker.admin.client import ControlRefused
+from broker.control.api_client import ControlRefused
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -103,7 +103,7 @@ def test_an_in_process_broker_runs_a_scenario_on_a_virtual_clock(broker_factory)
 
 
 def test_the_catalogue_without_a_broker():
-    from broker.scenarios import catalogue
+    from broker.faults.scenarios import catalogue
 
     listed = subprocess.run([sys.executable, "-m", "broker.program", "scenarios"], capture_output=True, text=True,
                             timeout=60)

@@ -1,4 +1,4 @@
-"""ACL bindings load with the first ACL request or stored ACL file (broker.acl_bindings),
+"""ACL bindings load with the first ACL request or stored ACL file (broker.security.acl_bindings),
 not with the authorizer: a fresh process given a stored file reads and enforces it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from broker.acl_bindings import AclBinding, AclFilter
-from broker.acl_ids import ALLOW, ANY_OP, ANY_PERMISSION, ANY_RESOURCE, DENY, LITERAL, MATCH, PREFIXED, READ, TOPIC, WRITE
-from broker.acls import Authorizer
+from broker.security.acl_bindings import AclBinding, AclFilter
+from broker.security.acl_ids import ALLOW, ANY_OP, ANY_PERMISSION, ANY_RESOURCE, DENY, LITERAL, MATCH, PREFIXED, READ, TOPIC, WRITE
+from broker.security.acls import Authorizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,12 +21,12 @@ def test_a_fresh_process_reads_and_enforces_stored_bindings(tmp_path):
                    AclBinding(TOPIC, "orders.", PREFIXED, "User:ANONYMOUS", "*", WRITE, DENY)])
     script = f"""
 import sys
-from broker import acls
-assert "broker.acl_bindings" not in sys.modules
+from broker.security import acls
+assert "broker.security.acl_bindings" not in sys.modules
 empty = acls.Authorizer({str(tmp_path / "none")!r}, True)
-assert empty.bindings == [] and "broker.acl_bindings" not in sys.modules
+assert empty.bindings == [] and "broker.security.acl_bindings" not in sys.modules
 authorizer = acls.Authorizer({str(tmp_path)!r}, True)
-assert "broker.acl_bindings" in sys.modules and len(authorizer.bindings) == 2
+assert "broker.security.acl_bindings" in sys.modules and len(authorizer.bindings) == 2
 assert authorizer.authorize("User:ANONYMOUS", "127.0.0.1", acls.READ, acls.TOPIC, "orders")
 assert not authorizer.authorize("User:ANONYMOUS", "127.0.0.1", acls.WRITE, acls.TOPIC, "orders.eu")
 assert not authorizer.authorize("User:ANONYMOUS", "127.0.0.1", acls.WRITE, acls.TOPIC, "orders")  # READ only

@@ -4,7 +4,7 @@ import platform
 
 import pytest
 
-from broker import allocator
+from broker import malloc_tuning as allocator
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

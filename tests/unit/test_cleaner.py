@@ -1,4 +1,4 @@
-"""broker.storage.cleaner: log compaction (latest record per key, tombstones, transactions,
+"""broker.log.cleaner: log compaction (latest record per key, tombstones, transactions,
 atomic segment swap and its crash recovery, bounded steps)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from broker.storage.cleaner import (
+from broker.log.cleaner import (
     CHECKPOINT_FILE,
     Fsync,
     LogCleaner,
@@ -21,8 +21,8 @@ from broker.storage.cleaner import (
     read_checkpoint,
     write_checkpoint,
 )
-from broker.storage.log import LogConfig, PartitionLog
-from broker.storage.producer_state import ProducerStateManager
+from broker.log.partition_log import LogConfig, PartitionLog
+from broker.log.producer_state import ProducerStateManager
 from protocol.record_codec import build_batch, build_control_batch, decode_records
 from protocol.records import COMPRESSION_GZIP, RecordBatch, iter_batches
 

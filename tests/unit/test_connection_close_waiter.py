@@ -7,7 +7,7 @@ import asyncio
 
 import uvloop
 
-from broker.app import Broker
+from broker.process import Broker
 from broker.config import BrokerConfig
 
 

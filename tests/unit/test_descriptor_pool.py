@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.storage import descriptors
-from broker.storage.descriptors import MIN_CAPACITY, POOL, PooledFile, capacity_for
+from broker.log import descriptors
+from broker.log.descriptors import MIN_CAPACITY, POOL, PooledFile, capacity_for
 from protocol.records import iter_batches
 
 from .test_log import make_batch, open_log, view

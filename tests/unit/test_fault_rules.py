@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.fault_answers import error_answer, parse_error
-from broker.fault_fields import kinds_named_by, named_in
-from broker.faults import FaultRules, Match, RequestSeen
+from broker.faults.answers import error_answer, parse_error
+from broker.faults.fields import kinds_named_by, named_in
+from broker.faults.requests import FaultRules, Match, RequestSeen
 from broker.handlers import HANDLERS
 from protocol import messages
 from protocol.apis import ApiTable
@@ -136,7 +136,7 @@ def test_error_names_and_codes():
 
 
 def test_a_lossy_link_loses_the_messages_its_seed_says():
-    from broker.network import LinkFaults
+    from broker.cluster.network import LinkFaults
 
     link = LinkFaults(loss=0.3, seed=5)
     draws = random.Random(5)
@@ -146,24 +146,24 @@ def test_a_lossy_link_loses_the_messages_its_seed_says():
 
 
 def test_a_fresh_process_builds_the_rule_classes_with_its_first_rule():
-    """broker.faults names Match and FaultRule from broker.fault_rules on first use (a
+    """broker.faults.requests names Match and FaultRule from broker.faults.rules on first use (a
     broker without rules never builds them): the first rule and the first match that
     needs what a request names work from a process that had loaded neither."""
     script = """
 import sys
-import broker.faults as faults
-assert "broker.fault_rules" not in sys.modules and "broker.fault_fields" not in sys.modules
+import broker.faults.requests as faults
+assert "broker.faults.rules" not in sys.modules and "broker.faults.fields" not in sys.modules
 rules = faults.FaultRules()
 rule = rules.add("error", error=7)
-from broker import fault_rules
-from broker.faults import Match
+from broker.faults import rules as fault_rules
+from broker.faults.requests import Match
 assert Match is fault_rules.Match and faults.FaultRule is fault_rules.FaultRule and type(rule) is faults.FaultRule
 assert rule.match == Match() and rules.rules == {rule.id: rule}
 from protocol import messages
 request = messages.build_request(22, 4, {"transactional_id": "tx", "producer_id": 5, "producer_epoch": 0})
 seen = faults.RequestSeen(1, 22, 4, "c", request, lambda topic_id: None)
 assert Match(transactional_id="tx").matches(seen) and not Match(transactional_id="other").matches(seen)
-assert "broker.fault_fields" in sys.modules
+assert "broker.faults.fields" in sys.modules
 try:
     faults.NoSuchName
 except AttributeError:

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.app import Broker
-from broker.cluster import RUNNING
+from broker.process import Broker
+from broker.cluster.cluster import RUNNING
 from broker.config import BrokerConfig
-from broker.control import ControlError, ControlService
-from broker.server import Connection, ProtocolViolation
+from broker.control.service import ControlError, ControlService
+from broker.wire.server import Connection, ProtocolViolation
 from broker.virtual_clock import VirtualClock
 from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable

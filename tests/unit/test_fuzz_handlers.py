@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import Records, i32, i32Timedelta, i64Timedelta
 
-from broker.app import Broker
+from broker.process import Broker
 from broker.config import BrokerConfig
 from broker.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
-from broker.server import Connection, ProtocolViolation
+from broker.wire.server import Connection, ProtocolViolation
 from broker.virtual_clock import VirtualClock
 from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.scram_credentials import ScramCredentials
+from broker.security.scram_credentials import ScramCredentials
 from broker.security import sasl
 from broker.security.jaas import JaasError, parse_jaas
 from broker.security.sasl_errors import SaslFailure

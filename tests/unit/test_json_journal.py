@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import uuid
 
-from broker.replicas import ReplicaState
-from broker.storage.files import JsonJournal
-from broker.topics import TopicRegistry, read_topic_entries
+from broker.cluster.replicas import ReplicaState
+from broker.log.files import JsonJournal
+from broker.cluster.topics import TopicRegistry, read_topic_entries
 
 
 def test_changes_append_lines_and_read_back_with_the_file(tmp_path):
@@ -90,7 +90,7 @@ def test_replica_state_saves_only_the_partitions_named(tmp_path):
 
 
 def test_partitions_of_topics_with_equal_configs_share_one_log_config(tmp_path):
-    from broker.cluster import Cluster
+    from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
 
     cluster = Cluster(BrokerConfig({}), tmp_path)

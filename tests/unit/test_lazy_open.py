@@ -1,4 +1,4 @@
-"""Partitions opened on first use (broker.cluster): what start-up opens, and the
+"""Partitions opened on first use (broker.cluster.cluster): what start-up opens, and the
 clean-shutdown marker after a run that left partitions unvalidated."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from broker.cluster import Cluster
+from broker.cluster.cluster import Cluster
 from broker.config import BrokerConfig
 
 from .test_log import make_batch, view

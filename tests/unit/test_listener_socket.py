@@ -1,4 +1,4 @@
-"""A node's listener on a numeric address is bound without the resolver (broker.server
+"""A node's listener on a numeric address is bound without the resolver (broker.wire.server
 ._bound_socket) and must behave as the loop's own create_server(host, port) would."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import socket
 import pytest
 import uvloop
 
-from broker.server import _bound_socket
+from broker.wire.server import _bound_socket
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])

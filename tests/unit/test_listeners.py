@@ -1,10 +1,10 @@
-"""Listener settings (broker.listeners) and Kafka's other setting names (broker.config):
+"""Listener settings (broker.wire.listeners) and Kafka's other setting names (broker.config):
 what is accepted, what each node binds and advertises, and Kafka's messages for the rest."""
 
 import pytest
 
 from broker.config import BrokerConfig, ConfigError, environment_overrides, setting_name
-from broker.listeners import Endpoint, local_host_name
+from broker.wire.listeners import Endpoint, local_host_name
 
 
 def plan(*overrides, host="127.0.0.1", port=9092):

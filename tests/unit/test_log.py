@@ -1,4 +1,4 @@
-"""broker.storage: the on-disk partition log (segments, indexes, recovery, retention)."""
+"""broker.log: the on-disk partition log (segments, indexes, recovery, retention)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.storage.index import OFFSET_ENTRY, TIME_ENTRY
-from broker.storage.log import LOG_START_OFFSET_FILE, AppendInfo, LogConfig, OffsetOutOfRange, PartitionLog
+from broker.log.index import OFFSET_ENTRY, TIME_ENTRY
+from broker.log.partition_log import LOG_START_OFFSET_FILE, AppendInfo, LogConfig, OffsetOutOfRange, PartitionLog
 from protocol.records import LOG_APPEND_TIME, RecordBatch, iter_batches
 
 
@@ -250,7 +250,7 @@ def test_torn_tail_is_truncated_with_a_warning(pdir: Path, caplog: pytest.LogCap
     with open(pdir / f"{0:020d}.log", "ab") as f:
         f.write(torn)
     size = 3 * len(make_batch(records=2))
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = open_log(pdir)
     assert log.log_end_offset == 6
     assert log.size_bytes == size
@@ -269,7 +269,7 @@ def test_tail_shorter_than_a_header_is_truncated(pdir: Path, caplog: pytest.LogC
     log.close()
     with open(pdir / f"{0:020d}.log", "ab") as f:
         f.write(b"\0" * 7)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = open_log(pdir)
     assert "dropping 7 bytes" in caplog.text
     assert log.log_end_offset == 2
@@ -284,7 +284,7 @@ def test_corrupt_crc_in_the_last_batch_is_truncated(pdir: Path, caplog: pytest.L
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0xFF  # last byte of the last batch's last record
     path.write_bytes(raw)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = open_log(pdir)
     assert "CRC mismatch" in caplog.text
     assert log.log_end_offset == 2
@@ -301,7 +301,7 @@ def test_batch_with_offsets_going_backwards_is_truncated(pdir: Path, caplog: pyt
     again = view(make_batch())  # offset 0 again, a valid CRC: only the offset check catches it
     with open(pdir / f"{0:020d}.log", "ab") as f:
         f.write(again.buf)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = open_log(pdir)
     assert "base offset 0 is below the expected 2" in caplog.text
     assert log.log_end_offset == 2
@@ -316,7 +316,7 @@ def test_bad_magic_in_the_tail_is_truncated(pdir: Path, caplog: pytest.LogCaptur
     bad[16] = 1
     with open(pdir / f"{0:020d}.log", "ab") as f:
         f.write(bad)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = open_log(pdir)
     assert "magic 1" in caplog.text
     assert log.log_end_offset == 2
@@ -438,7 +438,7 @@ def test_log_start_offset_past_the_recovered_end_restarts_the_log_there(pdir: Pa
     log.close()
     path = pdir / f"{0:020d}.log"
     path.write_bytes(path.read_bytes()[: BATCH_SIZE * 2])  # lose the tail holding the start
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = open_log(pdir)
     assert "log start offset 4 is beyond the recovered log end offset 2" in caplog.text
     assert (log.log_start_offset, log.log_end_offset) == (4, 4)
@@ -890,7 +890,7 @@ class _CountingBatch(RecordBatch):
 
 def test_clean_reopen_reads_only_the_batches_after_the_last_index_entry(
         pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import broker.storage.segment as segment_module
+    import broker.log.segment as segment_module
 
     log = open_log(pdir, index_interval_bytes=4096)
     fill(log, 3000)
@@ -990,7 +990,7 @@ def test_clean_reopen_falls_back_to_recovery_when_something_looks_wrong(
     clean_dir, full_dir = tmp_path / "clean", tmp_path / "full"
     shutil.copytree(original, clean_dir)
     shutil.copytree(original, full_dir)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         clean = PartitionLog.open(clean_dir, config, 0, clean_shutdown=True)
     [fallback] = [r.getMessage() for r in caplog.records if "cannot trust" in r.getMessage()]
     assert reason in fallback and str(clean_dir) in fallback
@@ -1011,7 +1011,7 @@ def test_torn_tail_without_clean_shutdown_is_truncated_even_if_the_tail_parses(
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0xFF  # the header still parses: only the CRC check of a full recovery sees it
     path.write_bytes(raw)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = PartitionLog.open(pdir, LogConfig(), 0, clean_shutdown=False)
     assert "CRC mismatch" in caplog.text
     assert log.log_end_offset == 2
@@ -1020,7 +1020,7 @@ def test_torn_tail_without_clean_shutdown_is_truncated_even_if_the_tail_parses(
 
 def test_the_clean_shutdown_marker_is_taken_at_start_so_a_later_crash_gets_full_recovery(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from broker.cluster import Cluster
+    from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
 
     def start() -> Cluster:
@@ -1101,7 +1101,7 @@ def test_recovery_from_a_recovery_point_checks_every_batch_beyond_it(
     raw = bytearray(path.read_bytes())
     raw[4 * BATCH_SIZE - 1] ^= 0xFF  # batch 3 (offset 3): its header still parses
     path.write_bytes(raw)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=0), 0, recovery_point=2)
     assert "CRC mismatch in the batch at offset 3" in caplog.text
     assert log.log_end_offset == 3
@@ -1119,7 +1119,7 @@ def test_what_lies_below_the_recovery_point_is_trusted(pdir: Path, caplog: pytes
     raw = bytearray(path.read_bytes())
     raw[BATCH_SIZE - 1] ^= 0xFF  # batch 0
     path.write_bytes(raw)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=0), 0, recovery_point=4)
     assert "CRC mismatch" not in caplog.text
     assert log.log_end_offset == 5
@@ -1136,7 +1136,7 @@ def test_recovery_point_with_unusable_index_files_validates_the_whole_segment(
     raw = bytearray(path.read_bytes())
     raw[BATCH_SIZE - 1] ^= 0xFF
     path.write_bytes(raw)
-    with caplog.at_level(logging.WARNING, logger="broker.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition_log"):
         log = PartitionLog.open(pdir, LogConfig(index_interval_bytes=0), 0, recovery_point=4)
     assert "CRC mismatch in the batch at offset 0" in caplog.text
     assert log.log_end_offset == 0

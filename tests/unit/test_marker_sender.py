@@ -8,7 +8,7 @@ import gc
 import pytest
 import uvloop
 
-from broker.markers import VERSION, WRITE_TXN_MARKERS, MarkerSender, marker_request
+from broker.coordinators.markers import VERSION, WRITE_TXN_MARKERS, MarkerSender, marker_request
 from coordinator.transaction.messages import SendMarkers
 from protocol import messages
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.replicas import ReplicaState
-from broker.storage.files import read_json, write_json
+from broker.cluster.replicas import ReplicaState
+from broker.log.files import read_json, write_json
 
 VALUES = [{}, [], {"b": [1, 2, {"c": None}], "a": "é"}, [{"name": "t", "id": "x", "partitions": 3, "configs": {}}]]
 
@@ -62,10 +62,10 @@ def test_json_and_random_load_when_first_used(tmp_path):
         import sys
         sys.modules["hypothesis"] = None  # as a broker keeps it out (kio would load it)
         from pathlib import Path
-        from broker.faults import FaultRules
-        from broker.network import LinkFaults
-        from broker.replicas import ReplicaState
-        from broker.storage.files import read_json, write_json
+        from broker.faults.requests import FaultRules
+        from broker.cluster.network import LinkFaults
+        from broker.cluster.replicas import ReplicaState
+        from broker.log.files import read_json, write_json
         assert "json" not in sys.modules and "random" not in sys.modules, sorted(sys.modules)
         path = Path(sys.argv[1]) / "m.json"
         write_json(path, {"a": 1})

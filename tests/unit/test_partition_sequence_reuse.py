@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from broker.partition import Partition, ProduceRejected
-from broker.storage.log import LogConfig
+from broker.log.partition import Partition, ProduceRejected
+from broker.log.partition_log import LogConfig
 from tests.unit.test_producer_state import NOW, PID, data_batch
 
 
@@ -27,7 +27,7 @@ def _aborted_transaction(p: Partition) -> None:
 
 def test_stale_duplicate_is_answered_counted_and_logged(partition, caplog):
     _aborted_transaction(partition)
-    with caplog.at_level(logging.WARNING, logger="broker.partition"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.partition"):
         appended = partition.append_from_client(data_batch(seq=1, transactional=True), NOW)
     assert appended.duplicate and appended.base_offset == 1
     assert partition.log.log_end_offset == 3

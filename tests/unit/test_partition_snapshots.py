@@ -3,9 +3,9 @@ the records it describes."""
 
 from __future__ import annotations
 
-from broker.partition import Partition
-from broker.storage.log import LogConfig
-from broker.storage.producer_snapshots import list_snapshots
+from broker.log.partition import Partition
+from broker.log.partition_log import LogConfig
+from broker.log.producer_snapshots import list_snapshots
 from tests.unit.test_producer_state import NOW, PID, data_batch
 
 OTHER_PID = PID + 1

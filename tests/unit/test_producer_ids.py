@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-import broker.storage.files as files
-from broker.producer_ids import MAX_PRODUCER_ID, ProducerIdAllocator, ProducerIdsExhausted
+import broker.log.files as files
+from broker.cluster.producer_ids import MAX_PRODUCER_ID, ProducerIdAllocator, ProducerIdsExhausted
 
 
 def test_ids_are_sequential_from_zero(tmp_path):

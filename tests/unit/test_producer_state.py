@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.storage.producer_state import (
+from broker.log.producer_state import (
     BatchMetadata,
     CompletedTxn,
     OpenTxn,
     ProducerDescription,
     ProducerStateManager,
 )
-from broker.storage.producer_snapshots import list_snapshots, load_latest_snapshot, snapshot_path, write_snapshot
+from broker.log.producer_snapshots import list_snapshots, load_latest_snapshot, snapshot_path, write_snapshot
 from protocol.record_codec import build_control_batch
 from protocol.records import CONTROL_FLAG, RecordBatch
 
@@ -737,7 +737,7 @@ def test_an_open_transaction_of_an_older_epoch_is_not_ongoing_for_the_next_epoch
 # The produce path builds entries with one constructor call; this is the plain
 # with_epoch + _replace form it replaced, as the reference it must match.
 def _reference_update(entries: dict, verifications: set, batch: RecordBatch) -> None:
-    from broker.storage.producer_state import BATCHES_TO_RETAIN, ProducerStateEntry
+    from broker.log.producer_state import BATCHES_TO_RETAIN, ProducerStateEntry
 
     if batch.producer_id < 0:
         return
@@ -756,7 +756,7 @@ def _reference_update(entries: dict, verifications: set, batch: RecordBatch) -> 
 
 
 def _reference_complete(entries: dict, verifications: set, pid, epoch, offset, commit, coordinator_epoch, now):
-    from broker.storage.producer_state import ProducerStateEntry
+    from broker.log.producer_state import ProducerStateEntry
 
     verifications.discard(pid)
     entry = entries.get(pid) or ProducerStateEntry(pid)

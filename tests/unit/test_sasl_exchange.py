@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.scram_credentials import ScramCredentials
+from broker.security.scram_credentials import ScramCredentials
 from broker.security import sasl
 from broker.security.jaas import JaasError, parse_jaas
 from broker.security.sasl_errors import SaslFailure

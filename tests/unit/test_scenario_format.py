@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.scenarios import ScenarioError, catalogue, parse, read_scenario
+from broker.faults.scenarios import ScenarioError, catalogue, parse, read_scenario
 
 GOOD = """
 name = "x"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.topic_configs import TOPIC_CONFIGS, InvalidTopicConfig
-from broker.topics import MAX_TOPIC_LENGTH, TopicError, validate_topic_name
+from broker.cluster.topic_configs import TOPIC_CONFIGS, InvalidTopicConfig
+from broker.cluster.topics import MAX_TOPIC_LENGTH, TopicError, validate_topic_name
 
 
 @pytest.mark.parametrize("name", ["t", "orders.v2", "a_b-c", "X" * MAX_TOPIC_LENGTH, "__consumer_offsets"])

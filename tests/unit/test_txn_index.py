@@ -1,6 +1,6 @@
 """The per-partition aborted-transaction index: lookups, persistence, torn tails, pruning."""
 
-from broker.storage.txn_index import FILE_NAME, AbortedTxn, AbortedTxnIndex
+from broker.log.txn_index import FILE_NAME, AbortedTxn, AbortedTxnIndex
 
 
 def test_overlapping_finds_transactions_with_records_in_the_range(tmp_path):

@@ -1,0 +1,627 @@
+"""Nodes, topics, partitions and who leads them.
+
+Every emulated node lives in this one process; partition leadership and coordinator
+placement are decided here so that handlers can answer NOT_LEADER_OR_FOLLOWER /
+NOT_COORDINATOR consistently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from broker.clock import SYSTEM_CLOCK, Clock
+from broker.control.event_history import EventHistory
+from broker.config import BrokerConfig
+from broker.cluster.replicas import Leadership, ReplicaState
+from broker.log.files import fsync_dir, replace_atomically
+from broker.log.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
+from broker.log.recovery_points import read_recovery_points, write_recovery_points
+from broker.cluster.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
+from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
+
+if TYPE_CHECKING:
+    from broker.log.partition import Partition
+    from broker.log.partition_log import LogConfig
+
+log = logging.getLogger(__name__)
+
+# Written by close() once every partition has closed and flushed; read and deleted by
+# open_all() before anything opens, so a crash during the run that follows leaves none.
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+
+# A node's states: paused reads requests but answers none (a hung machine).
+RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
+
+
+class ReassignmentError(ValueError):
+    """A refused reassignment: the Kafka error name, and the control API's field and status."""
+
+    def __init__(self, error_name: str, message: str, field: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+        self.field = field
+        self.status = status
+
+
+@dataclass(slots=True)
+class NodeRegistration:
+    """A node's registration: where it listens and whether it is up."""
+
+    node_id: int
+    host: str
+    port: int
+    state: str = RUNNING
+    # Paused past broker.session.timeout.ms: out of every ISR and off Metadata's list.
+    fenced: bool = False
+    # advertised (host, port) by listener name; empty: (host, port) on every listener
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach this node, or None: not on that listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
+
+    @property
+    def is_up(self) -> bool:
+        return self.state != STOPPED
+
+    def describe(self) -> dict:
+        return {"node_id": self.node_id, "host": self.host, "port": self.port, "state": self.state,
+                "fenced": self.fenced}
+
+
+class Cluster:
+    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.data_dir = data_dir
+        self._checkpoint_write: asyncio.Future | None = None  # its thread, while it runs
+        self.cluster_id: str = config["cluster.id"]
+        first = config["node.id"]
+        self.nodes: list[NodeRegistration] = [NodeRegistration(first + i, "", 0) for i in range(max(1, config["node.count"]))]
+        self.replicas = ReplicaState(data_dir / "meta" / "partitions.json", [n.node_id for n in self.nodes])
+        self.topics = TopicRegistry(data_dir)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.created_this_run: set[str] = set()
+        self._log_configs: dict = {}  # LogConfig -> itself
+        # what open_all found: whether the last run ended cleanly, and its recovery points
+        self._clean_start = False
+        self._start_points: dict[tuple[str, int], int] = {}
+        # Told of events that /metrics counts (set by the admin server, else None):
+        # (coordinator topic, partition, seconds from load start to loaded) and
+        # ("commit" | "abort", seconds from a transaction's start to its markers written).
+        self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
+        self.on_transaction_completed: Callable[[str, float], None] | None = None
+        self.history = EventHistory(config["emulate.event.history.size"], clock.now_ms)
+        self.history.partitions = self.partitions
+        # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
+        version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
+        self.emulate_older_than_2_5 = version < (2, 5)
+
+    @property
+    def controller_id(self) -> int:
+        return next((n.node_id for n in self.live_nodes), -1)
+
+    @property
+    def live_nodes(self) -> list[NodeRegistration]:
+        """The nodes a client can see in Metadata: a paused node is listed until its
+        session times out and it is fenced, as KRaft lists unfenced brokers only."""
+        return [n for n in self.nodes if n.is_up and not n.fenced]
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.replicas.leader_of(topic, partition)
+
+    def leadership(self, topic: str, partition: int) -> Leadership | None:
+        return self.replicas.partitions.get((topic, partition))
+
+    def node(self, node_id: int) -> NodeRegistration | None:
+        for n in self.nodes:  # a plain loop (no generator): asked several times per transaction
+            if n.node_id == node_id:
+                return n
+        return None
+
+    def default_replication_factor(self, setting: str = "default.replication.factor") -> int:
+        """A setting's replication factor, capped at the node count; left unset, a
+        multi-node cluster replicates user topics up to three times."""
+        if setting == "default.replication.factor" and setting not in self.config.explicit:
+            return min(3, len(self.nodes))
+        return max(1, min(self.config[setting], len(self.nodes)))
+
+    # partitions ----------------------------------------------------------------
+    @property
+    def clean_shutdown_path(self) -> Path:
+        return self.data_dir / "meta" / CLEAN_SHUTDOWN_FILE
+
+    def open_all(self) -> None:
+        """Readies every known partition for its first use without opening it: its
+        leadership assigned, what a crash left half made (a topic's directories without
+        its registry entry, or the reverse) removed or completed. Only the coordinator
+        topics' partitions are opened now, as their coordinators load at start.
+
+        A partition opened later recovers as it would have here: after a clean shutdown
+        its index files are trusted; otherwise its active segment is validated from its
+        recovery point (``partition``).
+        """
+        started = self.clock.now_ms()
+        self._clean_start = self._take_clean_shutdown_marker()
+        self._start_points = read_recovery_points(self.recovery_points_path)
+        self._repair_half_made_topics()
+        for topic in list(self.topics.by_name.values()):
+            replication_factor = self.default_replication_factor(_replication_setting(topic.name))
+            for i in range(topic.partitions):
+                self.replicas.assign(topic.name, i, replication_factor)
+        self.replicas.save()
+        for name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
+            topic = self.topics.by_name.get(name)
+            for i in range(topic.partitions if topic is not None else 0):
+                self._open_partition(topic, i)
+        self._write_recovery_points()
+        known = sum(t.partitions for t in self.topics.by_name.values())
+        if known:
+            log.info("%d partitions known, %d opened at start in %d ms after %s; the others open on first use",
+                     known, len(self.partitions), self.clock.now_ms() - started,
+                     "a clean shutdown (index files trusted)" if self._clean_start
+                     else "an unclean shutdown (active segments validated beyond their recovery points)")
+
+    def _repair_half_made_topics(self) -> None:
+        """A create or delete killed in the middle: partition directories the registry
+        does not name are removed (the registry entry is written last when creating,
+        first when deleting); directories missing for a registered topic are created."""
+        present: dict[str, set[int]] = {}
+        with os.scandir(self.data_dir) as entries:
+            for entry in entries:
+                name, dash, index = entry.name.rpartition("-")
+                if dash and name and index.isdigit() and str(int(index)) == index and entry.is_dir(follow_symlinks=False):
+                    present.setdefault(name, set()).add(int(index))
+        for name, indexes in sorted(present.items()):
+            topic = self.topics.by_name.get(name)
+            extra = sorted(i for i in indexes if topic is None or i >= topic.partitions)
+            extra = [i for i in extra if _holds_only_partition_files(self.partition_dir(name, i))]
+            if extra:
+                _remove_dirs([self.partition_dir(name, i) for i in extra])
+                log.warning("removed %d partition directories of %s %s (%s) left by a topic create, partition "
+                            "add or delete that did not finish", len(extra),
+                            "unknown topic" if topic is None else "topic", name, _ranges(extra))
+        for topic in list(self.topics.by_name.values()):
+            missing = [i for i in range(topic.partitions) if i not in present.get(topic.name, ())]
+            if missing:
+                for i in missing:
+                    self.partition_dir(topic.name, i).mkdir(parents=True, exist_ok=True)
+                fsync_dir(self.data_dir)
+                log.warning("completed topic %s: created its %d missing partition directories (%s)",
+                            topic.name, len(missing), _ranges(missing))
+
+    @property
+    def recovery_points_path(self) -> Path:
+        return self.data_dir / "meta" / RECOVERY_POINTS_FILE
+
+    def _write_recovery_points(self) -> None:
+        # partitions not opened this run keep the point they had at start
+        points = {key: p for key, p in self._start_points.items() if key not in self.partitions}
+        points.update((key, p.recovery_point) for key, p in self.partitions.items() if p.recovery_point is not None)
+        if not points and not self.recovery_points_path.exists():
+            return  # none to record and no file: reading none gives the same empty set
+        try:
+            write_recovery_points(self.recovery_points_path, points)
+        except OSError as e:
+            log.warning("could not write %s: %s", self.recovery_points_path, e)
+
+    async def checkpoint_recovery_points(self) -> None:
+        """Moves every partition's recovery point to its log end (log fsynced, producer
+        state snapshotted there), off the event loop, then records them all
+        (log.flush.offset.checkpoint.interval.ms): a crash recovery validates only
+        what was appended after."""
+        taken = [c for p in list(self.partitions.values()) if (c := p.checkpoint()) is not None]
+        if taken:
+            write = self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(lambda: [c.write() for c in taken]))
+            write.add_done_callback(lambda f: f.cancelled() or f.exception())  # read even if nobody awaits it
+            try:
+                await asyncio.shield(write)  # a stopping broker cancels us, not the thread
+            except OSError as e:  # a segment or partition went away meanwhile: next time
+                log.info("recovery point checkpoint skipped: %s", e)
+                return
+            for c in taken:
+                c.partition.recovery_point = c.end
+        self._write_recovery_points()
+
+    async def wait_for_checkpoint(self) -> None:
+        """Lets a checkpoint's thread finish its snapshot files before the logs close and
+        write theirs."""
+        write = self._checkpoint_write
+        if write is not None and not write.done():
+            try:
+                await write
+            except OSError:
+                pass
+
+    def _take_clean_shutdown_marker(self) -> bool:
+        path = self.clean_shutdown_path
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        fsync_dir(path.parent)
+        return True
+
+    def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
+        # The storage machinery loads with the first partition: a fresh broker answers
+        # its first Metadata without importing it.
+        from broker.log.partition import Partition
+
+        key = (topic.name, index)
+        part = Partition.open(
+            topic.name, index, self.partition_dir(topic.name, index), self.log_config(topic), self.clock.now_ms(),
+            self.emulate_older_than_2_5,
+            # not opened since start: its files are as the last run left them
+            self._clean_start and topic.name not in self.created_this_run, self._start_points.get(key),
+        )
+        self.partitions[key] = part
+        leadership = self.replicas.partitions.get(key)
+        if leadership is not None:
+            part.set_leader_epoch(leadership.leader_epoch)
+        return part
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def has_partition(self, topic: str, index: int) -> bool:
+        info = self.topics.by_name.get(topic)
+        return info is not None and 0 <= index < info.partitions
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """The partition, opened (and recovered) on its first use; None when the topic
+        or the index is unknown. OSError when its files cannot be opened (out of file
+        descriptors, a failing disk): the caller answers KAFKA_STORAGE_ERROR."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part
+        info = self.topics.by_name.get(topic)
+        if info is None or not 0 <= index < info.partitions:
+            return None
+        return self._open_partition(info, index)
+
+    def partition_size(self, topic: str, index: int) -> int:
+        """Bytes of the partition's segments; read from the directory when the partition
+        is not open (DescribeLogDirs does not open it)."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part.log.size_bytes
+        try:
+            with os.scandir(self.partition_dir(topic, index)) as entries:
+                return sum(e.stat().st_size for e in entries if e.name.endswith(".log") and e.name[:20].isdigit())
+        except OSError:
+            return 0
+
+    @property
+    def clean_start(self) -> bool:
+        """Whether the last run ended with a clean shutdown (open_all tells)."""
+        return self._clean_start
+
+    async def open_remaining(self) -> None:
+        """After an unclean shutdown: opens (so validates beyond its recovery point) every
+        partition no request has opened yet, one at a time between requests."""
+        opened = 0
+        for topic, index in self.partition_keys():
+            if (topic, index) in self.partitions:
+                continue
+            try:
+                if self.partition(topic, index) is not None:
+                    opened += 1
+            except OSError as e:
+                log.warning("could not open %s-%d to validate it: %s (validated at its first use)", topic, index, e)
+            await asyncio.sleep(0)
+        if opened:
+            log.info("validated the %d partitions not used since the unclean shutdown", opened)
+
+    async def partitions_with_data(self, wanted: Callable[[LogConfig], bool]):
+        """The partitions whose log config is ``wanted`` (retention, compaction), those not
+        open yet opened when their directory holds any record; between partitions the
+        event loop serves requests."""
+        for n, topic in enumerate(list(self.topics.by_name.values())):
+            if not wanted(self.log_config(topic)):
+                continue
+            for index in range(topic.partitions):
+                if (n + index) % 64 == 63:
+                    await asyncio.sleep(0)
+                part = self.partitions.get((topic.name, index))
+                if part is None:
+                    if topic.name not in self.topics.by_name or not self.partition_size(topic.name, index):
+                        continue
+                    try:
+                        part = self.partition(topic.name, index)
+                    except OSError as e:
+                        log.warning("could not open %s-%d for retention or compaction: %s", topic.name, index, e)
+                        continue
+                if part is not None and wanted(part.log.config):
+                    yield part
+
+    def partition_keys(self) -> list[tuple[str, int]]:
+        """Every partition of every topic, opened or not."""
+        return [(t.name, i) for t in self.topics.by_name.values() for i in range(t.partitions)]
+
+    def log_config(self, topic: TopicInfo) -> LogConfig:
+        from broker.log.partition_log import LogConfig
+
+        config = LogConfig.from_topic_configs(effective_topic_config(topic, self.config))
+        # equal configs (most partitions') share one object; configs are frozen
+        return self._log_configs.setdefault(config, config)
+
+    def max_message_bytes(self, topic: str) -> int:
+        info = self.topics.by_name[topic]
+        return int(info.configs.get("max.message.bytes", self.config["message.max.bytes"]))
+
+    # topics --------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str | None] | None = None,
+        validate_only: bool = False,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> TopicInfo | None:
+        validate_topic_name(name)
+        if name in self.topics.by_name:
+            raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        if assignments:
+            partitions, replication_factor = self._check_assignments(assignments)
+        if partitions == -1:
+            partitions = self.config["num.partitions"]
+        if partitions <= 0:
+            raise TopicError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+        if replication_factor == -1:
+            replication_factor = self.default_replication_factor(_replication_setting(name))
+        if replication_factor <= 0:
+            raise TopicError("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        if replication_factor > max(len(self.nodes), 1):
+            raise TopicError(
+                "INVALID_REPLICATION_FACTOR",
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached because only "
+                f"{max(len(self.nodes), 1)} broker(s) are registered.",
+            )
+        checked = validate_topic_configs(configs or {})
+        if validate_only:
+            return None
+        self._make_partition_dirs(name, 0, partitions)
+        try:
+            topic = self.topics.add(name, partitions, checked)  # the commit point
+        except OSError as e:
+            _remove_dirs([self.partition_dir(name, i) for i in range(partitions)])
+            log.warning("could not record topic %s (%s): nothing created", name, e)
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record topic {name}: {e}") from None
+        self.created_this_run.add(name)
+        for i in range(partitions):
+            self.replicas.assign(name, i, replication_factor, (assignments or {}).get(i))
+        self._save_leaderships([(name, i) for i in range(partitions)])
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def _save_leaderships(self, keys: list[tuple[str, int]]) -> None:
+        """After the registry has committed a change: a failure to record the leaderships
+        does not undo it (start-up assigns what partitions.json lacks)."""
+        try:
+            self.replicas.save(keys)
+        except OSError as e:
+            log.warning("could not record the partition leaderships (%s): assigned again at the next start", e)
+
+    def _make_partition_dirs(self, name: str, first: int, end: int) -> None:
+        """Creates the directories of partitions ``first`` to ``end - 1`` before the
+        registry names them; on failure removes those made and raises TopicError
+        (KAFKA_STORAGE_ERROR), so nothing of them is left. A crash in between leaves
+        directories the registry does not name: start-up removes them."""
+        made: list[Path] = []
+        try:
+            for i in range(first, end):
+                path = self.partition_dir(name, i)
+                path.mkdir()
+                made.append(path)
+            fsync_dir(self.data_dir)
+        except OSError as e:
+            _remove_dirs(made)
+            log.warning("could not create the partition directories of %s (%s): nothing created", name, e)
+            raise TopicError("KAFKA_STORAGE_ERROR",
+                             f"could not create partition {name}-{first + len(made)}: {e}") from None
+
+    def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """Creates an internal topic if it is missing (coordinator topics)."""
+        topic = self.topics.by_name.get(name)
+        return topic if topic is not None else self.create_topic(name, partitions, -1, configs)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        topic = self.topics.by_name.get(name)
+        if topic is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        if not self.config["delete.topic.enable"]:
+            raise TopicError("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        self.topics.remove(name)  # first: a crash from here on leaves directories start-up removes
+        for i in range(topic.partitions):
+            part = self.partitions.pop((name, i), None)
+            if part is not None:
+                part.discard()
+            self.replicas.forget(name, i)
+            self._start_points.pop((name, i), None)
+        _remove_dirs([self.partition_dir(name, i) for i in range(topic.partitions)])
+        self.created_this_run.discard(name)
+        self.replicas.save()
+        self._write_recovery_points()  # a topic created again under the name starts without one
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                       validate_only: bool = False) -> TopicInfo | None:
+        """Grows a topic to ``count`` partitions, the new ones on ``assignments`` (replica
+        lists, in the order given) or spread as at creation; checked as Kafka's controller
+        checks, in its order and with its messages."""
+        topic = self.topics.by_name.get(name)
+        if topic is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", None)
+        if count == topic.partitions:
+            raise TopicError("INVALID_PARTITIONS", f"Topic already has {topic.partitions} partition(s).")
+        if count < topic.partitions:
+            raise TopicError("INVALID_PARTITIONS", f"The topic {name} currently has {topic.partitions} partition(s); "
+                                                   f"{count} would not be an increase.")
+        first = topic.partitions
+        additional = count - first
+        replication_factor = len(self.replicas.partitions[(name, 0)].replicas)
+        if assignments is not None:
+            if len(assignments) != additional:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"Attempted to add {additional} additional partition(s), "
+                                                               f"but only {len(assignments)} assignment(s) were specified.")
+            for offset, replicas in enumerate(assignments):
+                self._check_manual_assignment(replicas, replication_factor)
+                if not any(r in self.replicas.up for r in replicas):
+                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                                     f"All brokers specified in the manual partition assignment for partition "
+                                     f"{first + offset} are fenced or in controlled shutdown.")
+        if validate_only:
+            return None
+        self._make_partition_dirs(name, first, count)
+        try:
+            topic = self.topics.set_partitions(name, count)  # the commit point
+        except OSError as e:
+            _remove_dirs([self.partition_dir(name, i) for i in range(first, count)])
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the new partitions of {name}: {e}") from None
+        for k, i in enumerate(range(first, count)):
+            self.replicas.assign(name, i, replication_factor, list(assignments[k]) if assignments else None)
+        self._save_leaderships([(name, i) for i in range(first, count)])
+        return topic
+
+    def _check_manual_assignment(self, replicas: list[int], replication_factor: int) -> None:
+        """Kafka's checks of one partition's replica list: the brokers in ascending order."""
+        if not replicas:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT", "The manual partition assignment includes an empty replica list.")
+        known = {n.node_id for n in self.nodes}
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in known:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"The manual partition assignment includes broker "
+                                                               f"{broker}, but no such broker is registered.")
+            if broker == previous:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"The manual partition assignment includes the broker "
+                                                               f"{broker} more than once.")
+            previous = broker
+        if len(replicas) != replication_factor:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                             f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                             f"but this is not consistent with previous partitions, which have {replication_factor} "
+                             f"replica(s).")
+
+    def _check_assignments(self, assignments: dict[int, list[int]]) -> tuple[int, int]:
+        """(partition count, replication factor) of explicit CreateTopics assignments."""
+        if sorted(assignments) != list(range(len(assignments))):
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT", "partitions must be numbered from 0 without gaps")
+        sizes = {len(r) for r in assignments.values()}
+        known = {n.node_id for n in self.nodes}
+        for index, replicas in assignments.items():
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"partition {index} has no or duplicate replicas")
+            if not set(replicas) <= known:
+                raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                                 f"partition {index} names unknown brokers {sorted(set(replicas) - known)}")
+        if len(sizes) != 1:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT", "all partitions must have the same number of replicas")
+        return len(assignments), sizes.pop()
+
+    def reassign_partition(self, topic: str, index: int, replicas: list[int] | None = None,
+                           leader: int | None = None) -> Leadership:
+        """New replicas and/or leader for a partition (AlterPartitionReassignments, the
+        control API). Completes at once: every node already has the data."""
+        if topic not in self.topics.by_name:
+            raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION", f"no topic {topic!r}", "topic", 404)
+        state = self.leadership(topic, index)
+        if state is None:
+            raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {index}", "partition", 404)
+        known = {n.node_id for n in self.nodes}
+        if replicas is not None:
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT",
+                                        "replicas must be a non-empty list of distinct node ids", "replicas")
+            if not set(replicas) <= known:
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT",
+                                        f"replicas names unknown nodes {sorted(set(replicas) - known)}", "replicas")
+        new_replicas = replicas if replicas is not None else state.replicas
+        if leader is not None:
+            if leader not in known:
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT", f"no node {leader}", "leader", 404)
+            if leader not in new_replicas:
+                raise ReassignmentError("INVALID_REPLICA_ASSIGNMENT",
+                                        f"node {leader} is not a replica of {topic}-{index} (replicas {new_replicas})",
+                                        "leader")
+            if not self.node(leader).is_up:
+                raise ReassignmentError("PREFERRED_LEADER_NOT_AVAILABLE", f"node {leader} is stopped", "leader", 409)
+        return self.replicas.reassign(topic, index, replicas, leader)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        topic = self.topics.set_configs(name, validate_topic_configs(configs))
+        cfg = self.log_config(topic)
+        for i in range(topic.partitions):
+            part = self.partitions.get((name, i))  # one not opened yet gets it at open
+            if part is not None:
+                part.log.update_config(cfg)
+        return topic
+
+    def close(self) -> None:
+        """Closes every partition (each flushes and snapshots), then writes the clean
+        shutdown marker so the next start need not re-scan the active segments."""
+        for part in self.partitions.values():
+            part.close()
+            part.recovery_point = part.log.log_end_offset  # flushed, snapshotted there
+        self._write_recovery_points()
+        if not self._clean_start:
+            unchecked = sum(1 for key in self.partition_keys() if key not in self.partitions)
+            if unchecked:
+                # the marker would let the next start trust files nothing has validated
+                log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "
+                         "validated at the next start", unchecked)
+                return
+        replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
+
+
+# What a partition directory may hold (segments, indexes, snapshots are named by a
+# 20-digit offset): start-up removes a leftover directory only when it holds nothing else.
+_PARTITION_FILES = frozenset({"leader-epoch-checkpoint", "aborted-transactions.index", "log-start-offset",
+                              "cleaner-offset-checkpoint"})
+
+
+def _holds_only_partition_files(directory: Path) -> bool:
+    for name in os.listdir(directory):
+        stem = name.removesuffix(".tmp")
+        if stem not in _PARTITION_FILES and not (len(stem) > 20 and stem[:20].isdigit() and stem[20] == "."):
+            return False
+    return True
+
+
+def _remove_dirs(paths: list[Path]) -> None:
+    if not paths:
+        return
+    import shutil  # here, not at start-up: it loads bz2, lzma and zlib
+
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    fsync_dir(paths[0].parent)
+
+
+def _ranges(indexes: list[int]) -> str:
+    """"0-3, 7" for [0, 1, 2, 3, 7]."""
+    out: list[str] = []
+    start = prev = indexes[0]
+    for i in indexes[1:] + [None]:
+        if i is None or i != prev + 1:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = i
+        prev = i
+    return ", ".join(out)
+
+
+def _replication_setting(topic: str) -> str:
+    return {CONSUMER_OFFSETS: "offsets.topic.replication.factor",
+            TRANSACTION_STATE: "transaction.state.log.replication.factor",
+            SHARE_GROUP_STATE: "share.coordinator.state.topic.replication.factor"}.get(topic, "default.replication.factor")

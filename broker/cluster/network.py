@@ -1,0 +1,190 @@
+"""The network between the nodes of the process.
+
+The requests one node sends another go through ``Network.request``: a coordinator's
+markers to partition leaders (broker/coordinators/markers.py) and a partition leader's KIP-890
+verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
+TxnOffsetCommit (broker/coordinators/txn_verification.py). The request is built as the kio message
+the wire would carry and handed to the same handler a TCP connection reaches, on the
+target node's behalf, under the request fault rules (client id ``eosbroker-node-N``);
+the response comes back as the kio response a client would decode. A stopped target
+refuses the connection, a paused one never answers (the caller's timeout fires), a
+paused source sends nothing until it resumes, and the fault points (cut links, delay,
+loss, each per direction: the request crosses source->target, the answer
+target->source) live here, in one place. A node that stops or dies is a dead host
+for requests in flight: a request it sent that had not yet been handled never lands,
+and a request to it is not answered (its handler, run as the node's work, is abandoned
+at the stop; an answer computed before it is dropped): the sender sees Unreachable.
+What Kafka's nodes learn from the controller (leaders, ISRs, producer id blocks) they
+read from the process's shared state (broker/cluster/cluster.py, broker/cluster/producer_ids.py), without
+a request. Replication sends no requests: the emulated followers (broker/cluster/replication.py)
+only read the same link faults to tell whether they could fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
+from broker.handlers import HANDLERS
+from broker.wire.server import Connection, RequestContext
+from protocol import messages
+from protocol.framing import RequestHeader
+
+log = logging.getLogger(__name__)
+
+
+class Unreachable(ConnectionError):
+    """The target node is down, or the link to it is cut or lost the message."""
+
+
+@dataclass
+class LinkFaults:
+    """What happens to messages from one node to another (``None`` matches any node)."""
+
+    cut: bool = False
+    delay_ms: int = 0
+    loss: float = 0.0  # probability a message is lost (the caller sees a timeout)
+    seed: int | None = None  # of the loss draws: same seed, same losses
+
+    def __post_init__(self) -> None:
+        import random  # here: a broker without link faults never loads it
+
+        if self.seed is None:
+            self.seed = random.randrange(2**31)
+        self._rng = random.Random(self.seed)
+
+    def lost(self) -> bool:
+        """Draws whether the next message on this link is lost."""
+        return bool(self.loss) and self._rng.random() < self.loss
+
+    def describe(self) -> dict:
+        return {"cut": self.cut, "delay_ms": self.delay_ms, "loss": self.loss,
+                "seed": self.seed if self.loss else None}
+
+
+@dataclass
+class Network:
+    broker: Any  # broker.process.Broker
+    links: dict[tuple[int | None, int | None], LinkFaults] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._correlation = itertools.count(1)
+        self._connection_ids = itertools.count(-1, -1)  # negative: never a client's
+        # one connection from each node to each other, as Kafka's brokers keep
+        self._connections: dict[tuple[int, int], Connection] = {}
+
+    def forget(self, node_id: int) -> None:
+        """Drops the connections from and to a node that left the cluster: a node added
+        later under the same id is a new machine and connects afresh."""
+        for pair in [pair for pair in self._connections if node_id in pair]:
+            del self._connections[pair]
+
+    def faults(self, source: int, target: int) -> LinkFaults | None:
+        if not self.links or source == target:  # usual: no link faults; a node's request to itself crosses none
+            return None
+        for key in ((source, target), (source, None), (None, target), (None, None)):
+            if key in self.links:
+                return self.links[key]
+        return None
+
+    async def request(self, source: int, target: int, api_key: int, version: int, body: Any,
+                      timeout: float = 30.0, typed: bool = True) -> Any:
+        """Sends ``body`` (a dict of Kafka field names, or the kio request already built)
+        from node ``source`` to node ``target`` and returns the kio response.
+        Raises Unreachable or asyncio.TimeoutError as a TCP client would fail.
+
+        ``typed=False``: a handler's dict answer comes back as that dict, not built into
+        the kio response (the marker sender reads both; building it cost more than the
+        rest of a marker's trip). Under the tests it is still built, which checks it."""
+        return await self.broker.clock.wait_for(self._deliver(source, target, api_key, version, body, typed),
+                                                timeout)
+
+    async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
+                       typed: bool = True) -> Any:
+        sender = self.broker.node(source)
+        if sender is not None:
+            if not sender.is_up:
+                raise Unreachable(f"node {source} is not running: it sends nothing")
+            sent_by = sender.incarnation
+            if not sender.serving.is_set():
+                await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
+        node = self.broker.node(target)
+        if node is None or not node.is_up:
+            raise Unreachable(f"node {target} is not running")
+        incarnation = node.incarnation
+        faults = self.faults(source, target)
+        if faults is not None:
+            if faults.cut:
+                raise Unreachable(f"the link from node {source} to node {target} is cut")
+            if faults.delay_ms:
+                await self.broker.clock.sleep(faults.delay_ms / 1000)
+            if faults.lost():
+                await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
+        if not node.serving.is_set():
+            await node.serving.wait()
+        request = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
+        conn = self._connections.get((source, target))
+        if conn is None:
+            conn = self._connections[source, target] = Connection(
+                next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None,
+                listener=self.broker.listeners.inter_broker)
+        header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
+        ctx = RequestContext(self.broker, header, conn)
+
+        def handle():
+            # Checked when the handler would start (after a fault rule's delay or hold too):
+            # a request from a node stopped since it was sent never lands, one to a
+            # node stopped meanwhile meets a dead host.
+            if sender is not None and (sender.incarnation != sent_by or not sender.is_up):
+                raise Unreachable(f"node {source} stopped: its request is lost")
+            if node.incarnation != incarnation or not node.is_up:
+                raise Unreachable(f"node {target} stopped")
+            return _handled_on(node, HANDLERS[api_key](ctx, request))
+
+        if not self.broker.faults.active:
+            result = await handle()
+        else:  # request fault rules apply between nodes too (client id eosbroker-node-N)
+            seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
+            rule = self.broker.faults.consult(seen)
+            try:
+                result = await run_under(rule, seen, self.broker.clock, handle, lambda: node.is_up)
+            except FaultClose as e:
+                raise Unreachable(str(e)) from None
+            if result is DROPPED:
+                await asyncio.Event().wait()  # never answered; the caller's timeout ends it
+        if not node.serving.is_set():
+            await node.serving.wait()  # paused after handling: the answer is held
+        if node.incarnation != incarnation or not node.is_up:
+            raise Unreachable(f"node {target} stopped before answering")  # a dead host answers nothing
+        back = self.faults(target, source)
+        if back is not None:  # the answer crosses the link the other way
+            if back.cut:
+                raise Unreachable(f"the link from node {target} to node {source} is cut: no answer")
+            if back.delay_ms:
+                await self.broker.clock.sleep(back.delay_ms / 1000)
+            if back.lost():
+                await asyncio.Event().wait()
+        if isinstance(result, dict) and (typed or messages.CHECK_FIELD_NAMES):
+            built = messages.build_response(api_key, version, result)
+            if typed:
+                return built
+        return result
+
+
+async def _handled_on(node, handler) -> Any:
+    """Runs a handler as the target node's work: the node stopping abandons it (its
+    ``halt`` cancels it), which the sender sees as the connection going, Unreachable."""
+    handling = asyncio.get_running_loop().create_task(handler)
+    node.handling.add(handling)
+    try:
+        return await handling
+    except asyncio.CancelledError:
+        if handling.cancelled() and not asyncio.current_task().cancelling():
+            raise Unreachable(f"node {node.node_id} stopped while handling the request") from None
+        raise
+    finally:
+        node.handling.discard(handling)

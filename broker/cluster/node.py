@@ -1,0 +1,175 @@
+"""One emulated node: its listener and the coordinators it runs.
+
+Every node of the process shares the partitions' storage, but each has its own view
+of what it leads: its transaction and group coordinators load only the coordinator
+partitions this node leads, so a request on the wrong node is answered
+NOT_COORDINATOR by the coordinator itself, and a node that stops or crashes takes
+its coordinators' in-memory state with it (the new leader reloads from the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.cluster.cluster import PAUSED, RUNNING, STOPPED, NodeRegistration
+from broker.wire.server import Server
+from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
+
+log = logging.getLogger(__name__)
+
+
+class BrokerNode:
+    def __init__(self, broker, info: NodeRegistration, binds, index: int | None = None) -> None:
+        """``binds``: its listeners (broker.wire.listeners.Endpoint); ``index``: its place among
+        the nodes started together (advertised ports are counted from it), None for one
+        added later (advertised on the ports it binds)."""
+        self.broker = broker
+        self.info = info
+        self.node_id = info.node_id
+        self.index = index
+        self.server = Server(broker, self, binds)
+        # Cleared while paused: requests are read but not answered.
+        self.serving = asyncio.Event()
+        self.serving.set()
+        self._transactions = None
+        self._groups = None
+        self._shares = None
+        self._share_states = None
+        self._group_timers: asyncio.Task | None = None
+        # Counts the node's stops: a request from or to an earlier run of the node finds a
+        # machine that is gone (broker.cluster.network).
+        self.incarnation = 0
+        # Other nodes' requests being handled here (broker.cluster.network): abandoned at a stop.
+        self.handling: set[asyncio.Task] = set()
+
+    # The coordinators load on first use (or at start-up when their topic exists), so a
+    # broker that never sees a group or a transaction never imports them.
+    @property
+    def transactions(self):
+        if self._transactions is None:
+            from broker.coordinators.transaction_service import TransactionService
+
+            b = self.broker
+            self._transactions = TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network,
+                                                    self.serving, b.replication)
+        return self._transactions
+
+    @property
+    def groups(self):
+        if self._groups is None:
+            from broker.coordinators.group_service import GroupService
+
+            b = self.broker
+            self._groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
+            self._groups.share_member_gone = b.share_member_gone
+            self._groups.coordinator.share_timeouts = self._share_timeouts
+            self._group_timers = asyncio.create_task(self._groups.run_timers())
+        return self._groups
+
+    def _share_timeouts(self, group_id: str) -> tuple[int, int]:
+        from broker.coordinators.share_service import group_setting
+
+        return (int(group_setting(self.broker, group_id, "share.session.timeout.ms")),
+                int(group_setting(self.broker, group_id, "share.heartbeat.interval.ms")))
+
+    @property
+    def shares(self):
+        """The share partitions this node leads and their share sessions."""
+        if self._shares is None:
+            from broker.coordinators.share_service import ShareService
+
+            self._shares = ShareService(self.broker, self)
+            self._shares.start()
+        return self._shares
+
+    @property
+    def share_states(self):
+        """The share coordinator: share-partition state in __share_group_state."""
+        if self._share_states is None:
+            from broker.coordinators.share_state_service import ShareStateService
+
+            self._share_states = ShareStateService(self.broker.config, self.broker.cluster, self.node_id,
+                                                   self.serving)
+        return self._share_states
+
+    def coordinator_service(self, topic: str, create: bool = True):
+        if topic == SHARE_GROUP_STATE:
+            return self.share_states if create or self._share_states is not None else None
+        if topic == TRANSACTION_STATE:
+            return self.transactions if create or self._transactions is not None else None
+        return self.groups if create or self._groups is not None else None
+
+    @property
+    def is_up(self) -> bool:
+        return self.info.state != STOPPED
+
+    async def start(self) -> None:
+        await self.server.start()
+        plan = self.broker.listeners
+        self.info.endpoints = plan.advertised_for(self.index, self.server.bound_ports)
+        self.info.host, self.info.port = self.info.endpoints.get(
+            plan.inter_broker, (self.server.host, self.server.port))
+        self.info.state = RUNNING
+        self.serving.set()
+        topics = self.broker.cluster.topics.by_name
+        if TRANSACTION_STATE in topics:
+            self.transactions.ensure_ready()
+        if CONSUMER_OFFSETS in topics:
+            self.groups.ensure_ready()
+        if SHARE_GROUP_STATE in topics:
+            self.share_states.ensure_ready()
+
+    def halt(self, crash: bool = False) -> None:
+        """The instant a node stops or dies, in one event-loop turn: nothing of it runs
+        after this returns. Its listener and every connection close (``crash``: reset),
+        requests being handled are abandoned unanswered, marker deliveries end and the
+        coordinators' in-memory state is dropped (the log keeps what was appended), all
+        before its partitions get new leaders: a handler of this node never sees them
+        move, and so never writes after they have."""
+        self.info.state = STOPPED
+        self.incarnation += 1
+        self.serving.set()  # parked requests wake only to find their connections gone
+        self.server.halt(abort=crash)
+        for handling in self.handling:
+            handling.cancel()
+        self.handling.clear()
+        for service in (self._transactions, self._groups, self._shares, self._share_states):
+            if service is not None:
+                service.halt()
+        self._transactions = self._groups = self._shares = self._share_states = None
+        if self._group_timers is not None:
+            self._group_timers.cancel()
+
+    async def stop(self, crash: bool = False) -> None:
+        """``halt``, then waits for what it cancelled to end, so nothing touches the logs
+        after the broker closes them."""
+        self.halt(crash)
+        await self.server.stop(abort=crash)
+        if self._group_timers is not None:
+            try:
+                await self._group_timers
+            except asyncio.CancelledError:
+                pass
+            self._group_timers = None
+
+    def pause(self) -> None:
+        self.info.state = PAUSED
+        self.serving.clear()
+
+    def resume(self) -> None:
+        self.info.state = RUNNING
+        self.serving.set()
+
+    # -- coordinator partitions moving in and out ---------------------------------------
+
+    def coordinator_partition_moved(self, topic: str, index: int, leader_epoch: int, leads: bool) -> None:
+        """This node gained (``leads``) or lost a coordinator partition: load it with the
+        new coordinator epoch, or drop it."""
+        service = self.coordinator_service(topic, create=leads)
+        if service is None:
+            return
+        if leads:
+            service.topic.load_partition(index, leader_epoch)
+        else:
+            service.topic.unload_partition(index)

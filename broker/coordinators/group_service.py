@@ -1,0 +1,205 @@
+"""The group coordinator in the broker: its runtime over __consumer_offsets, parked
+JoinGroup/SyncGroup requests, the rebalance timers, and transaction markers.
+
+A JoinGroup or SyncGroup that must wait is parked on an asyncio future: the
+coordinator keeps the future as the request's reply token and a ``Reply`` effect of a
+later request, or of a timer, resolves it. Only the parked request's own connection
+waits (the server answers a connection's requests in order, as Kafka does).
+
+The timer loop sleeps until the coordinator's next deadline, or until a handler wakes
+it because deadlines may have moved, then runs the coordinator's poll on each owned partition through the runtime.
+
+A request that wrote is answered once the partition's high watermark covers its
+records, as Kafka 4.4's coordinator runtime does: it appends with acks=1 (so
+min.insync.replicas never refuses a group write) and holds the answer until every
+replica in the ISR has the records. Followers that cannot fetch hold it until they
+leave the ISR (replica.lag.time.max.ms) or offsets.commit.timeout.ms passes; the
+timeout is answered as each API of Kafka's GroupCoordinatorService maps it
+(COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR when the leadership moved meanwhile). The
+write stays, in the log and in memory, as Kafka's runtime keeps a timed-out write
+(it commits once the followers catch up). Timer writes wait for nothing (nobody is
+answered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.cluster.cluster import Cluster
+from broker.config import BrokerConfig
+from broker.coordinators.coordinator_topic import CoordinatorTopic
+from coordinator.group import GroupConfig, GroupCoordinator, Reply
+from coordinator.group.consumer_group import ConsumerGroupConfig
+from coordinator.group.coordinator import ShareMemberGone
+from coordinator.group.share_group import ShareGroupConfig
+from coordinator.contract import Result
+from protocol.names import CONSUMER_OFFSETS
+
+log = logging.getLogger(__name__)
+
+TOPIC = CONSUMER_OFFSETS
+# Never sleep longer than this between polls: a safety net, not a schedule.
+_MAX_SLEEP_S = 30.0
+# Kafka's CoordinatorOperationExceptionHelper: what a write that failed is answered.
+_WRITE_FAILED = {
+    "REQUEST_TIMED_OUT": ErrorCode.coordinator_not_available,
+    "NOT_LEADER_OR_FOLLOWER": ErrorCode.not_coordinator,
+}
+
+
+def write_failed(error: str) -> ErrorCode:
+    """The error a group API answers for a write whose wait ended with ``error``."""
+    return _WRITE_FAILED.get(error, ErrorCode.unknown_server_error)
+
+
+class GroupService:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int,
+                 serving: asyncio.Event | None = None, replication=None) -> None:
+        self.cluster = cluster
+        self.clock = cluster.clock
+        self.replication = replication  # broker.cluster.replication.Replication: writes wait for the ISR
+        self._write_timeout_s = config["offsets.commit.timeout.ms"] / 1000
+        self._marker_timeout_s = config["request.timeout.ms"] / 1000
+        self.coordinator = GroupCoordinator(GroupConfig(
+            offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+            group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            group_min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            group_max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            group_max_size=config["group.max.size"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            consumer=ConsumerGroupConfig(
+                assignors=config["group.consumer.assignors"],
+                session_timeout_ms=config["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                max_size=config["group.consumer.max.size"],
+                migration_policy=config["group.consumer.migration.policy"],
+            ),
+            share=ShareGroupConfig(max_size=config["group.share.max.size"]),
+        ))
+        self.coordinator.topics = lambda: {
+            t.name: (t.topic_id, t.partitions) for t in cluster.topics.by_name.values()}
+        self.topic = CoordinatorTopic(
+            "group coordinator", TOPIC, config["offsets.topic.num.partitions"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])},
+            self.coordinator, cluster, node_id, self._perform,
+            on_loaded=self.wake,  # loaded members now have session deadlines
+        )
+        self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
+        self.topic.serving = serving
+        self.runtime = self.topic.runtime
+        self._wake = asyncio.Event()
+        self._parked: set[asyncio.Future] = set()
+        # Where a share member's leaving is told (the share partitions of every node).
+        self.share_member_gone: Callable[[str, str], None] = lambda _group_id, _member_id: None
+
+    def ensure_ready(self) -> None:
+        self.topic.start()
+
+    async def ready(self) -> None:
+        await self.topic.started()
+
+    def halt(self) -> None:
+        """The node stopped or died: loads end, the state is dropped and parked requests
+        are given up (their connections are gone), in this turn."""
+        self.topic.halt()
+        for answer in list(self._parked):
+            answer.cancel()
+
+    def partition_for(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
+    # -- the request path ----------------------------------------------------------------
+
+    async def run(self, group_id: str, handler: Callable[[], Result], failed: Callable[[ErrorCode], Any]) -> Any:
+        """Runs a coordinator handler through the runtime on the group's partition and,
+        when it wrote, waits for the ISR to have it. ``failed(error)``: the API's answer
+        when that wait fails, given the error Kafka maps the failure to."""
+        await self.ready()
+        await self.topic.wait_while_paused()
+        partition = self.partition_for(group_id)
+        response = self.runtime.run(partition, handler, self.clock.now_ms())
+        written = self.runtime.last_offset >= 0
+        self.wake()
+        if written and self.replication is not None:
+            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s, min_isr=False)
+            if error is not None:
+                log.warning("%s-%d: a group coordinator write for %s was not replicated (%s); answered %s (the write "
+                            "stays)", TOPIC, partition, group_id, error, write_failed(error).name.upper())
+                return failed(write_failed(error))
+        return response
+
+    async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result],
+                         failed: Callable[[ErrorCode], Any]) -> Any:
+        """Runs a JoinGroup/SyncGroup handler; if the coordinator parks the request,
+        waits for the ``Reply`` that answers it."""
+        answer = asyncio.get_running_loop().create_future()
+        self._parked.add(answer)
+        answer.add_done_callback(self._parked.discard)
+        response = await self.run(group_id, lambda: handler(answer), failed)
+        if response is not None:
+            self._parked.discard(answer)  # answered at once: nobody holds the token
+            return response
+        return await answer
+
+    def producer_epoch(self, partition: int, producer_id: int) -> int | None:
+        """The newest epoch of ``producer_id`` on a __consumer_offsets partition (its
+        transactional offset commits and markers), or None if it never wrote there."""
+        part = self.cluster.partition(TOPIC, partition)
+        entry = None if part is None else part.producer_state.entry(producer_id)
+        return None if entry is None else entry.producer_epoch
+
+    async def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                           coordinator_epoch: int, now_ms: int) -> str | None:
+        """A COMMIT/ABORT marker on a __consumer_offsets partition: the runtime appends it
+        and completes the producer's pending offsets there in the same step, so no offset
+        commit comes between the two. Raises ProduceRejected when the marker is fenced.
+        Returns the error when the ISR did not get it within request.timeout.ms (the
+        marker stays; the sender retries), as Kafka's WriteTxnMarkers answers it for
+        this topic."""
+        self.runtime.write_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        if self.replication is None:
+            return None
+        return await self.replication.wait_for_isr(TOPIC, partition, self._marker_timeout_s, min_isr=False)
+
+    def _perform(self, effect) -> None:
+        if isinstance(effect, ShareMemberGone):
+            self.share_member_gone(effect.group_id, effect.member_id)
+            return
+        if not isinstance(effect, Reply):
+            raise TypeError(f"unknown group coordinator effect {effect!r}")
+        answer: asyncio.Future = effect.reply_to
+        if not answer.done():
+            answer.set_result(effect.response)
+
+    # -- timers --------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run_timers(self) -> None:
+        """Fires the coordinator's timers as they fall due, for as long as the broker runs."""
+        while True:
+            deadline = self.coordinator.next_deadline()
+            self._wake.clear()
+            if deadline is None or deadline > self.clock.now_ms():
+                timeout = _MAX_SLEEP_S if deadline is None else min((deadline - self.clock.now_ms()) / 1000, _MAX_SLEEP_S)
+                try:
+                    await self.clock.wait_for(self._wake.wait(), max(timeout, 0))
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            await self.topic.wait_while_paused()  # a hung node's timers do not fire
+            try:
+                self.poll(self.clock.now_ms())
+            except Exception:
+                log.exception("group coordinator timers failed")
+                await self.clock.sleep(1)
+            await self.clock.sleep(0.001)  # a timer that failed to move cannot spin the loop
+
+    def poll(self, now: int) -> None:
+        self.runtime.run_timers(lambda p: self.coordinator.poll(now, partition=p), now)

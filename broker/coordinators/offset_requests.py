@@ -1,0 +1,74 @@
+"""What the offset APIs' handlers share (OffsetCommit, TxnOffsetCommit, OffsetDelete): partitions
+Kafka refuses before asking the group coordinator, and the per-partition ``topics`` of
+the response in request order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.cluster.cluster import Cluster
+from broker.errors import code
+from coordinator.group import OffsetToCommit
+from coordinator.group.messages import OffsetCommitResponse, PartitionError, TopicErrors
+from coordinator.group.log_codec import NO_LEADER_EPOCH
+from coordinator.contract import Result
+from protocol.names import TopicPartition
+
+
+def refused_by_acls(ctx, request) -> dict | None:
+    """OffsetCommit and TxnOffsetCommit with the authorizer on, checked as Kafka does:
+    READ on the group (else every partition GROUP_AUTHORIZATION_FAILED). None: go on."""
+    if allowed(ctx, READ, GROUP, request.group_id):
+        return None
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, GROUP_DENIED))}
+
+
+async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result]) -> dict:
+    """OffsetCommit and TxnOffsetCommit: ``commit(offsets)`` (the group coordinator's
+    handler) runs on the partitions of known topics the client may READ; the others get
+    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. Returns the response's ``topics``."""
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
+    unknown = unknown_partitions(ctx.cluster, partitions) | denied
+    offsets = [
+        OffsetToCommit(t.name, p.partition_index, p.committed_offset,
+                       getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+        for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in unknown
+    ]
+    errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
+    if offsets or not partitions:
+        response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets),
+                                             lambda error: _every_offset_failed(offsets, error))
+        errors.update(partition_errors(response))
+    return {"topics": errors_by_topic(partitions, errors)}
+
+
+def _every_offset_failed(offsets: list[OffsetToCommit], error) -> OffsetCommitResponse:
+    """The coordinator's answer when the write failed: ``error`` for every partition, as
+    Kafka's OffsetCommitRequest.getErrorResponse gives it."""
+    by_topic: dict[str, list[PartitionError]] = {}
+    for o in offsets:
+        by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error))
+    return OffsetCommitResponse(tuple(TopicErrors(t, tuple(ps)) for t, ps in by_topic.items()))
+
+
+def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> set[TopicPartition]:
+    """Partitions of topics that do not exist (or past their partition count): Kafka
+    answers UNKNOWN_TOPIC_OR_PARTITION for them without asking the coordinator."""
+    return {tp for tp in partitions if not cluster.has_partition(*tp)}
+
+
+def errors_by_topic(partitions: list[TopicPartition], errors: dict[TopicPartition, Any]) -> list[dict]:
+    """``topics`` of an OffsetCommit-like response, in request order."""
+    topics: dict[str, list[dict]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": errors[(topic, partition)]})
+    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def partition_errors(response) -> dict[TopicPartition, Any]:
+    """The per-partition errors of a coordinator OffsetCommit/TxnOffsetCommit answer."""
+    return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}

@@ -1,0 +1,277 @@
+"""The transaction coordinator in the broker: its runtime over __transaction_state, the
+marker sender, and the timers that abort timed-out transactions and expire idle ids."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from broker.cluster.cluster import Cluster
+from broker.config import BrokerConfig
+from broker.coordinators.coordinator_topic import CoordinatorTopic
+from broker.coordinators.markers import MarkerSender
+from coordinator.runtime import with_error
+from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
+from protocol.names import TRANSACTION_STATE
+
+log = logging.getLogger(__name__)
+
+TOPIC = TRANSACTION_STATE
+
+_APPEND_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms, which its coordinators' appends wait up to
+_NONE = ErrorCode.none
+_COMPLETE_RETRY_S = 0.05  # between writes of a Complete record while too few replicas are in sync
+
+
+class TransactionService:
+    def __init__(self, config: BrokerConfig, cluster: Cluster, node_id: int, producer_ids, network,
+                 serving: asyncio.Event | None = None, replication=None) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.clock = cluster.clock
+        self.coordinator = TransactionCoordinator(
+            TransactionConfig(
+                transaction_max_timeout_ms=config["transaction.max.timeout.ms"],
+                transaction_state_log_num_partitions=config["transaction.state.log.num.partitions"],
+                transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
+                offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+            ),
+        )
+        self.producer_ids = producer_ids
+        self.replication = replication  # broker.cluster.replication.Replication: writes wait for the ISR
+        self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
+        self.markers.hold = config["emulate.fault.hold.txn.markers"]
+        self.markers.on_acked = self._markers_acked
+        self._completions: dict[str, asyncio.Event] = {}
+        self._aborts: set[asyncio.Task] = set()  # the timeout timer's aborts, waiting for the ISR
+        # While a request's write waits for the ISR: its markers, sent only once it is there.
+        self._held_markers: list[SendMarkers] | None = None
+        self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
+        self.topic = CoordinatorTopic(
+            "transaction coordinator", TOPIC, config["transaction.state.log.num.partitions"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+             "min.insync.replicas": str(config["transaction.state.log.min.isr"])},
+            self.coordinator, cluster, node_id, self._perform,
+        )
+        # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
+        self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
+        self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
+        self.topic.serving = serving
+        self.runtime = self.topic.runtime
+        # A partition moving away takes its marker deliveries along: the new leader
+        # resends them with its coordinator epoch.
+        self.topic.on_unload = lambda p: self.markers.cancel(
+            lambda m: self.coordinator.partition_for(m.transactional_id) == p)
+
+    def ensure_ready(self) -> None:
+        """Creates and loads __transaction_state on first use: a broker that never sees a
+        transaction never pays for its 50 partitions."""
+        self.topic.start()
+
+    def _perform(self, effect) -> None:
+        if isinstance(effect, SendMarkers):
+            if self._held_markers is not None:
+                self._held_markers.append(effect)
+            else:
+                self.markers.send(effect)
+        elif isinstance(effect, ProducerIdTaken):
+            self.producer_ids.taken(effect.producer_id)
+        else:
+            raise TypeError(f"unknown transaction coordinator effect {effect!r}")
+
+    async def _markers_written(self, m: SendMarkers) -> None:
+        """The marker sender's completion: an event for the runtime like any request. Its
+        Complete record waits for the ISR too; while too few replicas are in sync it is
+        written again, as Kafka retries that append on COORDINATOR_NOT_AVAILABLE (the
+        transaction stays in its Prepare state meanwhile)."""
+        await self.topic.wait_while_paused()
+        coordinator = self.coordinator
+        observe = self.cluster.on_transaction_completed
+        started_ms = -1
+        if observe is not None:  # metrics on: when did the transaction start?
+            md = coordinator.transaction_metadata(m.transactional_id)
+            started_ms = md.txn_start_timestamp_ms if md is not None and md.state.is_prepare else -1
+        partition = coordinator.partition_for(m.transactional_id)
+        while True:
+            now_ms = self.clock.now_ms()
+            response, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
+                coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms,
+                                            m.coordinator_epoch)))
+            if ErrorCode.coordinator_not_available not in (response, error):  # refused at once, or not replicated
+                break
+            await self.clock.sleep(_COMPLETE_RETRY_S)
+            await self.topic.wait_while_paused()
+        if observe is not None and started_ms >= 0:  # was the transaction completed?
+            md = self.coordinator.transaction_metadata(m.transactional_id)
+            if md is not None and md.state.state_name.startswith("Complete"):
+                observe("commit" if m.commit else "abort", max(0, self.clock.now_ms() - started_ms) / 1000)
+        self._observe(m.transactional_id)
+        completed = self._completions.pop(m.transactional_id, None)
+        if completed is not None:
+            completed.set()
+
+    def _markers_acked(self, m: SendMarkers, node_id: int, acked: set) -> None:
+        self.cluster.history.record(
+            "marker", transactional_id=m.transactional_id, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+            marker="COMMIT" if m.commit else "ABORT", coordinator_epoch=m.coordinator_epoch, node=node_id,
+            partitions=sorted(f"{t}-{p}" for t, p in acked))
+
+    def _observe(self, transactional_id: str | None, reason: str | None = None) -> None:
+        """The id's state after a write, for the event history."""
+        md = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+        if md is None:
+            return
+        self.cluster.history.transaction(
+            transactional_id, md.state.state_name, md.producer_id, md.producer_epoch,
+            sorted(f"{t}-{p}" for t, p in md.topic_partitions), reason)
+
+    async def run(self, transactional_id: str | None, handler, offsets: list[int] | None = None,
+                  reason: str | None = None):
+        """Runs a coordinator handler through the runtime on the id's partition.
+
+        CONCURRENT_TRANSACTIONS is answered at once, as Kafka does. With
+        emulate.concurrent.transactions.hold.ms set, that answer is instead held while
+        the id's markers are being written (up to that long) and the request is then
+        run again: it saves the client's retry back-off, at the price of never
+        exercising the client's retry path. ``offsets`` receives the offset of the last
+        record each run wrote (-1: none), read before any wait lets another event write.
+        ``reason``: why an abort this starts was not the client's own (the event history).
+        """
+        try:
+            return await self._run(transactional_id, handler, offsets)
+        finally:
+            self._observe(transactional_id, reason)
+
+    async def _run(self, transactional_id: str | None, handler, offsets: list[int] | None):
+        self.topic.start()
+        await self.topic.wait_while_paused()  # paused while this request was under way
+        partition = self.coordinator.partition_for(transactional_id or "")
+        response = await self._run_replicated(transactional_id, partition, handler, offsets)
+        if self._hold_s <= 0 or getattr(response, "error", None) is not ErrorCode.concurrent_transactions:
+            return response
+        completed = self._completions.setdefault(transactional_id, asyncio.Event())
+        if self._markers_pending(transactional_id):
+            try:
+                await self.clock.wait_for(completed.wait(), self._hold_s)
+            except asyncio.TimeoutError:
+                return response
+        await self.topic.wait_while_paused()
+        return await self._run_replicated(transactional_id, partition, handler, offsets)
+
+    async def _run_replicated(self, transactional_id: str | None, partition: int, handler,
+                              offsets: list[int] | None = None):
+        """Runs the handler; what it wrote is answered once the partition's ISR has it,
+        as an acks=all produce (Kafka's coordinator appends with acks=-1). A failed wait
+        is answered with its error instead (see ``_write_replicated``)."""
+        response, error = await self._write_replicated(transactional_id, partition, handler, offsets)
+        return response if error is None else with_error(response, error)
+
+    async def _write_replicated(self, transactional_id: str | None, partition: int, handler,
+                                offsets: list[int] | None = None) -> tuple[object, ErrorCode | None]:
+        """Runs the handler and waits until what it wrote is in the partition's ISR; only
+        then are its markers sent (Kafka sends them from the append's callback). Returns
+        the response and, if the wait failed, the error to answer: too few in sync or
+        timed out, COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way
+        the transition is undone in memory, as Kafka clears the pending state (the record
+        stays in the log), so a retry finds the transaction as it was, not
+        CONCURRENT_TRANSACTIONS."""
+        replication = self.replication
+        if replication is None or replication.quiet():
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+            if offsets is not None:
+                offsets.append(self.runtime.last_offset)
+            return response, None
+        before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+        epoch = self.coordinator.coordinator_epoch(partition)
+        held = self._held_markers = []
+        try:
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+        finally:
+            self._held_markers = None
+        if offsets is not None:
+            offsets.append(self.runtime.last_offset)
+        written = error = None
+        if self.runtime.last_offset >= 0:
+            written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+            error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
+        if error is None:
+            if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
+                for markers in held:
+                    self.markers.send(markers)
+            return response, None
+        answer = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
+        undone = written is not None and self.coordinator.restore(transactional_id, written, before)
+        log.warning("%s-%d: a coordinator write was not replicated (%s); answered %s%s", TOPIC, partition, error,
+                    answer.name.upper(), f", {transactional_id} back to {before.state.state_name}"
+                    if undone and before is not None else "")
+        return response, answer
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], api_version: int):
+        """A producer's AddPartitionsToTxn. Its record is in the log (the page cache: a
+        process crash keeps it) before the answer leaves; the INFO line says where, so
+        a transaction found without its partitions after a crash can be told from one
+        whose request was never answered."""
+        offsets: list[int] = []
+        response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
+            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()), offsets)
+        if log.isEnabledFor(logging.INFO):
+            offset = offsets[-1] if offsets else -1
+            added = ", ".join(f"{t}-{p}" for t, p in partitions)
+            if response.error is not _NONE:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, nothing written", transactional_id,
+                         producer_id, producer_epoch, added, response.error.name.upper())
+            elif offset < 0:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: already in the transaction",
+                         transactional_id, producer_id, producer_epoch, added)
+            else:
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) added %s: record at %s-%d offset %d, "
+                         "written before the answer", transactional_id, producer_id, producer_epoch, added, TOPIC,
+                         self.coordinator.partition_for(transactional_id), offset)
+        return response
+
+    def _markers_pending(self, transactional_id: str) -> bool:
+        md = self.coordinator.transaction_metadata(transactional_id)
+        return md is not None and md.state.is_prepare and not self.markers.hold
+
+    # -- timers: events for the runtime ------------------------------------------------
+
+    def abort_timed_out(self) -> None:
+        """Fences and aborts each timed-out transaction as an event of its own, so that
+        its PrepareAbort waits for the ISR before its markers leave, as EndTxn's does; a
+        failed wait leaves it Ongoing, for the next round of the timer. The waits run on
+        their own: one cut-off partition does not hold up the timer."""
+        now = self.clock.now_ms()
+        coordinator = self.coordinator
+        for partition in sorted(coordinator.owned_partitions()):
+            for transactional_id in coordinator.timed_out_transactions(now, partition):
+                task = asyncio.get_running_loop().create_task(self._abort_timed_out(transactional_id, partition, now))
+                self._aborts.add(task)
+                task.add_done_callback(self._aborts.discard)
+
+    async def _abort_timed_out(self, transactional_id: str, partition: int, now_ms: int) -> None:
+        response, error = await self._write_replicated(transactional_id, partition, lambda: (
+            self.coordinator.abort_timed_out_transaction(transactional_id, now_ms)))
+        if response is _NONE and error is None:
+            log.info("aborting timed-out transaction %s", transactional_id)
+            self._observe(transactional_id, "timed out")
+
+    def expire_ids(self) -> None:
+        now = self.clock.now_ms()
+        self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
+
+    def halt(self) -> None:
+        """The node stopped or died: loads and marker deliveries end and the state is
+        dropped, in this turn."""
+        self.topic.halt()
+        self.markers.halt()
+        for task in self._aborts:
+            task.cancel()
+
+
+def _answered(result):
+    """A completion's result with a response, so a refused append can carry its error."""
+    return result if result.response is not None else result._replace(response=_NONE)

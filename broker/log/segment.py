@@ -1,0 +1,485 @@
+"""One log segment: a .log file of whole v2 batches plus its two sparse indexes.
+
+Files are named by the segment's base offset, 20 digits (00000000000000000000.log,
+.index, .timeindex), as Kafka names them. The segment appends bytes, keeps the index
+bookkeeping Kafka's LogSegment keeps (bytes since the last index entry, the largest
+timestamp and the offset that first reached it), and reads by position with os.pread.
+It never decodes records; batch headers are read with struct.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+from protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
+
+from broker.log.descriptors import PooledFile
+from broker.log.index import NO_TIMESTAMP, CorruptIndex, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+INT32_MAX = 0x7FFFFFFF
+
+_HEAD = struct.Struct(">qi")  # base offset, batch length
+_INT32 = struct.Struct(">i")
+_LAST_OFFSET_DELTA = 23
+_SCAN_CHUNK = 16 * 1024
+_ITER_CHUNK = 1024 * 1024
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    __slots__ = (
+        "directory",
+        "base_offset",
+        "log_path",
+        "_file",
+        "size",
+        "next_offset",
+        "offset_index",
+        "time_index",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "bytes_since_last_index_entry",
+        "roll_base_ms",
+        "unflushed",
+    )
+
+    def __init__(self, directory: Path, base_offset: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        self._file = PooledFile(self.log_path)
+        try:  # an existing segment is not opened until it is read or written
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = os.fstat(self._file.fd).st_size  # created
+        self.next_offset = base_offset  # one past the last batch; exact for the active segment
+        self.offset_index: OffsetIndex | None = None
+        self.time_index: TimeIndex | None = None
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.roll_base_ms: int | None = None  # segment.ms counts from here
+        self.unflushed = False
+
+    @property
+    def fd(self) -> int:
+        """The .log file's descriptor, reopened if the pool closed it (OSError once the
+        segment is closed)."""
+        return self._file.fd
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    # creation and loading ------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int) -> LogSegment:
+        """A new empty segment (any leftover files of the same name are emptied)."""
+        seg = cls(directory, base_offset)
+        if seg.size:
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        seg.offset_index = OffsetIndex.create(seg.index_path, base_offset)
+        seg.time_index = TimeIndex.create(seg.time_index_path, base_offset)
+        seg.unflushed = True
+        return seg
+
+    @property
+    def index_path(self) -> Path:
+        return segment_path(self.directory, self.base_offset, INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> Path:
+        return segment_path(self.directory, self.base_offset, TIME_INDEX_SUFFIX)
+
+    def load_indexes(self, next_base_offset: int, index_interval_bytes: int) -> str | None:
+        """Loads the indexes of an inactive segment; rebuilds them when missing or corrupt.
+
+        Returns why they were rebuilt, or None when the files were good.
+        """
+        self.next_offset = next_base_offset
+        max_rel = max(next_base_offset - self.base_offset - 1, 0)
+        try:
+            offset_index = OffsetIndex.load(self.index_path, self.base_offset, self.size, max_rel)
+            try:
+                time_index = TimeIndex.load(self.time_index_path, self.base_offset, max_rel)
+            except BaseException:
+                offset_index.close()
+                raise
+        except (FileNotFoundError, CorruptIndex) as e:
+            self.rebuild_indexes(index_interval_bytes, validate=False, inactive=True)
+            return str(e) if isinstance(e, CorruptIndex) else f"{e.filename} missing"
+        last = time_index.last_entry()
+        if last is None and self.size:
+            # The final entry made at roll is missing (or no batch has a timestamp).
+            offset_index.close()
+            time_index.close()
+            self.rebuild_indexes(index_interval_bytes, validate=False, inactive=True)
+            return None
+        self.offset_index, self.time_index = offset_index, time_index
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        return None
+
+    def load_active_indexes(self) -> str | None:
+        """After a clean shutdown: loads the active segment's index files and reads only
+        the batch headers from the last offset index entry to the end of the file, to
+        find the next offset and the state a full scan would have derived (largest
+        timestamp and its offset, bytes since the last index entry). No CRC checks.
+
+        Returns why the files cannot be trusted (the caller then runs the recovery
+        scan), or None when the indexes are in place.
+        """
+        try:
+            offset_index = OffsetIndex.load(self.index_path, self.base_offset, self.size, INT32_MAX)
+            try:
+                time_index = TimeIndex.load(self.time_index_path, self.base_offset, INT32_MAX)
+            except BaseException:
+                offset_index.close()
+                raise
+        except FileNotFoundError as e:
+            return f"{e.filename} missing"
+        except CorruptIndex as e:
+            return str(e)
+        problem = self._read_tail(offset_index, time_index)
+        if problem is not None:
+            offset_index.close()
+            time_index.close()
+            return problem
+        self.offset_index, self.time_index = offset_index, time_index
+        return None
+
+    def _read_tail(self, offset_index: OffsetIndex, time_index: TimeIndex) -> str | None:
+        """Sets next_offset, the max timestamp state and bytes_since_last_index_entry
+        from the index files plus the batches after the last offset index entry."""
+        indexed = offset_index.last_entry()
+        start, expected = (indexed[1], indexed[0]) if indexed is not None else (0, self.base_offset)
+        # A time index entry is written together with an offset index entry and holds
+        # the largest timestamp up to that batch, so the tail scan continues from it.
+        max_ts, offset_of_max = time_index.last_entry() or (NO_TIMESTAMP, -1)
+        if offset_of_max > (indexed[0] if indexed is not None else -1):
+            return f"time index entry at offset {offset_of_max} is past the last offset index entry"
+        fd, size, position = self.fd, self.size, start
+        while position < size:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, size - position), position)
+            i, n = 0, len(chunk)
+            while n - i >= RECORD_BATCH_OVERHEAD:
+                batch = RecordBatch(chunk, i)
+                batch_base, batch_size = _HEAD.unpack_from(chunk, i)
+                batch_size += LOG_OVERHEAD
+                if batch_size < RECORD_BATCH_OVERHEAD:
+                    return f"batch length {batch_size - LOG_OVERHEAD} at position {position + i} is below the header size"
+                if position + i + batch_size > size:
+                    return f"batch of {batch_size} bytes at position {position + i} runs past the end of the file"
+                if batch.magic != MAGIC_V2:
+                    return f"magic {batch.magic} at position {position + i}"
+                if indexed is not None and position + i == start and batch_base != expected:
+                    return f"the last offset index entry ({expected}, {start}) points at a batch with offset {batch_base}"
+                last_offset = batch_base + batch.last_offset_delta
+                if batch_base < expected or last_offset < batch_base or last_offset - self.base_offset > INT32_MAX:
+                    return f"batch offsets {batch_base}..{last_offset} at position {position + i} are out of order"
+                ts = batch.max_timestamp
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, batch_base
+                expected = last_offset + 1
+                i += batch_size
+            if i == 0:
+                return f"{size - position} trailing bytes, less than a batch header"
+            position += i
+        self.next_offset = expected
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max
+        self.bytes_since_last_index_entry = size - start
+        return None
+
+    def rebuild_indexes(self, index_interval_bytes: int, validate: bool, inactive: bool) -> tuple[int, str | None]:
+        """Scans the log from the start, rewriting both index files.
+
+        With ``validate`` each batch's magic, CRC and offsets are checked and the scan
+        stops at the first bad one. Returns (bytes of valid batches, problem or None);
+        the caller decides whether to truncate. ``inactive`` adds the final time index
+        entry a segment gets when it is rolled.
+        """
+        for index in (self.offset_index, self.time_index):
+            if index is not None:
+                index.close()
+        return self._scan(0, self.base_offset, array("i"), array("i"), array("q"), array("i"), NO_TIMESTAMP, -1,
+                          index_interval_bytes, validate, inactive)
+
+    def recover_beyond(self, recovery_point: int, index_interval_bytes: int) -> tuple[int, str | None] | None:
+        """Crash recovery of the active segment from a recovery point (Kafka's
+        recovery-point-offset-checkpoint: what lies below it was flushed and checked).
+
+        The index entries at or below the recovery point are kept; from the batch of
+        the last of them on, every batch is validated (CRC included) and indexed again,
+        stopping at the first bad one, as ``rebuild_indexes`` does from the start.
+        Returns (bytes of valid batches, problem or None), or None when the index
+        files cannot be used (the caller then validates the whole segment).
+        """
+        try:
+            offset_index = OffsetIndex.load(self.index_path, self.base_offset, self.size, INT32_MAX)
+            time_index = TimeIndex.load(self.time_index_path, self.base_offset, INT32_MAX)
+        except (FileNotFoundError, CorruptIndex):
+            return None
+        kept = [(o, p) for o, p in offset_index.entries() if o <= recovery_point]
+        offsets, positions = array("i", (o - self.base_offset for o, _ in kept)), array("i", (p for _, p in kept))
+        start, expected = (kept[-1][1], kept[-1][0]) if kept else (0, self.base_offset)
+        last_kept = kept[-1][0] if kept else -1
+        times = [(t, o) for t, o in time_index.entries() if o <= last_kept]
+        ts_values, ts_offsets = array("q", (t for t, _ in times)), array("i", (o - self.base_offset for _, o in times))
+        max_ts, offset_of_max = times[-1] if times else (NO_TIMESTAMP, -1)
+        return self._scan(start, expected, offsets, positions, ts_values, ts_offsets, max_ts, offset_of_max,
+                          index_interval_bytes, True, False, reuse=(offset_index, time_index))
+
+    def _scan(self, pos: int, expected: int, offsets: array, positions: array, ts_values: array, ts_offsets: array,
+              max_ts: int, offset_of_max: int, index_interval_bytes: int, validate: bool,
+              inactive: bool, reuse: tuple[OffsetIndex, TimeIndex] | None = None) -> tuple[int, str | None]:
+        """Indexes (and with ``validate`` checks) the batches from ``pos``, whose first
+        has offset ``expected``, after the given index entries and timestamp state;
+        writes both index files, unless the open ``reuse`` ones already hold exactly
+        those entries (the usual case after a crash: an index entry is written right
+        after its batch)."""
+        base = self.base_offset
+        since = 0
+        problem = None
+        fd, size = self.fd, self.size
+        while pos < size and problem is None:
+            remaining = size - pos
+            if remaining < RECORD_BATCH_OVERHEAD:
+                problem = f"{remaining} trailing bytes, less than a batch header"
+                break
+            chunk = os.pread(fd, min(_ITER_CHUNK, remaining), pos)
+            i, n = 0, len(chunk)
+            while n - i >= RECORD_BATCH_OVERHEAD:
+                batch_base, length = _HEAD.unpack_from(chunk, i)
+                batch_size = length + LOG_OVERHEAD
+                if batch_size < RECORD_BATCH_OVERHEAD:
+                    problem = f"batch length {length} is below the header size"
+                    break
+                if pos + i + batch_size > size:
+                    problem = f"batch of {batch_size} bytes runs past the end of the file"
+                    break
+                if i + batch_size > n:
+                    if i:
+                        break  # read again from this batch
+                    chunk = os.pread(fd, batch_size, pos)
+                    n = len(chunk)
+                batch = RecordBatch(chunk, i)
+                last_offset = batch_base + batch.last_offset_delta
+                if validate:
+                    problem = _batch_problem(batch, batch_base, last_offset, expected, base)
+                    if problem is not None:
+                        break
+                ts = batch.max_timestamp
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, batch_base
+                if since > index_interval_bytes:
+                    offsets.append(batch_base - base)
+                    positions.append(pos + i)
+                    if max_ts > (ts_values[-1] if ts_values else NO_TIMESTAMP):
+                        ts_values.append(max_ts)
+                        ts_offsets.append(offset_of_max - base)
+                    since = 0
+                since += batch_size
+                expected = last_offset + 1
+                i += batch_size
+            pos += i
+        valid = min(pos, size)
+        if inactive and max_ts > (ts_values[-1] if ts_values else NO_TIMESTAMP):
+            ts_values.append(max_ts)
+            ts_offsets.append(offset_of_max - base)
+        if reuse is not None and reuse[0].holds(offsets, positions) and reuse[1].holds(ts_values, ts_offsets):
+            self.offset_index, self.time_index = reuse
+        else:
+            if reuse is not None:
+                reuse[0].close()
+                reuse[1].close()
+            self.offset_index = OffsetIndex.create(self.index_path, base, offsets, positions)
+            self.time_index = TimeIndex.create(self.time_index_path, base, ts_values, ts_offsets)
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max
+        self.bytes_since_last_index_entry = since
+        if not inactive:
+            self.next_offset = expected
+        return valid, problem
+
+    def truncate_bytes(self, position: int) -> None:
+        """Cuts the log file at ``position`` (indexes must be rebuilt by the caller)."""
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.unflushed = True
+
+    # appending -----------------------------------------------------------
+    def append(self, data, base_offset: int, last_offset: int, max_timestamp: int, index_interval_bytes: int) -> None:
+        position = self.size
+        if self.bytes_since_last_index_entry > index_interval_bytes:
+            # every descriptor the append needs, before the log is written
+            self.offset_index.ready()
+            self.time_index.ready()
+        written = os.write(self.fd, data)
+        if written != len(data):
+            # A short write (disk full) would leave a torn batch: take it back.
+            os.ftruncate(self.fd, position)
+            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self.bytes_since_last_index_entry > index_interval_bytes:
+            self.offset_index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += written
+        self.size = position + written
+        self.next_offset = last_offset + 1
+        self.unflushed = True
+
+    def on_become_inactive(self) -> None:
+        """At roll: record the segment's largest timestamp for later opens and lookups."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # reading -------------------------------------------------------------
+    def find_batch(self, offset: int, position: int = 0) -> int | None:
+        """Position of the first batch at or after ``position`` whose last offset is >= ``offset``."""
+        fd, size = self.fd, self.size
+        while position < size:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, size - position), position)
+            i, n = 0, len(chunk)
+            while n - i >= _LAST_OFFSET_DELTA + 4:
+                batch_base, length = _HEAD.unpack_from(chunk, i)
+                if batch_base + _INT32.unpack_from(chunk, i + _LAST_OFFSET_DELTA)[0] >= offset:
+                    return position + i
+                i += length + LOG_OVERHEAD
+            if i == 0:
+                return None  # a partial header at the end: nothing more to find
+            position += i
+        return None
+
+    def read(self, position: int, max_bytes: int, upper_bound: int | None, min_one: bool) -> tuple[bytes, bool]:
+        """Whole batches from ``position``: at most ``max_bytes`` (the first batch whole if
+        ``min_one``), none whose base offset is >= ``upper_bound``.
+
+        Returns (bytes, whether the read went up to the end of the segment). The cut
+        is found by walking batch headers from the last index entry before it, then
+        the bytes are read with one pread.
+        """
+        limit = position + max(min(max_bytes, self.size - position), 0)
+        cut, bounded = self._walk(max(self.offset_index.floor_position(limit, upper_bound), position), limit, upper_bound)
+        if cut == position:
+            if not min_one or bounded or position >= self.size:
+                return b"", False
+            batch_base, length = _HEAD.unpack(os.pread(self.fd, LOG_OVERHEAD, position))
+            if upper_bound is not None and batch_base >= upper_bound:
+                return b"", False
+            cut = position + length + LOG_OVERHEAD
+        return os.pread(self.fd, cut - position, position), cut >= self.size
+
+    def _walk(self, position: int, limit: int, upper_bound: int | None) -> tuple[int, bool]:
+        """End of the last whole batch from ``position`` within ``limit`` and below
+        ``upper_bound``; and whether the upper bound is what stopped it."""
+        fd = self.fd
+        while position < limit:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, limit - position), position)
+            i, n = 0, len(chunk)
+            while n - i >= LOG_OVERHEAD:
+                batch_base, length = _HEAD.unpack_from(chunk, i)
+                if upper_bound is not None and batch_base >= upper_bound:
+                    return position + i, True
+                end = i + length + LOG_OVERHEAD
+                if position + end > limit:
+                    return position + i, False
+                i = end
+            if i == 0:
+                return position, False
+            position += i
+        return position, False
+
+    def batch_at(self, position: int) -> RecordBatch:
+        head = os.pread(self.fd, LOG_OVERHEAD, position)
+        length = _INT32.unpack_from(head, 8)[0]
+        return RecordBatch(os.pread(self.fd, length + LOG_OVERHEAD, position), 0)
+
+    def iter_chunks(self, position: int = 0) -> Iterator[tuple[bytes, int, int]]:
+        """The batches from ``position`` to the end as (buffer, start, end): whole batches
+        in buffer[start:end], read in large chunks."""
+        while position < self.size:
+            # the descriptor asked for at each step: between yields the pool may close it
+            chunk = os.pread(self.fd, min(_ITER_CHUNK, self.size - position), position)
+            i, n = 0, len(chunk)
+            while n - i >= RECORD_BATCH_OVERHEAD:
+                batch_size = _INT32.unpack_from(chunk, i + 8)[0] + LOG_OVERHEAD
+                if i + batch_size > n:
+                    break
+                i += batch_size
+            if i == 0:
+                if n < RECORD_BATCH_OVERHEAD:
+                    return
+                big = self.batch_at(position).buf  # a batch bigger than the chunk
+                yield big, 0, len(big)
+                i = _INT32.unpack_from(chunk, 8)[0] + LOG_OVERHEAD
+            else:
+                yield chunk, 0, i
+            position += i
+
+    def iter_batches(self, position: int = 0) -> Iterator[RecordBatch]:
+        """Batches from ``position`` to the end, read in large chunks."""
+        for chunk, i, end in self.iter_chunks(position):
+            while i < end:
+                batch = RecordBatch(chunk, i)
+                yield batch
+                i += batch.size
+
+    def find_by_timestamp(self, timestamp: int, start_offset: int) -> RecordBatch | None:
+        """First batch with max timestamp >= ``timestamp`` and last offset >= ``start_offset``."""
+        offset = max(self.time_index.lookup(timestamp), start_offset)
+        for batch in self.iter_batches(self.offset_index.lookup(offset)):
+            if batch.max_timestamp >= timestamp and batch.last_offset >= start_offset:
+                return batch
+        return None
+
+    def largest_timestamp(self) -> int:
+        """Kafka's LogSegment.largestTimestamp: the max timestamp, else the file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # lifecycle -------------------------------------------------------------
+    def flush(self) -> None:
+        if self.unflushed:
+            os.fsync(self.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+            self.unflushed = False
+
+    def close(self) -> None:
+        for index in (self.offset_index, self.time_index):
+            if index is not None:
+                index.close()
+        self._file.close()
+
+    def delete(self) -> None:
+        self.close()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            try:
+                os.unlink(segment_path(self.directory, self.base_offset, suffix))
+            except FileNotFoundError:
+                pass
+
+
+def _batch_problem(batch: RecordBatch, base_offset: int, last_offset: int, expected: int, segment_base: int) -> str | None:
+    if batch.magic != MAGIC_V2:
+        return f"magic {batch.magic} at offset {base_offset}"
+    if base_offset < expected:
+        return f"base offset {base_offset} is below the expected {expected}"
+    if last_offset < base_offset or last_offset - segment_base > INT32_MAX:
+        return f"last offset {last_offset} is out of range for base offset {base_offset}"
+    if not batch.crc_valid():
+        return f"CRC mismatch in the batch at offset {base_offset}"
+    return None
