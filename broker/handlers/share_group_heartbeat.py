@@ -23,7 +23,7 @@ async def handle(ctx, request):
         answer = HeartbeatAnswer(TOPIC_DENIED)
     else:
         answer = await groups.run(request.group_id or "", lambda: groups.coordinator.share_group_heartbeat(
-            heartbeat, ctx.clock.now_ms()))
+            heartbeat, ctx.clock.now_ms()), HeartbeatAnswer)
     assignment = None
     if answer.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(ps)}
