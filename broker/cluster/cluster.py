@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.control.event_history import EventHistory
+from broker.cluster.event_history import EventHistory
 from broker.config import BrokerConfig
 from broker.cluster.replicas import Leadership, ReplicaState
 from broker.log.files import fsync_dir, replace_atomically

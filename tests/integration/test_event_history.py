@@ -12,7 +12,7 @@ import urllib.request
 
 from confluent_kafka import Producer
 
-from broker.control.event_history import EventHistory
+from broker.cluster.event_history import EventHistory
 from broker.testing import wait_until
 
 
