@@ -1,0 +1,75 @@
+"""What the KIP-848 consumer group and KIP-932 share group handlers share: the
+heartbeat's ACL checks, its run through the group coordinator and its answer, and the
+describe loop with its assignments by topic id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.security.acls import (
+    DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, READ, TOPIC, TOPIC_DENIED, allowed, authorized_operations,
+)
+from coordinator.group.consumer_group import HeartbeatAnswer
+
+
+async def heartbeat(ctx, request, beat: Callable[[Any, int], HeartbeatAnswer]) -> dict:
+    """ConsumerGroupHeartbeat and ShareGroupHeartbeat: READ on the group and DESCRIBE on
+    every subscribed topic (clients may not learn of topics they cannot describe, as
+    Kafka checks), then ``beat(coordinator, now_ms)`` through the group service."""
+    groups = ctx.node.groups
+    names = request.subscribed_topic_names
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        answer = HeartbeatAnswer(GROUP_DENIED)
+    elif names and not all(allowed(ctx, DESCRIBE, TOPIC, n) for n in names):
+        answer = HeartbeatAnswer(TOPIC_DENIED)
+    else:
+        answer = await groups.run(request.group_id or "", lambda: beat(groups.coordinator, ctx.clock.now_ms()),
+                                  HeartbeatAnswer)
+    assignment = None
+    if answer.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(ps)}
+                                           for topic_id, ps in sorted(answer.assignment.items(), key=str)]}
+    return {
+        "throttle_time": 0, "error_code": answer.error_code, "error_message": answer.error_message,
+        "member_id": answer.member_id, "member_epoch": answer.member_epoch,
+        "heartbeat_interval": answer.heartbeat_interval_ms, "assignment": assignment,
+    }
+
+
+def topic_assignment(partitions, topic_names: dict) -> dict:
+    """Partitions by topic id, with their names, ordered by name."""
+    return {"topic_partitions": [
+        {"topic_id": topic_id, "topic_name": topic_names.get(topic_id, ""), "partitions": sorted(ps)}
+        for topic_id, ps in sorted(partitions.items(), key=lambda i: topic_names.get(i[0], ""))
+    ]}
+
+
+async def describe(ctx, request, find: Callable[[Any, str], tuple], unknown: dict,
+                   described: Callable[[Any, Any, dict], dict]) -> dict:
+    """ConsumerGroupDescribe and ShareGroupDescribe: ``find(coordinator, group_id)`` gives
+    (error, message, group or None); a group not found (or not allowed) is answered with
+    ``unknown``'s state and epochs, a found one with ``described(coordinator, group,
+    topic_names)``'s assignor and members."""
+    groups = ctx.node.groups
+    await groups.ready()
+    coordinator = groups.coordinator
+    topic_names = {topic_id: name for name, (topic_id, _n) in coordinator.topics().items()}
+    answers = []
+    for group_id in request.group_ids:
+        if allowed(ctx, DESCRIBE, GROUP, group_id):
+            error, message, group = find(coordinator, group_id)
+        else:
+            error, message, group = GROUP_DENIED, None, None
+        if group is None:
+            answers.append({"error_code": error, "error_message": message, "group_id": group_id, **unknown,
+                            "assignor_name": "", "members": [], "authorized_operations": NOT_REQUESTED})
+            continue
+        answers.append({
+            "error_code": error, "error_message": None, "group_id": group_id, "group_state": group.state,
+            "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "authorized_operations": authorized_operations(ctx, GROUP, group_id)
+            if request.include_authorized_operations else NOT_REQUESTED,
+            **described(coordinator, group, topic_names),
+        })
+    return {"throttle_time": 0, "groups": answers}
