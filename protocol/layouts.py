@@ -28,9 +28,7 @@ from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
-from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
-from kio.serial._serialize import get_field_writer
+from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
 from kio.serial.writers import write_tagged_field
 
 from protocol import messages

@@ -23,7 +23,7 @@ from importlib import import_module
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from protocol.kio_private import classify_field, EntityField, EntityTupleField, PrimitiveTupleField
 
 from protocol import wire_shape
 

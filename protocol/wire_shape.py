@@ -16,7 +16,7 @@ import struct
 from dataclasses import fields
 from functools import cache
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
+from protocol.kio_private import classify_field, EntityField, EntityTupleField, is_optional, PrimitiveTupleField
 
 from protocol.framing import FrameError, read_unsigned_varint
 

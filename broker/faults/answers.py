@@ -16,7 +16,7 @@ import dataclasses
 from functools import cache
 
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from protocol.kio_private import classify_field, EntityField, EntityTupleField, PrimitiveTupleField
 
 from protocol import messages
 

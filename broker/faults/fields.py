@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from uuid import UUID
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from protocol.kio_private import classify_field, EntityField, EntityTupleField, PrimitiveTupleField
 
 from protocol import messages
 
