@@ -268,3 +268,69 @@ def test_the_history_of_a_coordinator_dying_after_prepare_commit(broker_factory)
                and e["seq"] > killed[0]["seq"]]
     assert sorted(p for m in markers for p in m["partitions"]) == [f"{topic}-{p}" for p in range(3)]
     assert all(m["marker"] == "COMMIT" and m["coordinator_epoch"] >= 1 for m in markers)
+
+
+def group_story(broker, topic: str, group: str, transactional_id: str) -> None:
+    """A classic group's member joins, commits offset 3 of ``topic``-0 and leaves; a
+    transaction commits the group's offset 5 (pending until its marker); another
+    transaction stays open, so the LSO (7) trails the high watermark (8)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(5):
+        plain.produce(topic, b"%d" % i, partition=0)
+    assert plain.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = []
+    wait_until(lambda: got.append(consumer.poll(0.2)) or sum(m is not None and m.error() is None for m in got) >= 5,
+               30, message="the consumer's records")
+    consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    txn = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id})
+    txn.init_transactions(10)
+    txn.begin_transaction()
+    txn.produce(topic, b"t", partition=0)
+    txn.send_offsets_to_transaction([TopicPartition(topic, 0, 5)], consumer.consumer_group_metadata(), 10)
+    txn.commit_transaction(10)
+    consumer.close()  # leaves: the group's next generation has no member
+    held = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id + "-open",
+                     "transaction.timeout.ms": 600_000})
+    held.init_transactions(10)
+    held.begin_transaction()
+    held.produce(topic, b"open", partition=0)
+    assert held.flush(10) == 0
+
+
+def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
+    from confluent_kafka import Consumer
+
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    group, transactional_id = "history-group-" + topic, "history-offsets-" + topic
+    group_story(broker, topic, group, transactional_id)
+
+    events = _events(broker)
+    offsets = [(e["state"], e["offsets"], e.get("transactional_id")) for e in events
+               if e["kind"] == "offsets" and e["group_id"] == group]
+    assert offsets == [("committed", {f"{topic}-0": 3}, None), ("pending", {f"{topic}-0": 5}, transactional_id),
+                       ("committed", {f"{topic}-0": 5}, transactional_id)], offsets
+    rebalances = [e for e in events if e["kind"] == "group" and e["group_id"] == group]
+    assert [(e["protocol"], e["members"], len(e["joined"]), len(e["left"])) for e in rebalances] == [
+        ("classic", 1, 1, 0), ("classic", 0, 0, 1)], rebalances
+    assert rebalances[0]["joined"] == rebalances[1]["left"] and rebalances[1]["generation"] > rebalances[0]["generation"]
+    with urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30) as answer:
+        (state,) = [g for g in json.load(answer)["groups"] if g["group_id"] == group]
+    assert [(o["offset"], o["last_stable_offset"], o["high_watermark"], o["lag_lso"], o["lag_hw"])
+            for o in state["offsets"]] == [(5, 7, 8, 2, 3)]
+
+    # a consumer group (KIP-848): its epoch moves as its member joins and leaves
+    other = "history-848-" + topic
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": other,
+                         "group.protocol": "consumer", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    wait_until(lambda: consumer.poll(0.2) is not None or bool(consumer.assignment()), 30, message="an assignment")
+    consumer.close()
+    moves = [e for e in _events(broker) if e["kind"] == "group" and e["group_id"] == other]
+    assert [e["protocol"] for e in moves] == ["consumer"] * len(moves) and moves[0]["joined"] and moves[-1]["left"]
+    assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]
