@@ -84,21 +84,24 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
             history.transaction(f"id-{i // 3}", ("Ongoing", "PrepareAbort", "CompleteAbort")[i % 3], i // 3, 0,
                                 [f"t-{i}-0"], reason="timed out")
             history.partition(f"t-{i}", 0, i, i - 1, None)
+            history.offsets(f"g-{i}", {f"t-{i}-0": i}, "pending", i // 3)
+            history.group(f"g-{i}", "classic", i, frozenset({f"member-{i}"}))
 
-    fill(2000)  # full
     tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    fill(50_000)
-    after = tracemalloc.take_snapshot()
+    fill(2000)  # full: the events and the per-id memories, each at its size
+    full = tracemalloc.get_traced_memory()[0]
+    fill(20_000)
+    held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    assert len(history.events) == 1000 and history.next_seq > 100_000
+    assert len(history.events) == 1000 and history.next_seq > 80_000
     assert history.since(0)[0]["seq"] == history.next_seq - 1000
     last = history.next_seq - 1
     assert [e["seq"] for e in history.since(last - 2)] == [last - 2, last - 1, last]
     assert [e["seq"] for e in history.since(0, limit=2)] == [last - 1, last] and history.since(last + 1) == []
-    # 50,000 more rounds hold no more than the full history did: each event is well under 1 KiB
-    assert grown < 1000 * 1024, grown
+    # 20,000 more rounds (80,000 events) hold no more than the full history did, and
+    # that is well under 2 KiB per event kept, its share of the memories included
+    assert held < full * 1.1 + 64 * 1024, (full, held)
+    assert full < 1000 * 2048, full
 
 
 def test_the_log_browser_marks_what_read_committed_sees(eosbroker_cluster):
