@@ -263,6 +263,10 @@ def test_the_history_of_a_coordinator_dying_after_prepare_commit(broker_factory)
     assert steps[-2:] == [("PrepareCommit", None), ("CompleteCommit", "committed")], steps
     killed = [e for e in events if e["kind"] == "node" and e["change"] == "killed"]
     assert len(killed) == 1
+    # the triggers' link cut and kill are on the timeline, saying which trigger made them
+    made = [(e["op"], e.get("by")) for e in events if e["kind"] == "control"]
+    assert made[-3:] == [("network_cut", "scenario trigger 1"), ("node_kill", "scenario trigger 2"),
+                    ("network_heal", "scenario trigger 2")], made
     moved = [e for e in events if e["kind"] == "coordinator" and e["topic"] == "__transaction_state"
              and e["node_from"] == killed[0]["node"] and e["seq"] > killed[0]["seq"]]
     assert moved, "the coordinator's move off the killed node"
