@@ -90,15 +90,15 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
     tracemalloc.start()
     fill(2000)  # full: the events and the per-id memories, each at its size
     full = tracemalloc.get_traced_memory()[0]
-    fill(20_000)
+    fill(10_000)
     held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    assert len(history.events) == 1000 and history.next_seq > 80_000
+    assert len(history.events) == 1000 and history.next_seq > 40_000
     assert history.since(0)[0]["seq"] == history.next_seq - 1000
     last = history.next_seq - 1
     assert [e["seq"] for e in history.since(last - 2)] == [last - 2, last - 1, last]
     assert [e["seq"] for e in history.since(0, limit=2)] == [last - 1, last] and history.since(last + 1) == []
-    # 20,000 more rounds (80,000 events) hold no more than the full history did, and
+    # 10,000 more rounds (40,000 events) hold no more than the full history did, and
     # that is well under 2 KiB per event kept, its share of the memories included
     assert held < full * 1.1 + 64 * 1024, (full, held)
     assert full < 1000 * 2048, full
