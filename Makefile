@@ -97,6 +97,7 @@ spark-demo: venv java
 SCREENSHOT ?= docs/console.png
 TIMELINE_SCREENSHOT ?= docs/console-timeline.png
 LOG_SCREENSHOT ?= docs/console-log.png
+GROUPS_SCREENSHOT ?= docs/console-groups.png
 
 kafkajs-test: venv compile
 	cd tests/kafkajs && npm install --no-audit --no-fund --silent
@@ -105,7 +106,7 @@ kafkajs-test: venv compile
 console-test: venv compile
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 	cd tests/browser && npm install --no-audit --no-fund --silent
-	CONSOLE_SCREENSHOT=$(abspath $(SCREENSHOT)) TIMELINE_SCREENSHOT=$(abspath $(TIMELINE_SCREENSHOT)) LOG_SCREENSHOT=$(abspath $(LOG_SCREENSHOT)) $(PY) -m pytest -q -p no:cacheprovider -m browser tests/browser
+	CONSOLE_SCREENSHOT=$(abspath $(SCREENSHOT)) TIMELINE_SCREENSHOT=$(abspath $(TIMELINE_SCREENSHOT)) LOG_SCREENSHOT=$(abspath $(LOG_SCREENSHOT)) GROUPS_SCREENSHOT=$(abspath $(GROUPS_SCREENSHOT)) $(PY) -m pytest -q -p no:cacheprovider -m browser tests/browser
 
 # docker-compose.yml for real (as root): Debian's docker.io, a private dockerd, a
 # debootstrap base image, host networking only; everything is removed afterwards.

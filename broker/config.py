@@ -210,7 +210,8 @@ SETTINGS: dict[str, Setting] = {
                     "(COORDINATOR_LOAD_IN_PROGRESS meanwhile)."),
         Setting("emulate.event.history.size", _long, 5000,
                 doc="How many events the event history keeps (transactions' steps, faults fired, node and clock "
-                    "changes, high watermark and LSO moves) for the console's timeline; the oldest go first."),
+                    "changes, high watermark and LSO moves, group offsets and rebalances) for the console's timeline; "
+                    "the oldest go first. 0 keeps none (and the produce path tells it nothing)."),
         Setting("emulate.concurrent.transactions.hold.ms", _long, 0,
                 doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0, a request that meets "
                     "markers in flight is held for up to this long and then run again."),

@@ -22,7 +22,6 @@ from broker.security.scram_credentials import ScramCredentials
 from broker.log.data_dir_lock import DataDirLock
 from broker.timers import every
 
-HISTORY_SAMPLE_S = 0.1
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
 from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
@@ -117,7 +116,6 @@ class Broker:
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
-        self._tasks.append(asyncio.create_task(self._sample_partitions()))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(every(
             self.clock, self.config["log.flush.offset.checkpoint.interval.ms"], self.cluster.checkpoint_recovery_points)))
@@ -295,13 +293,6 @@ class Broker:
 
     # A paused node is a hung machine: its own timers do not run either (its coordinators
     # act again when it resumes, or their partitions move when it is fenced).
-    async def _sample_partitions(self) -> None:
-        """High watermarks and LSOs for the event history, looked at on the real clock (a
-        virtual one may stand still while offsets move)."""
-        while True:
-            await asyncio.sleep(HISTORY_SAMPLE_S)
-            self.cluster.history.sample_partitions(self.cluster.partitions)
-
     def _abort_timed_out(self) -> None:
         for node in self.nodes:
             if node.info.state == RUNNING and node._transactions is not None:

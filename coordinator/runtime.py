@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 from operator import itemgetter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from coordinator.contract import CoordinatorRecord, Result, TransactionalRecord
@@ -121,6 +121,9 @@ class CoordinatorRuntime:
         # The offset of the last record the latest event appended, -1 when it wrote none.
         self.last_offset = -1
         self.written_at_load = 0  # records the latest load appended (what expired meanwhile)
+        # Told of each run of records appended and replayed (partition, records, their
+        # producer id): what the broker's event history hears of a write; None: nobody.
+        self.written: Callable[[int, Sequence[CoordinatorRecord], int], None] | None = None
 
     # -- partitions moving here and away -------------------------------------------------
 
@@ -237,6 +240,8 @@ class CoordinatorRuntime:
             self.last_offset = base_offset + len(run) - 1
             for i, record in enumerate(run):
                 self.machine.replay(record, base_offset + i, now_ms, producer_id)
+            if self.written is not None:
+                self.written(partition, run, producer_id)
 
     def _perform_all(self, results: Iterable[Result]) -> None:
         for result in results:

@@ -23,7 +23,7 @@ from broker.log.files import fsync_dir, replace_atomically
 from broker.log.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.log.recovery_points import read_recovery_points, write_recovery_points
 from broker.cluster.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
-from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
+from protocol.names import CONSUMER_OFFSETS, INTERNAL_TOPICS, SHARE_GROUP_STATE, TRANSACTION_STATE
 
 if TYPE_CHECKING:
     from broker.log.partition import Partition
@@ -100,7 +100,6 @@ class Cluster:
         self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
         self.on_transaction_completed: Callable[[str, float], None] | None = None
         self.history = EventHistory(config["emulate.event.history.size"], clock.now_ms)
-        self.history.partitions = self.partitions
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)
@@ -263,6 +262,8 @@ class Cluster:
             self._clean_start and topic.name not in self.created_this_run, self._start_points.get(key),
         )
         self.partitions[key] = part
+        if self.history.enabled and topic.name not in INTERNAL_TOPICS:  # the timeline draws users' partitions
+            part.on_offsets_moved = self.history.offsets_moved
         leadership = self.replicas.partitions.get(key)
         if leadership is not None:
             part.set_leader_epoch(leadership.leader_epoch)

@@ -13,10 +13,20 @@ broker's clock (virtual when it is) and a kind:
 - ``control``: a control operation that changed the cluster (node stop/pause/start,
   coordinator move, clock advance, faults added...);
 - ``partition``: a partition's high watermark or LSO moved, with the transaction
-  holding the LSO (if any).
+  holding the LSO (if any). The partition tells (``offsets_moved``): a move that may
+  change the LSO (a transaction's first write, a marker, a truncation) is recorded at
+  once; a plain append only marks the partition moved, and its offsets are recorded,
+  stamped with its last move, before the next event or read. No timer, nothing done
+  per partition that did not move;
+- ``offsets``: a group's committed offsets written (``state`` committed, or pending
+  under a transaction's producer), or a transaction's pending offsets completed by
+  its marker (committed or aborted);
+- ``group``: a group's generation (a consumer group's epoch) or members changed: a
+  rebalance, with the members that joined and left.
 
 Sans-IO: the broker calls ``record``; readers call ``since``. Bounded by its size
-setting (emulate.event.history.size): the oldest events go first.
+setting (emulate.event.history.size; 0 keeps nothing and listens to no partition):
+the oldest events go first.
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ from itertools import islice
 from typing import Callable
 
 _ENDED = {"CompleteCommit": "committed", "CompleteAbort": "aborted"}
+# How many of the members that joined or left a group event names (it counts them all).
+_NAMES_MAX = 20
 
 
 class EventHistory:
     def __init__(self, size: int, now_ms: Callable[[], int]) -> None:
-        self.events: deque[dict] = deque(maxlen=max(1, size))
+        self.events: deque[dict] = deque(maxlen=max(0, size))
         self.now_ms = now_ms
         self.next_seq = 0
         # What the per-id and per-partition memories below may hold: the history's
@@ -42,20 +54,26 @@ class EventHistory:
         self._open_state: dict[str, str] = {}
         self._offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         self._tid_by_pid: dict[int, str] = {}  # names the transaction holding an LSO
-        # The cluster's open partitions: looked at after each other event, so an LSO that
-        # a marker releases and a late write holds again shows both moves.
-        self.partitions: dict | None = None
+        self._groups: dict[str, tuple[int, frozenset[str]]] = {}  # generation and members last told
+        # Partitions appended to since their offsets were last recorded: Partition -> the
+        # time of its last move. Holds at most the partitions that moved.
+        self._moved: dict = {}
 
-    def record(self, kind: str, **fields) -> dict:
-        event = {"seq": self.next_seq, "time_ms": self.now_ms(), "kind": kind} | fields
+    @property
+    def enabled(self) -> bool:
+        return bool(self.events.maxlen)
+
+    def record(self, kind: str, at_ms: int | None = None, **fields) -> dict:
+        if self._moved:  # the moves before this event come before it
+            self._record_moved()
+        event = {"seq": self.next_seq, "time_ms": self.now_ms() if at_ms is None else at_ms, "kind": kind} | fields
         self.next_seq += 1
         self.events.append(event)
-        if kind != "partition" and self.partitions is not None:
-            named = fields.get("partitions")  # a transaction's or marker's: only those
-            self.sample_partitions(self.partitions, None if named is None else set(named))
         return event
 
     def since(self, seq: int = 0, limit: int | None = None) -> list[dict]:
+        if self._moved:
+            self._record_moved()
         first = self.events[0]["seq"] if self.events else self.next_seq  # numbers are consecutive
         out = list(islice(self.events, max(0, seq - first), None))
         return out[-limit:] if limit else out
@@ -83,33 +101,65 @@ class EventHistory:
         return self.record("txn", **fields)
 
     def partition(self, topic: str, index: int, high_watermark: int, last_stable_offset: int,
-                  holder: str | None) -> dict | None:
+                  holder: str | None, at_ms: int | None = None) -> dict | None:
         """A partition's offsets; an event only when they moved."""
         now = (high_watermark, last_stable_offset, holder)
         if self._offsets.get((topic, index)) == now:
             return None
         _remember(self._offsets, (topic, index), now, self._ids_max)
-        return self.record("partition", topic=topic, partition=index, high_watermark=high_watermark,
+        return self.record("partition", at_ms, topic=topic, partition=index, high_watermark=high_watermark,
                            last_stable_offset=last_stable_offset, held_by=holder)
 
-    def sample_partitions(self, partitions, only: set[str] | None = None) -> None:
-        """``partitions``: the cluster's open (topic, index) -> Partition; records the
-        ones whose offsets moved (of ``only``'s "topic-index" names, when given), naming
-        the transaction that holds the LSO."""
-        items = (list(partitions.items()) if only is None else
-                 [(k, partitions[k]) for k in ((t, int(i)) for t, _, i in (n.rpartition("-") for n in only))
-                  if k in partitions])
-        for (topic, index), p in items:
-            try:
-                hw, lso = p.high_watermark, p.last_stable_offset
-                open_txns = p.producer_state.open_transactions()
-            except (OSError, ValueError):  # closed under us: read again next time
-                continue
+    def offsets_moved(self, partition, batch=None) -> None:
+        """A Partition's ``on_offsets_moved``: on the produce path, so a plain append
+        only notes the time; ``batch`` None (a marker, a truncation) or a transaction's
+        first batch may move the LSO or its holder, recorded now."""
+        if batch is not None:
+            if not batch.is_transactional:
+                self._moved[partition] = self.now_ms()
+                return
+            entry = partition.producer_state.entry(batch.producer_id)
+            if entry is None or entry.current_txn_first_offset != batch.base_offset:
+                self._moved[partition] = self.now_ms()  # within its open transaction
+                return
+        self._moved.pop(partition, None)  # what it noted is read now, at this move's time
+        self._record_offsets(partition, None)
+
+    def _record_moved(self) -> None:
+        moved, self._moved = self._moved, {}
+        for partition, at_ms in sorted(moved.items(), key=lambda item: item[1]):
+            self._record_offsets(partition, at_ms)
+
+    def _record_offsets(self, p, at_ms: int | None) -> None:
+        try:
+            hw, lso = p.high_watermark, p.last_stable_offset
             holder = None
-            if open_txns and lso < hw:
-                pid = open_txns[0].producer_id
+            if lso < hw:  # names the transaction holding it
+                pid = p.producer_state.open_transactions()[0].producer_id
                 holder = self._tid_by_pid.get(pid, f"producer {pid}")
-            self.partition(topic, index, hw, lso, holder)
+        except (OSError, ValueError, IndexError):  # closed under us: nothing to tell
+            return
+        self.partition(p.topic, p.index, hw, lso, holder, at_ms)
+
+    def offsets(self, group_id: str, offsets: dict[str, int], state: str, producer_id: int | None = None) -> dict:
+        """Offsets of ``group_id`` ("topic-index" -> offset): written (``state``
+        committed, or pending under ``producer_id``'s transaction), or that transaction's
+        pending ones completed by its marker (committed, aborted)."""
+        fields = {"group_id": group_id, "state": state, "offsets": offsets}
+        if producer_id is not None:
+            fields |= {"producer_id": producer_id, "transactional_id": self._tid_by_pid.get(producer_id)}
+        return self.record("offsets", **fields)
+
+    def group(self, group_id: str, protocol: str, generation: int, members: frozenset[str]) -> dict | None:
+        """A group's generation (a consumer group's epoch) and members after a write; an
+        event when either changed: who joined and who left."""
+        before_generation, before = self._groups.get(group_id, (None, frozenset()))
+        if (before_generation, before) == (generation, members):
+            return None
+        _remember(self._groups, group_id, (generation, members), self._ids_max)
+        return self.record("group", group_id=group_id, protocol=protocol, generation=generation,
+                           members=len(members), joined=sorted(members - before)[:_NAMES_MAX],
+                           left=sorted(before - members)[:_NAMES_MAX])
 
 
 def _remember(memory: dict, key, value, most: int) -> None:

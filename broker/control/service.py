@@ -26,7 +26,10 @@ class ControlService:
     def __init__(self, broker) -> None:
         self.broker = broker
 
-    async def call(self, name: str, raw: dict[str, Any], from_text: bool | set[str] = False) -> dict:
+    async def call(self, name: str, raw: dict[str, Any], from_text: bool | set[str] = False,
+                   by: str | None = None) -> dict:
+        """``by``: who asked, when not a client of the control API (a scenario's
+        setup, one of its triggers): the timeline says so."""
         op = OPERATIONS_BY_NAME.get(name)
         if op is None:
             raise ControlError(f"unknown operation {name!r}", status=404)
@@ -35,7 +38,8 @@ class ControlService:
         if hasattr(result, "__await__"):
             result = await result
         if op.method == "POST":  # what changed the cluster goes on the timeline
-            self.broker.cluster.history.record("control", op=name, args={k: v for k, v in args.items() if v is not None})
+            self.broker.cluster.history.record("control", op=name, args={k: v for k, v in args.items() if v is not None},
+                                               **({} if by is None else {"by": by}))
         # What the operation set going (the duties of timers a clock advance fired, tasks
         # it woke) takes its first step before the answer goes out: a client request sent
         # after the answer finds it done.
@@ -384,7 +388,6 @@ class ControlService:
 
     def events(self, since: int = 0, limit: int | None = None) -> dict:
         history = self.broker.cluster.history
-        history.sample_partitions(self.broker.cluster.partitions)  # offsets as of this answer
         return {"now_ms": self.broker.clock.now_ms(), "next_seq": history.next_seq,
                 "size": history.events.maxlen, "events": history.since(since, limit)}
 

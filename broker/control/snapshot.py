@@ -85,25 +85,40 @@ def producers(broker) -> list[dict]:
 
 
 def groups(broker) -> list[dict]:
-    """Classic groups with their members and offsets; a partition whose offset a
-    transaction has committed but not yet completed is listed as pending."""
+    """Classic and consumer groups with their members and offsets; a partition whose
+    offset a transaction has committed but not yet completed is listed as pending. Each
+    offset's lag: to the partition's LSO (what a read_committed consumer has left to
+    read) and to its high watermark."""
     out = []
     for node_id, coordinator in _coordinators(broker, CONSUMER_OFFSETS):
         listed = coordinator.list_groups()
         if listed.error_code != ErrorCode.none:  # still loading
             continue
         for g in listed.groups:
-            group = coordinator.group(g.group_id)
-            if group is None:
-                continue
+            consumer = coordinator.consumer_group(g.group_id)
+            group = coordinator.group(g.group_id) if consumer is None else None
+            if consumer is None and group is None:
+                continue  # a share group
             fetched = coordinator.offset_fetch([OffsetFetchGroup(g.group_id)], require_stable=False).groups[0]
             stable = coordinator.offset_fetch([OffsetFetchGroup(g.group_id)], require_stable=True).groups[0]
             unstable = {(t.name, p.partition_index) for t in stable.topics for p in t.partitions
                         if p.error_code == ErrorCode.unstable_offset_commit}
             committed = [{"topic": t.name, "partition": p.partition_index, "offset": p.committed_offset,
                           "pending": (t.name, p.partition_index) in unstable}
+                         | _lag(broker.cluster, t.name, p.partition_index, p.committed_offset)
                          for t in fetched.topics for p in t.partitions]
-            out.append({"group_id": g.group_id, "state": group.state.value, "generation": group.generation_id,
-                        "members": sorted(group.members), "coordinator": node_id, "offsets": committed,
-                        "has_pending_offsets": coordinator.has_pending_offsets(g.group_id)})
+            out.append({"group_id": g.group_id, "protocol": "classic" if consumer is None else "consumer",
+                        "state": group.state.value if consumer is None else g.group_state,
+                        "generation": group.generation_id if consumer is None else consumer.group_epoch,
+                        "members": sorted((group or consumer).members), "coordinator": node_id,
+                        "offsets": committed, "has_pending_offsets": coordinator.has_pending_offsets(g.group_id)})
     return sorted(out, key=lambda g: g["group_id"])
+
+
+def _lag(cluster, topic: str, index: int, offset: int) -> dict:
+    part = cluster.partitions.get((topic, index))  # not opened for this: an unopened one moved nowhere
+    if part is None or offset < 0:
+        return {"last_stable_offset": None, "high_watermark": None, "lag_lso": None, "lag_hw": None}
+    lso, hw = part.last_stable_offset, part.high_watermark
+    return {"last_stable_offset": lso, "high_watermark": hw, "lag_lso": max(0, lso - offset),
+            "lag_hw": max(0, hw - offset)}

@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 from broker.cluster.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
+from broker.coordinators.group_history import GroupHistory
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.coordinator import ShareMemberGone
@@ -92,6 +93,9 @@ class GroupService:
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
         self.topic.serving = serving
         self.runtime = self.topic.runtime
+        self._history = GroupHistory(cluster.history, self.coordinator) if cluster.history.enabled else None
+        if self._history is not None:
+            self.runtime.written = self._history.written
         self._wake = asyncio.Event()
         self._parked: set[asyncio.Future] = set()
         # Where a share member's leaving is told (the share partitions of every node).
@@ -161,7 +165,10 @@ class GroupService:
         Returns the error when the ISR did not get it within request.timeout.ms (the
         marker stays; the sender retries), as Kafka's WriteTxnMarkers answers it for
         this topic."""
+        pending = None if self._history is None else self.coordinator.pending_offsets(partition, producer_id)
         self.runtime.write_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        if pending:
+            self._history.completed(pending, producer_id, commit)
         if self.replication is None:
             return None
         return await self.replication.wait_for_isr(TOPIC, partition, self._marker_timeout_s, min_isr=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -79,6 +80,10 @@ class Partition:
         self.recovery_point: int | None = None
         self.leader_epochs = LeaderEpochCache(log_.directory)
         log_.roll_listeners.append(self._snapshot_at_roll)
+        # Told when the high watermark or the LSO may have moved (the event history's
+        # ``offsets_moved``; None when nothing listens): with the appended batch, or
+        # None for a marker, a truncation or a log start move.
+        self.on_offsets_moved: Callable[[Partition, RecordBatch | None], None] | None = None
 
     def set_leader_epoch(self, epoch: int) -> None:
         """A new leader epoch: appends from now on carry it, and it starts at the log end
@@ -103,6 +108,8 @@ class Partition:
         self.leader_epochs.entries = [(e, o) for i, (e, o) in enumerate(self.leader_epochs.entries)
                                       if i == 0 or o < end]
         self.wake_fetchers()
+        if self.on_offsets_moved is not None:
+            self.on_offsets_moved(self, None)
         return end
 
     @classmethod
@@ -178,9 +185,13 @@ class Partition:
         if completed is not None and completed.is_aborted:
             self.aborted.add(completed.producer_id, completed.first_offset, completed.last_offset)
         self.wake_fetchers()
+        if self.on_offsets_moved is not None:
+            self.on_offsets_moved(self, None)
 
     def log_start_moved(self) -> None:
         self.aborted.delete_before(self.log.log_start_offset)
+        if self.on_offsets_moved is not None:  # an LSO below the new start moves up
+            self.on_offsets_moved(self, None)
 
     def append_from_client(self, batch: RecordBatch, now_ms: int, refuse_sequence_reuse: bool = False) -> Appended:
         """Validates the batch against producer state, then appends it.
@@ -221,6 +232,8 @@ class Partition:
         info = self.log.append(batch, now_ms)
         self.producer_state.update(batch)
         self.wake_fetchers()
+        if self.on_offsets_moved is not None:
+            self.on_offsets_moved(self, batch)
         return info
 
     def checkpoint(self) -> RecoveryCheckpoint | None:

@@ -204,6 +204,12 @@ class GroupCoordinator:
         state = self._partitions.get(self.partition_for(group_id))
         return None if state is None else state.offsets.get(group_id, (topic, partition))
 
+    def pending_offsets(self, partition: int, producer_id: int) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """The offsets ``producer_id``'s open transaction committed on ``partition``, by group."""
+        state = self._partitions.get(partition)
+        pending = {} if state is None else state.offsets.pending.get(producer_id, {})
+        return {group_id: dict(offsets) for group_id, offsets in pending.items()}
+
     def has_pending_offsets(self, group_id: str) -> bool:
         state = self._partitions.get(self.partition_for(group_id))
         return state is not None and bool(state.offsets.pending_partitions(group_id))

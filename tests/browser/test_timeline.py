@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.browser.test_console import DRIVER, node_modules  # noqa: F401 (the fixture)
+from tests.integration.test_event_history import group_story
 from tests.scenarios.helpers import create_topic
 from tests.scenarios.test_hanging_transaction import _abort_with_a_late_write
 
 pytestmark = pytest.mark.browser
 TIMELINE = DRIVER.parent / "timeline.mjs"
+GROUPS = DRIVER.parent / "groups.mjs"
 
 
 def test_the_timeline_shows_the_hanging_transaction_and_who_holds_the_lso(node_modules, broker_factory,  # noqa: F811
@@ -53,3 +55,32 @@ def test_the_timeline_shows_the_hanging_transaction_and_who_holds_the_lso(node_m
     assert records[0]["decoration"] == "line-through" and records[2]["decoration"] == "none"
     assert float(records[2]["opacity"]) < 1
     assert len(seen["log"]["controls"]) == 1 and "ABORT marker (coordinator epoch 0)" in seen["log"]["controls"][0]
+
+
+def test_the_console_shows_a_groups_offsets_lag_and_rebalances_and_zooms(node_modules, eosbroker_cluster,  # noqa: F811
+                                                                         tmp_path):
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    group = "console-group-" + topic
+    group_story(broker, topic, group, "console-offsets-" + topic)
+
+    screenshot = Path(os.environ.get("GROUPS_SCREENSHOT", tmp_path / "groups.png"))
+    run = subprocess.run(["node", str(GROUPS), broker.admin_url + "/", group, str(screenshot)],
+                         cwd=GROUPS.parent, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    # committed 5; the LSO (7) trails the high watermark (8) behind the open transaction
+    assert seen["lag"] == [[group, f"{topic}-0", "5", "", "7", "8", "2", "3"]]
+    assert seen["lane"] == 1 and len(seen["rebalances"]) == 2
+    assert "classic group, generation" in seen["rebalances"][0] and "1 member; joined: " in seen["rebalances"][0]
+    assert "0 members; left: " in seen["rebalances"][1]
+    assert [state for state, _ in seen["commits"]] == ["committed", "pending", "committed"]
+    assert f"(transaction console-offsets-{topic})" in seen["commits"][1][1]
+    assert seen["committedLines"] == [f"{topic}-0"]
+
+    windows = seen["windows"]
+    span = lambda w: w[1] - w[0]  # noqa: E731
+    assert span(windows["zoomed"]) < span(windows["all"]) / 3
+    assert windows["back"][0] < windows["zoomed"][0] and span(windows["back"]) == span(windows["zoomed"])
+    assert span(windows["wheeled"]) > span(windows["back"])
+    assert windows["again"][0] == windows["all"][0] and span(windows["again"]) >= span(windows["all"])

@@ -115,7 +115,8 @@ def test_console_state_and_events(admin_broker, topic_name):
     consumer.commit(offsets=[TopicPartition(topic_name, 0, 2)], asynchronous=False)
     consumer.close()
     (group,) = [g for g in _state(b)["groups"] if g["group_id"] == topic_name + "-g"]
-    assert group["offsets"] == [{"topic": topic_name, "partition": 0, "offset": 2, "pending": False}]
+    assert group["offsets"] == [{"topic": topic_name, "partition": 0, "offset": 2, "pending": False,
+                                 "last_stable_offset": 4, "high_watermark": 4, "lag_lso": 2, "lag_hw": 2}]
 
 
 def test_transaction_abort_through_the_control_api(admin_broker, topic_name):

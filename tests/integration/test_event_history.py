@@ -84,21 +84,24 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
             history.transaction(f"id-{i // 3}", ("Ongoing", "PrepareAbort", "CompleteAbort")[i % 3], i // 3, 0,
                                 [f"t-{i}-0"], reason="timed out")
             history.partition(f"t-{i}", 0, i, i - 1, None)
+            history.offsets(f"g-{i}", {f"t-{i}-0": i}, "pending", i // 3)
+            history.group(f"g-{i}", "classic", i, frozenset({f"member-{i}"}))
 
-    fill(2000)  # full
     tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    fill(50_000)
-    after = tracemalloc.take_snapshot()
+    fill(2000)  # full: the events and the per-id memories, each at its size
+    full = tracemalloc.get_traced_memory()[0]
+    fill(10_000)
+    held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    assert len(history.events) == 1000 and history.next_seq > 100_000
+    assert len(history.events) == 1000 and history.next_seq > 40_000
     assert history.since(0)[0]["seq"] == history.next_seq - 1000
     last = history.next_seq - 1
     assert [e["seq"] for e in history.since(last - 2)] == [last - 2, last - 1, last]
     assert [e["seq"] for e in history.since(0, limit=2)] == [last - 1, last] and history.since(last + 1) == []
-    # 50,000 more rounds hold no more than the full history did: each event is well under 1 KiB
-    assert grown < 1000 * 1024, grown
+    # 10,000 more rounds (40,000 events) hold no more than the full history did, and
+    # that is well under 2 KiB per event kept, its share of the memories included
+    assert held < full * 1.1 + 64 * 1024, (full, held)
+    assert full < 1000 * 2048, full
 
 
 def test_the_log_browser_marks_what_read_committed_sees(eosbroker_cluster):
@@ -260,6 +263,10 @@ def test_the_history_of_a_coordinator_dying_after_prepare_commit(broker_factory)
     assert steps[-2:] == [("PrepareCommit", None), ("CompleteCommit", "committed")], steps
     killed = [e for e in events if e["kind"] == "node" and e["change"] == "killed"]
     assert len(killed) == 1
+    # the triggers' link cut and kill are on the timeline, saying which trigger made them
+    made = [(e["op"], e.get("by")) for e in events if e["kind"] == "control"]
+    assert made[-3:] == [("network_cut", "scenario trigger 1"), ("node_kill", "scenario trigger 2"),
+                    ("network_heal", "scenario trigger 2")], made
     moved = [e for e in events if e["kind"] == "coordinator" and e["topic"] == "__transaction_state"
              and e["node_from"] == killed[0]["node"] and e["seq"] > killed[0]["seq"]]
     assert moved, "the coordinator's move off the killed node"
@@ -268,3 +275,69 @@ def test_the_history_of_a_coordinator_dying_after_prepare_commit(broker_factory)
                and e["seq"] > killed[0]["seq"]]
     assert sorted(p for m in markers for p in m["partitions"]) == [f"{topic}-{p}" for p in range(3)]
     assert all(m["marker"] == "COMMIT" and m["coordinator_epoch"] >= 1 for m in markers)
+
+
+def group_story(broker, topic: str, group: str, transactional_id: str) -> None:
+    """A classic group's member joins, commits offset 3 of ``topic``-0 and leaves; a
+    transaction commits the group's offset 5 (pending until its marker); another
+    transaction stays open, so the LSO (7) trails the high watermark (8)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(5):
+        plain.produce(topic, b"%d" % i, partition=0)
+    assert plain.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = []
+    wait_until(lambda: got.append(consumer.poll(0.2)) or sum(m is not None and m.error() is None for m in got) >= 5,
+               30, message="the consumer's records")
+    consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    txn = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id})
+    txn.init_transactions(10)
+    txn.begin_transaction()
+    txn.produce(topic, b"t", partition=0)
+    txn.send_offsets_to_transaction([TopicPartition(topic, 0, 5)], consumer.consumer_group_metadata(), 10)
+    txn.commit_transaction(10)
+    consumer.close()  # leaves: the group's next generation has no member
+    held = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id + "-open",
+                     "transaction.timeout.ms": 600_000})
+    held.init_transactions(10)
+    held.begin_transaction()
+    held.produce(topic, b"open", partition=0)
+    assert held.flush(10) == 0
+
+
+def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
+    from confluent_kafka import Consumer
+
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    group, transactional_id = "history-group-" + topic, "history-offsets-" + topic
+    group_story(broker, topic, group, transactional_id)
+
+    events = _events(broker)
+    offsets = [(e["state"], e["offsets"], e.get("transactional_id")) for e in events
+               if e["kind"] == "offsets" and e["group_id"] == group]
+    assert offsets == [("committed", {f"{topic}-0": 3}, None), ("pending", {f"{topic}-0": 5}, transactional_id),
+                       ("committed", {f"{topic}-0": 5}, transactional_id)], offsets
+    rebalances = [e for e in events if e["kind"] == "group" and e["group_id"] == group]
+    assert [(e["protocol"], e["members"], len(e["joined"]), len(e["left"])) for e in rebalances] == [
+        ("classic", 1, 1, 0), ("classic", 0, 0, 1)], rebalances
+    assert rebalances[0]["joined"] == rebalances[1]["left"] and rebalances[1]["generation"] > rebalances[0]["generation"]
+    with urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30) as answer:
+        (state,) = [g for g in json.load(answer)["groups"] if g["group_id"] == group]
+    assert [(o["offset"], o["last_stable_offset"], o["high_watermark"], o["lag_lso"], o["lag_hw"])
+            for o in state["offsets"]] == [(5, 7, 8, 2, 3)]
+
+    # a consumer group (KIP-848): its epoch moves as its member joins and leaves
+    other = "history-848-" + topic
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": other,
+                         "group.protocol": "consumer", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    wait_until(lambda: consumer.poll(0.2) is not None or bool(consumer.assignment()), 30, message="an assignment")
+    consumer.close()
+    moves = [e for e in _events(broker) if e["kind"] == "group" and e["group_id"] == other]
+    assert [e["protocol"] for e in moves] == ["consumer"] * len(moves) and moves[0]["joined"] and moves[-1]["left"]
+    assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]

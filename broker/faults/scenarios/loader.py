@@ -100,7 +100,7 @@ async def load_into(control, scenario: Scenario) -> LoadedScenario:
                 raise ControlError(e.message, f"faults[{i}]" + (f".{e.field}" if e.field else ""), e.status) from None
         for i, step in enumerate(scenario.setup):
             try:
-                await control.call(step.op, step.args)
+                await control.call(step.op, step.args, by="scenario setup")
             except ControlError as e:
                 raise ControlError(e.message, f"setup[{i}]" + (f".{e.field}" if e.field else ""), e.status) from None
     except BaseException:

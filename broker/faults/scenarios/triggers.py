@@ -91,7 +91,7 @@ class Triggers:
         for step in trigger.spec.do:
             args = {k: node_id if v == NODE_PLACEHOLDER else v for k, v in step.args.items()}
             try:
-                await self.control.call(step.op, args)
+                await self.control.call(step.op, args, by=f"scenario trigger {trigger.id}")
             except Exception as e:  # a step that cannot run now (node already down): logged, the rest go on
                 message = getattr(e, "message", None) or str(e) or type(e).__name__
                 trigger.errors.append(f"{step.op}: {message}")

@@ -1,0 +1,92 @@
+"""The event history hears of high watermark and LSO moves from the partition itself
+(no timer, no task per partition), and keeps groups' offsets and rebalances."""
+
+from __future__ import annotations
+
+import asyncio
+
+import uvloop
+
+from broker.cluster.event_history import EventHistory
+from broker.config import BrokerConfig
+from broker.log.partition import Partition
+from broker.log.partition_log import LogConfig
+from broker.process import Broker
+from tests.unit.test_producer_state import NOW, PID, data_batch
+
+
+def _moves(history: EventHistory) -> list[tuple]:
+    return [(e["time_ms"], e["high_watermark"], e["last_stable_offset"], e["held_by"])
+            for e in history.since() if e["kind"] == "partition"]
+
+
+def test_a_partition_tells_its_moves_with_no_event_loop_and_no_timer(tmp_path):
+    clock = [NOW]
+    history = EventHistory(100, lambda: clock[0])
+    part = Partition.open("t", 0, tmp_path / "t-0", LogConfig(), NOW)
+    try:
+        part.on_offsets_moved = history.offsets_moved
+        part.append_from_client(data_batch(pid=PID + 1, seq=0), NOW)  # plain: noted, told at the next read
+        clock[0] += 5
+        part.append_from_client(data_batch(pid=PID + 1, seq=1), NOW)
+        assert len(history.events) == 0
+        clock[0] += 10
+        assert _moves(history) == [(NOW + 5, 2, 2, None)]  # stamped with its last move, not the read
+
+        history.transaction("txn-a", "Ongoing", PID, 0, ["t-0"])
+        clock[0] += 10
+        part.append_from_client(data_batch(seq=0, transactional=True), NOW)  # a transaction's first write: at once
+        assert _moves(history)[-1] == (NOW + 25, 3, 2, "txn-a")
+        clock[0] += 10
+        part.append_from_client(data_batch(seq=1, transactional=True), NOW)  # within it: noted
+        clock[0] += 10
+        part.write_marker(PID, 0, commit=True, coordinator_epoch=0, now_ms=NOW)  # the LSO moves: at once
+        assert _moves(history)[-2:] == [(NOW + 25, 3, 2, "txn-a"), (NOW + 45, 5, 5, None)]
+        assert [e["seq"] for e in history.since()] == list(range(len(history.events)))  # in order
+        assert [e["time_ms"] for e in history.since()] == sorted(e["time_ms"] for e in history.since())
+    finally:
+        part.close()
+
+
+def test_no_task_or_timer_per_partition(tmp_path):
+    async def scenario():
+        broker = Broker(BrokerConfig({}), tmp_path / "data", "127.0.0.1", 0)
+        await broker.start()
+        try:
+            await asyncio.sleep(0)
+            tasks = len(asyncio.all_tasks())
+            handles = len(asyncio.get_running_loop()._scheduled)
+            broker.cluster.create_topic("many", 64, 1)
+            parts = [broker.cluster.partition("many", i) for i in range(64)]
+            await asyncio.sleep(0)
+            assert all(p.on_offsets_moved == broker.cluster.history.offsets_moved for p in parts)
+            assert len(asyncio.all_tasks()) == tasks and len(asyncio.get_running_loop()._scheduled) <= handles
+        finally:
+            await broker.stop()
+
+    asyncio.run(scenario())  # the standard loop: its timers can be counted
+
+
+def test_a_history_of_size_zero_listens_to_no_partition(tmp_path):
+    async def scenario():
+        broker = Broker(BrokerConfig({"emulate.event.history.size": "0"}), tmp_path / "data", "127.0.0.1", 0)
+        await broker.start()
+        try:
+            broker.cluster.create_topic("quiet", 1, 1)
+            assert broker.cluster.partition("quiet", 0).on_offsets_moved is None
+        finally:
+            await broker.stop()
+
+    uvloop.run(scenario())
+
+
+def test_group_offsets_and_rebalances():
+    history = EventHistory(100, lambda: NOW)
+    history.transaction("app", "Ongoing", PID, 0, ["t-0"])
+    assert history.group("g", "classic", 1, frozenset({"m1"}))["joined"] == ["m1"]
+    assert history.group("g", "classic", 1, frozenset({"m1"})) is None  # nothing changed
+    moved = history.group("g", "classic", 2, frozenset({"m2"}))
+    assert (moved["generation"], moved["members"], moved["joined"], moved["left"]) == (2, 1, ["m2"], ["m1"])
+    pending = history.offsets("g", {"t-0": 7}, "pending", PID)
+    assert (pending["transactional_id"], pending["offsets"]) == ("app", {"t-0": 7})
+    assert history.offsets("g", {"t-0": 7}, "committed", PID)["state"] == "committed"
