@@ -173,22 +173,13 @@ class CoordinatorTopic:
         if epoch is None or part is None:
             raise AppendRefused(f"{self.topic}-{partition} is not loaded by node {self.node_id}")
         if self.too_few_in_sync is not None:
-            leadership = self.cluster.leadership(self.topic, partition)
-            # capped at the replicas, as the replication factor is at the node count
-            isr, min_isr = len(leadership.isr), min(self.min_insync_replicas, len(leadership.replicas))
-            if isr < min_isr:
-                raise AppendUnavailable(self.too_few_in_sync, f"{self.topic}-{partition} has {isr} replicas in sync, "
-                                                              f"fewer than min.insync.replicas {min_isr}")
+            refused = self.cluster.too_few_in_sync(self.topic, partition)
+            if refused is not None:
+                raise AppendUnavailable(self.too_few_in_sync, refused)
         try:
             return part.append(batch, now_ms, leader_epoch=epoch).base_offset
         except ProduceRejected as e:
             raise AppendRefused(str(e)) from None
-
-    @property
-    def min_insync_replicas(self) -> int:
-        info = self.cluster.topics.by_name.get(self.topic)
-        default = self.cluster.config["min.insync.replicas"]
-        return int(info.configs.get("min.insync.replicas", default)) if info is not None else default
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:
