@@ -48,6 +48,7 @@ class CoordinatorTopic:
         self._last_load: asyncio.Task | None = None
         self._started = False
         self.on_unload: Callable[[int], None] | None = None
+        self.on_partition_loaded: Callable[[int], None] | None = None
         self.load_delay_s = 0.0  # fault injection: emulate.fault.coordinator.load.ms
         # Set: an append with fewer replicas in sync than the topic's min.insync.replicas
         # is refused with this error, as an acks=all append is (NOT_ENOUGH_REPLICAS).
@@ -114,6 +115,8 @@ class CoordinatorTopic:
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         self._on_loaded()
+        if self.on_partition_loaded is not None:
+            self.on_partition_loaded(partition)
         if self.cluster.on_coordinator_loaded is not None:
             self.cluster.on_coordinator_loaded(self.topic, partition, self.clock.monotonic() - scheduled)
         if records:
