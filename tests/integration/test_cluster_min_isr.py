@@ -20,7 +20,7 @@ from protocol.record_codec import build_batch
 from tests.integration.test_cluster import assert_exactly_once, read_committed
 
 pytestmark = pytest.mark.timeout(120)
-PRODUCE, INIT_PRODUCER_ID = 0, 22
+PRODUCE, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 2, 22
 NOT_ENOUGH_REPLICAS = 19
 
 
@@ -45,6 +45,12 @@ def _produce(topic: str, batch: bytes, acks: int) -> dict:
 def _answer(response) -> tuple[int, int, int]:
     p = response.responses[0].partition_responses[0]
     return p.error_code, p.base_offset, p.log_start_offset
+
+
+async def _high_watermark(conn, topic: str) -> int:
+    answer = await conn.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+    return answer.topics[0].partitions[0].offset
 
 
 def _not_enough_replicas_answered(cluster) -> float:
@@ -75,6 +81,8 @@ def test_acks_all_is_refused_before_the_append_and_an_idempotent_retry_is_writte
                     NOT_ENOUGH_REPLICAS, -1, 0)
             plain = bytes(build_batch([(None, b"acks-1", (), 1)]))
             assert _answer(await conn.request(PRODUCE, 9, _produce(topic_name, plain, 1))) == (0, 0, 0)
+            # readable at once: Kafka's high watermark would wait for the ISR (README, Differences)
+            assert await _high_watermark(conn, topic_name) == 1
             control.node_start(node_id=follower)
             # sequence 0 was never taken: written now, at the log end, and a retry is its duplicate
             assert _answer(await conn.request(PRODUCE, 9, _produce(topic_name, idempotent[0], -1))) == (0, 1, 0)
