@@ -12,8 +12,11 @@ An ``acks=all`` produce, once appended, waits until every other ISR member could
 it: at once when all can (plus the links' delays, and a fetch retry for each fetch a
 lossy link loses), else until the ISR shrinks or the request's timeout passes, which
 answers REQUEST_TIMED_OUT (the records stay in the log, as in Kafka). A shrink below
-the topic's ``min.insync.replicas`` answers NOT_ENOUGH_REPLICAS_AFTER_APPEND. acks=1
-never waits. Control operations that change reachability call ``refresh``.
+the topic's ``min.insync.replicas`` holds the answer (the high watermark does not
+advance) until the ISR grows back or the timeout passes, as in Kafka 4.4. An
+``acks=all`` produce is refused before its append while the ISR is that small
+(``Cluster.too_few_in_sync``, NOT_ENOUGH_REPLICAS). acks=1 never waits. Control
+operations that change reachability call ``refresh``.
 """
 
 from __future__ import annotations
@@ -125,25 +128,39 @@ class Replication:
 
     # -- acks=all --------------------------------------------------------------------------
 
-    async def wait_for_isr(self, topic: str, index: int, timeout_s: float, min_isr: bool = True) -> str | None:
-        """Waits until every other ISR member of the partition could have fetched what
-        was just appended; the Kafka error to answer instead of success, if any.
-        ``min_isr`` False: only the high watermark matters (an acks=1 append whose answer
-        waits for it, as Kafka's coordinator runtime), not the ISR's size."""
+    async def wait_for_isr(self, topic: str, index: int, timeout_s: float) -> str | None:
+        """Waits until the partition's high watermark covers what was just appended: every
+        other ISR member could have fetched it and the ISR is not smaller than the
+        topic's (effective) min.insync.replicas, below which Kafka 4.4 does not advance
+        the high watermark. Returns the Kafka error to answer instead of success, if any:
+        REQUEST_TIMED_OUT when that did not happen in time (the records stay in the
+        log), NOT_LEADER_OR_FOLLOWER when the leadership moved. Kafka answers
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND only when the ISR shrinks between the high
+        watermark's advance and the produce's completion check, a window this emulation
+        does not have: a shrink below min.insync.replicas holds the answer instead."""
         cluster = self.broker.cluster
         state = cluster.leadership(topic, index)
-        if state is None or len(state.isr) < 2 or self.quiet():
+        if state is None or self.quiet() and (len(state.isr) == len(state.replicas)
+                                              or cluster.too_few_in_sync(topic, index) is None):
             return None
         clock = self.broker.clock
         leader = state.leader
-        isr_before = len(state.isr)
         deadline = clock.monotonic() + timeout_s
         while True:
             if state.leader != leader:
                 return "NOT_LEADER_OR_FOLLOWER"
             behind = [f for f in state.isr if f != leader and not self.can_fetch(f, leader)]
-            if not behind:
-                break
+            if not behind and cluster.too_few_in_sync(topic, index) is None:
+                fetch_s = max((self._fetch_time(f, leader) for f in state.isr if f != leader), default=0.0)
+                if not fetch_s:
+                    return None
+                remaining = deadline - clock.monotonic()
+                await clock.sleep(min(fetch_s, max(remaining, 0)))
+                if fetch_s > remaining:
+                    return "REQUEST_TIMED_OUT"
+                if state.leader == leader and cluster.too_few_in_sync(topic, index) is None:
+                    return None
+                continue  # the ISR shrank while the followers fetched: the high watermark waits
             if any((topic, index, f) not in self.behind_since for f in behind):
                 self.refresh()  # reachability changed without a control call: start the lag clock
             remaining = deadline - clock.monotonic()
@@ -153,15 +170,6 @@ class Replication:
                 await clock.wait_for(self._changed.wait(), remaining)
             except asyncio.TimeoutError:
                 return "REQUEST_TIMED_OUT"
-        fetch_s = max((self._fetch_time(f, leader) for f in state.isr if f != leader), default=0.0)
-        if fetch_s:
-            remaining = deadline - clock.monotonic()
-            await clock.sleep(min(fetch_s, max(remaining, 0)))
-            if fetch_s > remaining:
-                return "REQUEST_TIMED_OUT"
-        if min_isr and len(state.isr) < isr_before and len(state.isr) < self._min_isr(topic):
-            return "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
-        return None
 
     def _fetch_time(self, follower: int, leader: int) -> float:
         """Seconds until a follower has fetched: the links' delays both ways, once more
@@ -178,8 +186,3 @@ class Replication:
                 lost += 1
             total += lost * (LOST_FETCH_RETRY_S + faults.delay_ms / 1000)
         return total
-
-    def _min_isr(self, topic: str) -> int:
-        info = self.broker.cluster.topics.by_name.get(topic)
-        default = self.broker.cluster.config["min.insync.replicas"]
-        return int(info.configs.get("min.insync.replicas", default)) if info else default

@@ -48,6 +48,7 @@ class CoordinatorTopic:
         self._last_load: asyncio.Task | None = None
         self._started = False
         self.on_unload: Callable[[int], None] | None = None
+        self.on_partition_loaded: Callable[[int], None] | None = None
         self.load_delay_s = 0.0  # fault injection: emulate.fault.coordinator.load.ms
         # Set: an append with fewer replicas in sync than the topic's min.insync.replicas
         # is refused with this error, as an acks=all append is (NOT_ENOUGH_REPLICAS).
@@ -114,6 +115,8 @@ class CoordinatorTopic:
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         self._on_loaded()
+        if self.on_partition_loaded is not None:
+            self.on_partition_loaded(partition)
         if self.cluster.on_coordinator_loaded is not None:
             self.cluster.on_coordinator_loaded(self.topic, partition, self.clock.monotonic() - scheduled)
         if records:
@@ -173,22 +176,13 @@ class CoordinatorTopic:
         if epoch is None or part is None:
             raise AppendRefused(f"{self.topic}-{partition} is not loaded by node {self.node_id}")
         if self.too_few_in_sync is not None:
-            leadership = self.cluster.leadership(self.topic, partition)
-            # capped at the replicas, as the replication factor is at the node count
-            isr, min_isr = len(leadership.isr), min(self.min_insync_replicas, len(leadership.replicas))
-            if isr < min_isr:
-                raise AppendUnavailable(self.too_few_in_sync, f"{self.topic}-{partition} has {isr} replicas in sync, "
-                                                              f"fewer than min.insync.replicas {min_isr}")
+            refused = self.cluster.too_few_in_sync(self.topic, partition)
+            if refused is not None:
+                raise AppendUnavailable(self.too_few_in_sync, refused)
         try:
             return part.append(batch, now_ms, leader_epoch=epoch).base_offset
         except ProduceRejected as e:
             raise AppendRefused(str(e)) from None
-
-    @property
-    def min_insync_replicas(self) -> int:
-        info = self.cluster.topics.by_name.get(self.topic)
-        default = self.cluster.config["min.insync.replicas"]
-        return int(info.configs.get("min.insync.replicas", default)) if info is not None else default
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:

@@ -12,7 +12,8 @@ it because deadlines may have moved, then runs the coordinator's poll on each ow
 A request that wrote is answered once the partition's high watermark covers its
 records, as Kafka 4.4's coordinator runtime does: it appends with acks=1 (so
 min.insync.replicas never refuses a group write) and holds the answer until every
-replica in the ISR has the records. Followers that cannot fetch hold it until they
+replica in the ISR has the records (and, as the high watermark, while the ISR is below
+min.insync.replicas). Followers that cannot fetch hold it until they
 leave the ISR (replica.lag.time.max.ms) or offsets.commit.timeout.ms passes; the
 timeout is answered as each API of Kafka's GroupCoordinatorService maps it
 (COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR when the leadership moved meanwhile). The
@@ -130,7 +131,7 @@ class GroupService:
         written = self.runtime.last_offset >= 0
         self.wake()
         if written and self.replication is not None:
-            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s, min_isr=False)
+            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s)
             if error is not None:
                 log.warning("%s-%d: a group coordinator write for %s was not replicated (%s); answered %s (the write "
                             "stays)", TOPIC, partition, group_id, error, write_failed(error).name.upper())
@@ -171,7 +172,7 @@ class GroupService:
             self._history.completed(pending, producer_id, commit)
         if self.replication is None:
             return None
-        return await self.replication.wait_for_isr(TOPIC, partition, self._marker_timeout_s, min_isr=False)
+        return await self.replication.wait_for_isr(TOPIC, partition, self._marker_timeout_s)
 
     def _perform(self, effect) -> None:
         if isinstance(effect, ShareMemberGone):

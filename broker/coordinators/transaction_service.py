@@ -65,6 +65,7 @@ class TransactionService:
         # resends them with its coordinator epoch.
         self.topic.on_unload = lambda p: self.markers.cancel(
             lambda m: self.coordinator.partition_for(m.transactional_id) == p)
+        self.topic.on_partition_loaded = self._log_loaded
 
     def ensure_ready(self) -> None:
         """Creates and loads __transaction_state on first use: a broker that never sees a
@@ -180,9 +181,14 @@ class TransactionService:
         CONCURRENT_TRANSACTIONS."""
         replication = self.replication
         if replication is None or replication.quiet():
+            logged = transactional_id is not None and log.isEnabledFor(logging.INFO)
+            before = self.coordinator.transaction_metadata(transactional_id) if logged else None
             response = self.runtime.run(partition, handler, self.clock.now_ms())
+            offset = self.runtime.last_offset
             if offsets is not None:
-                offsets.append(self.runtime.last_offset)
+                offsets.append(offset)
+            if logged and offset >= 0:
+                self._log_written(transactional_id, before, partition, offset)
             return response, None
         before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
         epoch = self.coordinator.coordinator_epoch(partition)
@@ -191,13 +197,16 @@ class TransactionService:
             response = self.runtime.run(partition, handler, self.clock.now_ms())
         finally:
             self._held_markers = None
+        offset = self.runtime.last_offset
         if offsets is not None:
-            offsets.append(self.runtime.last_offset)
+            offsets.append(offset)
         written = error = None
-        if self.runtime.last_offset >= 0:
+        if offset >= 0:
             written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
             error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
         if error is None:
+            if offset >= 0 and transactional_id and log.isEnabledFor(logging.INFO):
+                self._log_written(transactional_id, before, partition, offset, written)
             if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
                 for markers in held:
                     self.markers.send(markers)
@@ -209,6 +218,31 @@ class TransactionService:
                     if undone and before is not None else "")
         return response, answer
 
+    def _log_written(self, transactional_id: str, before, partition: int, offset: int, written=None) -> None:
+        """One INFO line per transition written to __transaction_state, once the write is
+        acknowledged (appended, and in the ISR where that is waited for): after a crash,
+        the lines before it say what the log holds and the load's lines what came back."""
+        after = written if written is not None else self.coordinator.transaction_metadata(transactional_id)
+        if after is None:
+            return
+        was = "nothing" if before is None else before.state.state_name
+        if before is not None and (before.producer_id, before.producer_epoch) != (after.producer_id,
+                                                                                  after.producer_epoch):
+            was += f" (producer {before.producer_id}, epoch {before.producer_epoch})"
+        added = after.topic_partitions - before.topic_partitions if before is not None else after.topic_partitions
+        log.info("transaction %s (producer %d, epoch %d): %s -> %s%s; record at %s-%d offset %d acknowledged",
+                 transactional_id, after.producer_id, after.producer_epoch, was, after.state.state_name,
+                 f", added {_partition_names(added)}" if added else "", TOPIC, partition, offset)
+
+    def _log_loaded(self, partition: int) -> None:
+        """At load, one INFO line per transaction found open (not Empty or Complete*)."""
+        if not log.isEnabledFor(logging.INFO):
+            return
+        for md in self.coordinator.open_transactions(partition):
+            log.info("transaction %s (producer %d, epoch %d) loaded from %s-%d: %s, partitions %s, last updated at %d",
+                     md.transactional_id, md.producer_id, md.producer_epoch, TOPIC, partition, md.state.state_name,
+                     _partition_names(md.topic_partitions), md.txn_last_update_timestamp_ms)
+
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], api_version: int):
         """A producer's AddPartitionsToTxn. Its record is in the log (the page cache: a
@@ -218,19 +252,16 @@ class TransactionService:
         offsets: list[int] = []
         response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
             transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()), offsets)
-        if log.isEnabledFor(logging.INFO):
+        if log.isEnabledFor(logging.INFO):  # a written add has its transition's line (_log_written)
             offset = offsets[-1] if offsets else -1
-            added = ", ".join(f"{t}-{p}" for t, p in partitions)
+            added = _partition_names(partitions)
             if response.error is not _NONE:
-                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, nothing written", transactional_id,
-                         producer_id, producer_epoch, added, response.error.name.upper())
+                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, %s", transactional_id, producer_id,
+                         producer_epoch, added, response.error.name.upper(), "nothing written" if offset < 0 else
+                         f"its record (offset {offset}) not acknowledged and undone in memory")
             elif offset < 0:
                 log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: already in the transaction",
                          transactional_id, producer_id, producer_epoch, added)
-            else:
-                log.info("AddPartitionsToTxn %s (producer %d, epoch %d) added %s: record at %s-%d offset %d, "
-                         "written before the answer", transactional_id, producer_id, producer_epoch, added, TOPIC,
-                         self.coordinator.partition_for(transactional_id), offset)
         return response
 
     def _markers_pending(self, transactional_id: str) -> bool:
@@ -270,6 +301,10 @@ class TransactionService:
         self.markers.halt()
         for task in self._aborts:
             task.cancel()
+
+
+def _partition_names(partitions) -> str:
+    return ", ".join(sorted(f"{t}-{p}" for t, p in partitions))
 
 
 def _answered(result):

@@ -85,12 +85,17 @@ def _validate(ctx, topic: str, data) -> dict | tuple:
     return partition, batch
 
 
-def _append(ctx, index: int, partition, batch, now: int, guarded: bool, verification) -> dict:
-    """Appends a validated batch. ``guarded``: the batch is transactional and verification
-    is on; then a transaction that is not ongoing here (any more) needs the very
-    ``verification`` it started (None: it found the transaction ongoing) still standing,
-    as Kafka's VerificationGuard: a marker in between means the coordinator's answer may
-    be about a transaction that has since ended."""
+def _append(ctx, index: int, partition, batch, now: int, acks: int, guarded: bool, verification) -> dict:
+    """Appends a validated batch. acks=all is refused first while the partition has fewer
+    replicas in sync than min.insync.replicas, as Kafka's appendRecordsToLeader: nothing
+    is appended and no producer state changes, so an idempotent retry is not a duplicate.
+    ``guarded``: the batch is transactional and verification is on; then a transaction
+    that is not ongoing here (any more) needs the very ``verification`` it started (None:
+    it found the transaction ongoing) still standing, as Kafka's VerificationGuard: a
+    marker in between means the coordinator's answer may be about a transaction that
+    has since ended."""
+    if acks == -1 and ctx.cluster.too_few_in_sync(partition.topic, index) is not None:
+        return _error(index, "NOT_ENOUGH_REPLICAS", partition.log_start_offset)
     h = batch.header
     if guarded and not partition.producer_state.has_ongoing_transaction(h.producer_id, h.producer_epoch) and (
             verification is None or partition.producer_state.verification(h.producer_id) is not verification):
@@ -239,7 +244,7 @@ async def handle(ctx, request):
                 leaders.add(results[at]["current_leader"]["leader_id"])
         else:
             guarded = guarding and bool(batch.header.attributes & TRANSACTIONAL_FLAG)
-            results[at] = _append(ctx, index, partition, batch, now, guarded, verification)
+            results[at] = _append(ctx, index, partition, batch, now, acks, guarded, verification)
     if acks == -1 and not ctx.broker.replication.quiet():
         await _wait_for_isr(ctx, request, responses)
     if acks == 0:
@@ -254,8 +259,9 @@ async def handle(ctx, request):
 
 
 async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:
-    """acks=all: each appended partition waits for its ISR (broker/cluster/replication.py); a
-    partition that could not be replicated in time answers REQUEST_TIMED_OUT instead."""
+    """acks=all: each appended partition waits for its high watermark
+    (broker/cluster/replication.py); a partition that could not be replicated in time
+    answers REQUEST_TIMED_OUT instead."""
     appended = [p for t in responses for p in t["partition_responses"] if not p["error_code"]]
     names = [t["name"] for t in responses for p in t["partition_responses"] if not p["error_code"]]
     timeout_s = max(messages.ms(request.timeout), 0) / 1000

@@ -123,6 +123,12 @@ class TransactionCoordinator:
         state = self._partitions.get(self.partition_for(transactional_id))
         return None if state is None else state.transactions.get(transactional_id)
 
+    def open_transactions(self, partition: int) -> list[TransactionMetadata]:
+        """The partition's transactions neither Empty nor Complete* (nor Dead)."""
+        state = self._partitions.get(partition)
+        return [] if state is None else [md for md in state.transactions.values()
+                                          if not md.state.is_idle and md.state is not S.DEAD]
+
     def snapshot(self) -> dict[int, tuple[int, bool, dict[str, TransactionMetadata]]]:
         """A copy of the whole state (metadata values are immutable), for comparisons."""
         return {

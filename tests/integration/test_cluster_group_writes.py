@@ -5,9 +5,11 @@ as Kafka 4.4's coordinator runtime answers once the high watermark covers them:
 While the followers are still in the ISR, a write waits and is answered
 COORDINATOR_NOT_AVAILABLE when offsets.commit.timeout.ms passes (the write stays, as in
 Kafka, where it commits when the followers catch up or leave the ISR). Once they have
-left the ISR the coordinator's own copy is the high watermark and writes succeed again
-(Kafka's coordinator appends with acks=1: min.insync.replicas does not apply). After
-the heal the writes succeed, and a restart replays what the live coordinator held."""
+left the ISR the coordinator's own copy is the high watermark and writes succeed again,
+unless the ISR is then below min.insync.replicas: Kafka's coordinator appends with
+acks=1, so nothing is refused, but the high watermark does not advance and the write
+times out as before. After the heal the writes succeed, and a restart replays what the
+live coordinator held."""
 
 from __future__ import annotations
 
@@ -88,7 +90,8 @@ async def test_a_group_coordinator_cut_off_from_its_followers_times_writes_out_u
     commit while the coordinator's followers cannot fetch: each is applied, waits, and
     is answered COORDINATOR_NOT_AVAILABLE (kafka-python's CoordinatorNotAvailableError,
     confluent-kafka's KafkaError) once offsets.commit.timeout.ms passes, the write
-    staying; once the followers left the ISR, and after the heal, commits succeed; a
+    staying; once the followers left the ISR, below min.insync.replicas, a commit still
+    times out (the high watermark does not advance); after the heal commits succeed; a
     restart replays the offsets the live coordinator held."""
     # The followers stay in the ISR through the clock's steps below (each a commit's timeout).
     cluster = broker_factory({"min.insync.replicas": 2, "replica.lag.time.max.ms": LAG_MS}, nodes=3, admin=True)
@@ -147,8 +150,14 @@ async def test_a_group_coordinator_cut_off_from_its_followers_times_writes_out_u
         assert [e.code() for e in refused] == [KafkaError.COORDINATOR_NOT_AVAILABLE]
 
         control.clock_advance(by=f"{LAG_MS}ms")  # past replica.lag.time.max.ms: the followers leave the ISR
-        assert len(_isr(control, _offsets_partition(simple))) == 1  # below min.insync.replicas, which
-        assert _commit_error(await _request(port, OFFSET_COMMIT, 8, _commit(simple, topic_name, 7))) == 0  # no matter
+        assert len(_isr(control, _offsets_partition(simple))) == 1
+        # Below min.insync.replicas the high watermark stands still (Kafka 4.4's
+        # Partition.maybeIncrementLeaderHW): the write is applied, held, and times out.
+        async with await KafkaConnection.connect("127.0.0.1", port) as conn:
+            pending = conn.send(OFFSET_COMMIT, 8, _commit(simple, topic_name, 7))
+            await _until_committed(port, simple, topic_name, 7)
+            control.clock_advance(by=f"{TIMEOUT_STEP_MS}ms")
+            assert _commit_error(await asyncio.wait_for(pending, 30)) == COORDINATOR_NOT_AVAILABLE
 
         control.network_heal()
         wait_until(lambda: len(_isr(control, _offsets_partition(simple))) == 3, timeout=30)

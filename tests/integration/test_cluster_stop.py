@@ -271,11 +271,14 @@ def test_an_acknowledged_add_partitions_survives_kill_9_and_its_abort_is_accepte
         return r.error_code
 
     pid, epoch = asyncio.run(init_and_add())
-    assert f"AddPartitionsToTxn {txn_id} (producer {pid}, epoch {epoch}) added {topic_name}-0: record at " \
-           "__transaction_state-" in broker.log_text()
+    state_partition = partition_for(txn_id, TRANSACTION_STATE_PARTITIONS)
+    assert f"transaction {txn_id} (producer {pid}, epoch {epoch}): Empty -> Ongoing, added {topic_name}-0; record " \
+           f"at __transaction_state-{state_partition} offset " in broker.log_text()
     broker.kill()
     broker.start()
     assert asyncio.run(abort(pid, epoch)) == 0
+    assert f"transaction {txn_id} (producer {pid}, epoch {epoch}) loaded from __transaction_state-{state_partition}: " \
+           f"Ongoing, partitions {topic_name}-0, last updated at " in broker.log_text()
 
 
 def test_a_coordinator_cut_off_from_its_followers_cannot_complete_a_commit(broker_factory, topic_name):

@@ -950,7 +950,9 @@ def test_load_and_remove_transactions_for_partition():
     assert h.md("one").state is S.PREPARE_COMMIT and len(h.md("one").topic_partitions) == 5
     assert h.md("two").state is S.EMPTY and h.md("two").producer_epoch == EPOCH + 1
     assert [e.transactional_id for r in rolled for e in r.effects] == ["one"]
+    assert [md.transactional_id for md in h.open_transactions(0)] == ["one"]  # "two" is Empty
     h.unload_partition(0)
+    assert h.open_transactions(0) == []
     assert h.md("one") is None and h.md("two") is None
 
 
