@@ -11,7 +11,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from broker.security.certs import write_certificates
 from tests.reference import java_driver
