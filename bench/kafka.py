@@ -1,7 +1,10 @@
 """Starts Apache Kafka (the reference broker of tests/reference) for the bench: formats a
 KRaft log dir, then becomes the JVM, so the bench measures and stops the broker itself.
 
-    python bench/kafka.py PORT DATA_DIR
+    python bench/kafka.py PORT DATA_DIR [SASL_SSL_PORT CERTS_DIR]
+
+With SASL_SSL_PORT, a SASL_SSL listener there too (the reference fixture's, with the
+certificates ``eosbroker certs`` wrote into CERTS_DIR).
 
 The JVMs get the options Kafka's own scripts give them (bin/kafka-run-class.sh, and
 bin/kafka-server-start.sh's heap for the broker), not the tests' fast-starting C1-only
@@ -25,5 +28,11 @@ DEFAULTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_00
 
 if __name__ == "__main__":
     die_with_parent()  # kept across exec: a bench that is killed leaves no JVM behind
-    KafkaBroker(Path(sys.argv[2]), overrides=DEFAULTS).exec_in_place(
+    secured = {}
+    if len(sys.argv) > 3:
+        from broker.security.certs import DEFAULT_PASSWORD, Certificates
+
+        certs = Certificates(Path(sys.argv[4]), DEFAULT_PASSWORD, (), ())  # the bench wrote them with these
+        secured = {"secured": True, "secured_ports": {"SASL_SSL": int(sys.argv[3])}, "certs": certs}
+    KafkaBroker(Path(sys.argv[2]), overrides=DEFAULTS, **secured).exec_in_place(
         int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM)

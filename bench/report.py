@@ -6,7 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from bench.workloads import Workload
-from bench.workloads.base import PEER, SUBJECT, Metric, Target
+from bench.workloads.base import SUBJECT, Metric, Target
 
 
 @dataclass
@@ -54,15 +54,15 @@ def judge(workloads: list[Workload], med: Medians) -> list[Verdict]:
                 ok = (t.below is None or subject <= t.below) and (t.above is None or subject >= t.above)
                 verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT} {subject:,.2f}"))
             if t.min_ratio_to_peer is not None or t.max_ratio_to_peer is not None:
-                peer = med.get(PEER, {}).get((w.name, t.metric))
+                peer = med.get(t.peer, {}).get((w.name, t.metric))
                 if not peer:
-                    verdicts.append(Verdict(w.name, t, "n/a", f"{PEER} not measured"))
+                    verdicts.append(Verdict(w.name, t, "n/a", f"{t.peer} not measured"))
                     continue
                 ratio = subject / peer
                 ok = (t.min_ratio_to_peer is None or ratio >= t.min_ratio_to_peer) and (
                     t.max_ratio_to_peer is None or ratio <= t.max_ratio_to_peer
                 )
-                verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT}/{PEER} = {ratio:.2f}"))
+                verdicts.append(Verdict(w.name, t, "PASS" if ok else "FAIL", f"{SUBJECT}/{t.peer} = {ratio:.2f}"))
     return verdicts
 
 
@@ -204,9 +204,9 @@ def _lower_is_better(metric: str) -> bool:
 
 def _target_text(t: Target) -> str:
     if t.min_ratio_to_peer is not None:
-        return f">= {t.min_ratio_to_peer:g}x {PEER}"
+        return f">= {t.min_ratio_to_peer:g}x {t.peer}"
     if t.max_ratio_to_peer is not None:
-        return f"<= {t.max_ratio_to_peer:g}x {PEER}"
+        return f"<= {t.max_ratio_to_peer:g}x {t.peer}"
     if t.below is not None:
         return f"<= {t.below:g}"
     return f">= {t.above:g}"

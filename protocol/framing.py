@@ -29,9 +29,12 @@ class FrameDecoder:
     """Accumulates bytes; ``next_frame`` returns one frame body at a time.
 
     Frames that arrive whole within one fed ``bytes`` are sliced straight from it (one
-    copy); only a frame split across feeds is gathered in the buffer."""
+    copy). A frame split across feeds has its body's pieces kept as they come and joined
+    once when the last arrives (one copy, where growing a buffer piece by piece copies
+    it again at each growth); only pieces actually received are held, whatever the
+    length prefix claims."""
 
-    __slots__ = ("max_frame_size", "_buf", "_pos", "_chunk", "_chunk_pos")
+    __slots__ = ("max_frame_size", "_buf", "_pos", "_chunk", "_chunk_pos", "_parts", "_have", "_size")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
@@ -39,8 +42,24 @@ class FrameDecoder:
         self._pos = 0
         self._chunk: bytes | None = None  # the latest feed, while frames are read from it
         self._chunk_pos = 0
+        self._parts: list | None = None  # the pieces of a split frame's body, while it is gathered
+        self._have = 0  # bytes in _parts
+        self._size = 0  # the split frame's body length
 
     def feed(self, data: bytes) -> None:
+        parts = self._parts
+        if parts is not None and self._have < self._size:
+            need = self._size - self._have
+            if type(data) is not bytes:
+                data = bytes(data)  # the caller may reuse its buffer
+            if len(data) <= need:
+                parts.append(data)
+                self._have += len(data)
+                return
+            view = memoryview(data)
+            parts.append(view[:need])
+            self._have = self._size
+            data = view[need:]  # the frames after it
         if self._chunk is not None:
             self._spill()
         if self._pos:
@@ -63,10 +82,13 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         chunk = self._chunk
-        return len(self._buf) - self._pos + (len(chunk) - self._chunk_pos if chunk is not None else 0)
+        gathered = self._have if self._parts is not None else 0
+        return len(self._buf) - self._pos + (len(chunk) - self._chunk_pos if chunk is not None else 0) + gathered
 
     def pending_frame_size(self) -> int | None:
         """The length of the frame being received, once its prefix has arrived."""
+        if self._parts is not None:
+            return self._size
         if self._chunk is not None:
             self._spill()
         if self.buffered < 4:
@@ -80,6 +102,12 @@ class FrameDecoder:
             raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_size}")
 
     def next_frame(self) -> bytes | None:
+        parts = self._parts
+        if parts is not None:  # a split frame comes before whatever was fed after it
+            if self._have < self._size:
+                return None
+            self._parts = None
+            return b"".join(parts)
         chunk = self._chunk
         if chunk is not None:
             pos = self._chunk_pos
@@ -93,13 +121,20 @@ class FrameDecoder:
                     else:
                         self._chunk_pos = end
                     return chunk[pos + 4 : end]
-            self._spill()  # a frame split across feeds: gathered in the buffer
+            self._spill()  # a frame split across feeds
         if len(self._buf) - self._pos < 4:
             return None  # the usual end of a feed of whole frames, without two more calls
         size = self.pending_frame_size()
         self._check(size)
         start = self._pos + 4
         if len(self._buf) - start < size:
+            # the rest of its body comes in later feeds: gathered there (the buffer
+            # holds nothing after it)
+            with memoryview(self._buf) as view:
+                self._parts = [bytes(view[start:])]
+            self._have, self._size = len(self._buf) - start, size
+            self._buf.clear()
+            self._pos = 0
             return None
         with memoryview(self._buf) as view:
             frame = bytes(view[start : start + size])

@@ -2,7 +2,7 @@
 and one line here; ``resources`` stays last so it covers the others."""
 
 from bench.workloads import (
-    concurrent_transactions, consume, idempotent_produce, idle_connections, many_transactional_producers, partition_scaling, produce, resources, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_id_scaling, txn_state_startup,
+    concurrent_transactions, consume, idempotent_produce, idle_connections, many_transactional_producers, partition_scaling, produce, resources, sasl_ssl, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_id_scaling, txn_state_startup,
 )
 from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 
@@ -15,6 +15,7 @@ WORKLOADS: tuple[Workload, ...] = (
     transactions.WORKLOAD,
     concurrent_transactions.WORKLOAD,
     idle_connections.WORKLOAD,
+    sasl_ssl.WORKLOAD,
     txn_state_startup.WORKLOAD,
     spark_write.WORKLOAD,
     spark_stream.WORKLOAD,

@@ -30,7 +30,7 @@ class Metric:
 class Target:
     """One acceptance figure for eosbroker on one metric.
 
-    ``min_ratio_to_peer``: eosbroker >= ratio x peer.  ``max_ratio_to_peer``: eosbroker
+    ``min_ratio_to_peer``: eosbroker >= ratio x ``peer`` (default tansu).  ``max_ratio_to_peer``: eosbroker
     <= ratio x peer (for lower-is-better metrics).  ``below``: eosbroker <= value.
     ``above``: eosbroker >= value.
     """
@@ -41,6 +41,7 @@ class Target:
     max_ratio_to_peer: float | None = None
     below: float | None = None
     above: float | None = None
+    peer: str = PEER
 
 
 @dataclass(frozen=True)

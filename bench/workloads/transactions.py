@@ -43,8 +43,10 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
 
 
-def run_transactions(ctx: RunContext, topic: str, transactions: int) -> tuple[float, list[float]]:
-    """Returns the elapsed seconds and every commit_transaction() latency in seconds."""
+def run_transactions(ctx: RunContext, topic: str, transactions: int,
+                     client_config: dict | None = None) -> tuple[float, list[float]]:
+    """Returns the elapsed seconds and every commit_transaction() latency in seconds.
+    ``client_config``: the producer's connection settings (default: the run's PLAINTEXT bootstrap)."""
     tally = DeliveryTally()
     producer = Producer(
         {
@@ -52,6 +54,7 @@ def run_transactions(ctx: RunContext, topic: str, transactions: int) -> tuple[fl
             "transactional.id": f"bench-txn-{uuid.uuid4().hex[:12]}",
             "linger.ms": 5,  # as in produce; commit_transaction() flushes without waiting for it
             "on_delivery": tally,
+            **(client_config or {}),
         }
     )
     timeout_s = ctx.settings.timeout_s
@@ -125,14 +128,16 @@ def verify_committed(ctx: RunContext, topic: str, transactions: int) -> None:
         )
 
 
-def run(ctx: RunContext) -> dict[str, float]:
+def run(ctx: RunContext, client_config: dict | None = None) -> dict[str, float]:
+    """The workload's figures; ``client_config`` as for run_transactions (the read-back
+    goes through the PLAINTEXT bootstrap)."""
     transactions = ctx.settings.transactions
     topic = f"bench-transactions-{uuid.uuid4().hex[:12]}"
     create_topic(ctx.bootstrap, topic, min(30.0, ctx.settings.timeout_s), partitions=PARTITIONS)
     sampler = ctx.broker.sampler
     cpu_before, jit_before = sampler.cpu_seconds(), sampler.jit_cpu_seconds()
     try:
-        elapsed, latencies = run_transactions(ctx, topic, transactions)
+        elapsed, latencies = run_transactions(ctx, topic, transactions, client_config)
     except KafkaException as e:
         raise WorkloadFailed(f"transactions: {e}") from e
     cpu_s = sampler.cpu_seconds() - cpu_before

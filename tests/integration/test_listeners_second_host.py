@@ -1,6 +1,8 @@
 """A second host, made of a network namespace: a client there reaches the broker
 through the INTERNAL listener's advertised address, while one on 127.0.0.1 uses
-EXTERNAL; each writes a transaction the other reads in a consumer group.
+EXTERNAL; each writes a transaction the other reads in a consumer group. One
+transactional id and one group serve both: the second host's producer fences this
+host's, and this host's consumer resumes the second host's group where it committed.
 
 The test makes a namespace and a veth pair with addresses of its own (10.200.X.1/30 in
 this namespace, .2 in the other) and removes them; traffic stays between the two. It
@@ -19,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing.helpers import free_port_block
@@ -32,9 +34,9 @@ import json, sys
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-bootstrap, write_topic, read_topic, group = sys.argv[1:5]
+bootstrap, write_topic, read_topic, group, transactional_id = sys.argv[1:6]
 brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).brokers
-producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "second-host"})
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
 producer.init_transactions(30)
 producer.begin_transaction()
 for i in range(3):
@@ -104,7 +106,8 @@ def test_a_client_on_a_second_host_uses_internal_and_one_here_uses_external(seco
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{external}"})
         for future in admin.create_topics([NewTopic(t, 2) for t in (from_there, from_here)]).values():
             future.result(10)
-        producer = Producer({"bootstrap.servers": f"127.0.0.1:{external}", "transactional.id": "this-host"})
+        transactional_id, group_there = f"shared-{suffix}", f"second-host-{suffix}"
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{external}", "transactional.id": transactional_id})
         producer.init_transactions(30)
         producer.begin_transaction()
         for i in range(3):
@@ -113,7 +116,7 @@ def test_a_client_on_a_second_host_uses_internal_and_one_here_uses_external(seco
 
         client = subprocess.run(
             ["ip", "netns", "exec", namespace, sys.executable, "-c", SECOND_HOST_CLIENT, f"{here}:{internal}",
-             from_there, from_here, f"second-host-{suffix}"],
+             from_there, from_here, group_there, transactional_id],
             capture_output=True, text=True, timeout=180, cwd=ROOT)
         assert client.returncode == 0, client.stderr
         seen_there = json.loads(client.stdout.splitlines()[-1])
@@ -138,8 +141,35 @@ def test_a_client_on_a_second_host_uses_internal_and_one_here_uses_external(seco
         # the second host's group committed through INTERNAL; seen here through EXTERNAL
         # (at least past the 3 records: a position may also be past a commit marker)
         committed = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(f"second-host-{suffix}")])[f"second-host-{suffix}"].result(10)
+            [ConsumerGroupTopicPartitions(group_there)])[group_there].result(10)
         assert sum(tp.offset for tp in committed.topic_partitions if tp.topic == from_here) >= 3
+
+        # the transactional id's coordinator saw the second host's producer (INTERNAL) take it over
+        producer.begin_transaction()
+        producer.produce(from_here, b"from-a-fenced-producer")
+        with pytest.raises(KafkaException) as fenced:
+            producer.commit_transaction(30)
+        assert fenced.value.args[0].code() == KafkaError._FENCED, fenced.value
+        del producer
+        # the second host's group, joined here: it resumes past what was committed there
+        successor = Producer({"bootstrap.servers": f"127.0.0.1:{external}", "transactional.id": transactional_id})
+        successor.init_transactions(30)
+        successor.begin_transaction()
+        for partition in range(2):
+            successor.produce(from_here, f"after-the-commit-{partition}".encode(), partition=partition)
+        successor.commit_transaction(30)
+        resumed = Consumer({"bootstrap.servers": f"127.0.0.1:{external}", "group.id": group_there,
+                            "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+        resumed.subscribe([from_here])
+        got = []
+        for _ in range(120):
+            msg = resumed.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value().decode())
+                if len(got) == 2:
+                    break
+        resumed.close()
+        assert sorted(got) == ["after-the-commit-0", "after-the-commit-1"]
     finally:
         broker.terminate()
         broker.wait(30)

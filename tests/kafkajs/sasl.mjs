@@ -1,7 +1,10 @@
-// kafkajs over SASL: as WRITER, a transaction of three records into TOPIC, committed; then
-// as READER, the records read back read_committed by a consumer group. Prints one JSON
-// line: {"read": [...]} or {"error": {"type", "message"}}.
+// kafkajs over SASL and/or TLS: as WRITER, a transaction of three records into TOPIC,
+// committed; then as READER, the records read back read_committed by a consumer group.
+// Prints one JSON line: {"read": [...]} or {"error": {"type", "message"}}.
 // Usage: node sasl.mjs BOOTSTRAP MECHANISM WRITER SECRET READER SECRET TOPIC TXN_ID GROUP
+// MECHANISM "none": no SASL. With KAFKAJS_CERTS (a directory `eosbroker certs` wrote), over TLS
+// trusting its ca.crt; with KAFKAJS_CLIENT_CERTS=1 too, each user shows USER.crt/USER.key (mTLS).
+import { readFileSync } from "node:fs";
 import { Kafka, logLevel } from "kafkajs";
 
 const [bootstrap, mechanism, writer, writerSecret, reader, readerSecret, topic, txnId, group] = process.argv.slice(2);
@@ -13,8 +16,20 @@ function sasl(user, secret) {
   return { mechanism, username: user, password: secret };
 }
 
+function tls(user) {
+  const dir = process.env.KAFKAJS_CERTS;
+  if (!dir) return undefined;
+  const out = { ca: [readFileSync(`${dir}/ca.crt`)] };
+  if (process.env.KAFKAJS_CLIENT_CERTS === "1") {
+    out.cert = readFileSync(`${dir}/${user}.crt`);
+    out.key = readFileSync(`${dir}/${user}.key`);
+  }
+  return out;
+}
+
 function client(user, secret) {
-  return new Kafka({ clientId: `kafkajs-${user}`, brokers: [bootstrap], sasl: sasl(user, secret),
+  return new Kafka({ clientId: `kafkajs-${user}`, brokers: [bootstrap], ssl: tls(user),
+                     sasl: mechanism === "none" ? undefined : sasl(user, secret),
                      logLevel: logLevel.NOTHING, retry: { retries: 2 } });
 }
 

@@ -132,13 +132,18 @@ SECURED_LISTENERS = {"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL",
 
 
 class KafkaBroker:
-    def __init__(self, workdir: Path, overrides: dict[str, object] | None = None, secured: bool = False) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, object] | None = None, secured: bool = False,
+                 secured_ports: dict[str, int] | None = None, certs=None) -> None:
+        """``secured_ports``: serve only these of the secured listeners, there (default: all, on
+        free ports); ``certs``: certificates already written (default: new ones in the workdir)."""
         self.workdir = Path(workdir)
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
         self.secured = secured
-        self.secured_ports = {name: free_port() for name in SECURED_LISTENERS} if secured else {}
-        self.certs = None
+        self.secured_ports = {}
         if secured:
+            self.secured_ports = secured_ports or {name: free_port() for name in SECURED_LISTENERS}
+        self.certs = certs
+        if secured and certs is None:
             from broker.security.certs import write_certificates
 
             self.certs = write_certificates(self.workdir / "certs", clients=("alice", "bob", "admin"))
@@ -187,7 +192,7 @@ class KafkaBroker:
     def _write_config(self, port: int = 0) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
-        self.controller_port = self.controller_port if port else free_port()  # a restart keeps both
+        self.controller_port = self.controller_port or free_port()  # a restart keeps both
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",

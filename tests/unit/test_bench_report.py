@@ -294,3 +294,14 @@ def test_scale_multiplies_the_sizes_without_repeats_or_zero():
     assert parse_args(["--scale", "0.05"]).scale == 0.05
     with pytest.raises(SystemExit):
         parse_args(["--scale", "0"])
+
+
+def test_a_target_against_another_peer_is_judged_against_that_peer():
+    over_kafka = Workload("txn", "transactions", _nothing, metrics=TXN.metrics,
+                          targets=(Target("txn/s", "txn/s >= 1.0x kafka's", min_ratio_to_peer=1.0, peer="kafka"),))
+    med = medians([_run("eosbroker", 1, txn=(300, 2.0)), _run("tansu", 1, txn=(600, 1.0)),
+                   _run("kafka", 1, txn=(100, 10.0))])
+    (verdict,) = judge([over_kafka], med)
+    assert (verdict.outcome, verdict.detail) == ("PASS", "eosbroker/kafka = 3.00")
+    assert "| >= 1x kafka |" in "| " + " | ".join(_row(table([over_kafka], BROKERS, med, {b: 1 for b in BROKERS},
+                                                             [verdict]), "txn", "txn/s")) + " |"

@@ -78,6 +78,22 @@ def test_whole_frames_sliced_from_the_feed_and_split_ones_gathered_give_the_same
             assert got == bodies and decoder.buffered == 0
 
 
+def test_a_large_split_frame_holds_only_what_arrived_and_comes_before_the_frames_after_it():
+    body = bytes(range(256)) * 4096  # 1 MiB, as a produce request over TLS arrives: in pieces
+    stream = frame(body) + frame(b"next")
+    decoder = FrameDecoder(max_frame_size=len(body))
+    decoder.feed(stream[:104])
+    assert decoder.next_frame() is None
+    assert decoder.buffered == 100 and decoder.pending_frame_size() == len(body)
+    for at in range(104, len(stream) - 16384, 16384):
+        decoder.feed(stream[at:at + 16384])
+        assert decoder.next_frame() is None
+    decoder.feed(stream[at + 16384:])
+    assert decoder.next_frame() == body
+    assert decoder.next_frame() == b"next"
+    assert decoder.next_frame() is None and decoder.buffered == 0
+
+
 def test_frame_of_exactly_the_limit_is_accepted():
     decoder = FrameDecoder(max_frame_size=8)
     decoder.feed(frame(b"12345678"))

@@ -63,6 +63,7 @@ public final class Main {
             case "idempotent" -> plain(bootstrap, name, out, true);
             case "transactional" -> transactional(bootstrap, name, out);
             case "fencing" -> fencing(bootstrap, name, out);
+            case "init-transactions" -> initTransactions(bootstrap, name, out);
             case "ctp" -> consumeTransformProduce(bootstrap, name, out);
             case "ctp-consumer-protocol" -> {
                 groupProtocol = "consumer";
@@ -213,6 +214,24 @@ public final class Main {
         }
         out.put("read_committed", readAll(bootstrap, topic, 2, true));
         out.put("read_uncommitted_count", readAll(bootstrap, topic, 2, false).size());
+    }
+
+    /** initTransactions for transactional id NAME alone: the exception it failed with, if any. */
+    static void initTransactions(String bootstrap, String name, Map<String, Object> out) {
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name);
+        extra.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra)) {
+            p.initTransactions();
+            out.put("error", null);
+        } catch (KafkaException e) {
+            Throwable cause = e;
+            while (cause.getClass() == KafkaException.class && cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            out.put("error", cause.getClass().getSimpleName());
+            out.put("message", cause.getMessage());
+        }
     }
 
     static void fencing(String bootstrap, String name, Map<String, Object> out) throws Exception {
