@@ -806,8 +806,7 @@ class GroupCoordinator:
             listed += [ListedGroup(g.group_id, "share", g.state, "share")
                        for state in self._partitions.values() for g in state.share_groups.values()]
         if not types or "streams" in types:
-            topics = self.topics()
-            listed += [ListedGroup(g.group_id, "streams", g.state(topics), "streams")
+            listed += [ListedGroup(g.group_id, "streams", g.state, "streams")
                        for state in self._partitions.values() for g in state.streams_groups.values()]
         return ListGroupsResponse(E.none, tuple(g for g in listed if not states or g.group_state.lower() in states))
 

@@ -124,10 +124,12 @@ class StreamsGroup:
     shutdown_requested_by: str | None = None
     endpoint_epoch: int = 0
 
-    def state(self, topics: TopicsSnapshot) -> str:
+    @property
+    def state(self) -> str:
         if not self.members:
             return EMPTY
-        if self.topology is None or not configure(self.topology, topics).ready:
+        # Validated: the topology was ready (its topics all there) at the last group epoch.
+        if self.topology is None or self.validated_topology_epoch != self.topology.epoch:
             return NOT_READY
         if self.group_epoch != self.assignment_epoch:
             return ASSIGNING

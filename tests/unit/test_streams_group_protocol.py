@@ -98,14 +98,14 @@ def test_first_member_sets_the_topology_and_is_told_to_create_the_internal_topic
     assert answer.active_tasks == NONE  # no tasks until the topology is ready
     assert kinds(s.appended) == [codec.TOPOLOGY, codec.MEMBER_METADATA, codec.GROUP_METADATA, codec.TARGET_MEMBER,
                                  codec.TARGET_METADATA, codec.CURRENT_ASSIGNMENT]
-    assert s.group().state(s.topic_table) == "NotReady"
+    assert s.group().state == "NotReady"
     assert s.group().topology == TOPOLOGY
 
     s.create_internal_topics(answer)
     ready = s.hb("a", 1, active={})
     assert (ready.member_epoch, ready.statuses, ready.topics_to_create) == (2, (), ())
     assert ready.active_tasks == tasks(s0={0, 1}, s1={0, 1})
-    assert s.group().state(s.topic_table) == "Stable"
+    assert s.group().state == "Stable"
 
 
 def test_missing_source_topics_are_reported_and_nothing_is_created():
@@ -178,7 +178,7 @@ def test_a_member_leaving_or_timing_out_hands_its_tasks_over():
     s.hb("c", 0)
     s.advance(45_001)  # neither heartbeats again: both sessions end
     assert s.group().members == {}
-    assert s.group().state(s.topic_table) == "Empty"
+    assert s.group().state == "Empty"
 
 
 def test_txn_offset_commit_and_offset_fetch_are_fenced_by_the_member_epoch():
