@@ -373,8 +373,11 @@ class GroupCoordinator:
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
-        if group_id in state.share_groups or group_id in state.streams_groups:
+        if group_id in state.share_groups:
             return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
+        streams_group = state.streams_groups.get(group_id)
+        if streams_group is not None and streams_group.members:
+            return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=""))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.members:
             # KIP-848 online migration: a classic member joins the consumer group.
@@ -385,8 +388,11 @@ class GroupCoordinator:
                     protocols=tuple((p.name, p.metadata) for p in protocols), session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host),
                 api_version, now_ms)
-        # An empty consumer group becomes a classic group: its records are deleted.
+        # An empty consumer or streams group becomes a classic group: its records are
+        # deleted, its offsets stay.
         records = consumer_group.deletion_records() if consumer_group is not None else []
+        if streams_group is not None:
+            records = streams_group.deletion_records()
         group = state.groups.get(group_id)
         if group is None:
             if member_id:
@@ -989,13 +995,16 @@ class GroupCoordinator:
             return Result(response=OffsetDeleteResponse(error))
         group = state.groups.get(group_id)
         consumer_group = state.consumer_groups.get(group_id)
-        if group is None and consumer_group is None:
+        streams_group = state.streams_groups.get(group_id)
+        if group is None and consumer_group is None and streams_group is None:
             return Result(response=OffsetDeleteResponse(E.group_id_not_found))
         if consumer_group is not None:
             subscribed = consumer_group.subscribed_topics(self.topics())
+        elif streams_group is not None:
+            subscribed = streams_group.subscribed_topics(self.topics())
         else:
             subscribed = group.subscribed_topics()
-        if consumer_group is None and group.state is not S.EMPTY and subscribed is None:
+        if group is not None and group.state is not S.EMPTY and subscribed is None:
             # Members whose subscriptions cannot be read might use any topic.
             return Result(response=OffsetDeleteResponse(E.non_empty_group))
         records = []

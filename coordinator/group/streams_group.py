@@ -138,6 +138,15 @@ class StreamsGroup:
             return RECONCILING
         return STABLE
 
+    def subscribed_topics(self, topics: TopicsSnapshot) -> set[str]:
+        """The topics the members read (their offsets may not be deleted): the topology's
+        source and repartition topics while the group has members."""
+        if not self.members or self.topology is None:
+            return set()
+        configured = configure(self.topology, topics)
+        return ({n for names in configured.source_topics.values() for n in names}
+                | {i.name for s in self.topology.subtopologies for i in s.repartition_source_topics})
+
     def replay(self, key: codec.StreamsKey, value: bytes | None) -> None:
         kind, member_id = key.kind, key.member or ""
         if kind == codec.GROUP_METADATA and value is not None:
@@ -449,16 +458,14 @@ class StreamsGroups:
         topology = group.topology
         bump = is_new
         if request.topology is not None:
-            if topology is None or not group.members or (
-                    set(group.members) == {member_id} and request.topology.epoch > topology.epoch):
-                if topology != request.topology:
-                    topology = request.topology
-                    records.append(codec.topology_record(group.group_id, topology))
-                    bump = True
-            elif request.topology.epoch > topology.epoch:
-                raise Refused(E.streams_invalid_topology_epoch, f"The member's topology epoch "
-                              f"{request.topology.epoch} is newer than the group's ({topology.epoch}): "
-                              "topology updates are not supported while the group has other members.")
+            # As Kafka 4.4: the first topology stays until the group is deleted; an older
+            # epoch is stale (a status), a newer one or another at the same epoch refused.
+            if topology is None:
+                topology = request.topology
+                records.append(codec.topology_record(group.group_id, topology))
+                bump = True
+            elif request.topology.epoch >= topology.epoch and request.topology != topology:
+                raise Refused(E.invalid_request, "Topology updates are not supported yet.")
         updated = replace(
             member,
             instance_id=request.instance_id if request.instance_id is not None else member.instance_id,

@@ -15,7 +15,7 @@ from coordinator.group import GroupConfig, OffsetFetchGroup, OffsetToCommit
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.streams_group import (
-    MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, StreamsGroupConfig, StreamsHeartbeatRequest,
+    MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
     assign_active_tasks, configure,
 )
 from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
@@ -164,6 +164,14 @@ def test_epoch_fencing_and_unknown_members():
     wrong = Topology(0, (Subtopology("0", source_topics=("input",),
                                      changelog_topics=(TopicInfo("x-changelog", partitions=3),)),))
     assert s.hb("c", 0, topology=wrong).error_code is E.streams_invalid_topology
+    # The group keeps its first topology: another one (at its epoch or a newer) is refused,
+    # an older epoch is stale.
+    other = Topology(0, (Subtopology("0", source_topics=("input",)),))
+    refused = s.hb("c", 0, topology=other)
+    assert (refused.error_code, refused.error_message) == (E.invalid_request, "Topology updates are not supported yet.")
+    assert s.hb("c", 0, topology=Topology(1, TOPOLOGY.subtopologies)).error_code is E.invalid_request
+    stale = s.hb("c", 0, topology=Topology(-1, other.subtopologies))
+    assert stale.error_code is E.none and [code for code, _ in stale.statuses] == [STALE_TOPOLOGY]
 
 
 def test_a_member_leaving_or_timing_out_hands_its_tasks_over():
@@ -265,3 +273,34 @@ def test_copartitioned_repartition_topics_take_the_source_count():
     configured = configure(topology, {"input": (uuid.UUID(int=1), 3)})
     assert [(i.name, i.partitions) for i in configured.missing_internal_topics] == [("rep", 3)]
     assert configured.task_counts == {"0": 3}
+
+
+def test_migration_between_empty_classic_and_streams_groups_keeps_the_offsets():
+    s = Streams()
+    # Offsets committed without membership make an empty classic group: it becomes a
+    # streams group at the first streams heartbeat, its offsets kept.
+    s.call("offset_commit", group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+           offsets=[OffsetToCommit("input", 0, 7, -1, "")], api_version=9)
+    assert s.coordinator.group("g") is not None
+    assert s.hb("a", 0).error_code is E.none
+    assert s.coordinator.group("g") is None and s.group() is not None
+    # A classic member cannot join while the streams group has members; once it is empty
+    # the streams group gives way to a classic group, as Kafka 4.4 does.
+    joined = s.join("t1")
+    assert (joined.error_code, joined.member_id) == (E.inconsistent_group_protocol, "")
+    s.hb("a", -1)
+    s.join("t2")
+    assert s.group() is None and s.coordinator.group("g") is not None
+    assert s.coordinator.committed_offset("g", "input", 0).offset == 7
+    assert s.restart().group() is None
+
+
+def test_offsets_of_topics_the_members_read_cannot_be_deleted():
+    s = Streams({"input": (uuid.UUID(int=1), 2), "old": (uuid.UUID(int=2), 1)})
+    s.ready("a")
+    s.call("offset_commit", group_id="g", generation_id=2, member_id="a", group_instance_id=None,
+           offsets=[OffsetToCommit("input", 0, 5, -1, ""), OffsetToCommit("old", 0, 5, -1, "")], api_version=9)
+    answer = s.call("offset_delete", group_id="g", topics=[("input", [0]), ("old", [0])])
+    assert [(t.name, t.partitions[0].error_code) for t in answer.topics] == [
+        ("input", E.group_subscribed_to_topic), ("old", E.none)]
+    assert s.coordinator.committed_offset("g", "old", 0) is None
