@@ -85,6 +85,7 @@ class GroupService:
                 session_timeout_ms=config["group.streams.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],
                 max_size=config["group.streams.max.size"],
+                initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
             ),
         ))
         self.coordinator.topics = lambda: {

@@ -125,6 +125,8 @@ class _Partition:
     streams_groups: dict[str, StreamsGroup] = field(default_factory=dict)
     # Session deadlines of a new consumer, share or streams group's first member, until its records replay.
     new_group_deadlines: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The end of a new streams group's initial rebalance delay, likewise.
+    new_group_assignment_delays: dict[str, int] = field(default_factory=dict)
 
 
 def _random_uuid() -> str:
@@ -296,6 +298,7 @@ class GroupCoordinator:
                 return
             group = state.streams_groups[key.group] = StreamsGroup(key.group)
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
+            group.assignment_delayed_until = state.new_group_assignment_delays.pop(key.group, None)
             # The placeholder an earlier offset commit of the group made (compaction may
             # have removed the group's first records).
             classic = state.groups.get(key.group)
@@ -676,6 +679,9 @@ class GroupCoordinator:
         if group is None:
             state.new_group_deadlines[request.group_id] = {
                 request.member_id: now_ms + self.config.streams.session_timeout_ms}
+            if self.config.streams.initial_rebalance_delay_ms:
+                state.new_group_assignment_delays[request.group_id] = (
+                    now_ms + self.config.streams.initial_rebalance_delay_ms)
         return Result(records=tuple(records + changes), response=answer)
 
     def streams_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, StreamsGroup | None]:
@@ -694,11 +700,15 @@ class GroupCoordinator:
 
     def _streams_timers(self, group: StreamsGroup, now_ms: int) -> list[Result]:
         results = []
+        delayed = self.streams.delayed_assignment(group, self.topics(), now_ms)
+        if delayed:
+            results.append(Result(records=tuple(delayed)))
+        expired = [m for m in self.streams.expired_members(group, now_ms) if m in group.members]
+        if expired:
+            log.info("streams group %s: members %s fenced, their session or rebalance timed out", group.group_id,
+                     ", ".join(expired))
+            results.append(Result(records=tuple(self.streams.fence(group, expired, self.topics(), now_ms))))
         for member_id in self.streams.expired_members(group, now_ms):
-            if member_id in group.members:
-                log.info("streams group %s: member %s fenced, its session or rebalance timed out", group.group_id,
-                         member_id)
-                results.append(Result(records=tuple(self.streams.fence(group, member_id, self.topics()))))
             group.session_deadlines.pop(member_id, None)
             group.rebalance_deadlines.pop(member_id, None)
         return results

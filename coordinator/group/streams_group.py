@@ -46,6 +46,7 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class StreamsGroupConfig:
     max_size: int = 2**31 - 1  # group.streams.max.size
     task_offset_interval_ms: int = 60_000  # streams.task.offset.interval.ms
     acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
+    initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,8 @@ class StreamsGroup:
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)
     shutdown_requested_by: str | None = None
     endpoint_epoch: int = 0
+    # A new group's first assignment waits until then for more members (Kafka's timer).
+    assignment_delayed_until: int | None = None
 
     @property
     def state(self) -> str:
@@ -434,7 +438,7 @@ class StreamsGroups:
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             if group is None or member_id not in group.members:
                 raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
-            return (self.fence(group, member_id, topics),
+            return (self.fence(group, [member_id], topics, now_ms),
                     StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch), True)
         joining = request.member_epoch == 0
         if group is None:
@@ -498,16 +502,16 @@ class StreamsGroups:
 
         targets = group.target
         target_epoch = group.assignment_epoch
-        if group_epoch > group.assignment_epoch:
-            task_counts = configured.task_counts if configured is not None and configured.ready else {}
-            active = assign_active_tasks({m.member_id: m.process_id for m in members.values()}, task_counts,
-                                         {m: t.active for m, t in group.target.items()})
-            targets = {m: AssignedTasks(tasks) for m, tasks in active.items()}
-            for m, tasks in sorted(targets.items()):
-                if group.target.get(m) != tasks:
-                    records.append(codec.target_member_record(group.group_id, m, tasks))
+        if is_new and not group.members and not group.assignment_epoch and self.config.initial_rebalance_delay_ms:
+            group.assignment_delayed_until = now_ms + self.config.initial_rebalance_delay_ms
+        # Within a new group's initial rebalance delay (as Kafka answers it): tasks wait for
+        # the timer, an assignment without tasks (the topology not ready) is made at once.
+        delayed = group.assignment_delayed_until is not None and now_ms < group.assignment_delayed_until
+        if delayed:
+            statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
+        if group_epoch > group.assignment_epoch and not (delayed and configured is not None and configured.ready):
+            targets = _assign(group, members, configured, group_epoch, now_ms, records)
             target_epoch = group_epoch
-            records.append(codec.target_metadata_record(group.group_id, target_epoch, now_ms))
 
         target = targets.get(member_id, AssignedTasks()).active
         reconciled = reconcile(updated, target_epoch, target, owned_by_others(members, member_id),
@@ -543,14 +547,20 @@ class StreamsGroups:
             topics_to_create=configured.missing_internal_topics if configured is not None else (),
             endpoint_information_epoch=endpoint_epoch, partitions_by_endpoint=by_endpoint), False
 
-    def fence(self, group: StreamsGroup, member_id: str, topics: TopicsSnapshot) -> list[CoordinatorRecord]:
-        """A member leaves or its session ended: its records go and the group epoch moves,
-        so its tasks are given to the others."""
-        records = _member_tombstones(group.group_id, member_id)
+    def fence(self, group: StreamsGroup, member_ids: Iterable[str], topics: TopicsSnapshot, now_ms: int
+              ) -> list[CoordinatorRecord]:
+        """Members leave or their sessions ended (all in one write: the group is only
+        replayed after it): their records go, the group epoch moves and the others' target
+        assignment is computed at once (as Kafka does), so their tasks go to the others on
+        their next heartbeat."""
+        gone = set(member_ids)
+        records = [r for m in sorted(gone) for r in _member_tombstones(group.group_id, m)]
         configured = configure(group.topology, topics) if group.topology is not None else None
         new_hash = metadata_hash(topics, configured.referenced) if configured is not None else 0
-        records.append(codec.group_metadata_record(group.group_id, group.group_epoch + 1, new_hash,
-                                                   group.validated_topology_epoch))
+        epoch = group.group_epoch + 1
+        records.append(codec.group_metadata_record(group.group_id, epoch, new_hash, group.validated_topology_epoch))
+        rest = {m: member for m, member in group.members.items() if m not in gone}
+        _assign(group, rest, configured, epoch, now_ms, records)
         return records
 
     @staticmethod
@@ -563,6 +573,19 @@ class StreamsGroups:
     @staticmethod
     def validate_offset_fetch(group: StreamsGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         return ConsumerGroups.validate_offset_fetch(group, member_id, member_epoch)
+
+    def delayed_assignment(self, group: StreamsGroup, topics: TopicsSnapshot, now_ms: int
+                           ) -> list[CoordinatorRecord]:
+        """The first assignment of a new group, once its initial rebalance delay is over."""
+        if group.assignment_delayed_until is None or now_ms < group.assignment_delayed_until:
+            return []
+        group.assignment_delayed_until = None
+        if not group.members or group.group_epoch <= group.assignment_epoch:
+            return []
+        configured = configure(group.topology, topics) if group.topology is not None else None
+        records: list[CoordinatorRecord] = []
+        _assign(group, group.members, configured, group.group_epoch, now_ms, records)
+        return records
 
     @staticmethod
     def expired_members(group: StreamsGroup, now_ms: int) -> list[str]:
@@ -580,6 +603,23 @@ class StreamsGroups:
     def deadlines(group: StreamsGroup) -> Iterable[int]:
         yield from group.session_deadlines.values()
         yield from (d for d, _epoch in group.rebalance_deadlines.values())
+        if group.assignment_delayed_until is not None:
+            yield group.assignment_delayed_until
+
+
+def _assign(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
+            epoch: int, now_ms: int, records: list[CoordinatorRecord]) -> dict[str, AssignedTasks]:
+    """The target assignment of ``members`` at ``epoch`` (no tasks while the topology is not
+    ready); the records of what changed and of the new assignment epoch are added."""
+    task_counts = configured.task_counts if configured is not None and configured.ready else {}
+    active = assign_active_tasks({m.member_id: m.process_id for m in members.values()}, task_counts,
+                                 {m: t.active for m, t in group.target.items()})
+    targets = {m: AssignedTasks(tasks) for m, tasks in active.items()}
+    for m, tasks in sorted(targets.items()):
+        if group.target.get(m) != tasks:
+            records.append(codec.target_member_record(group.group_id, m, tasks))
+    records.append(codec.target_metadata_record(group.group_id, epoch, now_ms))
+    return targets
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:

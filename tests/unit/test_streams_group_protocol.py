@@ -8,6 +8,7 @@ replaying the records Kafka writes for streams groups."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
@@ -15,7 +16,7 @@ from coordinator.group import GroupConfig, OffsetFetchGroup, OffsetToCommit
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.streams_group import (
-    MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
+    ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
     assign_active_tasks, configure,
 )
 from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
@@ -23,7 +24,9 @@ from tests.unit.test_group_harness import Runtime
 
 E = ErrorCode
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfig(),
-                     streams=StreamsGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000))
+                     streams=StreamsGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000,
+                                                initial_rebalance_delay_ms=0))
+DELAYED = replace(CONFIG, streams=replace(CONFIG.streams, initial_rebalance_delay_ms=3_000))
 # A word count: subtopology 0 reads the input and writes the repartition topic, which
 # subtopology 1 reads into its counts (a changelog).
 REPARTITION = "app-counts-repartition"
@@ -37,8 +40,8 @@ NONE: dict = {}
 
 
 class Streams(Runtime):
-    def __init__(self, topics=None, **kwargs) -> None:
-        super().__init__(CONFIG, **kwargs)
+    def __init__(self, topics=None, config=CONFIG, **kwargs) -> None:
+        super().__init__(config, **kwargs)
         self.topic_table = dict(topics or {"input": (uuid.UUID(int=1), 2)})
         self.coordinator.topics = lambda: self.topic_table
 
@@ -304,3 +307,38 @@ def test_offsets_of_topics_the_members_read_cannot_be_deleted():
     assert [(t.name, t.partitions[0].error_code) for t in answer.topics] == [
         ("input", E.group_subscribed_to_topic), ("old", E.none)]
     assert s.coordinator.committed_offset("g", "old", 0) is None
+
+
+def test_a_new_groups_tasks_wait_for_the_initial_rebalance_delay():
+    s = Streams(config=DELAYED)
+    joined = s.hb("a", 0)
+    # Nothing to assign yet (internal topics missing): the empty assignment is made at once.
+    assert (joined.member_epoch, sorted(c for c, _ in joined.statuses)) == (1, [MISSING_INTERNAL_TOPICS,
+                                                                              ASSIGNMENT_DELAYED])
+    s.create_internal_topics(joined)
+    waiting = s.hb("a", 1, active={})
+    assert (waiting.member_epoch, [c for c, _ in waiting.statuses]) == (1, [ASSIGNMENT_DELAYED])
+    b_joined = s.hb("b", 0)
+    assert (b_joined.member_epoch, b_joined.active_tasks) == (1, NONE)  # the assignment epoch still
+    s.advance(3_000)  # the timer makes the first assignment, for both members
+    assert s.group().assignment_epoch == s.group().group_epoch == 3
+    a = s.hb("a", 1, active={})
+    b = s.hb("b", 1, active={})
+    assert (a.member_epoch, b.member_epoch, a.statuses, b.statuses) == (3, 3, (), ())
+    assert sum(len(ps) for ps in a.active_tasks.values()) == sum(len(ps) for ps in b.active_tasks.values()) == 2
+
+
+def test_members_whose_sessions_end_together_leave_no_tasks_behind():
+    # A killed application's two threads time out in the same poll: one write fences both,
+    # so no task stays with either (it would never be processed again).
+    s = Streams()
+    s.ready("a")
+    s.hb("b", 0)
+    s.hb("a", 2, active=s.group().target["a"].active)
+    s.hb("b", 3, active={})
+    s.advance(40_000)
+    s.hb("c", 0)  # the new instance, while the old ones are still members
+    s.advance(5_001)
+    assert set(s.group().members) == {"c"} and set(s.group().target) == {"c"}
+    c = s.hb("c", s.group().members["c"].member_epoch, active={})
+    assert c.active_tasks == tasks(s0={0, 1}, s1={0, 1})
