@@ -146,10 +146,13 @@ class GroupCoordinator:
         self.streams = StreamsGroups(self.config.streams)
         # The topics KIP-848 assignments are made of; the broker sets this.
         self.topics: Callable[[], TopicsSnapshot] = dict
-        # A share group's (session timeout, heartbeat interval): its group configs or the
-        # broker's; the broker sets this.
-        self.share_timeouts: Callable[[str], tuple[int, int]] = lambda _group_id: (
-            self.config.share.session_timeout_ms, self.config.share.heartbeat_interval_ms)
+        # A share or streams group's (session timeout, heartbeat interval), by group type
+        # ("share", "streams") and id: its group configs or the broker's; the broker sets this.
+        self.group_timeouts: Callable[[str, str], tuple[int, int]] = self._configured_timeouts
+
+    def _configured_timeouts(self, group_type: str, _group_id: str) -> tuple[int, int]:
+        config = self.config.share if group_type == "share" else self.config.streams
+        return config.session_timeout_ms, config.heartbeat_interval_ms
 
     # -- placement, ownership and inspection ----------------------------------------------
 
@@ -182,12 +185,13 @@ class GroupCoordinator:
                 timeout = m.classic.session_timeout_ms if m.classic else self.config.consumer.session_timeout_ms
                 consumer_group.session_deadlines[member_id] = now_ms + timeout
         for share_group in state.share_groups.values():
-            session_timeout_ms, _ = self.share_timeouts(share_group.group_id)
+            session_timeout_ms, _ = self.group_timeouts("share", share_group.group_id)
             for member_id in share_group.members:
                 share_group.session_deadlines[member_id] = now_ms + session_timeout_ms
         for streams_group in state.streams_groups.values():
+            session_timeout_ms, _ = self.group_timeouts("streams", streams_group.group_id)
             for member_id in streams_group.members:
-                streams_group.session_deadlines[member_id] = now_ms + self.config.streams.session_timeout_ms
+                streams_group.session_deadlines[member_id] = now_ms + session_timeout_ms
         return []
 
     def unload_partition(self, partition: int) -> list[Result]:
@@ -620,7 +624,7 @@ class GroupCoordinator:
             if state is not None and group is None and (request.group_id in state.groups or request.group_id in
                                                         state.consumer_groups or request.group_id in state.streams_groups):
                 raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a share group.")
-            session_timeout_ms, interval_ms = self.share_timeouts(request.group_id)
+            session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
             records, answer, left = self.share.heartbeat(group, request, self.topics(), now_ms,
                                                          session_timeout_ms, interval_ms)
         except Refused as refused:
@@ -673,12 +677,13 @@ class GroupCoordinator:
                     # An empty classic group (offsets committed without membership)
                     # becomes a streams group; its offsets stay.
                     records.append(log_codec.group_metadata_record(request.group_id, None))
-            changes, answer, _left = self.streams.heartbeat(group, request, self.topics(), now_ms)
+            session_timeout_ms, interval_ms = self.group_timeouts("streams", request.group_id)
+            changes, answer, _left = self.streams.heartbeat(group, request, self.topics(), now_ms,
+                                                            session_timeout_ms, interval_ms)
         except Refused as refused:
             return Result(response=StreamsHeartbeatAnswer(refused.error, refused.message))
         if group is None:
-            state.new_group_deadlines[request.group_id] = {
-                request.member_id: now_ms + self.config.streams.session_timeout_ms}
+            state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
             if self.config.streams.initial_rebalance_delay_ms:
                 state.new_group_assignment_delays[request.group_id] = (
                     now_ms + self.config.streams.initial_rebalance_delay_ms)

@@ -430,9 +430,13 @@ class StreamsGroups:
         self.config = config
 
     def heartbeat(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
-                  now_ms: int) -> tuple[list[CoordinatorRecord], StreamsHeartbeatAnswer, bool]:
+                  now_ms: int, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
+                  ) -> tuple[list[CoordinatorRecord], StreamsHeartbeatAnswer, bool]:
         """(records, answer, whether the member left). Raises Refused; ``group`` None:
-        no streams group of that id yet (the records create it)."""
+        no streams group of that id yet (the records create it). The timeouts: the group's
+        configs (streams.session.timeout.ms, streams.heartbeat.interval.ms), else the broker's."""
+        session_timeout_ms = session_timeout_ms or self.config.session_timeout_ms
+        heartbeat_interval_ms = heartbeat_interval_ms or self.config.heartbeat_interval_ms
         validate(request)
         member_id = request.member_id
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -524,7 +528,7 @@ class StreamsGroups:
                                                         reconciled.member_epoch)
         else:
             group.rebalance_deadlines.pop(member_id, None)
-        group.session_deadlines[member_id] = now_ms + self.config.session_timeout_ms
+        group.session_deadlines[member_id] = now_ms + session_timeout_ms
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -542,7 +546,7 @@ class StreamsGroups:
             by_endpoint = _partitions_by_endpoint(members, configured)
         return records, StreamsHeartbeatAnswer(
             member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
             active_tasks=reconciled.assigned if full or changed else None, statuses=tuple(statuses),
             topics_to_create=configured.missing_internal_topics if configured is not None else (),
             endpoint_information_epoch=endpoint_epoch, partitions_by_endpoint=by_endpoint), False

@@ -342,3 +342,13 @@ def test_members_whose_sessions_end_together_leave_no_tasks_behind():
     assert set(s.group().members) == {"c"} and set(s.group().target) == {"c"}
     c = s.hb("c", s.group().members["c"].member_epoch, active={})
     assert c.active_tasks == tasks(s0={0, 1}, s1={0, 1})
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval():
+    s = Streams()
+    s.coordinator.group_timeouts = lambda group_type, group_id: (
+        (10_000, 2_000) if (group_type, group_id) == ("streams", "g") else (45_000, 5_000))
+    assert s.ready("a").heartbeat_interval_ms == 2_000
+    assert s.hb("b", 0, group="other").heartbeat_interval_ms == 5_000
+    s.advance(10_001)
+    assert s.group().members == {} and set(s.group("other").members) == {"b"}
