@@ -160,6 +160,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("group.streams.max.size", _long, 2147483647),
         Setting("group.streams.initial.rebalance.delay.ms", _long, 3000,
                 doc="A new streams group's first tasks wait this long for more members (ASSIGNMENT_DELAYED)."),
+        Setting("group.streams.assignment.interval.ms", _long, 1000,
+                doc="A streams group's assignments are computed at most this often (ASSIGNMENT_DELAYED)."),
         Setting("group.share.session.timeout.ms", _long, 45000),
         Setting("group.share.heartbeat.interval.ms", _long, 5000),
         Setting("group.share.max.size", _long, 200),

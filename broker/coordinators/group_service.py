@@ -86,6 +86,7 @@ class GroupService:
                 heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],
                 max_size=config["group.streams.max.size"],
                 initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
+                assignment_interval_ms=config["group.streams.assignment.interval.ms"],
             ),
         ))
         self.coordinator.topics = lambda: {

@@ -303,6 +303,7 @@ class GroupCoordinator:
             group = state.streams_groups[key.group] = StreamsGroup(key.group)
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
             group.assignment_delayed_until = state.new_group_assignment_delays.pop(key.group, None)
+            group.initial_delay = group.assignment_delayed_until is not None
             # The placeholder an earlier offset commit of the group made (compaction may
             # have removed the group's first records).
             classic = state.groups.get(key.group)

@@ -65,6 +65,7 @@ class StreamsGroupConfig:
     task_offset_interval_ms: int = 60_000  # streams.task.offset.interval.ms
     acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
     initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
+    assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +132,10 @@ class StreamsGroup:
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)
     shutdown_requested_by: str | None = None
     endpoint_epoch: int = 0
-    # A new group's first assignment waits until then for more members (Kafka's timer).
+    # A new group's first assignment is made then, by the timer (Kafka's initial delay).
     assignment_delayed_until: int | None = None
+    initial_delay: bool = False
+    last_assignment_ms: int | None = None  # the last target assignment's timestamp
 
     @property
     def state(self) -> str:
@@ -164,7 +167,8 @@ class StreamsGroup:
         elif kind == codec.TOPOLOGY:
             self.topology = None if value is None else codec.decode_topology(value)
         elif kind == codec.TARGET_METADATA:
-            self.assignment_epoch = 0 if value is None else codec.decode_target_metadata(value)
+            self.assignment_epoch, self.last_assignment_ms = (0, None) if value is None else (
+                codec.decode_target_metadata(value))
         elif kind == codec.TARGET_MEMBER:
             if value is None:
                 self.target.pop(member_id, None)
@@ -385,7 +389,9 @@ def assign_active_tasks(processes: dict[str, str], task_counts: dict[str, int],
     members = sorted(processes)
     if not members:
         return {}
-    tasks = [(s, p) for s in sorted(task_counts) for p in range(task_counts[s])]
+    # Partition first: a member keeping or taking a share takes it across subtopologies, as
+    # Kafka's assignor spreads each subtopology's tasks over the members.
+    tasks = sorted(((s, p) for s in task_counts for p in range(task_counts[s])), key=lambda t: (t[1], t[0]))
     base, extra = divmod(len(tasks), len(members))
     load = dict.fromkeys(members, 0)
     owner: dict[tuple[str, int], str] = {}
@@ -404,12 +410,10 @@ def assign_active_tasks(processes: dict[str, str], task_counts: dict[str, int],
     existing = set(tasks)
     for limit_to_base in (True, False):  # first everyone up to the base, then the extras
         for m in members:
-            for s, ps in sorted(previous.get(m, {}).items()):
-                for p in sorted(ps):
-                    task = (s, p)
-                    if task in existing and task not in owner and (
-                            load[m] < base if limit_to_base else room(m)):
-                        give(task, m)
+            for task in sorted(((s, p) for s, ps in previous.get(m, {}).items() for p in ps),
+                               key=lambda t: (t[1], t[0])):
+                if task in existing and task not in owner and (load[m] < base if limit_to_base else room(m)):
+                    give(task, m)
     by_process: dict[str, list[str]] = {}
     for m in members:
         by_process.setdefault(processes[m], []).append(m)
@@ -514,14 +518,23 @@ class StreamsGroups:
         target_epoch = group.assignment_epoch
         if is_new and not group.members and not group.assignment_epoch and self.config.initial_rebalance_delay_ms:
             group.assignment_delayed_until = now_ms + self.config.initial_rebalance_delay_ms
-        # Within a new group's initial rebalance delay (as Kafka answers it): tasks wait for
-        # the timer, an assignment without tasks (the topology not ready) is made at once.
-        delayed = group.assignment_delayed_until is not None and now_ms < group.assignment_delayed_until
-        if delayed:
+            group.initial_delay = True
+        # As Kafka answers: tasks wait for the timer within a new group's initial rebalance
+        # delay, and for a heartbeat after the interval when sooner than the assignment
+        # interval after the last assignment (one without tasks, the topology not ready, is
+        # made at once).
+        initial = group.initial_delay and group.assignment_delayed_until is not None and (
+            now_ms < group.assignment_delayed_until)
+        if initial:
             statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
-        if group_epoch > group.assignment_epoch and not (delayed and configured is not None and configured.ready):
-            targets = _assign(group, members, configured, group_epoch, now_ms, records)
-            target_epoch = group_epoch
+        if group_epoch > group.assignment_epoch:
+            has_tasks = configured is not None and configured.ready
+            next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+            if has_tasks and not initial and group.last_assignment_ms is not None and now_ms < next_allowed:
+                statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
+            elif not (initial and has_tasks):
+                targets = _assign(group, members, configured, group_epoch, now_ms, records)
+                target_epoch = group_epoch
 
         target = targets.get(member_id, AssignedTasks()).active
         reconciled = reconcile(updated, target_epoch, target, owned_by_others(members, member_id),
@@ -561,8 +574,8 @@ class StreamsGroups:
               ) -> list[CoordinatorRecord]:
         """Members leave or their sessions ended (all in one write: the group is only
         replayed after it): their records go, the group epoch moves and the others' target
-        assignment is computed at once (as Kafka does), so their tasks go to the others on
-        their next heartbeat."""
+        assignment is computed (as Kafka does: at once, or by a heartbeat after the
+        assignment interval), so their tasks go to the others."""
         gone = set(member_ids)
         records = [r for m in sorted(gone) for r in _member_tombstones(group.group_id, m)]
         configured = configure(group.topology, topics) if group.topology is not None else None
@@ -570,7 +583,12 @@ class StreamsGroups:
         epoch = group.group_epoch + 1
         records.append(codec.group_metadata_record(group.group_id, epoch, new_hash, group.validated_topology_epoch))
         rest = {m: member for m, member in group.members.items() if m not in gone}
-        _assign(group, rest, configured, epoch, now_ms, records)
+        next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+        if rest and configured is not None and configured.ready and group.last_assignment_ms is not None and (
+                now_ms < next_allowed):
+            pass  # within the assignment interval: the next heartbeat after it makes it
+        else:
+            _assign(group, rest, configured, epoch, now_ms, records)
         return records
 
     @staticmethod
@@ -590,6 +608,7 @@ class StreamsGroups:
         if group.assignment_delayed_until is None or now_ms < group.assignment_delayed_until:
             return []
         group.assignment_delayed_until = None
+        group.initial_delay = False
         if not group.members or group.group_epoch <= group.assignment_epoch:
             return []
         configured = configure(group.topology, topics) if group.topology is not None else None

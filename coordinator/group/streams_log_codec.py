@@ -324,8 +324,12 @@ def decode_member_metadata(data: bytes) -> MemberMetadataValue:
                                topology_epoch, process_id, endpoint, _read_key_values(r))
 
 
-def decode_target_metadata(data: bytes) -> int:
-    return _Reader(data).unpack(">i")
+def decode_target_metadata(data: bytes) -> tuple[int, int | None]:
+    """(assignment epoch, assignment timestamp or None)."""
+    r = _Reader(data)
+    epoch = r.unpack(">i")
+    timestamp = r.tags().get(_ASSIGNMENT_TIMESTAMP_TAG)
+    return epoch, struct.unpack(">q", timestamp)[0] if timestamp and len(timestamp) == 8 else None
 
 
 def decode_target_member(data: bytes) -> AssignedTasks:

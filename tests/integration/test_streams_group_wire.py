@@ -39,7 +39,8 @@ def _beat(app: str, member: str, epoch: int, **fields) -> dict:
 
 
 async def test_a_streams_member_joins_gets_its_internal_topics_and_tasks(broker_factory):
-    broker = broker_factory({"emulate.kafka.version": "4.4", "group.streams.initial.rebalance.delay.ms": 0})
+    broker = broker_factory({"emulate.kafka.version": "4.4", "group.streams.initial.rebalance.delay.ms": 0,
+                             "group.streams.assignment.interval.ms": 0})
     app = f"app-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(f"{app}-input", 3, 1)])[f"{app}-input"].result(30)

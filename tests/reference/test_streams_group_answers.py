@@ -69,6 +69,17 @@ async def _answers(port: int, app: str) -> list[tuple]:
         out.append(("tasks", sorted((t.subtopology_id, t.partitions) for t in r.active_tasks)))
         await heartbeat("steady", epoch=epoch, active_tasks=[{"subtopology_id": t.subtopology_id,
                                                              "partitions": t.partitions} for t in r.active_tasks])
+        await heartbeat("rejoin with epoch 0", topology=_topology(app))
+        # A second member: its tasks come after the assignment interval, once the first
+        # gave up what it is to give (each keeps one task of each subtopology).
+        m2 = await heartbeat("second member", member="m2", topology=_topology(app))
+        await asyncio.sleep(1.5)
+        first = await heartbeat("first, told to give tasks up", epoch=epoch, active_tasks=[
+            {"subtopology_id": t.subtopology_id, "partitions": t.partitions} for t in r.active_tasks])
+        kept = [{"subtopology_id": t.subtopology_id, "partitions": t.partitions} for t in first.active_tasks]
+        first = await heartbeat("first, tasks given up", epoch=first.member_epoch, active_tasks=kept)
+        await heartbeat("second, given the tasks", member="m2", epoch=m2.member_epoch, active_tasks=[])
+        epoch = first.member_epoch
         await heartbeat("epoch ahead", epoch=epoch + 10, active_tasks=[])
         await heartbeat("unknown member", member="m9", epoch=epoch, active_tasks=[])
         other = _topology(app)
@@ -80,6 +91,7 @@ async def _answers(port: int, app: str) -> list[tuple]:
         out.append(("consumer heartbeat on a streams group", err(consumer.error_code)))
         await describe("streams group", app)
         await heartbeat("leave", epoch=-1, active_tasks=None, standby_tasks=None, warmup_tasks=None)
+        await asyncio.sleep(1.5)  # past the assignment interval: the other's new assignment is made
         await describe("after leaving", app)
         return out
     finally:

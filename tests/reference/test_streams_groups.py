@@ -27,7 +27,7 @@ RECORDS = 3000
 PARTITIONS = 2
 KILL_AFTER = 600  # copies committed before the first instance is killed
 STREAMS_SETTINGS = {"group.streams.session.timeout.ms": 6000, "group.streams.heartbeat.interval.ms": 1000,
-                    "group.streams.initial.rebalance.delay.ms": 0}
+                    "group.streams.initial.rebalance.delay.ms": 0, "group.streams.assignment.interval.ms": 0}
 KAFKA_SETTINGS = {**STREAMS_SETTINGS, "group.streams.min.session.timeout.ms": 6000,
                   "group.streams.min.heartbeat.interval.ms": 1000}
 

@@ -25,8 +25,9 @@ from tests.unit.test_group_harness import Runtime
 E = ErrorCode
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfig(),
                      streams=StreamsGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000,
-                                                initial_rebalance_delay_ms=0))
+                                                initial_rebalance_delay_ms=0, assignment_interval_ms=0))
 DELAYED = replace(CONFIG, streams=replace(CONFIG.streams, initial_rebalance_delay_ms=3_000))
+INTERVAL = replace(CONFIG, streams=replace(CONFIG.streams, assignment_interval_ms=1_000))
 # A word count: subtopology 0 reads the input and writes the repartition topic, which
 # subtopology 1 reads into its counts (a changelog).
 REPARTITION = "app-counts-repartition"
@@ -147,6 +148,10 @@ def test_sticky_assignor_keeps_tasks_balances_and_spreads_over_processes():
         kept = {(s, p) for s, ps in second[m].items() for p in ps} & {(s, p) for s, ps in first[m].items() for p in ps}
         assert len(kept) == 2
     assert sum(len(ps) for ps in second["c"].values()) == 2
+    # A member giving up tasks keeps a share of each subtopology, as Kafka's assignor does.
+    alone = assign_active_tasks({"a": "p1"}, {"0": 2, "1": 2}, {})
+    split = assign_active_tasks({"a": "p1", "b": "p2"}, {"0": 2, "1": 2}, alone)
+    assert (split["a"], split["b"]) == (tasks(s0={0}, s1={0}), tasks(s0={1}, s1={1}))
     # Two threads of one process and one of another: the single-thread process is the
     # least loaded per member, so it is filled first.
     shared = assign_active_tasks({"a1": "p1", "a2": "p1", "b": "p2"}, {"0": 3}, {})
@@ -352,3 +357,26 @@ def test_a_groups_own_session_timeout_and_heartbeat_interval():
     assert s.hb("b", 0, group="other").heartbeat_interval_ms == 5_000
     s.advance(10_001)
     assert s.group().members == {} and set(s.group("other").members) == {"b"}
+
+
+def test_assignments_are_made_at_most_once_an_assignment_interval():
+    s = Streams(config=INTERVAL)
+    joined = s.hb("a", 0)  # an assignment without tasks (internal topics missing) is made at once
+    s.create_internal_topics(joined)
+    waiting = s.hb("a", 1, active={})  # the tasks: not within the interval after it
+    assert (waiting.member_epoch, [c for c, _ in waiting.statuses]) == (1, [ASSIGNMENT_DELAYED])
+    s.advance(1_000)
+    assert s.hb("a", 1, active={}).active_tasks == tasks(s0={0, 1}, s1={0, 1})
+    joined = s.hb("b", 0)
+    assert [c for c, _ in joined.statuses] == [ASSIGNMENT_DELAYED]
+    assert s.group().group_epoch == 3 and s.group().assignment_epoch == 2
+    s.advance(1_000)  # no timer: the next heartbeat after the interval makes it
+    assert s.group().assignment_epoch == 2
+    s.hb("b", joined.member_epoch, active={})
+    assert s.group().assignment_epoch == 3 and set(s.group().target) == {"a", "b"}
+    assert s.restart().group().last_assignment_ms == s.now
+    s.hb("b", -1)  # leaving within the interval: the others' assignment waits too
+    assert (s.group().group_epoch, s.group().assignment_epoch, s.group().state) == (4, 3, "Assigning")
+    s.advance(1_000)
+    s.hb("a", 2, active=s.group().members["a"].assigned)
+    assert s.group().assignment_epoch == 4 and set(s.group().target) == {"a"}
