@@ -17,10 +17,13 @@ until that member reports it revoked, so a task is never processed by two member
 Only active tasks are assigned: standby and warm-up tasks are not (the broker's
 ``group.streams.num.standby.replicas`` is 0 by default in Kafka too).
 
+A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a timer), and
+assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
+heartbeat after it), both answered ASSIGNMENT_DELAYED, as Kafka 4.4 does.
+
 Not as Kafka 4.4 yet: standby and warm-up tasks (``group.streams.num.standby.replicas``,
 the ``streams.num.standby.replicas`` group config; task offsets are not kept), rack-aware
-assignment by client tags, the assignment interval (``group.streams.assignment.interval.ms``:
-assignments are computed at once), static members (-2 leaves as -1 does), and the KIP-1331
+assignment by client tags, static members (-2 leaves as -1 does), and the KIP-1331
 topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
 """
 
