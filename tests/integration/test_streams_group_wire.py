@@ -72,3 +72,33 @@ async def test_a_streams_member_joins_gets_its_internal_topics_and_tasks(broker_
         left = await conn.request(88, 0, _beat(app, "m1", -1, active_tasks=None, standby_tasks=None,
                                                warmup_tasks=None))
         assert (left.error_code, left.member_epoch) == (0, -1)
+
+
+async def test_streams_group_acls(broker_factory, tmp_path):
+    """READ on the group and DESCRIBE on every topic the topology names, as Kafka checks
+    them; without CREATE the internal topics are not made and the status says why."""
+    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+
+    from tests.acl_setup import allow, broker_with_acls
+
+    app = "ok-app"
+    grants = [allow(ResourceType.GROUP, "ok-", AclOperation.ALL, ResourcePatternType.PREFIXED),
+              allow(ResourceType.TOPIC, "ok-", AclOperation.DESCRIBE, ResourcePatternType.PREFIXED)]
+    broker = broker_with_acls(broker_factory, tmp_path / "data", [f"{app}-input", "hidden"], grants,
+                              {"emulate.kafka.version": "4.4", "group.streams.initial.rebalance.delay.ms": 0})
+    async with await KafkaConnection.connect(HOST, broker.port) as conn:
+        denied = await conn.request(88, 0, _beat("no-app", "m1", 0, topology=_topology("no-app")))
+        assert denied.error_code == 30  # GROUP_AUTHORIZATION_FAILED
+        hidden = _topology(app)
+        hidden["subtopologies"][0]["source_topics"] = ["hidden"]
+        assert (await conn.request(88, 0, _beat(app, "m1", 0, topology=hidden))).error_code == 29  # TOPIC_...
+        joined = await conn.request(88, 0, _beat(app, "m1", 0, topology=_topology(app)))
+        assert joined.error_code == 0
+        (status,) = joined.status
+        assert status.status_code == STATUS_MISSING_INTERNAL_TOPICS
+        assert f"Unauthorized to CREATE on topics {app}-rep, {app}-store-changelog." in status.status_detail
+        (described,) = (await conn.request(89, 0, {"group_ids": ["no-app"],
+                                                   "include_authorized_operations": False})).groups
+        assert described.error_code == 30
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    assert f"{app}-rep" not in topics and f"{app}-store-changelog" not in topics
