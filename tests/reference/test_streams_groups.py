@@ -1,5 +1,6 @@
 """A Kafka Streams 4.4 application with group.protocol=streams (KIP-1071) and
-exactly_once_v2, killed (SIGKILL) mid-run and started again, reads back exactly once: every
+exactly_once_v2, killed (SIGKILL) mid-run and started again (or its broker killed and
+started again: extended set), reads back exactly once: every
 input record is copied once, and the counts by key (through a repartition topic and a
 changelog the group coordinator had the broker create) go 1, 2, ... n without a repeat or
 a gap. The same runs against Apache Kafka 4.4 (extended reference set), and with the
@@ -83,7 +84,17 @@ def _wait_for(reader: CommittedReader, count: int, app, log, timeout: float = 12
                                  f"{reader.read(0)}):\n{log.read_text()[-4000:]}")
 
 
-def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams") -> None:
+def _new_instance(first, start):
+    """The application killed (SIGKILL); a new instance, with its own state directory as on
+    another machine, takes over."""
+    first.kill()
+    first.wait(30)
+    return start("state-2")
+
+
+def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams", interrupt=_new_instance) -> None:
+    """``interrupt(app, start)``: what happens mid-run; it returns the instance that goes on
+    (``start(state dir name)`` starts one)."""
     app_id = f"streams-{uuid.uuid4().hex[:8]}"
     topics = (f"{app_id}-input", f"{app_id}-copy", f"{app_id}-counts")
     _create_topics(bootstrap, topics)
@@ -94,10 +105,8 @@ def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams") -> N
     second = None
     try:
         _wait_for(copies, KILL_AFTER, first, log)
-        first.kill()
-        first.wait(30)
-        # A new instance (its own state directory, as on another machine) takes over.
-        second = streams_app.start(bootstrap, app_id, topics, tmp_path / "state-2", log, protocol)
+        second = interrupt(first, lambda state: streams_app.start(bootstrap, app_id, topics, tmp_path / state, log,
+                                                                  protocol))
         _wait_for(copies, RECORDS, second, log, timeout=180)
         expected_counts = RECORDS
         _wait_for(counts, expected_counts, second, log, timeout=60)
@@ -126,6 +135,20 @@ def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams") -> N
 def test_streams_protocol_exactly_once_through_a_kill(broker_factory, tmp_path):
     broker = broker_factory({"emulate.kafka.version": "4.4", **STREAMS_SETTINGS})
     run_through_a_kill(broker.bootstrap, tmp_path)
+
+
+@pytest.mark.reference_extended
+def test_streams_protocol_exactly_once_through_a_broker_kill(broker_factory, tmp_path):
+    """The broker killed (kill -9) and started again mid-run: the group comes back from its
+    records in __consumer_offsets and the application goes on."""
+    broker = broker_factory({"emulate.kafka.version": "4.4", **STREAMS_SETTINGS})
+
+    def kill_broker(app, _start):
+        broker.kill()
+        broker.start()
+        return app
+
+    run_through_a_kill(broker.bootstrap, tmp_path, interrupt=kill_broker)
 
 
 @pytest.mark.reference_extended
