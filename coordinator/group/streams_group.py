@@ -437,7 +437,8 @@ def assign_active_tasks(processes: dict[str, str], task_counts: dict[str, int],
 
 
 class StreamsGroups:
-    """The StreamsGroupHeartbeat logic over StreamsGroup objects (which it never changes)."""
+    """The StreamsGroupHeartbeat logic over StreamsGroup objects: it computes their records
+    (replay changes them) and sets only what is memory only (deadlines, delays)."""
 
     def __init__(self, config: StreamsGroupConfig) -> None:
         self.config = config
