@@ -8,6 +8,8 @@ import asyncio
 import time
 import uuid
 
+import pytest
+
 from tests.integration.test_streams_group_wire import _beat, _topology
 from tests.reference.wire import Wire, err
 
@@ -98,6 +100,7 @@ async def _answers(port: int, app: str) -> list[tuple]:
         await wire.close()
 
 
+@pytest.mark.reference_extended  # about 15 s: the initial delay and assignment interval, waited on both
 def test_streams_group_answers_match_kafka(kafka_broker, broker_factory):
     eos = broker_factory({"emulate.kafka.version": "4.4"})
     app = f"sg-{uuid.uuid4().hex[:8]}"
