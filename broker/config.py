@@ -155,6 +155,13 @@ SETTINGS: dict[str, Setting] = {
                 doc="KIP-848 online migration: upgrade (an empty classic group becomes a consumer "
                     "group), downgrade (a consumer group whose last KIP-848 member leaves while "
                     "classic members remain becomes a classic group), bidirectional or disabled."),
+        Setting("group.streams.session.timeout.ms", _long, 45000),
+        Setting("group.streams.heartbeat.interval.ms", _long, 5000),
+        Setting("group.streams.max.size", _long, 2147483647),
+        Setting("group.streams.initial.rebalance.delay.ms", _long, 3000,
+                doc="A new streams group's first tasks wait this long for more members (ASSIGNMENT_DELAYED)."),
+        Setting("group.streams.assignment.interval.ms", _long, 1000,
+                doc="A streams group's assignments are computed at most this often (ASSIGNMENT_DELAYED)."),
         Setting("group.share.session.timeout.ms", _long, 45000),
         Setting("group.share.heartbeat.interval.ms", _long, 5000),
         Setting("group.share.max.size", _long, 200),

@@ -41,7 +41,7 @@ FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2,
     35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0, 68: 0, 69: 0,
-    76: 0, 77: 0, 78: 0, 79: 0, 90: 0, 91: 0, 92: 0,
+    76: 0, 77: 0, 78: 0, 79: 0, 88: 0, 89: 0, 90: 0, 91: 0, 92: 0,
 }
 NEVER_FLEXIBLE = 1 << 15
 
@@ -105,36 +105,41 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     77: ("ShareGroupDescribe", 1, 1, 1),
     78: ("ShareFetch", 1, 1, 2),  # v2: renew acknowledgements (KIP-1222)
     79: ("ShareAcknowledge", 1, 1, 2),
+    # KIP-1071 streams groups: served from Kafka 4.2, where streams.version 1 is finalized.
+    # v1 (KIP-1331 topology descriptions) is not served: kio has v0 only.
+    88: ("StreamsGroupHeartbeat", 0, 0, 0),
+    89: ("StreamsGroupDescribe", 0, 0, 0),
     90: ("DescribeShareGroupOffsets", 0, 0, 1),
     91: ("AlterShareGroupOffsets", 0, 0, 0),
     92: ("DeleteShareGroupOffsets", 0, 0, 0),
 }
-SHARE_GROUP_APIS = {76: None, 77: None, 78: None, 79: None, 90: None, 91: None, 92: None}
+# The share group (KIP-932) and streams group (KIP-1071) APIs: off before the 4.2 profile.
+APIS_FROM_4_2 = {76: None, 77: None, 78: None, 79: None, 90: None, 91: None, 92: None, 88: None, 89: None}
 
 # Maxima of older releases, for the version profile. Only keys that differ from 4.0
 # and matter to clients' version inference are listed; missing APIs did not exist.
 PROFILE_MAXIMA: dict[str, dict[int, int | None]] = {
-    "4.0": dict(SHARE_GROUP_APIS),
+    "4.0": dict(APIS_FROM_4_2),
     "2.4": {
         0: 8, 1: 11, 2: 5, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5,
         16: 3, 17: 1, 18: 3, 19: 5, 20: 4, 21: 1, 22: 2, 24: 1, 25: 1, 26: 1, 27: 0, 28: 2,
         23: 3, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 35: 1, 36: 1, 37: 1, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: 0,
-        50: None, 51: None, 60: None, 61: None, 65: None, 66: None, 68: None, 69: None, **SHARE_GROUP_APIS,
+        50: None, 51: None, 60: None, 61: None, 65: None, 66: None, 68: None, 69: None, **APIS_FROM_4_2,
     },
 }
 # From each release's message definitions (validVersions), capped at what is implemented.
 PROFILE_MAXIMA["2.8"] = {
     0: 9, 1: 12, 2: 6, 3: 11, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 18: 3, 19: 7,
     20: 6, 21: 2, 22: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 37: 3,
-    42: 2, 44: 1, 47: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: None, 66: None, 68: None, 69: None, **SHARE_GROUP_APIS,
+    42: 2, 44: 1, 47: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: None, 66: None, 68: None, 69: None, **APIS_FROM_4_2,
 }
 PROFILE_MAXIMA["3.6"] = {
     0: 9, 1: 15, 2: 8, 3: 12, 9: 8, 10: 4, 16: 4, 18: 3, 22: 4, 24: 4, 25: 3, 26: 3, 28: 3, 60: 0, 66: 0,
     68: None, 69: None,  # KIP-848 was early access in 3.7-3.9 and off by default
-    **SHARE_GROUP_APIS,
+    **APIS_FROM_4_2,
 }
-PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 26: 4, 60: 1, 66: 1, 68: None, 69: None, **SHARE_GROUP_APIS}
-PROFILE_MAXIMA["4.2"] = {}  # share groups production-ready (share.version 1 finalized)
+PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 26: 4, 60: 1, 66: 1, 68: None, 69: None, **APIS_FROM_4_2}
+PROFILE_MAXIMA["4.2"] = {}  # share and streams groups production-ready (share.version, streams.version 1)
 PROFILE_MAXIMA["4.4"] = {}  # everything implemented is within what 4.4 advertises
 _OLD_MINIMA = {0: 3, 2: 1, 8: 2}  # versions Kafka 4 removed (KIP-896) stay refused here
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.2": {}, "4.4": {}, "2.4": _OLD_MINIMA, "2.8": _OLD_MINIMA,
@@ -144,8 +149,10 @@ PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.2": {}, "4.4": {}, "2
 # add partitions with Produce v12 and TxnOffsetCommit v5.
 TRANSACTION_VERSION: dict[str, int | None] = {"2.4": None, "2.8": None, "3.6": None, "3.9": None,
                                               "4.0": 2, "4.2": 2, "4.4": 2}
-# share.version (KIP-932) a profile finalizes: 1 from Kafka 4.2, where share groups are on.
+# share.version (KIP-932) and streams.version (KIP-1071) a profile finalizes: 1 from Kafka
+# 4.2 (its metadata version 4.2-IV1 bootstraps both), where share and streams groups are on.
 SHARE_VERSION: dict[str, int] = {"4.2": 1, "4.4": 1}
+STREAMS_VERSION: dict[str, int] = {"4.2": 1, "4.4": 1}
 
 
 class ApiTable:
@@ -191,6 +198,8 @@ class ApiTable:
         out = {} if level is None else {"transaction.version": level}
         if self.profile in SHARE_VERSION:
             out["share.version"] = SHARE_VERSION[self.profile]
+        if self.profile in STREAMS_VERSION:
+            out["streams.version"] = STREAMS_VERSION[self.profile]
         return out
 
     @property
@@ -201,6 +210,8 @@ class ApiTable:
         out = {} if not level else {"transaction.version": level}
         if self.profile in SHARE_VERSION:
             out["share.version"] = SHARE_VERSION[self.profile]
+        if self.profile in STREAMS_VERSION:
+            out["streams.version"] = STREAMS_VERSION[self.profile]
         return out
 
 

@@ -126,6 +126,10 @@ class _Compiler:
                 body += [f"pos += {arg}", "if pos > end: raise ShapeError('request truncated')"]
             elif kind == "value":
                 body += _value_code(arg, flexible, nullable)
+            elif kind == "entity" and nullable:  # an int8 before it: -1 for null (as kio reads it)
+                body += ["if pos >= end: raise ShapeError('request truncated')",
+                         "pos += 1",
+                         f"if buf[pos - 1] < 0x80: pos = {self.walk(arg)}(buf, pos, end, depth + 1)"]
             elif kind == "entity":
                 body.append(f"pos = {self.walk(arg)}(buf, pos, end, depth + 1)")
             else:

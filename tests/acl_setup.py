@@ -16,10 +16,12 @@ def allow(rtype, name: str, operation, pattern=ResourcePatternType.LITERAL) -> A
     return AclBinding(rtype, name, pattern, "User:*", "*", operation, AclPermissionType.ALLOW)
 
 
-def broker_with_acls(broker_factory, data_dir: Path, topics: list[str], grants: list[AclBinding]):
+def broker_with_acls(broker_factory, data_dir: Path, topics: list[str], grants: list[AclBinding],
+                     settings: dict | None = None):
     """A broker whose authorizer allows only ``grants``, with ``topics`` (one partition each)
-    created: they are set up on an open broker over the same data dir, then it stops."""
-    open_broker = broker_factory(OPEN_AUTHORIZER, data_dir=data_dir)
+    created: they are set up on an open broker over the same data dir, then it stops.
+    ``settings``: further broker settings of both."""
+    open_broker = broker_factory({**OPEN_AUTHORIZER, **(settings or {})}, data_dir=data_dir)
     admin = AdminClient({"bootstrap.servers": open_broker.bootstrap})
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
         f.result(10)
@@ -27,4 +29,4 @@ def broker_with_acls(broker_factory, data_dir: Path, topics: list[str], grants: 
         f.result(10)
     del admin  # destroyed before its broker stops, so it does not retry a closed port
     open_broker.stop()
-    return broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER}, data_dir=data_dir)
+    return broker_factory({"authorizer.class.name": STANDARD_AUTHORIZER, **(settings or {})}, data_dir=data_dir)

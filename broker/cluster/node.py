@@ -63,15 +63,16 @@ class BrokerNode:
             b = self.broker
             self._groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
             self._groups.share_member_gone = b.share_member_gone
-            self._groups.coordinator.share_timeouts = self._share_timeouts
+            self._groups.coordinator.group_timeouts = self._group_timeouts
             self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups
 
-    def _share_timeouts(self, group_id: str) -> tuple[int, int]:
+    def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
+        """A share or streams group's session timeout and heartbeat interval (its group configs)."""
         from broker.coordinators.share_service import group_setting
 
-        return (int(group_setting(self.broker, group_id, "share.session.timeout.ms")),
-                int(group_setting(self.broker, group_id, "share.heartbeat.interval.ms")))
+        return (int(group_setting(self.broker, group_id, f"{group_type}.session.timeout.ms")),
+                int(group_setting(self.broker, group_id, f"{group_type}.heartbeat.interval.ms")))
 
     @property
     def shares(self):

@@ -1,6 +1,6 @@
-"""What the KIP-848 consumer group and KIP-932 share group handlers share: the
-heartbeat's ACL checks, its run through the group coordinator and its answer, and the
-describe loop with its assignments by topic id."""
+"""What the KIP-848 consumer group, KIP-932 share group and KIP-1071 streams group
+handlers share: the heartbeat's ACL checks, its run through the group coordinator and
+its answer (consumer and share groups), and the describe loop."""
 
 from __future__ import annotations
 
@@ -47,10 +47,10 @@ def topic_assignment(partitions, topic_names: dict) -> dict:
 
 async def describe(ctx, request, find: Callable[[Any, str], tuple], unknown: dict,
                    described: Callable[[Any, Any, dict], dict]) -> dict:
-    """ConsumerGroupDescribe and ShareGroupDescribe: ``find(coordinator, group_id)`` gives
-    (error, message, group or None); a group not found (or not allowed) is answered with
-    ``unknown``'s state and epochs, a found one with ``described(coordinator, group,
-    topic_names)``'s assignor and members."""
+    """ConsumerGroupDescribe, ShareGroupDescribe and StreamsGroupDescribe:
+    ``find(coordinator, group_id)`` gives (error, message, group or None); a group not
+    found (or not allowed) is answered with ``unknown``'s fields, a found one with
+    ``described(coordinator, group, topic_names)``'s (its members, assignor, topology)."""
     groups = ctx.node.groups
     await groups.ready()
     coordinator = groups.coordinator
@@ -63,7 +63,7 @@ async def describe(ctx, request, find: Callable[[Any, str], tuple], unknown: dic
             error, message, group = GROUP_DENIED, None, None
         if group is None:
             answers.append({"error_code": error, "error_message": message, "group_id": group_id, **unknown,
-                            "assignor_name": "", "members": [], "authorized_operations": NOT_REQUESTED})
+                            "members": [], "authorized_operations": NOT_REQUESTED})
             continue
         answers.append({
             "error_code": error, "error_message": None, "group_id": group_id, "group_state": group.state,

@@ -39,6 +39,7 @@ from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.coordinator import ShareMemberGone
 from coordinator.group.share_group import ShareGroupConfig
+from coordinator.group.streams_group import StreamsGroupConfig
 from coordinator.contract import Result
 from protocol.names import CONSUMER_OFFSETS
 
@@ -82,6 +83,13 @@ class GroupService:
                 migration_policy=config["group.consumer.migration.policy"],
             ),
             share=ShareGroupConfig(max_size=config["group.share.max.size"]),
+            streams=StreamsGroupConfig(
+                session_timeout_ms=config["group.streams.session.timeout.ms"],
+                heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],
+                max_size=config["group.streams.max.size"],
+                initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
+                assignment_interval_ms=config["group.streams.assignment.interval.ms"],
+            ),
         ))
         self.coordinator.topics = lambda: {
             t.name: (t.topic_id, t.partitions) for t in cluster.topics.by_name.values()}

@@ -62,6 +62,8 @@ _MODULES = {
     77: "share_group_describe",
     78: "share_fetch",
     79: "share_acknowledge",
+    88: "streams_group_heartbeat",
+    89: "streams_group_describe",
     90: "describe_share_group_offsets",
     91: "alter_share_group_offsets",
     92: "delete_share_group_offsets",

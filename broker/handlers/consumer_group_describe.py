@@ -26,4 +26,5 @@ def _described(coordinator, group, topic_names) -> dict:
 
 async def handle(ctx, request):
     return await describe(ctx, request, lambda coordinator, group_id: coordinator.consumer_group_describe(group_id),
-                          {"group_state": "Dead", "group_epoch": 0, "assignment_epoch": 0}, _described)
+                          {"group_state": "Dead", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": ""},
+                          _described)

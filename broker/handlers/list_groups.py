@@ -1,5 +1,5 @@
 """ListGroups (16): every group this node coordinates; states filter from v4, types
-filter from v5 ("classic" and "consumer" groups)."""
+filter from v5 ("classic", "consumer", "share" and "streams" groups)."""
 
 import dataclasses
 

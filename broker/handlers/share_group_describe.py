@@ -22,4 +22,5 @@ def _described(_coordinator, group, topic_names) -> dict:
 
 async def handle(ctx, request):
     return await describe(ctx, request, lambda coordinator, group_id: coordinator.share_group_describe(group_id),
-                          {"group_state": DEAD, "group_epoch": -1, "assignment_epoch": -1}, _described)
+                          {"group_state": DEAD, "group_epoch": -1, "assignment_epoch": -1, "assignor_name": ""},
+                          _described)

@@ -399,8 +399,8 @@ class ConsumerGroups:
             target_epoch = group_epoch
             records.append(codec.target_metadata_record(group.group_id, target_epoch))
 
-        reconciled = _reconcile(updated, target_epoch, targets.get(member_id, {}),
-                                _partition_epochs(members, member_id), owned)
+        reconciled = reconcile(updated, target_epoch, targets.get(member_id, {}),
+                               owned_by_others(members, member_id), owned)
         if is_new or reconciled.assignment_value() != updated.assignment_value():
             records.append(codec.current_assignment_record(group.group_id, member_id, reconciled.assignment_value()))
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
@@ -695,7 +695,7 @@ def _check_epoch(member: ConsumerMember, request: HeartbeatRequest) -> None:
 
 def _waits_for_others(group: ConsumerGroup, member: ConsumerMember) -> bool:
     """Whether a partition of the member's target, not yet assigned to it, is still owned by another member."""
-    owned = _partition_epochs(group.members, member.member_id)
+    owned = owned_by_others(group.members, member.member_id)
     for topic_id, ps in group.target.get(member.member_id, {}).items():
         mine = member.assigned.get(topic_id, frozenset())
         if any(p not in mine and (topic_id, p) in owned for p in ps):
@@ -703,8 +703,8 @@ def _waits_for_others(group: ConsumerGroup, member: ConsumerMember) -> bool:
     return False
 
 
-def _partition_epochs(members: Mapping[str, ConsumerMember], excluding: str) -> dict[tuple[uuid.UUID, int], int]:
-    """Partitions owned (assigned or still being revoked) by other members."""
+def owned_by_others(members: Mapping[str, ConsumerMember], excluding: str) -> dict[tuple[uuid.UUID, int], int]:
+    """Partitions (a streams group's tasks) owned, assigned or still being revoked, by other members."""
     out = {}
     for m in members.values():
         if m.member_id == excluding:
@@ -716,11 +716,12 @@ def _partition_epochs(members: Mapping[str, ConsumerMember], excluding: str) -> 
     return out
 
 
-def _reconcile(
+def reconcile(
     member: ConsumerMember, target_epoch: int, target: Partitions,
     owned_by_others: Mapping[tuple[uuid.UUID, int], int], owned: Partitions | None,
 ) -> ConsumerMember:
-    """Kafka's CurrentAssignmentBuilder: one step of the member towards its target."""
+    """Kafka's CurrentAssignmentBuilder: one step of the member towards its target. A
+    streams member (its active tasks by subtopology id) moves by the same rules."""
     if member.state is MemberState.STABLE:
         if member.member_epoch == target_epoch:
             return member

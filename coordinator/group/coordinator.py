@@ -24,7 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import consumer_log_codec, consumer_protocol, log_codec, share_log_codec
+from coordinator.group import consumer_log_codec, consumer_protocol, log_codec, share_log_codec, streams_log_codec
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ClassicJoin,
@@ -41,6 +41,9 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from coordinator.group.share_group import ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest
+from coordinator.group.streams_group import (
+    StreamsGroup, StreamsGroupConfig, StreamsGroups, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
+)
 from coordinator.group.group import Member
 from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer, Reply
 from coordinator.group.messages import (
@@ -99,6 +102,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     consumer: ConsumerGroupConfig = ConsumerGroupConfig()  # group.consumer.* (KIP-848)
     share: ShareGroupConfig = ShareGroupConfig()  # group.share.* (KIP-932)
+    streams: StreamsGroupConfig = StreamsGroupConfig()  # group.streams.* (KIP-1071)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +122,11 @@ class _Partition:
     offsets: OffsetStore = field(default_factory=OffsetStore)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     share_groups: dict[str, ShareGroup] = field(default_factory=dict)
-    # Session deadlines of a consumer or share group's first member, until its records replay.
+    streams_groups: dict[str, StreamsGroup] = field(default_factory=dict)
+    # Session deadlines of a new consumer, share or streams group's first member, until its records replay.
     new_group_deadlines: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The end of a new streams group's initial rebalance delay, likewise.
+    new_group_assignment_delays: dict[str, int] = field(default_factory=dict)
 
 
 def _random_uuid() -> str:
@@ -136,12 +143,16 @@ class GroupCoordinator:
         self._partitions: dict[int, _Partition] = {}
         self.consumer = ConsumerGroups(self.config.consumer, new_member_uuid)
         self.share = ShareGroups(self.config.share)
+        self.streams = StreamsGroups(self.config.streams)
         # The topics KIP-848 assignments are made of; the broker sets this.
         self.topics: Callable[[], TopicsSnapshot] = dict
-        # A share group's (session timeout, heartbeat interval): its group configs or the
-        # broker's; the broker sets this.
-        self.share_timeouts: Callable[[str], tuple[int, int]] = lambda _group_id: (
-            self.config.share.session_timeout_ms, self.config.share.heartbeat_interval_ms)
+        # A share or streams group's (session timeout, heartbeat interval), by group type
+        # ("share", "streams") and id: its group configs or the broker's; the broker sets this.
+        self.group_timeouts: Callable[[str, str], tuple[int, int]] = self._configured_timeouts
+
+    def _configured_timeouts(self, group_type: str, _group_id: str) -> tuple[int, int]:
+        config = self.config.share if group_type == "share" else self.config.streams
+        return config.session_timeout_ms, config.heartbeat_interval_ms
 
     # -- placement, ownership and inspection ----------------------------------------------
 
@@ -174,9 +185,13 @@ class GroupCoordinator:
                 timeout = m.classic.session_timeout_ms if m.classic else self.config.consumer.session_timeout_ms
                 consumer_group.session_deadlines[member_id] = now_ms + timeout
         for share_group in state.share_groups.values():
-            session_timeout_ms, _ = self.share_timeouts(share_group.group_id)
+            session_timeout_ms, _ = self.group_timeouts("share", share_group.group_id)
             for member_id in share_group.members:
                 share_group.session_deadlines[member_id] = now_ms + session_timeout_ms
+        for streams_group in state.streams_groups.values():
+            session_timeout_ms, _ = self.group_timeouts("streams", streams_group.group_id)
+            for member_id in streams_group.members:
+                streams_group.session_deadlines[member_id] = now_ms + session_timeout_ms
         return []
 
     def unload_partition(self, partition: int) -> list[Result]:
@@ -195,6 +210,10 @@ class GroupCoordinator:
     def share_group(self, group_id: str) -> ShareGroup | None:
         state = self._partitions.get(self.partition_for(group_id))
         return None if state is None else state.share_groups.get(group_id)
+
+    def streams_group(self, group_id: str) -> StreamsGroup | None:
+        state = self._partitions.get(self.partition_for(group_id))
+        return None if state is None else state.streams_groups.get(group_id)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         state = self._partitions.get(self.partition_for(group_id))
@@ -232,9 +251,11 @@ class GroupCoordinator:
                     self._replay_consumer(consumer_log_codec.decode_key(e.version, record.key), record.value)
                 elif e.version in share_log_codec.SHARE_KEY_VERSIONS:
                     self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value)
+                elif e.version in streams_log_codec.STREAMS_KEY_VERSIONS:
+                    self._replay_streams(streams_log_codec.decode_key(e.version, record.key), record.value)
             except log_codec.LogCodecError as bad:
                 log.warning("skipping a malformed group record at offset %d: %s", offset, bad)
-            return  # a streams group record: not ours
+            return
         state = self._partitions.get(self.partition_for(key.group))
         if state is None:
             return  # the partition is not ours (any more)
@@ -274,6 +295,28 @@ class GroupCoordinator:
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
         group.replay(key, value)
 
+    def _replay_streams(self, key: streams_log_codec.StreamsKey, value: bytes | None) -> None:
+        state = self._partitions.get(self.partition_for(key.group))
+        if state is None:
+            return
+        group = state.streams_groups.get(key.group)
+        if key.kind == streams_log_codec.GROUP_METADATA and value is None:
+            state.streams_groups.pop(key.group, None)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = state.streams_groups[key.group] = StreamsGroup(key.group)
+            group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
+            group.assignment_delayed_until = state.new_group_assignment_delays.pop(key.group, None)
+            group.initial_delay = group.assignment_delayed_until is not None
+            # The placeholder an earlier offset commit of the group made (compaction may
+            # have removed the group's first records).
+            classic = state.groups.get(key.group)
+            if classic is not None and classic.state is S.EMPTY and not classic.generation_id:
+                del state.groups[key.group]
+        group.replay(key, value)
+
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of ``producer_id`` reached ``partition``."""
         state = self._partitions.get(partition)
@@ -296,7 +339,7 @@ class GroupCoordinator:
             expire_timestamp_ms=decoded.expire_timestamp_ms, record_offset=record_offset,
         )
         # Committing offsets without group membership makes a "simple" (empty) group.
-        if key.group not in state.consumer_groups:
+        if key.group not in state.consumer_groups and key.group not in state.streams_groups:
             state.groups.setdefault(key.group, ClassicGroup(key.group))
         if producer_id is None:
             state.offsets.commit(key.group, tp, committed)
@@ -346,6 +389,9 @@ class GroupCoordinator:
             return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
         if group_id in state.share_groups:
             return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
+        streams_group = state.streams_groups.get(group_id)
+        if streams_group is not None and streams_group.members:
+            return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=""))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.members:
             # KIP-848 online migration: a classic member joins the consumer group.
@@ -356,8 +402,11 @@ class GroupCoordinator:
                     protocols=tuple((p.name, p.metadata) for p in protocols), session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host),
                 api_version, now_ms)
-        # An empty consumer group becomes a classic group: its records are deleted.
+        # An empty consumer or streams group becomes a classic group: its records are
+        # deleted, its offsets stay.
         records = consumer_group.deletion_records() if consumer_group is not None else []
+        if streams_group is not None:
+            records = streams_group.deletion_records()
         group = state.groups.get(group_id)
         if group is None:
             if member_id:
@@ -494,7 +543,7 @@ class GroupCoordinator:
             if state is None:
                 return Result(response=HeartbeatAnswer(error))
             records: list[CoordinatorRecord] = []
-            if request.group_id in state.share_groups:
+            if request.group_id in state.share_groups or request.group_id in state.streams_groups:
                 raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a consumer group.")
             group = state.consumer_groups.get(request.group_id)
             classic = state.groups.get(request.group_id)
@@ -579,10 +628,10 @@ class GroupCoordinator:
             return Result(response=HeartbeatAnswer(error))
         group = state.share_groups.get(request.group_id) if state is not None else None
         try:
-            if state is not None and group is None and (
-                    request.group_id in state.groups or request.group_id in state.consumer_groups):
+            if state is not None and group is None and (request.group_id in state.groups or request.group_id in
+                                                        state.consumer_groups or request.group_id in state.streams_groups):
                 raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a share group.")
-            session_timeout_ms, interval_ms = self.share_timeouts(request.group_id)
+            session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
             records, answer, left = self.share.heartbeat(group, request, self.topics(), now_ms,
                                                          session_timeout_ms, interval_ms)
         except Refused as refused:
@@ -601,7 +650,7 @@ class GroupCoordinator:
             return error, None, None
         group = state.share_groups.get(group_id)
         if group is None:
-            if group_id in state.groups or group_id in state.consumer_groups:
+            if group_id in state.groups or group_id in state.consumer_groups or group_id in state.streams_groups:
                 return E.group_id_not_found, f"Group {group_id} is not a share group.", None
             return E.group_id_not_found, f"Group {group_id} not found.", None
         return E.none, None, group
@@ -614,6 +663,66 @@ class GroupCoordinator:
                 results.append(Result(records=tuple(self.share.fence(group, member_id, self.topics())),
                                       effects=(ShareMemberGone(group.group_id, member_id),)))
             group.session_deadlines.pop(member_id, None)
+        return results
+
+    # -- StreamsGroupHeartbeat / StreamsGroupDescribe (KIP-1071) ------------------------
+
+    def streams_group_heartbeat(self, request: StreamsHeartbeatRequest, now_ms: int
+                                ) -> Result[StreamsHeartbeatAnswer]:
+        error, state = self._serving(request.group_id) if request.group_id else (None, None)
+        if error is not None:
+            return Result(response=StreamsHeartbeatAnswer(error))
+        group = state.streams_groups.get(request.group_id) if state is not None else None
+        records: list[CoordinatorRecord] = []
+        try:
+            if state is not None and group is None:
+                classic = state.groups.get(request.group_id)
+                if (request.group_id in state.consumer_groups or request.group_id in state.share_groups
+                        or (classic is not None and classic.state is not S.EMPTY)):
+                    raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a streams group.")
+                if classic is not None and request.member_epoch == 0:
+                    # An empty classic group (offsets committed without membership)
+                    # becomes a streams group; its offsets stay.
+                    records.append(log_codec.group_metadata_record(request.group_id, None))
+            session_timeout_ms, interval_ms = self.group_timeouts("streams", request.group_id)
+            changes, answer, _left = self.streams.heartbeat(group, request, self.topics(), now_ms,
+                                                            session_timeout_ms, interval_ms)
+        except Refused as refused:
+            return Result(response=StreamsHeartbeatAnswer(refused.error, refused.message))
+        if group is None:
+            state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
+            if self.config.streams.initial_rebalance_delay_ms:
+                state.new_group_assignment_delays[request.group_id] = (
+                    now_ms + self.config.streams.initial_rebalance_delay_ms)
+        return Result(records=tuple(records + changes), response=answer)
+
+    def streams_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, StreamsGroup | None]:
+        """(error, message, group) as StreamsGroupDescribe answers for one group."""
+        if not group_id:
+            return E.invalid_group_id, None, None
+        error, state = self._serving(group_id)
+        if state is None:
+            return error, None, None
+        group = state.streams_groups.get(group_id)
+        if group is None:
+            if group_id in state.groups or group_id in state.consumer_groups or group_id in state.share_groups:
+                return E.group_id_not_found, f"Group {group_id} is not a streams group.", None
+            return E.group_id_not_found, f"Group {group_id} not found.", None
+        return E.none, None, group
+
+    def _streams_timers(self, group: StreamsGroup, now_ms: int) -> list[Result]:
+        results = []
+        delayed = self.streams.delayed_assignment(group, self.topics(), now_ms)
+        if delayed:
+            results.append(Result(records=tuple(delayed)))
+        expired = [m for m in self.streams.expired_members(group, now_ms) if m in group.members]
+        if expired:
+            log.info("streams group %s: members %s fenced, their session or rebalance timed out", group.group_id,
+                     ", ".join(expired))
+            results.append(Result(records=tuple(self.streams.fence(group, expired, self.topics(), now_ms))))
+        for member_id in self.streams.expired_members(group, now_ms):
+            group.session_deadlines.pop(member_id, None)
+            group.rebalance_deadlines.pop(member_id, None)
         return results
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
@@ -724,6 +833,9 @@ class GroupCoordinator:
         if not types or "share" in types:
             listed += [ListedGroup(g.group_id, "share", g.state, "share")
                        for state in self._partitions.values() for g in state.share_groups.values()]
+        if not types or "streams" in types:
+            listed += [ListedGroup(g.group_id, "streams", g.state, "streams")
+                       for state in self._partitions.values() for g in state.streams_groups.values()]
         return ListGroupsResponse(E.none, tuple(g for g in listed if not states or g.group_state.lower() in states))
 
     def delete_groups(self, group_ids: Iterable[str]) -> Result[DeleteGroupsResponse]:
@@ -735,11 +847,13 @@ class GroupCoordinator:
                 group = state.groups.get(group_id)
                 consumer_group = state.consumer_groups.get(group_id)
                 share_group = state.share_groups.get(group_id)
-                if group is None and consumer_group is None and share_group is None:
+                streams_group = state.streams_groups.get(group_id)
+                if group is None and consumer_group is None and share_group is None and streams_group is None:
                     error = E.group_id_not_found
                 elif (group is not None and group.state is not S.EMPTY) or (
                         consumer_group is not None and consumer_group.members) or (
-                        share_group is not None and share_group.members):
+                        share_group is not None and share_group.members) or (
+                        streams_group is not None and streams_group.members):
                     error = E.non_empty_group
                 elif share_group is not None:
                     records += share_group.deletion_records()
@@ -751,6 +865,8 @@ class GroupCoordinator:
                         records.append(log_codec.offset_commit_record(group_id, topic, partition, None))
                     if consumer_group is not None:
                         records += consumer_group.deletion_records()
+                    elif streams_group is not None:
+                        records += streams_group.deletion_records()
                     else:
                         records.append(log_codec.group_metadata_record(group_id, None))
             results.append(DeletableGroupResult(group_id, error or E.none))
@@ -816,6 +932,10 @@ class GroupCoordinator:
         if consumer_group is not None:
             return self.consumer.validate_offset_commit(
                 consumer_group, member_id, group_instance_id, generation_id, transactional, api_version)
+        streams_group = state.streams_groups.get(group_id)
+        if streams_group is not None:
+            return self.streams.validate_offset_commit(
+                streams_group, member_id, group_instance_id, generation_id, transactional, api_version)
         group = state.groups.get(group_id)
         if group is not None:
             return group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional)
@@ -857,6 +977,11 @@ class GroupCoordinator:
             error = self.consumer.validate_offset_fetch(consumer_group, request.member_id, request.member_epoch)
             if error is not None:
                 return OffsetFetchResponseGroup(group_id, error)
+        streams_group = state.streams_groups.get(group_id)
+        if streams_group is not None:
+            error = self.streams.validate_offset_fetch(streams_group, request.member_id, request.member_epoch)
+            if error is not None:
+                return OffsetFetchResponseGroup(group_id, error)
         if request.topics is None:
             wanted: dict[str, list[int]] = {}
             for topic, partition in sorted(state.offsets.group_offsets(group_id)):
@@ -892,13 +1017,16 @@ class GroupCoordinator:
             return Result(response=OffsetDeleteResponse(error))
         group = state.groups.get(group_id)
         consumer_group = state.consumer_groups.get(group_id)
-        if group is None and consumer_group is None:
+        streams_group = state.streams_groups.get(group_id)
+        if group is None and consumer_group is None and streams_group is None:
             return Result(response=OffsetDeleteResponse(E.group_id_not_found))
         if consumer_group is not None:
             subscribed = consumer_group.subscribed_topics(self.topics())
+        elif streams_group is not None:
+            subscribed = streams_group.subscribed_topics(self.topics())
         else:
             subscribed = group.subscribed_topics()
-        if consumer_group is None and group.state is not S.EMPTY and subscribed is None:
+        if group is not None and group.state is not S.EMPTY and subscribed is None:
             # Members whose subscriptions cannot be read might use any topic.
             return Result(response=OffsetDeleteResponse(E.non_empty_group))
         records = []
@@ -922,6 +1050,7 @@ class GroupCoordinator:
         deadlines = [d for g in self._live_groups() for d in _group_deadlines(g)]
         deadlines += [d for g in self._live_consumer_groups() for d in self.consumer.deadlines(g)]
         deadlines += [d for g in self._live_share_groups() for d in self.share.deadlines(g)]
+        deadlines += [d for g in self._live_streams_groups() for d in self.streams.deadlines(g)]
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int, partition: int | None = None) -> list[Result]:
@@ -944,6 +1073,8 @@ class GroupCoordinator:
             results += self._consumer_timers(consumer_group, now_ms)
         for share_group in list(self._live_share_groups(partition)):
             results += self._share_timers(share_group, now_ms)
+        for streams_group in list(self._live_streams_groups(partition)):
+            results += self._streams_timers(streams_group, now_ms)
         return results
 
     def _fire(self, group: ClassicGroup, key: tuple[str, str], deadline: int, now_ms: int, out: Outcome) -> None:
@@ -969,6 +1100,11 @@ class GroupCoordinator:
         for p, state in self._partitions.items():
             if not state.loading and partition in (None, p):
                 yield from state.share_groups.values()
+
+    def _live_streams_groups(self, partition: int | None = None) -> Iterable[StreamsGroup]:
+        for p, state in self._partitions.items():
+            if not state.loading and partition in (None, p):
+                yield from state.streams_groups.values()
 
     def _live_groups(self, partition: int | None = None) -> Iterable[ClassicGroup]:
         for p, state in self._partitions.items():

@@ -302,7 +302,8 @@ def test_no_pending_task_warnings_after_transactions_and_shutdown(broker_factory
 
 
 @pytest.mark.parametrize("profile,produce_max,features", [
-    ("2.8", 9, []), ("3.9", 11, []), ("4.4", 12, [("transaction.version", 2, 2), ("share.version", 1, 1)])])
+    ("2.8", 9, []), ("3.9", 11, []), ("4.4", 12, [("transaction.version", 2, 2), ("share.version", 1, 1),
+                                   ("streams.version", 1, 1)])])
 async def test_version_profile_answers_api_versions_as_that_release(broker_factory, profile, produce_max, features):
     broker = broker_factory({"emulate.kafka.version": profile})
     async with await KafkaConnection.connect(HOST, broker.port) as conn:

@@ -26,7 +26,8 @@ def test_releases_differ_as_kafka_did():
 def test_transaction_version_feature_from_4_0():
     assert ApiTable(set(HANDLERS), "3.9").features == {}
     assert ApiTable(set(HANDLERS), "4.0").features == {"transaction.version": 2}
-    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 2, "share.version": 1}
+    assert ApiTable(set(HANDLERS), "4.4").features == {"transaction.version": 2, "share.version": 1,
+                                                       "streams.version": 1}
     # EndTxn v5 (the epoch bump) and KIP-848's APIs only where the feature/protocol exists.
     assert ApiTable(set(HANDLERS), "3.9").ranges[26].max == 4
     assert ApiTable(set(HANDLERS), "4.4").ranges[26].max == 5
@@ -46,14 +47,27 @@ def test_share_groups_from_4_2():
         assert table.features["share.version"] == 1 and table.supported_features["share.version"] == 1
 
 
+def test_streams_groups_from_4_2():
+    """KIP-1071's APIs and streams.version 1 where Kafka 4.2 finalizes it (metadata version
+    4.2-IV1 bootstraps it), v0 only."""
+    for profile in ("3.9", "4.0"):
+        table = ApiTable(set(HANDLERS), profile)
+        assert not {88, 89} & table.ranges.keys() and "streams.version" not in table.features
+    for profile in ("4.2", "4.4"):
+        table = ApiTable(set(HANDLERS), profile)
+        assert {k: table.ranges[k].max for k in (88, 89)} == {88: 0, 89: 0}
+        assert table.features["streams.version"] == 1 and table.supported_features["streams.version"] == 1
+
+
 def test_transaction_version_finalized_by_the_operator():
     # as after kafka-features.sh downgrade --feature transaction.version=1: clients that
     # read the finalized level (the Java client) end transactions with EndTxn v4
     table = ApiTable(set(HANDLERS), "4.4", transaction_version=1)
-    assert table.features == {"transaction.version": 1, "share.version": 1}
-    assert table.supported_features == {"transaction.version": 2, "share.version": 1}
+    assert table.features == {"transaction.version": 1, "share.version": 1, "streams.version": 1}
+    assert table.supported_features == {"transaction.version": 2, "share.version": 1, "streams.version": 1}
     assert table.ranges[26].max == 5  # the broker still serves v5, as Kafka does for any client
-    assert ApiTable(set(HANDLERS), "4.4", transaction_version=0).features == {"share.version": 1}
+    assert ApiTable(set(HANDLERS), "4.4", transaction_version=0).features == {"share.version": 1,
+                                                                               "streams.version": 1}
     with pytest.raises(ValueError, match="supports 0 to 2"):
         ApiTable(set(HANDLERS), "4.4", transaction_version=3)
     with pytest.raises(ValueError, match="no transaction.version feature"):

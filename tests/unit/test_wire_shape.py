@@ -43,6 +43,12 @@ def reference_walk(cls, buf, pos, end, depth=0):
         elif kind == "value":
             pos = _skip(arg, buf, pos, end, flexible, nullable)
         elif kind == "entity":
+            if nullable:  # KIP-893: an int8 marker first, -1 for null
+                if pos >= end:
+                    raise ShapeError("request truncated")
+                pos += 1
+                if buf[pos - 1] >= 0x80:
+                    continue
             pos = reference_walk(arg, buf, pos, end, depth + 1)
         else:
             count, pos = _length(buf, pos, end, flexible, wide=True)
@@ -93,3 +99,23 @@ def test_compiled_walk_matches_the_plan_on_valid_and_mutated_requests(data):
 def test_compiled_walk_matches_the_plan_on_arbitrary_bytes(api_version, body):
     cls = messages.request_class(*api_version)
     assert outcome(compiled_walk, cls, body) == outcome(reference_walk, cls, body)
+
+
+def test_nullable_structs_are_walked_after_their_marker():
+    """StreamsGroupHeartbeat's Topology and Endpoint are nullable structs (KIP-893): an int8
+    marker, then the struct unless it is -1. A Kafka Streams client's first heartbeat."""
+    from kio.schema.streams_group_heartbeat.v0 import request as r
+
+    cls = messages.request_class(88, 0)
+    topology = r.Topology(epoch=0, subtopologies=(r.Subtopology(
+        subtopology_id="0", source_topics=("in",), source_topic_regex=(), state_changelog_topics=(
+            r.TopicInfo(name="app-store-changelog", partitions=0, replication_factor=1, topic_configs=()),),
+        repartition_sink_topics=(), repartition_source_topics=(), copartition_groups=()),))
+    for present in (True, False):
+        request = cls(group_id="app", member_id="m", member_epoch=0, endpoint_information_epoch=-1,
+                      topology=topology if present else None, active_tasks=(), standby_tasks=(), warmup_tasks=(),
+                      process_id="p", user_endpoint=r.Endpoint(host="h", port=8080) if present else None,
+                      client_tags=(), task_offsets=None, task_end_offsets=None)
+        body = messages.encode(request)
+        assert compiled_walk(cls, body, 0, len(body)) == reference_walk(cls, body, 0, len(body)) == len(body)
+        assert messages.decode_request(88, 0, body) == request

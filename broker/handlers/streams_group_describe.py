@@ -1,0 +1,66 @@
+"""StreamsGroupDescribe (89): v0. A streams group's state, epochs, topology (as
+configured against the topics now) and members with their process ids, endpoints and
+current and target tasks; a group of another type or an unknown one gets
+GROUP_ID_NOT_FOUND, as Kafka answers."""
+
+from broker.coordinators.group_requests import describe
+from coordinator.group.streams_group import DEAD, configure
+
+API_KEY = 89
+
+
+def _task_ids(tasks: dict) -> list:
+    return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items())]
+
+
+def _assignment(active: dict) -> dict:
+    return {"active_tasks": _task_ids(active), "standby_tasks": [], "warmup_tasks": []}
+
+
+def _topic_info(info, partitions: int | None = None) -> dict:
+    return {"name": info.name, "partitions": info.partitions if partitions is None else partitions,
+            "replication_factor": info.replication_factor,
+            "topic_configs": [{"key": k, "value": v} for k, v in info.configs]}
+
+
+def _topology(coordinator, group) -> dict | None:
+    topology = group.topology
+    if topology is None:
+        return None
+    configured = configure(topology, coordinator.topics())
+    subtopologies = None
+    if configured.ready:  # Kafka leaves them out while topics are missing or mis-sized
+        subtopologies = [{
+            "subtopology_id": s.subtopology_id,
+            "source_topics": list(configured.source_topics[s.subtopology_id]),
+            "repartition_sink_topics": list(s.repartition_sink_topics),
+            "state_changelog_topics": [_topic_info(i, configured.task_counts[s.subtopology_id])
+                                       for i in s.changelog_topics],
+            "repartition_source_topics": [_topic_info(i, coordinator.topics()[i.name][1])
+                                          for i in s.repartition_source_topics],
+        } for s in topology.subtopologies]
+    return {"epoch": topology.epoch, "subtopologies": subtopologies}
+
+
+def _described(coordinator, group, _topic_names) -> dict:
+    return {
+        "topology": _topology(coordinator, group),
+        "members": [{
+            "member_id": m.member_id, "member_epoch": m.member_epoch, "instance_id": m.instance_id,
+            "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,
+            "topology_epoch": m.topology_epoch, "process_id": m.process_id,
+            "user_endpoint": None if m.user_endpoint is None else {"host": m.user_endpoint[0],
+                                                                   "port": m.user_endpoint[1]},
+            "client_tags": [{"key": k, "value": v} for k, v in m.client_tags],
+            "task_offsets": [], "task_end_offsets": [],
+            "assignment": _assignment(m.assigned),
+            "target_assignment": _assignment(group.target[m.member_id].active if m.member_id in group.target else {}),
+            "is_classic": False,
+        } for m in group.members.values()],
+    }
+
+
+async def handle(ctx, request):
+    return await describe(ctx, request, lambda coordinator, group_id: coordinator.streams_group_describe(group_id),
+                          {"group_state": DEAD, "group_epoch": -1, "assignment_epoch": -1, "topology": None},
+                          _described)

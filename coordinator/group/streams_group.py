@@ -1,0 +1,696 @@
+"""KIP-1071 streams groups on the group coordinator: membership by StreamsGroupHeartbeat,
+the group's topology and its internal topics, the sticky assignment of active tasks,
+and their records in __consumer_offsets (streams_log_codec), replayed at load.
+
+A task is (subtopology id, partition). The first member to join an empty group sets
+the topology; it is configured against the cluster's topics on every heartbeat: the
+number of tasks of each subtopology is the largest partition count of its source
+topics (repartition topics without a count take it from the subtopologies writing
+to them), changelog topics have as many partitions as their subtopology has tasks.
+Missing source topics, or internal topics that are missing or of another size, leave
+the group without tasks and are reported in the heartbeat's status; missing internal
+topics are named in the answer for the broker to create, as Kafka's coordinator does.
+
+Members move towards their target assignment as KIP-848 consumers do (the consumer
+group's reconciliation serves both): a task another member still owns is held back
+until that member reports it revoked, so a task is never processed by two members.
+Only active tasks are assigned: standby and warm-up tasks are not (the broker's
+``group.streams.num.standby.replicas`` is 0 by default in Kafka too).
+
+A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a timer), and
+assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
+heartbeat after it), both answered ASSIGNMENT_DELAYED, as Kafka 4.4 does.
+
+Not as Kafka 4.4 yet: standby and warm-up tasks (``group.streams.num.standby.replicas``,
+the ``streams.num.standby.replicas`` group config; task offsets are not kept), rack-aware
+assignment by client tags, static members (-2 leaves as -1 does), and the KIP-1331
+topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.contract import CoordinatorRecord
+from coordinator.group import streams_log_codec as codec
+from coordinator.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
+    metadata_hash, owned_by_others, reconcile,
+)
+from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
+
+E = ErrorCode
+_CURRENT_ASSIGNMENT_KEY = codec.CURRENT_ASSIGNMENT.to_bytes(2, "big")
+STREAMS_ASSIGNOR = "sticky"
+EMPTY, NOT_READY, ASSIGNING, RECONCILING, STABLE, DEAD = (
+    "Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead")
+
+# StreamsGroupHeartbeatResponse status codes
+STALE_TOPOLOGY = 0
+MISSING_SOURCE_TOPICS = 1
+INCORRECTLY_PARTITIONED_TOPICS = 2
+MISSING_INTERNAL_TOPICS = 3
+SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupConfig:
+    """The broker's group.streams.* settings."""
+
+    session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.streams.heartbeat.interval.ms
+    max_size: int = 2**31 - 1  # group.streams.max.size
+    task_offset_interval_ms: int = 60_000  # streams.task.offset.interval.ms
+    acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
+    initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
+    assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = -1
+    topology_epoch: int = -1
+    process_id: str = ""
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: tuple[tuple[str, str], ...] = ()
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Tasks = field(default_factory=dict)  # active tasks
+    pending_revocation: Tasks = field(default_factory=dict)  # active tasks being revoked
+
+    @property
+    def classic(self) -> None:
+        """Streams members never use the classic protocol (the offset commit rules ask)."""
+        return None
+
+    def metadata_value(self) -> codec.MemberMetadataValue:
+        return codec.MemberMetadataValue(
+            self.instance_id, self.rack_id, self.client_id, self.client_host, self.rebalance_timeout_ms,
+            self.topology_epoch, self.process_id, self.user_endpoint, self.client_tags)
+
+    def assignment_value(self) -> codec.CurrentAssignmentValue:
+        return codec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
+                                            AssignedTasks(self.assigned), AssignedTasks(self.pending_revocation))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredTopology:
+    """The topology against the cluster's topics now."""
+
+    task_counts: dict[str, int]  # subtopology id -> tasks; empty unless ready
+    source_topics: dict[str, tuple[str, ...]]  # subtopology id -> its input topics (resolved)
+    missing_source_topics: tuple[str, ...] = ()
+    missing_internal_topics: tuple[TopicInfo, ...] = ()  # with the partition counts to create
+    incorrectly_partitioned: tuple[str, ...] = ()
+    referenced: frozenset[str] = frozenset()  # the existing topics it reads or makes
+
+    @property
+    def ready(self) -> bool:
+        return not (self.missing_source_topics or self.missing_internal_topics or self.incorrectly_partitioned)
+
+
+@dataclass(slots=True, eq=False)
+class StreamsGroup:
+    group_id: str
+    group_epoch: int = 0
+    metadata_hash: int = 0
+    validated_topology_epoch: int = -1
+    assignment_epoch: int = 0
+    topology: Topology | None = None
+    members: dict[str, StreamsMember] = field(default_factory=dict)
+    target: dict[str, AssignedTasks] = field(default_factory=dict)
+    # Memory only, as on Kafka.
+    session_deadlines: dict[str, int] = field(default_factory=dict)
+    rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)
+    shutdown_requested_by: str | None = None
+    endpoint_epoch: int = 0
+    # A new group's first assignment is made then, by the timer (Kafka's initial delay).
+    assignment_delayed_until: int | None = None
+    initial_delay: bool = False
+    last_assignment_ms: int | None = None  # the last target assignment's timestamp
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return EMPTY
+        # Validated: the topology was ready (its topics all there) at the last group epoch.
+        if self.topology is None or self.validated_topology_epoch != self.topology.epoch:
+            return NOT_READY
+        if self.group_epoch != self.assignment_epoch:
+            return ASSIGNING
+        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+               for m in self.members.values()):
+            return RECONCILING
+        return STABLE
+
+    def subscribed_topics(self, topics: TopicsSnapshot) -> set[str]:
+        """The topics the members read (their offsets may not be deleted): the topology's
+        source and repartition topics while the group has members."""
+        if not self.members or self.topology is None:
+            return set()
+        configured = configure(self.topology, topics)
+        return ({n for names in configured.source_topics.values() for n in names}
+                | {i.name for s in self.topology.subtopologies for i in s.repartition_source_topics})
+
+    def replay(self, key: codec.StreamsKey, value: bytes | None) -> None:
+        kind, member_id = key.kind, key.member or ""
+        if kind == codec.GROUP_METADATA and value is not None:
+            self.group_epoch, self.metadata_hash, self.validated_topology_epoch = codec.decode_group_metadata(value)
+        elif kind == codec.TOPOLOGY:
+            self.topology = None if value is None else codec.decode_topology(value)
+        elif kind == codec.TARGET_METADATA:
+            self.assignment_epoch, self.last_assignment_ms = (0, None) if value is None else (
+                codec.decode_target_metadata(value))
+        elif kind == codec.TARGET_MEMBER:
+            if value is None:
+                self.target.pop(member_id, None)
+            else:
+                self.target[member_id] = codec.decode_target_member(value)
+        elif kind == codec.MEMBER_METADATA:
+            if value is None:
+                self.members.pop(member_id, None)
+                self.session_deadlines.pop(member_id, None)
+                self.rebalance_deadlines.pop(member_id, None)
+                if not self.members:
+                    self.shutdown_requested_by = None
+                return
+            v = codec.decode_member_metadata(value)
+            old = self.members.get(member_id, StreamsMember(member_id))
+            self.members[member_id] = replace(
+                old, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
+                rebalance_timeout_ms=v.rebalance_timeout_ms, topology_epoch=v.topology_epoch,
+                process_id=v.process_id, user_endpoint=v.user_endpoint, client_tags=v.client_tags)
+        elif kind == codec.CURRENT_ASSIGNMENT and value is not None:
+            v = codec.decode_current_assignment(value)
+            old = self.members.get(member_id, StreamsMember(member_id))
+            state = MemberState(v.state) if v.state in MemberState._value2member_map_ else MemberState.UNKNOWN
+            self.members[member_id] = replace(
+                old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch, state=state,
+                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active)
+            self.endpoint_epoch += 1
+
+    def deletion_records(self) -> list[CoordinatorRecord]:
+        """Tombstones of every record of the group, as Kafka deletes an empty group."""
+        records = []
+        for member_id in self.members:
+            records += _member_tombstones(self.group_id, member_id)
+        for member_id in self.target:
+            if member_id not in self.members:
+                records.append(codec.target_member_record(self.group_id, member_id, None))
+        records += [codec.target_metadata_record(self.group_id, None), codec.topology_record(self.group_id, None),
+                    codec.group_metadata_record(self.group_id, None)]
+        return records
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int = 0
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: Topology | None = None
+    active_tasks: Tasks | None = None  # None: unchanged since the last heartbeat
+    standby_tasks: Tasks | None = None
+    warmup_tasks: Tasks | None = None
+    process_id: str | None = None
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: tuple[tuple[str, str], ...] | None = None
+    shutdown_application: bool = False
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointPartitions:
+    endpoint: tuple[str, int]
+    active: dict[str, frozenset[int]]  # topic name -> partitions
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeatAnswer:
+    error_code: ErrorCode = E.none
+    error_message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    active_tasks: Tasks | None = None  # None: unchanged
+    statuses: tuple[tuple[int, str], ...] = ()
+    topics_to_create: tuple[TopicInfo, ...] = ()  # missing internal topics, for the broker
+    endpoint_information_epoch: int = 0
+    partitions_by_endpoint: tuple[EndpointPartitions, ...] | None = None
+
+
+def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
+    return [codec.current_assignment_record(group_id, member_id, None),
+            codec.target_member_record(group_id, member_id, None),
+            codec.member_metadata_record(group_id, member_id, None)]
+
+
+def validate(request: StreamsHeartbeatRequest) -> None:
+    """The checks Kafka makes before looking at the group; raises Refused."""
+    def invalid(message: str) -> Refused:
+        return Refused(E.invalid_request, message)
+
+    if not request.group_id:
+        raise invalid("GroupId can't be empty.")
+    if not request.member_id:
+        raise invalid("MemberId can't be empty.")
+    if request.instance_id == "":
+        raise invalid("InstanceId can't be empty.")
+    if request.rack_id == "":
+        raise invalid("RackId can't be empty.")
+    if request.member_epoch == 0:
+        if request.rebalance_timeout_ms == -1:
+            raise invalid("RebalanceTimeoutMs must be provided in first request.")
+        if request.active_tasks is None or request.active_tasks:
+            raise invalid("ActiveTasks must be empty when (re-)joining.")
+        if request.standby_tasks is None or request.standby_tasks:
+            raise invalid("StandbyTasks must be empty when (re-)joining.")
+        if request.warmup_tasks is None or request.warmup_tasks:
+            raise invalid("WarmupTasks must be empty when (re-)joining.")
+        if request.topology is None:
+            raise invalid("Topology must be non-null when (re-)joining.")
+    elif request.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise invalid(f"MemberEpoch is {request.member_epoch}, but must be greater than or equal to -2.")
+    sent = [t is not None for t in (request.active_tasks, request.standby_tasks, request.warmup_tasks)]
+    if any(sent) and not all(sent):
+        raise invalid("If one task-type is non-null, all must be non-null.")
+    if request.topology is not None:
+        validate_topology(request.topology)
+
+
+def validate_topology(topology: Topology) -> None:
+    """Kafka's topology checks: STREAMS_INVALID_TOPOLOGY."""
+    seen: set[str] = set()
+    for s in topology.subtopologies:
+        if s.subtopology_id in seen:
+            raise Refused(E.streams_invalid_topology, f"Duplicate subtopology id {s.subtopology_id}.")
+        seen.add(s.subtopology_id)
+        for info in s.changelog_topics:
+            if info.partitions != 0:
+                raise Refused(E.streams_invalid_topology, f"Changelog topic {info.name} must have an undefined "
+                              f"partition count, but it is set to {info.partitions}.")
+        for regex in s.source_topic_regex:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise Refused(E.streams_invalid_topology, f"Invalid source topic regex {regex}: {e}.") from None
+
+
+def configure(topology: Topology, topics: TopicsSnapshot) -> ConfiguredTopology:
+    """The topology's tasks and internal topics against the cluster's ``topics``."""
+    internal = {info.name for s in topology.subtopologies for info in s.repartition_source_topics}
+    sources: dict[str, tuple[str, ...]] = {}
+    missing_sources: set[str] = set()
+    for s in topology.subtopologies:
+        names = [n for n in s.source_topics]
+        for regex in s.source_topic_regex:
+            pattern = re.compile(regex)
+            matched = sorted(n for n in topics if not n.startswith("__") and n not in internal and pattern.fullmatch(n))
+            if not matched:
+                missing_sources.add(regex)
+            names += matched
+        missing_sources |= {n for n in names if n not in topics}
+        sources[s.subtopology_id] = tuple(names)
+    referenced = {n for names in sources.values() for n in names if n in topics}
+    if missing_sources:
+        return ConfiguredTopology({}, sources, tuple(sorted(missing_sources)), referenced=frozenset(referenced))
+
+    # Repartition topics: a set count, else the largest task count of the subtopologies
+    # writing to them, until nothing changes (they may chain).
+    repartition = {info.name: info.partitions for s in topology.subtopologies for info in s.repartition_source_topics}
+    writers = {name: [s for s in topology.subtopologies if name in s.repartition_sink_topics] for name in repartition}
+
+    def tasks_of(s) -> int:
+        counts = [topics[n][1] for n in sources[s.subtopology_id]]
+        counts += [repartition[i.name] for i in s.repartition_source_topics if repartition[i.name] > 0]
+        return max(counts, default=0)
+
+    changed = True
+    while changed:
+        changed = False
+        for name, count in repartition.items():
+            if count > 0:
+                continue
+            derived = max((tasks_of(s) for s in writers[name]), default=0)
+            if derived > 0:
+                repartition[name] = derived
+                changed = True
+    # Copartitioned repartition topics without a count of their own take the group's.
+    incorrect: set[str] = set()
+    for s in topology.subtopologies:
+        for g in s.copartition_groups:
+            external = [s.source_topics[i] for i in g.source_topics if i < len(s.source_topics)]
+            counts = {topics[n][1] for n in external if n in topics}
+            if len(counts) > 1:
+                incorrect |= set(external)
+                continue
+            fixed = [s.repartition_source_topics[i] for i in g.repartition_source_topics
+                     if i < len(s.repartition_source_topics)]
+            target = next(iter(counts)) if counts else max((repartition[i.name] for i in fixed), default=0)
+            for info in fixed:
+                if info.partitions == 0 and target > 0:
+                    repartition[info.name] = target
+    task_counts = {s.subtopology_id: tasks_of(s) for s in topology.subtopologies}
+    wanted: dict[str, TopicInfo] = {}
+    for s in topology.subtopologies:
+        for info in s.repartition_source_topics:
+            wanted[info.name] = replace(info, partitions=repartition[info.name])
+        for info in s.changelog_topics:
+            wanted[info.name] = replace(info, partitions=task_counts[s.subtopology_id])
+    missing = []
+    for name, info in sorted(wanted.items()):
+        if name not in topics:
+            if info.partitions > 0:
+                missing.append(info)
+        elif topics[name][1] != info.partitions:
+            incorrect.add(name)
+        else:
+            referenced.add(name)
+    return ConfiguredTopology(task_counts, sources, (), tuple(missing), tuple(sorted(incorrect)), frozenset(referenced))
+
+
+def assign_active_tasks(processes: dict[str, str], task_counts: dict[str, int],
+                        previous: dict[str, Tasks]) -> dict[str, Tasks]:
+    """Kafka's sticky task assignor for active tasks: every task to one member, balanced
+    (task counts differ by at most one), a member keeping what it had first, the rest to
+    the least loaded process (``processes``: member id -> process id), then member."""
+    members = sorted(processes)
+    if not members:
+        return {}
+    # Partition first: a member keeping or taking a share takes it across subtopologies, as
+    # Kafka's assignor spreads each subtopology's tasks over the members.
+    tasks = sorted(((s, p) for s in task_counts for p in range(task_counts[s])), key=lambda t: (t[1], t[0]))
+    base, extra = divmod(len(tasks), len(members))
+    load = dict.fromkeys(members, 0)
+    owner: dict[tuple[str, int], str] = {}
+    quota_left = extra  # members allowed base + 1
+
+    def room(m: str) -> bool:
+        return load[m] < base or (load[m] == base and quota_left > 0)
+
+    def give(task: tuple[str, int], m: str) -> None:
+        nonlocal quota_left
+        if load[m] == base:
+            quota_left -= 1
+        owner[task] = m
+        load[m] += 1
+
+    existing = set(tasks)
+    for limit_to_base in (True, False):  # first everyone up to the base, then the extras
+        for m in members:
+            for task in sorted(((s, p) for s, ps in previous.get(m, {}).items() for p in ps),
+                               key=lambda t: (t[1], t[0])):
+                if task in existing and task not in owner and (load[m] < base if limit_to_base else room(m)):
+                    give(task, m)
+    by_process: dict[str, list[str]] = {}
+    for m in members:
+        by_process.setdefault(processes[m], []).append(m)
+
+    def process_load(process: str) -> float:
+        return sum(load[m] for m in by_process[process]) / len(by_process[process])
+
+    for task in tasks:
+        if task in owner:
+            continue
+        candidates = [m for m in members if room(m)]
+        chosen = min(candidates, key=lambda m: (process_load(processes[m]), load[m], m))
+        give(task, chosen)
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
+    for (s, p), m in owner.items():
+        out[m].setdefault(s, set()).add(p)
+    return {m: {s: frozenset(ps) for s, ps in ts.items()} for m, ts in out.items()}
+
+
+class StreamsGroups:
+    """The StreamsGroupHeartbeat logic over StreamsGroup objects: it computes their records
+    (replay changes them) and sets only what is memory only (deadlines, delays)."""
+
+    def __init__(self, config: StreamsGroupConfig) -> None:
+        self.config = config
+
+    def heartbeat(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
+                  now_ms: int, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
+                  ) -> tuple[list[CoordinatorRecord], StreamsHeartbeatAnswer, bool]:
+        """(records, answer, whether the member left). Raises Refused; ``group`` None:
+        no streams group of that id yet (the records create it). The timeouts: the group's
+        configs (streams.session.timeout.ms, streams.heartbeat.interval.ms), else the broker's."""
+        session_timeout_ms = session_timeout_ms or self.config.session_timeout_ms
+        heartbeat_interval_ms = heartbeat_interval_ms or self.config.heartbeat_interval_ms
+        validate(request)
+        member_id = request.member_id
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            if group is None or member_id not in group.members:
+                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
+            return (self.fence(group, [member_id], topics, now_ms),
+                    StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch), True)
+        joining = request.member_epoch == 0
+        if group is None:
+            if not joining:
+                raise Refused(E.group_id_not_found, f"Streams group {request.group_id} not found.")
+            group = StreamsGroup(request.group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
+            if len(group.members) >= self.config.max_size:
+                raise Refused(E.group_max_size_reached, "The streams group has reached its maximum capacity of "
+                              f"{self.config.max_size} members.")
+            member = StreamsMember(member_id)
+        elif not joining:
+            _check_epoch(member, request)
+        is_new = member_id not in group.members
+        records: list[CoordinatorRecord] = []
+        statuses: list[tuple[int, str]] = []
+
+        topology = group.topology
+        bump = is_new
+        if request.topology is not None:
+            # As Kafka 4.4: the first topology stays until the group is deleted; an older
+            # epoch is stale (a status), a newer one or another at the same epoch refused.
+            if topology is None:
+                topology = request.topology
+                records.append(codec.topology_record(group.group_id, topology))
+                bump = True
+            elif request.topology.epoch >= topology.epoch and request.topology != topology:
+                raise Refused(E.invalid_request, "Topology updates are not supported yet.")
+        updated = replace(
+            member,
+            instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
+                                  else member.rebalance_timeout_ms),
+            topology_epoch=request.topology.epoch if request.topology is not None else member.topology_epoch,
+            process_id=request.process_id if request.process_id is not None else member.process_id,
+            user_endpoint=request.user_endpoint if request.user_endpoint is not None else member.user_endpoint,
+            client_tags=request.client_tags if request.client_tags is not None else member.client_tags,
+            client_id=request.client_id, client_host=request.client_host,
+        )
+        if topology is not None and updated.topology_epoch < topology.epoch:
+            statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind the "
+                                             f"group's topology epoch {topology.epoch}."))
+        if is_new or updated.metadata_value() != member.metadata_value():
+            records.append(codec.member_metadata_record(group.group_id, member_id, updated.metadata_value()))
+        members = dict(group.members)
+        members[member_id] = updated
+
+        configured = configure(topology, topics) if topology is not None else None
+        new_hash = metadata_hash(topics, configured.referenced) if configured is not None else 0
+        group_epoch = group.group_epoch
+        validated = topology.epoch if configured is not None and configured.ready else -1
+        if bump or new_hash != group.metadata_hash or validated != group.validated_topology_epoch:
+            group_epoch += 1
+            records.append(codec.group_metadata_record(group.group_id, group_epoch, new_hash, validated))
+        if configured is not None:
+            statuses += _topology_statuses(configured)
+
+        targets = group.target
+        target_epoch = group.assignment_epoch
+        if is_new and not group.members and not group.assignment_epoch and self.config.initial_rebalance_delay_ms:
+            group.assignment_delayed_until = now_ms + self.config.initial_rebalance_delay_ms
+            group.initial_delay = True
+        # As Kafka answers: tasks wait for the timer within a new group's initial rebalance
+        # delay, and for a heartbeat after the interval when sooner than the assignment
+        # interval after the last assignment (one without tasks, the topology not ready, is
+        # made at once).
+        initial = group.initial_delay and group.assignment_delayed_until is not None and (
+            now_ms < group.assignment_delayed_until)
+        if initial:
+            statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
+        if group_epoch > group.assignment_epoch:
+            has_tasks = configured is not None and configured.ready
+            next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+            if has_tasks and not initial and group.last_assignment_ms is not None and now_ms < next_allowed:
+                statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
+            elif not (initial and has_tasks):
+                targets = _assign(group, members, configured, group_epoch, now_ms, records)
+                target_epoch = group_epoch
+
+        target = targets.get(member_id, AssignedTasks()).active
+        reconciled = reconcile(updated, target_epoch, target, owned_by_others(members, member_id),
+                               request.active_tasks)
+        if is_new or reconciled.assignment_value() != updated.assignment_value():
+            records.append(codec.current_assignment_record(group.group_id, member_id, reconciled.assignment_value()))
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            if (reconciled.state, reconciled.member_epoch) != (updated.state, updated.member_epoch) or is_new:
+                group.rebalance_deadlines[member_id] = (now_ms + reconciled.rebalance_timeout_ms,
+                                                        reconciled.member_epoch)
+        else:
+            group.rebalance_deadlines.pop(member_id, None)
+        group.session_deadlines[member_id] = now_ms + session_timeout_ms
+        members[member_id] = reconciled
+
+        if request.shutdown_application and group.shutdown_requested_by is None:
+            group.shutdown_requested_by = member_id
+        if group.shutdown_requested_by is not None:
+            statuses.append((SHUTDOWN_APPLICATION, f"Streams group {group.group_id} is shutting down: "
+                                                   f"member {group.shutdown_requested_by} requested it."))
+
+        changed = reconciled.assigned != member.assigned or is_new
+        full = joining or request.active_tasks is not None and request.active_tasks != reconciled.assigned
+        # Replaying a current assignment moves the endpoint epoch: this one's, if written.
+        endpoint_epoch = group.endpoint_epoch + sum(1 for r in records if r.key[:2] == _CURRENT_ASSIGNMENT_KEY)
+        by_endpoint = None
+        if request.endpoint_information_epoch != endpoint_epoch:
+            by_endpoint = _partitions_by_endpoint(members, configured)
+        return records, StreamsHeartbeatAnswer(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            active_tasks=reconciled.assigned if full or changed else None, statuses=tuple(statuses),
+            topics_to_create=configured.missing_internal_topics if configured is not None else (),
+            endpoint_information_epoch=endpoint_epoch, partitions_by_endpoint=by_endpoint), False
+
+    def fence(self, group: StreamsGroup, member_ids: Iterable[str], topics: TopicsSnapshot, now_ms: int
+              ) -> list[CoordinatorRecord]:
+        """Members leave or their sessions ended (all in one write: the group is only
+        replayed after it): their records go, the group epoch moves and the others' target
+        assignment is computed (as Kafka does: at once, or by a heartbeat after the
+        assignment interval), so their tasks go to the others."""
+        gone = set(member_ids)
+        records = [r for m in sorted(gone) for r in _member_tombstones(group.group_id, m)]
+        configured = configure(group.topology, topics) if group.topology is not None else None
+        new_hash = metadata_hash(topics, configured.referenced) if configured is not None else 0
+        epoch = group.group_epoch + 1
+        records.append(codec.group_metadata_record(group.group_id, epoch, new_hash, group.validated_topology_epoch))
+        rest = {m: member for m, member in group.members.items() if m not in gone}
+        next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+        if rest and configured is not None and configured.ready and group.last_assignment_ms is not None and (
+                now_ms < next_allowed):
+            pass  # within the assignment interval: the next heartbeat after it makes it
+        else:
+            _assign(group, rest, configured, epoch, now_ms, records)
+        return records
+
+    @staticmethod
+    def validate_offset_commit(group: StreamsGroup, member_id: str, instance_id: str | None, member_epoch: int,
+                               transactional: bool, api_version: int) -> ErrorCode | None:
+        """An OffsetCommit or TxnOffsetCommit of a streams member: the consumer group's rules."""
+        return ConsumerGroups.validate_offset_commit(group, member_id, instance_id, member_epoch, transactional,
+                                                     api_version)
+
+    @staticmethod
+    def validate_offset_fetch(group: StreamsGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        return ConsumerGroups.validate_offset_fetch(group, member_id, member_epoch)
+
+    def delayed_assignment(self, group: StreamsGroup, topics: TopicsSnapshot, now_ms: int
+                           ) -> list[CoordinatorRecord]:
+        """The first assignment of a new group, once its initial rebalance delay is over."""
+        if group.assignment_delayed_until is None or now_ms < group.assignment_delayed_until:
+            return []
+        group.assignment_delayed_until = None
+        group.initial_delay = False
+        if not group.members or group.group_epoch <= group.assignment_epoch:
+            return []
+        configured = configure(group.topology, topics) if group.topology is not None else None
+        records: list[CoordinatorRecord] = []
+        _assign(group, group.members, configured, group.group_epoch, now_ms, records)
+        return records
+
+    @staticmethod
+    def expired_members(group: StreamsGroup, now_ms: int) -> list[str]:
+        """Members whose session ended, or that did not revoke tasks within their
+        rebalance timeout (at the epoch the timer guards)."""
+        expired = {m for m, deadline in group.session_deadlines.items() if deadline <= now_ms}
+        for m, (deadline, epoch) in group.rebalance_deadlines.items():
+            member = group.members.get(m)
+            if deadline <= now_ms and member is not None and member.member_epoch == epoch and (
+                    member.state is MemberState.UNREVOKED_PARTITIONS):
+                expired.add(m)
+        return sorted(expired)
+
+    @staticmethod
+    def deadlines(group: StreamsGroup) -> Iterable[int]:
+        yield from group.session_deadlines.values()
+        yield from (d for d, _epoch in group.rebalance_deadlines.values())
+        if group.assignment_delayed_until is not None:
+            yield group.assignment_delayed_until
+
+
+def _assign(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
+            epoch: int, now_ms: int, records: list[CoordinatorRecord]) -> dict[str, AssignedTasks]:
+    """The target assignment of ``members`` at ``epoch`` (no tasks while the topology is not
+    ready); the records of what changed and of the new assignment epoch are added."""
+    task_counts = configured.task_counts if configured is not None and configured.ready else {}
+    active = assign_active_tasks({m.member_id: m.process_id for m in members.values()}, task_counts,
+                                 {m: t.active for m, t in group.target.items()})
+    targets = {m: AssignedTasks(tasks) for m, tasks in active.items()}
+    for m, tasks in sorted(targets.items()):
+        if group.target.get(m) != tasks:
+            records.append(codec.target_member_record(group.group_id, m, tasks))
+    records.append(codec.target_metadata_record(group.group_id, epoch, now_ms))
+    return targets
+
+
+def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:
+    received = request.member_epoch
+    owned = request.active_tasks
+    if received > member.member_epoch or (received < member.member_epoch and (
+            received != member.previous_member_epoch or owned is None
+            or not all(ps <= member.assigned.get(s, frozenset()) for s, ps in owned.items()))):
+        raise Refused(E.fenced_member_epoch, f"The streams group member has a member epoch ({received}) different "
+                      f"from the one known by the group coordinator ({member.member_epoch}). "
+                      "The member must abandon all its tasks and rejoin.")
+
+
+def _topology_statuses(configured: ConfiguredTopology) -> list[tuple[int, str]]:
+    out = []
+    if configured.missing_source_topics:
+        out.append((MISSING_SOURCE_TOPICS, "Source topics " + ", ".join(configured.missing_source_topics)
+                    + " are missing."))
+    if configured.missing_internal_topics:
+        out.append((MISSING_INTERNAL_TOPICS, "Internal topics are missing: "
+                    + ", ".join(i.name for i in configured.missing_internal_topics)))
+    if configured.incorrectly_partitioned:
+        out.append((INCORRECTLY_PARTITIONED_TOPICS, "Following topics are not correctly partitioned: "
+                    + ", ".join(configured.incorrectly_partitioned)))
+    return out
+
+
+def _partitions_by_endpoint(members: dict[str, StreamsMember], configured: ConfiguredTopology | None
+                            ) -> tuple[EndpointPartitions, ...]:
+    """Each member with an endpoint and the input partitions of its active tasks (one entry
+    per member, as Kafka answers: a client's threads each have one)."""
+    out = []
+    for m in sorted(members.values(), key=lambda m: m.member_id):
+        if m.user_endpoint is None:
+            continue
+        active: dict[str, set[int]] = {}
+        for s, ps in m.assigned.items():
+            for topic in (configured.source_topics.get(s, ()) if configured is not None else ()):
+                active.setdefault(topic, set()).update(ps)
+        out.append(EndpointPartitions(m.user_endpoint, {t: frozenset(ps) for t, ps in active.items()}))
+    return tuple(out)

@@ -1,0 +1,382 @@
+"""KIP-1071 streams groups in the group coordinator, driven through the real runtime by
+the harness of test_group_harness: the topology set by the first member, internal
+topics reported missing (and named for creation) until they exist, the sticky task
+assignor, revocation before a task moves, epoch fencing, leaving and session expiry,
+TxnOffsetCommit fenced by the member epoch, group types kept apart, and recovery by
+replaying the records Kafka writes for streams groups."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group import GroupConfig, OffsetFetchGroup, OffsetToCommit
+from coordinator.group import streams_log_codec as codec
+from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.group.streams_group import (
+    ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
+    assign_active_tasks, configure,
+)
+from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
+from tests.unit.test_group_harness import Runtime
+
+E = ErrorCode
+CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfig(),
+                     streams=StreamsGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000,
+                                                initial_rebalance_delay_ms=0, assignment_interval_ms=0))
+DELAYED = replace(CONFIG, streams=replace(CONFIG.streams, initial_rebalance_delay_ms=3_000))
+INTERVAL = replace(CONFIG, streams=replace(CONFIG.streams, assignment_interval_ms=1_000))
+# A word count: subtopology 0 reads the input and writes the repartition topic, which
+# subtopology 1 reads into its counts (a changelog).
+REPARTITION = "app-counts-repartition"
+CHANGELOG = "app-counts-changelog"
+TOPOLOGY = Topology(0, (
+    Subtopology("0", source_topics=("input",), repartition_sink_topics=(REPARTITION,)),
+    Subtopology("1", repartition_source_topics=(TopicInfo(REPARTITION, configs=(("cleanup.policy", "delete"),)),),
+                changelog_topics=(TopicInfo(CHANGELOG, configs=(("cleanup.policy", "compact"),)),)),
+))
+NONE: dict = {}
+
+
+class Streams(Runtime):
+    def __init__(self, topics=None, config=CONFIG, **kwargs) -> None:
+        super().__init__(config, **kwargs)
+        self.topic_table = dict(topics or {"input": (uuid.UUID(int=1), 2)})
+        self.coordinator.topics = lambda: self.topic_table
+
+    def restart(self) -> "Streams":
+        return Streams(self.topic_table, now_ms=self.now, log=type(self.log)(self.log.partitions))
+
+    def create_internal_topics(self, answer) -> None:
+        for n, info in enumerate(answer.topics_to_create):
+            self.topic_table[info.name] = (uuid.UUID(int=100 + n + len(self.topic_table)), info.partitions)
+
+    def hb(self, member: str, epoch: int, group: str = "g", active=None, **fields):
+        if epoch == 0:
+            fields.setdefault("topology", TOPOLOGY)
+            fields.setdefault("rebalance_timeout_ms", 30_000)
+            fields.setdefault("process_id", "process-" + member)
+            active = {} if active is None else active
+            fields.setdefault("standby_tasks", {})
+            fields.setdefault("warmup_tasks", {})
+        elif active is not None:
+            fields.setdefault("standby_tasks", {})
+            fields.setdefault("warmup_tasks", {})
+        request = StreamsHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, active_tasks=active,
+                                          **fields)
+        return self.runtime.run(self.coordinator.partition_for(group),
+                                lambda: self.coordinator.streams_group_heartbeat(request, self.now), self.now)
+
+    def group(self, group: str = "g"):
+        return self.coordinator.streams_group(group)
+
+    def ready(self, member: str = "a"):
+        """The first member joins, the broker creates what it was told to, and the next
+        heartbeat gets the member its tasks."""
+        joined = self.hb(member, 0)
+        self.create_internal_topics(joined)
+        return self.hb(member, joined.member_epoch, active={})
+
+
+def tasks(**by_subtopology) -> dict:
+    return {s.lstrip("s"): frozenset(ps) for s, ps in by_subtopology.items()}
+
+
+def kinds(records) -> list[int]:
+    return [int.from_bytes(r.key[:2], "big") for r in records]
+
+
+def test_first_member_sets_the_topology_and_is_told_to_create_the_internal_topics():
+    s = Streams()
+    answer = s.hb("a", 0)
+    assert (answer.error_code, answer.member_id, answer.member_epoch, answer.heartbeat_interval_ms) == (
+        E.none, "a", 1, 5_000)
+    assert [code for code, _ in answer.statuses] == [MISSING_INTERNAL_TOPICS]
+    # The changelog has as many partitions as its subtopology has tasks, which it gets
+    # from the repartition topic, which takes them from the input's writer.
+    assert {(i.name, i.partitions) for i in answer.topics_to_create} == {(REPARTITION, 2), (CHANGELOG, 2)}
+    assert dict(next(i for i in answer.topics_to_create if i.name == CHANGELOG).configs) == {
+        "cleanup.policy": "compact"}
+    assert answer.active_tasks == NONE  # no tasks until the topology is ready
+    assert kinds(s.appended) == [codec.TOPOLOGY, codec.MEMBER_METADATA, codec.GROUP_METADATA, codec.TARGET_MEMBER,
+                                 codec.TARGET_METADATA, codec.CURRENT_ASSIGNMENT]
+    assert s.group().state == "NotReady"
+    assert s.group().topology == TOPOLOGY
+
+    s.create_internal_topics(answer)
+    ready = s.hb("a", 1, active={})
+    assert (ready.member_epoch, ready.statuses, ready.topics_to_create) == (2, (), ())
+    assert ready.active_tasks == tasks(s0={0, 1}, s1={0, 1})
+    assert s.group().state == "Stable"
+
+
+def test_missing_source_topics_are_reported_and_nothing_is_created():
+    s = Streams(topics={"other": (uuid.UUID(int=9), 1)})
+    answer = s.hb("a", 0)
+    assert [code for code, _ in answer.statuses] == [MISSING_SOURCE_TOPICS]
+    assert "input" in answer.statuses[0][1] and answer.topics_to_create == ()
+
+
+def test_a_second_member_gets_tasks_only_after_the_first_revokes_them():
+    s = Streams()
+    s.ready("a")
+    b = s.hb("b", 0)
+    assert b.active_tasks == NONE  # its target tasks are still a's
+    target = s.group().target
+    assert {m: sum(len(ps) for ps in target[m].active.values()) for m in "ab"} == {"a": 2, "b": 2}
+    # a is told to keep only its target and keeps its epoch until it revoked the rest.
+    a = s.hb("a", 2, active=tasks(s0={0, 1}, s1={0, 1}))
+    assert a.member_epoch == 2 and a.active_tasks == target["a"].active
+    assert s.hb("b", 3).active_tasks is None  # still held back
+    a = s.hb("a", 2, active=target["a"].active)
+    assert a.member_epoch == 3
+    b = s.hb("b", 3, active={})
+    assert b.active_tasks == target["b"].active
+    owned = [(sub, p) for m in "ab" for sub, ps in s.group().members[m].assigned.items() for p in ps]
+    assert sorted(owned) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)]  # each task once
+
+
+def test_sticky_assignor_keeps_tasks_balances_and_spreads_over_processes():
+    counts = {"0": 4, "1": 2}
+    first = assign_active_tasks({"a": "p1", "b": "p2"}, counts, {})
+    assert sorted(sum(len(ps) for ps in t.values()) for t in first.values()) == [3, 3]
+    # A third member takes two tasks; the others keep two of theirs each.
+    second = assign_active_tasks({"a": "p1", "b": "p2", "c": "p3"}, counts, first)
+    for m in "ab":
+        kept = {(s, p) for s, ps in second[m].items() for p in ps} & {(s, p) for s, ps in first[m].items() for p in ps}
+        assert len(kept) == 2
+    assert sum(len(ps) for ps in second["c"].values()) == 2
+    # A member giving up tasks keeps a share of each subtopology, as Kafka's assignor does.
+    alone = assign_active_tasks({"a": "p1"}, {"0": 2, "1": 2}, {})
+    split = assign_active_tasks({"a": "p1", "b": "p2"}, {"0": 2, "1": 2}, alone)
+    assert (split["a"], split["b"]) == (tasks(s0={0}, s1={0}), tasks(s0={1}, s1={1}))
+    # Two threads of one process and one of another: the single-thread process is the
+    # least loaded per member, so it is filled first.
+    shared = assign_active_tasks({"a1": "p1", "a2": "p1", "b": "p2"}, {"0": 3}, {})
+    assert sum(len(ps) for ps in shared["b"].values()) == 1
+
+
+def test_epoch_fencing_and_unknown_members():
+    s = Streams()
+    s.ready("a")
+    assert s.hb("a", 5, active={}).error_code is E.fenced_member_epoch
+    # The previous epoch is accepted only from a member owning no more than it was given.
+    assert s.hb("a", 1, active=tasks(s0={0, 1, 2})).error_code is E.fenced_member_epoch
+    assert s.hb("a", 1, active={}).error_code is E.none
+    assert s.hb("x", 3).error_code is E.unknown_member_id
+    assert s.hb("x", 1, group="nothing").error_code is E.group_id_not_found
+    bad = s.hb("c", 0, topology=None)
+    assert (bad.error_code, bad.error_message) == (E.invalid_request, "Topology must be non-null when (re-)joining.")
+    wrong = Topology(0, (Subtopology("0", source_topics=("input",),
+                                     changelog_topics=(TopicInfo("x-changelog", partitions=3),)),))
+    assert s.hb("c", 0, topology=wrong).error_code is E.streams_invalid_topology
+    # The group keeps its first topology: another one (at its epoch or a newer) is refused,
+    # an older epoch is stale.
+    other = Topology(0, (Subtopology("0", source_topics=("input",)),))
+    refused = s.hb("c", 0, topology=other)
+    assert (refused.error_code, refused.error_message) == (E.invalid_request, "Topology updates are not supported yet.")
+    assert s.hb("c", 0, topology=Topology(1, TOPOLOGY.subtopologies)).error_code is E.invalid_request
+    stale = s.hb("c", 0, topology=Topology(-1, other.subtopologies))
+    assert stale.error_code is E.none and [code for code, _ in stale.statuses] == [STALE_TOPOLOGY]
+
+
+def test_a_member_leaving_or_timing_out_hands_its_tasks_over():
+    s = Streams()
+    s.ready("a")
+    s.hb("b", 0)
+    left = s.hb("b", -1)
+    assert (left.error_code, left.member_epoch) == (E.none, -1)
+    assert set(s.group().members) == {"a"}
+    back = s.hb("a", 2, active=s.group().members["a"].assigned)
+    assert back.member_epoch == 4 and back.active_tasks is None  # kept all four tasks
+    s.hb("c", 0)
+    s.advance(45_001)  # neither heartbeats again: both sessions end
+    assert s.group().members == {}
+    assert s.group().state == "Empty"
+
+
+def test_txn_offset_commit_and_offset_fetch_are_fenced_by_the_member_epoch():
+    s = Streams()
+    s.ready("a")
+    offsets = [OffsetToCommit("input", 0, 5, -1, "")]
+
+    def txn_commit(member, epoch):
+        r = s.call("txn_offset_commit", transactional_id="tx", group_id="g", producer_id=7, producer_epoch=0,
+                   generation_id=epoch, member_id=member, group_instance_id=None, offsets=offsets, api_version=5)
+        return r.topics[0].partitions[0].error_code
+    assert txn_commit("a", 2) is E.none
+    assert txn_commit("a", 1) is E.stale_member_epoch
+    assert txn_commit("zombie", 2) is E.unknown_member_id
+    s.marker(7, commit=True)
+    assert s.coordinator.committed_offset("g", "input", 0).offset == 5
+    assert s.group() is not None and s.coordinator.group("g") is None  # no classic group made by the commit
+
+    def fetch(member, epoch):
+        (group,) = s.coordinator.offset_fetch([OffsetFetchGroup("g", (("input", (0,)),), member, epoch)], False).groups
+        return group.error_code
+    assert fetch("a", 2) is E.none and fetch("a", 1) is E.stale_member_epoch
+
+
+def test_group_types_are_kept_apart_and_listed():
+    s = Streams()
+    s.ready("a")
+    consumer = HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("input",), owned={})
+    answer = s.runtime.run(0, lambda: s.coordinator.consumer_group_heartbeat(consumer, s.now), s.now)
+    assert answer.error_code is E.group_id_not_found
+    other = HeartbeatRequest("cg", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("input",), owned={})
+    s.runtime.run(0, lambda: s.coordinator.consumer_group_heartbeat(other, s.now), s.now)
+    assert s.hb("x", 0, group="cg").error_code is E.group_id_not_found
+    listed = s.coordinator.list_groups(types_filter=["streams"]).groups
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("g", "streams", "Stable")]
+    assert s.coordinator.streams_group_describe("cg")[0] is E.group_id_not_found
+
+
+def test_a_restart_replays_the_group_and_its_members_go_on():
+    s = Streams()
+    s.ready("a")
+    s.hb("b", 0)
+    a_tasks = s.group().target["a"].active
+    s.hb("a", 2, active=a_tasks)
+    s.hb("b", 3, active={})
+    before = s.group()
+    again = s.restart()
+    group = again.group()
+    assert (group.group_epoch, group.assignment_epoch, group.validated_topology_epoch) == (
+        before.group_epoch, before.assignment_epoch, 0)
+    assert group.topology == TOPOLOGY
+    assert {m: (x.member_epoch, x.assigned, x.process_id) for m, x in group.members.items()} == {
+        m: (x.member_epoch, x.assigned, x.process_id) for m, x in before.members.items()}
+    assert group.target == before.target
+    assert again.hb("b", 3, active=group.members["b"].assigned).error_code is E.none
+    assert again.hb("a", 1, active={}).error_code is E.fenced_member_epoch
+
+
+def test_an_empty_streams_group_can_be_deleted_and_stays_deleted_after_replay():
+    s = Streams()
+    s.ready("a")
+    assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.non_empty_group
+    s.hb("a", -1)
+    assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.none
+    assert s.group() is None
+    assert s.restart().group() is None
+
+
+def test_record_layouts_round_trip():
+    topology = Topology(3, (Subtopology("0", ("a",), ("b.*",), (TopicInfo("c", 0, 3, (("k", "v"),)),), ("r",),
+                                        (TopicInfo("r", 4),), (CopartitionGroup((0,), (), (0,)),)),))
+    assert codec.decode_topology(codec.topology_record("g", topology).value) == topology
+    value = codec.MemberMetadataValue("i", None, "client", "/127.0.0.1", 30_000, 3, "p", ("h", 8080), (("z", "1"),))
+    assert codec.decode_member_metadata(codec.member_metadata_record("g", "m", value).value) == value
+    assert codec.decode_group_metadata(codec.group_metadata_record("g", 4, -5, 3).value) == (4, -5, 3)
+    key = codec.decode_key(codec.CURRENT_ASSIGNMENT, codec.current_assignment_record("g", "m", None).key)
+    assert (key.group, key.member) == ("g", "m")
+
+
+def test_copartitioned_repartition_topics_take_the_source_count():
+    topology = Topology(0, (Subtopology(
+        "0", source_topics=("input",), repartition_source_topics=(TopicInfo("rep"),),
+        copartition_groups=(CopartitionGroup((0,), (), (0,)),)),))
+    configured = configure(topology, {"input": (uuid.UUID(int=1), 3)})
+    assert [(i.name, i.partitions) for i in configured.missing_internal_topics] == [("rep", 3)]
+    assert configured.task_counts == {"0": 3}
+
+
+def test_migration_between_empty_classic_and_streams_groups_keeps_the_offsets():
+    s = Streams()
+    # Offsets committed without membership make an empty classic group: it becomes a
+    # streams group at the first streams heartbeat, its offsets kept.
+    s.call("offset_commit", group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+           offsets=[OffsetToCommit("input", 0, 7, -1, "")], api_version=9)
+    assert s.coordinator.group("g") is not None
+    assert s.hb("a", 0).error_code is E.none
+    assert s.coordinator.group("g") is None and s.group() is not None
+    # A classic member cannot join while the streams group has members; once it is empty
+    # the streams group gives way to a classic group, as Kafka 4.4 does.
+    joined = s.join("t1")
+    assert (joined.error_code, joined.member_id) == (E.inconsistent_group_protocol, "")
+    s.hb("a", -1)
+    s.join("t2")
+    assert s.group() is None and s.coordinator.group("g") is not None
+    assert s.coordinator.committed_offset("g", "input", 0).offset == 7
+    assert s.restart().group() is None
+
+
+def test_offsets_of_topics_the_members_read_cannot_be_deleted():
+    s = Streams({"input": (uuid.UUID(int=1), 2), "old": (uuid.UUID(int=2), 1)})
+    s.ready("a")
+    s.call("offset_commit", group_id="g", generation_id=2, member_id="a", group_instance_id=None,
+           offsets=[OffsetToCommit("input", 0, 5, -1, ""), OffsetToCommit("old", 0, 5, -1, "")], api_version=9)
+    answer = s.call("offset_delete", group_id="g", topics=[("input", [0]), ("old", [0])])
+    assert [(t.name, t.partitions[0].error_code) for t in answer.topics] == [
+        ("input", E.group_subscribed_to_topic), ("old", E.none)]
+    assert s.coordinator.committed_offset("g", "old", 0) is None
+
+
+def test_a_new_groups_tasks_wait_for_the_initial_rebalance_delay():
+    s = Streams(config=DELAYED)
+    joined = s.hb("a", 0)
+    # Nothing to assign yet (internal topics missing): the empty assignment is made at once.
+    assert (joined.member_epoch, sorted(c for c, _ in joined.statuses)) == (1, [MISSING_INTERNAL_TOPICS,
+                                                                              ASSIGNMENT_DELAYED])
+    s.create_internal_topics(joined)
+    waiting = s.hb("a", 1, active={})
+    assert (waiting.member_epoch, [c for c, _ in waiting.statuses]) == (1, [ASSIGNMENT_DELAYED])
+    b_joined = s.hb("b", 0)
+    assert (b_joined.member_epoch, b_joined.active_tasks) == (1, NONE)  # the assignment epoch still
+    s.advance(3_000)  # the timer makes the first assignment, for both members
+    assert s.group().assignment_epoch == s.group().group_epoch == 3
+    a = s.hb("a", 1, active={})
+    b = s.hb("b", 1, active={})
+    assert (a.member_epoch, b.member_epoch, a.statuses, b.statuses) == (3, 3, (), ())
+    assert sum(len(ps) for ps in a.active_tasks.values()) == sum(len(ps) for ps in b.active_tasks.values()) == 2
+
+
+def test_members_whose_sessions_end_together_leave_no_tasks_behind():
+    # A killed application's two threads time out in the same poll: one write fences both,
+    # so no task stays with either (it would never be processed again).
+    s = Streams()
+    s.ready("a")
+    s.hb("b", 0)
+    s.hb("a", 2, active=s.group().target["a"].active)
+    s.hb("b", 3, active={})
+    s.advance(40_000)
+    s.hb("c", 0)  # the new instance, while the old ones are still members
+    s.advance(5_001)
+    assert set(s.group().members) == {"c"} and set(s.group().target) == {"c"}
+    c = s.hb("c", s.group().members["c"].member_epoch, active={})
+    assert c.active_tasks == tasks(s0={0, 1}, s1={0, 1})
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval():
+    s = Streams()
+    s.coordinator.group_timeouts = lambda group_type, group_id: (
+        (10_000, 2_000) if (group_type, group_id) == ("streams", "g") else (45_000, 5_000))
+    assert s.ready("a").heartbeat_interval_ms == 2_000
+    assert s.hb("b", 0, group="other").heartbeat_interval_ms == 5_000
+    s.advance(10_001)
+    assert s.group().members == {} and set(s.group("other").members) == {"b"}
+
+
+def test_assignments_are_made_at_most_once_an_assignment_interval():
+    s = Streams(config=INTERVAL)
+    joined = s.hb("a", 0)  # an assignment without tasks (internal topics missing) is made at once
+    s.create_internal_topics(joined)
+    waiting = s.hb("a", 1, active={})  # the tasks: not within the interval after it
+    assert (waiting.member_epoch, [c for c, _ in waiting.statuses]) == (1, [ASSIGNMENT_DELAYED])
+    s.advance(1_000)
+    assert s.hb("a", 1, active={}).active_tasks == tasks(s0={0, 1}, s1={0, 1})
+    joined = s.hb("b", 0)
+    assert [c for c, _ in joined.statuses] == [ASSIGNMENT_DELAYED]
+    assert s.group().group_epoch == 3 and s.group().assignment_epoch == 2
+    s.advance(1_000)  # no timer: the next heartbeat after the interval makes it
+    assert s.group().assignment_epoch == 2
+    s.hb("b", joined.member_epoch, active={})
+    assert s.group().assignment_epoch == 3 and set(s.group().target) == {"a", "b"}
+    assert s.restart().group().last_assignment_ms == s.now
+    s.hb("b", -1)  # leaving within the interval: the others' assignment waits too
+    assert (s.group().group_epoch, s.group().assignment_epoch, s.group().state) == (4, 3, "Assigning")
+    s.advance(1_000)
+    s.hb("a", 2, active=s.group().members["a"].assigned)
+    assert s.group().assignment_epoch == 4 and set(s.group().target) == {"a"}
