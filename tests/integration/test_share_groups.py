@@ -28,9 +28,10 @@ def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
-def new_group(bootstrap: str, **configs: str) -> str:
-    """A share group id with its group configs set (earliest, the lock of LOCK_MS, ...)."""
-    group = f"share-{uuid.uuid4().hex[:8]}"
+def new_group(bootstrap: str, group: str | None = None, **configs: str) -> str:
+    """A share group id (new unless given) with its group configs set (earliest, the lock
+    of LOCK_MS, ...)."""
+    group = group or f"share-{uuid.uuid4().hex[:8]}"
     entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
                for k, v in {"share_auto_offset_reset": "earliest",
                             "share_record_lock_duration_ms": str(LOCK_MS), **configs}.items()]
