@@ -14,7 +14,8 @@ the subscribed partitions not yet initialized as initializing
 group epoch, start offset -1, which the leader resolves by ``share.auto.offset.reset``);
 once done they are recorded initialized, and the next heartbeat, finding initialized
 partitions nobody is assigned, moves the group epoch and assigns them. So a new group's
-first member is answered epoch 1 with nothing, then epoch 2 with its partitions.
+first member is answered epoch 2 with nothing, then epoch 3 with its partitions, as on
+Kafka 4.4.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from coordinator.contract import CoordinatorRecord
 
 E = ErrorCode
 LEAVE_GROUP_MEMBER_EPOCH = -1
+NEW_GROUP_EPOCH = 1  # the epoch a share group made by a heartbeat is bumped from
 SHARE_ASSIGNOR = "simple"
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 
@@ -248,7 +250,9 @@ class ShareGroups:
             return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), True, None
         if group is None and request.member_epoch != 0:
             raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
-        group = group or ShareGroup(request.group_id)
+        # A group made by this heartbeat counts from epoch 1, so its first epoch is 2, as
+        # Kafka 4.4 writes and answers it ("Bumped group epoch to 2" for a new share group).
+        group = group or ShareGroup(request.group_id, group_epoch=NEW_GROUP_EPOCH)
         member = group.members.get(member_id)
         if member is None:
             if request.member_epoch != 0:

@@ -80,27 +80,27 @@ def kinds(records) -> list[int]:
     return [int.from_bytes(r.key[:2], "big") for r in records]
 
 
-def test_first_member_waits_for_its_partitions_to_be_initialized_then_gets_them_at_epoch_2():
+def test_first_member_waits_for_its_partitions_to_be_initialized_then_gets_them_at_epoch_3():
     s = Shares()
-    answer = s.hb("a", 0)
+    answer = s.hb("a", 0)  # a new share group's first epoch is 2, as on Kafka 4.4
     assert (answer.error_code, answer.member_id, answer.member_epoch, answer.heartbeat_interval_ms) == (
-        E.none, "a", 1, 5_000)
+        E.none, "a", 2, 5_000)
     assert answer.assignment == {}  # nothing is assigned before its state is initialized
     assert kinds(s.appended) == [codec.MEMBER_METADATA, codec.GROUP_METADATA, codec.TARGET_MEMBER,
                                  codec.TARGET_METADATA, codec.CURRENT_ASSIGNMENT, codec.STATE_PARTITION_METADATA]
     group = s.group()
     assert (group.initializing, group.initialized) == ({T: ("t", frozenset({0, 1}))}, {})
-    assert s.initialize == [InitializeShareState("g", 1, {T: ("t", frozenset({0, 1}))})]
+    assert s.initialize == [InitializeShareState("g", 2, {T: ("t", frozenset({0, 1}))})]
     before = len(s.appended)
-    assert s.hb("a", 1).assignment is None and len(s.appended) == before  # still initializing
+    assert s.hb("a", 2).assignment is None and len(s.appended) == before  # still initializing
     s.initialized()
     assert (group.initializing, group.initialized) == ({}, {T: ("t", frozenset({0, 1}))})
-    answer = s.hb("a", 1)  # initialized partitions nobody has: the group epoch moves
-    assert (answer.member_epoch, answer.assignment) == (2, parts(0, 1))
-    assert (group.state, group.group_epoch, group.assignment_epoch) == ("Stable", 2, 2)
+    answer = s.hb("a", 2)  # initialized partitions nobody has: the group epoch moves
+    assert (answer.member_epoch, answer.assignment) == (3, parts(0, 1))
+    assert (group.state, group.group_epoch, group.assignment_epoch) == ("Stable", 3, 3)
     before = len(s.appended)
-    steady = s.hb("a", 2)
-    assert (steady.member_epoch, steady.assignment) == (2, None) and len(s.appended) == before
+    steady = s.hb("a", 3)
+    assert (steady.member_epoch, steady.assignment) == (3, None) and len(s.appended) == before
     assert s.initialize == []
 
 
@@ -109,8 +109,8 @@ def test_a_failed_initialization_is_asked_again_by_the_next_heartbeat():
     s.hb("a", 0)
     s.initialized(False)
     assert (s.group().initializing, s.group().initialized) == ({}, {})
-    assert s.hb("a", 1).assignment is None
-    assert s.initialize == [InitializeShareState("g", 1, {T: ("t", frozenset({0, 1}))})]
+    assert s.hb("a", 2).assignment is None
+    assert s.initialize == [InitializeShareState("g", 2, {T: ("t", frozenset({0, 1}))})]
 
 
 def test_more_members_than_partitions_share_them_and_a_restart_replays_the_group():
@@ -120,16 +120,16 @@ def test_more_members_than_partitions_share_them_and_a_restart_replays_the_group
     s.hb("c", 0)
     assert s.group().target == {"a": parts(0), "b": parts(1), "c": parts(0)}
     # No revocation: each member takes its target (and the epoch) on its next heartbeat.
-    assert (s.hb("a", 2).assignment, s.hb("b", 3).assignment) == (parts(0), parts(1))
+    assert (s.hb("a", 3).assignment, s.hb("b", 4).assignment) == (parts(0), parts(1))
     assigned = {m: s.group().members[m].assigned for m in "abc"}
     assert assigned == {"a": parts(0), "b": parts(1), "c": parts(0)}
     again = s.restart()
     group = again.group()
-    assert (group.group_epoch, group.assignment_epoch, group.state) == (4, 4, "Stable")
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (5, 5, "Stable")
     assert {m: group.members[m].assigned for m in "bc"} == {"b": parts(1), "c": parts(0)}
-    assert group.members["a"].member_epoch == 4
+    assert group.members["a"].member_epoch == 5
     assert group.initialized == {T: ("t", frozenset({0, 1}))}
-    assert again.hb("b", 4).error_code is E.none
+    assert again.hb("b", 5).error_code is E.none
 
 
 def test_simple_assignor_spreads_partitions_and_shares_when_members_outnumber_them():
@@ -156,12 +156,12 @@ def test_leaving_fences_the_member_and_releases_its_records():
     s = Shares()
     s.joined("a")
     s.hb("b", 0)
-    assert s.hb("a", 2).assignment == parts(1)
+    assert s.hb("a", 3).assignment == parts(1)
     left = s.hb("b", -1)
     assert (left.error_code, left.member_epoch) == (E.none, -1)
     assert s.gone == [ShareMemberGone("g", "b")]
     assert set(s.group().members) == {"a"}
-    assert s.hb("a", 3).assignment == parts(0, 1)  # b's partition comes back to a
+    assert s.hb("a", 4).assignment == parts(0, 1)  # b's partition comes back to a
     assert s.hb("b", -1).error_code is E.unknown_member_id
 
 
@@ -218,10 +218,10 @@ def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized()
     s = Shares()
     s.joined("a")
     s.topic_table["t"] = (T, 3)
-    grown = s.hb("a", 2)
-    assert (grown.member_epoch, grown.assignment) == (3, None)
-    assert s.initialize == [InitializeShareState("g", 3, {T: ("t", frozenset({2}))})]
+    grown = s.hb("a", 3)
+    assert (grown.member_epoch, grown.assignment) == (4, None)
+    assert s.initialize == [InitializeShareState("g", 4, {T: ("t", frozenset({2}))})]
     s.initialized()
-    answer = s.hb("a", 3)
-    assert (answer.member_epoch, answer.assignment) == (4, parts(0, 1, 2))
+    answer = s.hb("a", 4)
+    assert (answer.member_epoch, answer.assignment) == (5, parts(0, 1, 2))
     assert s.group().initialized[T] == ("t", frozenset({0, 1, 2}))
