@@ -85,7 +85,7 @@ def _group_partition(group: str) -> int:
 
 
 def test_delete_groups_deletes_the_share_state_and_a_new_group_starts_afresh(broker_factory, topic_name):
-    broker = broker_factory(PROFILE)
+    broker = broker_factory(PROFILE, admin=True)
     bootstrap = broker.bootstrap
     create(bootstrap, topic_name)
     group = new_group(bootstrap)
@@ -95,8 +95,12 @@ def test_delete_groups_deletes_the_share_state_and_a_new_group_starts_afresh(bro
     c.commit_sync()
     c.close()
     assert _start_offsets(broker, group, topic_name) == [(0, 0, 4, 0)]
+    # The first DeleteShareGroupState (node to node) meets a request fault rule: retried.
+    control = broker.control()
+    control.fault_add(action="error", api_key=86, group_id=group, error="COORDINATOR_LOAD_IN_PROGRESS", count=1)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_consumer_groups([group])[group].result(30)
+    assert [(r["fired"], r["matched"]) for r in control.faults()["rules"]] == [(1, 2)]
     described = _request(broker, 90, 1, {"groups": [{"group_id": group, "topics": None}]})
     assert described.groups[0].error_code == ErrorCode.group_id_not_found
     new_group(bootstrap, group)  # earliest again
