@@ -52,4 +52,4 @@ def test_kafka_apis_and_share_groups_are_listed():
     for key in SHARE_GROUP_APIS:
         assert rows[key][4] == "implemented (4.2 and 4.4 profiles)", key
     for key in SHARE_STATE_APIS:
-        assert rows[key][4].startswith("implemented (4.2 and 4.4 profiles; between nodes"), key
+        assert rows[key][4] == "implemented (4.2 and 4.4 profiles; sent between nodes to the share coordinator)", key
