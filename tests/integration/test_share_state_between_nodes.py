@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from tests.integration.test_share_groups import (
-    PROFILE, _request, _start_offsets, consumer, create, new_group, poll_until, produce, values,
+    QUICK, _request, _start_offsets, consumer, create, new_group, poll_until, produce,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -28,7 +28,8 @@ def _leader(control, topic: str, partition: int = 0) -> int:
 
 
 def test_an_acknowledgement_across_a_cut_link_fails_rolls_back_and_nothing_is_lost(broker_factory, topic_name):
-    cluster = broker_factory({**PROFILE, "share.coordinator.state.topic.num.partitions": 1}, nodes=3, admin=True)
+    cluster = broker_factory({**QUICK, "share.coordinator.state.topic.num.partitions": 1}, nodes=3,
+                             admin=True)
     control = cluster.control()
     bootstrap = cluster.bootstrap
     # The share coordinator's topic, made by a first state call (a summary of nothing).
@@ -85,7 +86,7 @@ def _group_partition(group: str) -> int:
 
 
 def test_delete_groups_deletes_the_share_state_and_a_new_group_starts_afresh(broker_factory, topic_name):
-    broker = broker_factory(PROFILE, admin=True)
+    broker = broker_factory(QUICK, admin=True)
     bootstrap = broker.bootstrap
     create(bootstrap, topic_name)
     group = new_group(bootstrap)
@@ -114,7 +115,7 @@ def test_share_state_requests_answer_kafkas_error_codes(broker_factory, topic_na
     """A share-partition the group coordinator never initialized is neither read nor
     written (INVALID_REQUEST, Kafka 4.4's message); an unknown topic is
     UNKNOWN_TOPIC_OR_PARTITION."""
-    broker = broker_factory(PROFILE)
+    broker = broker_factory(QUICK)
     create(broker.bootstrap, topic_name)
     metadata = _request(broker, 3, 12, {"topics": [{"name": topic_name, "topic_id": None}],
                                         "allow_auto_topic_creation": False,
