@@ -190,6 +190,14 @@ class GroupService:
         """InitializeShareGroupState for a heartbeat's new share-partitions, then the outcome
         recorded: initialized ones are assigned on the next heartbeat, failed ones leave the
         initializing set so a later heartbeat tries again."""
+        try:
+            await self._initialize_share_partitions(effect)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the partitions stay initializing: asked again after the retry interval
+            log.exception("share group %s: initializing the state of its share-partitions failed", effect.group_id)
+
+    async def _initialize_share_partitions(self, effect: InitializeShareState) -> None:
         partitions = [(t, p) for t, (_name, ps) in effect.partitions.items() for p in sorted(ps)]
         errors = await self.share_persister().initialize(effect.group_id, partitions, effect.state_epoch)
         for initialized in (True, False):

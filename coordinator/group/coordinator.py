@@ -225,7 +225,8 @@ class GroupCoordinator:
                 if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
                     self._replay_consumer(consumer_log_codec.decode_key(e.version, record.key), record.value)
                 elif e.version in share_log_codec.SHARE_KEY_VERSIONS:
-                    self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value)
+                    self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value,
+                                       timestamp_ms)
             except log_codec.LogCodecError as bad:
                 log.warning("skipping a malformed group record at offset %d: %s", offset, bad)
             return  # a streams group record: not ours
@@ -253,7 +254,7 @@ class GroupCoordinator:
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
         group.replay(key, value)
 
-    def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None) -> None:
+    def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
         state = self._partitions.get(self.partition_for(key.group))
         if state is None:
             return
@@ -266,7 +267,7 @@ class GroupCoordinator:
                 return
             group = state.share_groups[key.group] = ShareGroup(key.group)
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
-        group.replay(key, value)
+        group.replay(key, value, timestamp_ms)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of ``producer_id`` reached ``partition``."""

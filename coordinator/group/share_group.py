@@ -54,6 +54,9 @@ class ShareGroupConfig:
     session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
+    # group.share.initialize.retry.interval.ms: share-partitions still initializing this
+    # long after they were asked (the node asking died, say) are asked again
+    initialize_retry_interval_ms: int = 30_000
 
 
 @dataclass(slots=True)
@@ -85,6 +88,8 @@ class ShareGroup:
     target: dict[str, Partitions] = field(default_factory=dict)
     initialized: codec.NamedPartitions = field(default_factory=dict)
     initializing: codec.NamedPartitions = field(default_factory=dict)
+    # When each initializing topic was asked (its record's timestamp), as Kafka keeps it.
+    initializing_since: dict = field(default_factory=dict)
     # Memory only, as on Kafka: every member loaded gets a full session.
     session_deadlines: dict[str, int] = field(default_factory=dict)
 
@@ -95,7 +100,7 @@ class ShareGroup:
     def subscribed_topics(self, topics: TopicsSnapshot) -> set[str]:
         return {n for m in self.members.values() for n in m.subscribed_topic_names if n in topics}
 
-    def replay(self, key: codec.ShareKey, value: bytes | None) -> None:
+    def replay(self, key: codec.ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
         kind, member_id = key.kind, key.member
         if kind == codec.GROUP_METADATA:
             self.group_epoch, self.metadata_hash = codec.decode_group_metadata(value)
@@ -104,7 +109,12 @@ class ShareGroup:
         elif kind == codec.STATE_PARTITION_METADATA:
             metadata = codec.decode_state_partition_metadata(value) if value is not None else None
             self.initialized = {} if metadata is None else metadata.initialized
-            self.initializing = {} if metadata is None else metadata.initializing
+            initializing = {} if metadata is None else metadata.initializing
+            for topic_id, (_name, ps) in initializing.items():
+                if not ps <= self.initializing.get(topic_id, ("", frozenset()))[1]:  # newly asked
+                    self.initializing_since[topic_id] = timestamp_ms
+            self.initializing_since = {t: v for t, v in self.initializing_since.items() if t in initializing}
+            self.initializing = initializing
         elif kind == codec.TARGET_MEMBER:
             if value is None:
                 self.target.pop(member_id, None)
@@ -185,12 +195,15 @@ def _initialized_unassigned(group: ShareGroup, subscribed: Iterable[str], topics
     return False
 
 
-def _to_initialize(group: ShareGroup, subscribed: Iterable[str], topics: TopicsSnapshot) -> codec.NamedPartitions:
-    """Subscribed share-partitions neither initialized nor initializing."""
+def _to_initialize(group: ShareGroup, subscribed: Iterable[str], topics: TopicsSnapshot, stale_before_ms: int
+                   ) -> codec.NamedPartitions:
+    """Subscribed share-partitions neither initialized nor initializing (since
+    ``stale_before_ms`` or later)."""
     out = {}
     for topic_id, (name, ps) in _subscribed_partitions(subscribed, topics).items():
-        known = group.initialized.get(topic_id, ("", frozenset()))[1] | \
-            group.initializing.get(topic_id, ("", frozenset()))[1]
+        known = group.initialized.get(topic_id, ("", frozenset()))[1]
+        if group.initializing_since.get(topic_id, stale_before_ms) > stale_before_ms:
+            known |= group.initializing.get(topic_id, ("", frozenset()))[1]
         if ps - known:
             out[topic_id] = (name, ps - known)
     return out
@@ -301,9 +314,10 @@ class ShareGroups:
             updated.member_epoch = assignment_epoch
             updated.assigned = new_assignment
             records.append(codec.current_assignment_record(group.group_id, member_id, updated.assignment_value()))
-        initialize = _to_initialize(group, subscribed, topics)
+        initialize = _to_initialize(group, subscribed, topics, now_ms - self.config.initialize_retry_interval_ms)
         if initialize:
             records.append(group.state_metadata_record(_merged(group.initializing, initialize), group.initialized))
+            group.initializing_since.update(dict.fromkeys(initialize, now_ms))  # asked again: a new wait
         group.session_deadlines[member_id] = now_ms + session_timeout_ms
         send_assignment = request.member_epoch == 0 or updated.assigned != member.assigned or joining
         answer = HeartbeatAnswer(

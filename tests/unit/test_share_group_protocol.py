@@ -225,3 +225,21 @@ def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized()
     answer = s.hb("a", 4)
     assert (answer.member_epoch, answer.assignment) == (5, parts(0, 1, 2))
     assert s.group().initialized[T] == ("t", frozenset({0, 1, 2}))
+
+
+def test_share_partitions_still_initializing_after_the_retry_interval_are_asked_again():
+    s = Shares()
+    s.hb("a", 0)
+    s.initialize.clear()  # the node asking died: no answer ever comes
+    again = s.restart()  # the initializing record replayed, with its time
+    again.now += 29_999
+    assert again.hb("a", 2).assignment is None and again.initialize == []
+    again.now += 1
+    again.hb("a", 2)
+    asked = [InitializeShareState("g", 2, {T: ("t", frozenset({0, 1}))})]
+    assert again.initialize == asked
+    again.now += 1_000
+    again.hb("a", 2)
+    assert again.initialize == asked  # asked again just now: waits another interval
+    again.initialized()
+    assert again.hb("a", 2).member_epoch == 3
