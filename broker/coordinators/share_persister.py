@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from coordinator.share.persister_policy import retry_after_ms
 from coordinator.share.state_log_codec import ShareSnapshot, StateBatch, StateKey
 from kio.schema.errors import ErrorCode
-from protocol.names import SHARE_GROUP_STATE
+from protocol.names import SHARE_KEY_TYPE
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -121,8 +121,8 @@ class SharePersister:
         states = self.node.share_states
         states.ensure_ready()
         await states.ready()
-        leadership = self.broker.cluster.leadership(SHARE_GROUP_STATE, states.coordinator.partition_for(key))
-        return None if leadership is None else leadership.leader
+        node = self.broker.coordinator_node(key.coordinator_key(), SHARE_KEY_TYPE)
+        return None if node is None else node.node_id
 
 
 _NAMES = {INITIALIZE: "InitializeShareGroupState", READ: "ReadShareGroupState", WRITE: "WriteShareGroupState",

@@ -18,4 +18,4 @@ def _state(result) -> dict:
 async def handle(ctx, request):
     now_ms = ctx.clock.now_ms()
     return await answer(ctx, request, lambda service, key, p: service.run(
-        key, lambda: service.coordinator.read_state(key, p.leader_epoch, now_ms)), _state)
+        key, lambda: service.coordinator.read_state(key, p.leader_epoch, now_ms)), _state, topic_checked=False)

@@ -17,4 +17,4 @@ def _snapshot(p) -> ShareSnapshot:
 async def handle(ctx, request):
     now_ms = ctx.clock.now_ms()
     return await answer(ctx, request, lambda service, key, p: service.run(
-        key, lambda: service.coordinator.write_state(key, _snapshot(p), now_ms)))
+        key, lambda: service.coordinator.write_state(key, _snapshot(p), now_ms)), topic_checked=False)

@@ -28,6 +28,11 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
+NEGATIVE_LEADER_EPOCH = "The leader epoch cannot be a negative number."
+NEGATIVE_STATE_EPOCH = "The state epoch cannot be a negative number."
+# Kafka answers fencing with the errors' own messages
+FENCED_LEADER = "The leader epoch in the request is older than the epoch on the broker."
+FENCED_STATE = "The coordinator rejected the request because the state epoch did not match."
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,20 +120,20 @@ class ShareCoordinator:
             return E.coordinator_load_in_progress, None
         return None, state
 
-    def read_state(self, key: StateKey, leader_epoch: int = -1, now_ms: int = 0) -> Result[StateAnswer]:
+    def read_state(self, key: StateKey, leader_epoch: int, now_ms: int) -> Result[StateAnswer]:
         """ReadShareGroupState: the snapshot of an initialized share-partition. A leader
         reading with a newer leader epoch records it (a new snapshot), so a write from the
         leader before it is fenced; one with an older epoch is FENCED_LEADER_EPOCH."""
+        if leader_epoch < 0:
+            return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH))
         error, state = self._serving(key)
         if state is None:
             return Result(response=StateAnswer(error))
         current = state.states.get(key)
         if current is None:
             return Result(response=StateAnswer(E.invalid_request, READ_UNINITIALIZED))
-        if leader_epoch != -1 and leader_epoch < current.leader_epoch:
-            return Result(response=StateAnswer(E.fenced_leader_epoch, f"Read request leader epoch is smaller than "
-                                               f"last recorded current: {current.leader_epoch}, requested: "
-                                               f"{leader_epoch}."))
+        if leader_epoch < current.leader_epoch:
+            return Result(response=StateAnswer(E.fenced_leader_epoch, FENCED_LEADER))
         if leader_epoch > current.leader_epoch:
             updated = self._next(current, replace(current, leader_epoch=leader_epoch), now_ms)
             return Result(records=(snapshot_record(key, updated),), response=StateAnswer(E.none, None, updated))
@@ -156,16 +161,14 @@ class ShareCoordinator:
                          ) -> Result[StateAnswer]:
         """InitializeShareGroupState: a new state at ``state_epoch`` (nothing in flight;
         start offset -1 leaves it to the leader's share.auto.offset.reset)."""
+        if state_epoch < 0:
+            return Result(response=StateAnswer(E.invalid_request, NEGATIVE_STATE_EPOCH))
         error, state = self._serving(key)
         if state is None:
             return Result(response=StateAnswer(error))
-        if state_epoch < 0:
-            return Result(response=StateAnswer(E.invalid_request, "The state epoch cannot be a negative number."))
         current = state.states.get(key)
         if current is not None and state_epoch < current.state_epoch:
-            return Result(response=StateAnswer(E.fenced_state_epoch, f"Initialize request state epoch is smaller "
-                                               f"than last recorded current: {current.state_epoch}, requested: "
-                                               f"{state_epoch}."))
+            return Result(response=StateAnswer(E.fenced_state_epoch, FENCED_STATE))
         fresh = ShareSnapshot(0, state_epoch, -1 if current is None else current.leader_epoch, start_offset,
                               0, 0, ())
         written = self._next(current, fresh, now_ms)
@@ -174,6 +177,9 @@ class ShareCoordinator:
     def write_state(self, key: StateKey, snapshot: ShareSnapshot, now_ms: int) -> Result[StateAnswer]:
         """WriteShareGroupState: the snapshot given, with the next snapshot epoch, onto an
         initialized share-partition; an older leader or state epoch is fenced."""
+        if snapshot.leader_epoch < 0 or snapshot.state_epoch < 0:
+            return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH if snapshot.leader_epoch < 0
+                                               else NEGATIVE_STATE_EPOCH))
         error, state = self._serving(key)
         if state is None:
             return Result(response=StateAnswer(error))
@@ -181,13 +187,9 @@ class ShareCoordinator:
         if current is None:
             return Result(response=StateAnswer(E.invalid_request, WRITE_UNINITIALIZED))
         if snapshot.leader_epoch < current.leader_epoch:
-            return Result(response=StateAnswer(E.fenced_leader_epoch, f"Write request leader epoch is smaller than "
-                                               f"last recorded current: {current.leader_epoch}, requested: "
-                                               f"{snapshot.leader_epoch}."))
+            return Result(response=StateAnswer(E.fenced_leader_epoch, FENCED_LEADER))
         if snapshot.state_epoch < current.state_epoch:
-            return Result(response=StateAnswer(E.fenced_state_epoch, f"Write request state epoch is smaller than "
-                                               f"last recorded current: {current.state_epoch}, requested: "
-                                               f"{snapshot.state_epoch}."))
+            return Result(response=StateAnswer(E.fenced_state_epoch, FENCED_STATE))
         return Result(records=(snapshot_record(key, self._next(current, snapshot, now_ms)),),
                       response=StateAnswer(E.none))
 

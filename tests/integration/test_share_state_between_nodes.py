@@ -138,4 +138,7 @@ def test_share_state_requests_answer_kafkas_error_codes(broker_factory, topic_na
         {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1,
          "state_batches": []}]}]})
     assert written.results[0].partitions[0].error_code == ErrorCode.invalid_request
-    assert read(uuid.uuid4())[0] == ErrorCode.unknown_topic_or_partition
+    assert read(uuid.uuid4())[0] == ErrorCode.invalid_request  # a read checks no topic, as Kafka's
+    summary = _request(broker, 87, 1, {"group_id": "g", "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+    assert summary.results[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition

@@ -33,7 +33,7 @@ def snapshot(start, state_epoch=0, leader_epoch=0, batches=()):
     return ShareSnapshot(0, state_epoch, leader_epoch, start, 0, 0, tuple(batches))
 
 
-def read(machine, runtime, leader_epoch=-1):
+def read(machine, runtime, leader_epoch=0):
     return runtime.run(0, lambda: machine.read_state(KEY, leader_epoch, 0), 0)
 
 
