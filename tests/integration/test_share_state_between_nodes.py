@@ -27,7 +27,7 @@ def _leader(control, topic: str, partition: int = 0) -> int:
                 if (p["topic"], p["partition"]) == (topic, partition))
 
 
-def test_an_acknowledgement_across_a_cut_link_fails_rolls_back_and_nothing_is_lost(broker_factory, topic_name):
+def test_state_requests_across_a_cut_link_fail_with_kafkas_error_and_nothing_is_lost(broker_factory, topic_name):
     cluster = broker_factory({**QUICK, "share.coordinator.state.topic.num.partitions": 1}, nodes=3,
                              admin=True)
     control = cluster.control()
@@ -53,12 +53,7 @@ def test_an_acknowledgement_across_a_cut_link_fails_rolls_back_and_nothing_is_lo
     committed = {}
     commit = threading.Thread(target=lambda: committed.update(c.commit_sync()))
     commit.start()
-    for _ in range(60):  # each step lets one of the persister's backoffs pass on the broker's clock
-        if not commit.is_alive():
-            break
-        control.clock_advance(by="5s")
-        commit.join(0.5)
-    assert not commit.is_alive()
+    _advance_while(control, commit)
     [(_partition, error)] = committed.items()
     assert error is not None and error.args[0].code() == KafkaError.UNKNOWN, error  # UNKNOWN_SERVER_ERROR
     control.network_heal()
@@ -70,6 +65,41 @@ def test_an_acknowledgement_across_a_cut_link_fails_rolls_back_and_nothing_is_lo
     # Durable: the share coordinator has the start offset past every record.
     coordinator_port = cluster.node_ports[_leader(control, "__consumer_offsets", _group_partition(group))]
     assert _start_offsets(_At(coordinator_port), group, topic_name) == [(0, 0, 6, 0)]
+
+    # A new leader cut off from the share coordinator cannot read the state: its ShareFetch
+    # answers UNKNOWN_SERVER_ERROR once the persister's retries are spent; healed, it goes
+    # on from the state (offset 6): nothing acknowledged comes again, nothing is lost.
+    produce(bootstrap, topic_name, [b"r6"])
+    other = next(n for n in (1, 2, 3) if n not in (leader, coordinator))
+    control.network_cut(source=other, target=coordinator, both=True)
+    control.partition_move(topic=topic_name, partition=0, leader=other)
+    topic_id = _request(cluster, 3, 12, {"topics": [{"name": topic_name, "topic_id": None}],
+                                         "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False}).topics[0].topic_id
+    fetch = {"group_id": group, "member_id": uuid.uuid4().hex[:22], "share_session_epoch": 0, "max_wait": 0,
+             "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100, "forgotten_topics_data": [],
+             "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]}
+    answered = {}
+    fetching = threading.Thread(target=lambda: answered.update(r=_request(_At(cluster.node_ports[other]), 78, 1,
+                                                                          fetch)))
+    fetching.start()
+    _advance_while(control, fetching)
+    assert answered["r"].responses[0].partitions[0].error_code == ErrorCode.unknown_server_error
+    control.network_heal()
+    healed = _request(_At(cluster.node_ports[other]), 78, 1, fetch | {"member_id": uuid.uuid4().hex[:22]})
+    acquired = healed.responses[0].partitions[0]
+    assert (acquired.error_code, [(a.first_offset, a.last_offset, a.delivery_count)
+                                  for a in acquired.acquired_records]) == (0, [(6, 6, 1)])
+
+
+def _advance_while(control, thread: threading.Thread) -> None:
+    """Lets the persister's backoffs pass on the broker's clock while ``thread`` waits."""
+    for _ in range(60):
+        if not thread.is_alive():
+            return
+        control.clock_advance(by="5s")
+        thread.join(0.5)
+    assert not thread.is_alive()
 
 
 class _At:
