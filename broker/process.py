@@ -24,15 +24,18 @@ from broker.timers import every
 
 from coordinator.partitioning import partition_for
 from protocol.apis import ApiTable
-from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
+from protocol.names import (
+    CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, SHARE_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE,
+)
 
 log = logging.getLogger(__name__)
 
 _COORDINATOR_TOPICS = {
     GROUP_KEY_TYPE: (CONSUMER_OFFSETS, "offsets.topic.num.partitions"),
     TRANSACTION_KEY_TYPE: (TRANSACTION_STATE, "transaction.state.log.num.partitions"),
+    SHARE_KEY_TYPE: (SHARE_GROUP_STATE, "share.coordinator.state.topic.num.partitions"),
 }
-_COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values()) | {SHARE_GROUP_STATE}
+_COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values())
 
 
 class Broker:
@@ -132,7 +135,8 @@ class Broker:
         return partition_for(key, self.config[_COORDINATOR_TOPICS[key_type][1]])
 
     def coordinator_node(self, key: str, key_type: int):
-        """The node leading the coordinator partition of a group (0) or transactional id (1)."""
+        """The node leading the coordinator partition of a group (0), transactional id (1) or
+        share-partition (2)."""
         topic = _COORDINATOR_TOPICS[key_type][0]
         partition = self.coordinator_partition(key, key_type)
         if topic not in self.cluster.topics.by_name:  # the leader its partition will get

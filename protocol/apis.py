@@ -41,7 +41,7 @@ FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2,
     35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0, 68: 0, 69: 0,
-    76: 0, 77: 0, 78: 0, 79: 0, 88: 0, 89: 0, 90: 0, 91: 0, 92: 0,
+    76: 0, 77: 0, 78: 0, 79: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0, 88: 0, 89: 0, 90: 0, 91: 0, 92: 0,
 }
 NEVER_FLEXIBLE = 1 << 15
 
@@ -105,6 +105,11 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     77: ("ShareGroupDescribe", 1, 1, 1),
     78: ("ShareFetch", 1, 1, 2),  # v2: renew acknowledgements (KIP-1222)
     79: ("ShareAcknowledge", 1, 1, 2),
+    83: ("InitializeShareGroupState", 0, 0, 0),  # 83-87: the share-state APIs between brokers
+    84: ("ReadShareGroupState", 0, 0, 0),
+    85: ("WriteShareGroupState", 0, 0, 1),  # v1: DeliveryCompleteCount
+    86: ("DeleteShareGroupState", 0, 0, 0),
+    87: ("ReadShareGroupStateSummary", 0, 0, 1),
     # KIP-1071 streams groups: served from Kafka 4.2, where streams.version 1 is finalized.
     # v1 (KIP-1331 topology descriptions) is not served: kio has v0 only.
     88: ("StreamsGroupHeartbeat", 0, 0, 0),
@@ -113,8 +118,10 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     91: ("AlterShareGroupOffsets", 0, 0, 0),
     92: ("DeleteShareGroupOffsets", 0, 0, 0),
 }
-# The share group (KIP-932) and streams group (KIP-1071) APIs: off before the 4.2 profile.
-APIS_FROM_4_2 = {76: None, 77: None, 78: None, 79: None, 90: None, 91: None, 92: None, 88: None, 89: None}
+# The share group (KIP-932, with its share-state APIs) and streams group (KIP-1071) APIs:
+# off before the 4.2 profile.
+APIS_FROM_4_2 = {76: None, 77: None, 78: None, 79: None, 83: None, 84: None, 85: None, 86: None, 87: None,
+                 88: None, 89: None, 90: None, 91: None, 92: None}
 
 # Maxima of older releases, for the version profile. Only keys that differ from 4.0
 # and matter to clients' version inference are listed; missing APIs did not exist.

@@ -18,6 +18,7 @@ INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_ST
 # FindCoordinator's key_type.
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2  # a share-partition's "group:topic id:partition", for the share coordinator
 
 TopicPartition = tuple[str, int]
 """A partition by (topic name, partition index), as every request names it."""

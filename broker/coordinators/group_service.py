@@ -38,7 +38,7 @@ from broker.coordinators.group_history import GroupHistory
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.coordinator import ShareMemberGone
-from coordinator.group.share_group import ShareGroupConfig
+from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
 from coordinator.group.streams_group import StreamsGroupConfig
 from coordinator.contract import Result
 from protocol.names import CONSUMER_OFFSETS
@@ -109,6 +109,9 @@ class GroupService:
         self._parked: set[asyncio.Future] = set()
         # Where a share member's leaving is told (the share partitions of every node).
         self.share_member_gone: Callable[[str, str], None] = lambda _group_id, _member_id: None
+        # This node's share-state calls to the share coordinator (share_persister.SharePersister).
+        self.share_persister: Callable[[], Any] = lambda: None
+        self._initializing: set[asyncio.Task] = set()
 
     def ensure_ready(self) -> None:
         self.topic.start()
@@ -122,6 +125,8 @@ class GroupService:
         self.topic.halt()
         for answer in list(self._parked):
             answer.cancel()
+        for task in list(self._initializing):
+            task.cancel()
 
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
@@ -186,11 +191,44 @@ class GroupService:
         if isinstance(effect, ShareMemberGone):
             self.share_member_gone(effect.group_id, effect.member_id)
             return
+        if isinstance(effect, InitializeShareState):
+            task = asyncio.get_running_loop().create_task(self._initialize_share_state(effect))
+            self._initializing.add(task)
+            task.add_done_callback(self._initializing.discard)
+            return
         if not isinstance(effect, Reply):
             raise TypeError(f"unknown group coordinator effect {effect!r}")
         answer: asyncio.Future = effect.reply_to
         if not answer.done():
             answer.set_result(effect.response)
+
+    async def _initialize_share_state(self, effect: InitializeShareState) -> None:
+        """InitializeShareGroupState for a heartbeat's new share-partitions, then the outcome
+        recorded: initialized ones are assigned on the next heartbeat, failed ones leave the
+        initializing set so a later heartbeat tries again."""
+        try:
+            await self._initialize_share_partitions(effect)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the partitions stay initializing: asked again after the retry interval
+            log.exception("share group %s: initializing the state of its share-partitions failed", effect.group_id)
+
+    async def _initialize_share_partitions(self, effect: InitializeShareState) -> None:
+        partitions = [(t, p) for t, (_name, ps) in effect.partitions.items() for p in sorted(ps)]
+        errors = await self.share_persister().initialize(effect.group_id, partitions, effect.state_epoch)
+        for initialized in (True, False):
+            outcome = {}
+            for (topic_id, index), error in errors.items():
+                if (error is ErrorCode.none) is initialized:
+                    outcome[topic_id] = outcome.get(topic_id, frozenset()) | {index}
+            if not outcome:
+                continue
+            if not initialized:
+                log.warning("share group %s: the state of %d share-partition(s) was not initialized: %s",
+                            effect.group_id, sum(map(len, outcome.values())),
+                            sorted({e.name.upper() for e in errors.values() if e}))
+            await self.run(effect.group_id, lambda o=outcome, i=initialized: (
+                self.coordinator.share_group_state_changed(effect.group_id, o, i)), lambda failed: failed)
 
     # -- timers --------------------------------------------------------------------------
 

@@ -6,9 +6,10 @@ A share-partition starts at the first fetch of its group: at the log start
 (``share.auto.offset.reset=earliest``) or its end (``latest``, the default). Group
 configs are read when used, so an IncrementalAlterConfigs takes effect at once.
 The state is kept by the share coordinator (broker/coordinators/share_state_service.py) in
-__share_group_state: read when a share-partition starts here (after a restart or a
-leadership move it goes on where it was), written when records are acknowledged,
-released, or their locks end.
+__share_group_state, reached by requests through the network between the nodes
+(broker/coordinators/share_persister.py): read when a share-partition starts here (after
+a restart or a leadership move it goes on where it was), written when records are
+acknowledged, released, or their locks end.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from dataclasses import dataclass, field
 from broker.config import SETTINGS
 from broker.cluster.dynamic_configs import GROUP_CONFIG_SYNONYMS
 from broker.log.partition import Partition
+from broker.coordinators.share_persister import SharePersister
+from coordinator.share.coordinator import READ_UNINITIALIZED
 from coordinator.share.partition import AbortedRange, LogBatch, SharePartition
+from coordinator.share.persister_policy import leader_error
 from coordinator.share.state_log_codec import ShareSnapshot, StateBatch, StateKey
 from kio.schema.errors import ErrorCode
-from protocol.names import SHARE_GROUP_STATE
 from protocol.records import iter_batches
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,11 @@ class ShareService:
         self.clock = broker.cluster.clock
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.persister = SharePersister(broker, node)
+        self._starting: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
+        self._writing: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
+        self._written: dict[tuple[str, uuid.UUID, int], ShareSnapshot] = {}  # the last state written
+        self._writes: set[asyncio.Task] = set()
         # Set whenever records become available again (released, lock expired): share
         # fetches waiting for records look again.
         self._changed = asyncio.Event()
@@ -96,85 +104,104 @@ class ShareService:
 
     # -- share partitions --------------------------------------------------------------------
 
-    async def prepare(self, group_id: str, topic_id: uuid.UUID, part: Partition, settings: ShareSettings) -> None:
-        """Starts the share-partition from its durable state, if it has not started here."""
+    async def prepare(self, group_id: str, topic_id: uuid.UUID, part: Partition, settings: ShareSettings
+                      ) -> ErrorCode:
+        """Starts the share-partition from its durable state (ReadShareGroupState to the
+        share coordinator), if it has not started here. The error a client gets when the
+        state could not be read (the share-partition is not started then: the next request
+        reads again)."""
         key = (group_id, topic_id, part.index)
         if key in self.partitions:
-            return
-        state_key = StateKey(group_id, topic_id, part.index)
-        coordinator = await self.state_coordinator(state_key)
-        snapshot = None
-        if coordinator is not None:
-            for _ in range(1000):  # a partition of __share_group_state still loading
-                error, snapshot = coordinator.coordinator.read_state(state_key)
-                if error is not ErrorCode.coordinator_load_in_progress:
-                    break
-                await self.clock.sleep(0.01)
-        if key in self.partitions:
-            return  # another request started it meanwhile
-        if snapshot is not None and snapshot.start_offset >= 0:
-            share = self.partitions[key] = SharePartition.restore(
-                snapshot.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                                        for b in snapshot.state_batches])
-            share.state_epoch = snapshot.state_epoch
-            log.info("share group %s: %s-%d goes on from its state at offset %d (%d records in flight)",
-                     group_id, part.topic, part.index, share.start_offset, len(share.records))
-        else:
-            self.share_partition(group_id, topic_id, part, settings)
-
-    def share_partition(self, group_id: str, topic_id: uuid.UUID, part: Partition,
-                        settings: ShareSettings) -> SharePartition:
-        key = (group_id, topic_id, part.index)
-        share = self.partitions.get(key)
-        if share is None:
+            return ErrorCode.none
+        async with self._starting.setdefault(key, asyncio.Lock()):
+            if key in self.partitions:
+                return ErrorCode.none
+            state_key = StateKey(group_id, topic_id, part.index)
+            error, message, snapshot = await self.persister.read(state_key, self._leader_epoch(part))
+            if error is ErrorCode.invalid_request and message == READ_UNINITIALIZED:
+                # No heartbeat of the group initialized it (a fetch from a client outside
+                # the group's protocol): the leader starts it itself.
+                initialized = await self.persister.initialize(group_id, [(topic_id, part.index)], 0)
+                error, snapshot = initialized[topic_id, part.index], None
+            if error:
+                log.warning("share group %s: %s-%d does not start, its state could not be read: %s", group_id,
+                            part.topic, part.index, error.name.upper())
+                return leader_error(error)
+            if key in self.partitions:
+                return ErrorCode.none
+            if snapshot is not None and snapshot.start_offset >= 0:
+                share = self.partitions[key] = SharePartition.restore(
+                    snapshot.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                            for b in snapshot.state_batches])
+                share.state_epoch = snapshot.state_epoch
+                log.info("share group %s: %s-%d goes on from its state at offset %d (%d records in flight)",
+                         group_id, part.topic, part.index, share.start_offset, len(share.records))
+                return ErrorCode.none
             start = part.log_start_offset if settings.auto_offset_reset == "earliest" else part.high_watermark
             share = self.partitions[key] = SharePartition(start)
+            share.state_epoch = 0 if snapshot is None else snapshot.state_epoch
             log.info("share group %s: %s-%d starts at offset %d (share.auto.offset.reset=%s)",
                      group_id, part.topic, part.index, start, settings.auto_offset_reset)
-            self.persist(group_id, topic_id, part.index, share)  # as InitializeShareGroupState
-        share.move_start_to(part.log_start_offset)
+            self.persist(group_id, topic_id, part.index, share)
+            return ErrorCode.none
+
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, part: Partition) -> SharePartition | None:
+        """The share-partition started here (``prepare``), its start moved past what the
+        log no longer holds; None when it has not started."""
+        share = self.partitions.get((group_id, topic_id, part.index))
+        if share is not None:
+            share.move_start_to(part.log_start_offset)
         return share
 
-    def _state_node(self, key: StateKey):
-        """The node leading the key's partition of __share_group_state, if it is up."""
-        partition = self.node.share_states.coordinator.partition_for(key)
-        leadership = self.broker.cluster.leadership(SHARE_GROUP_STATE, partition)
-        node = None if leadership is None else self.broker.node(leadership.leader)
-        return node if node is not None and node.is_up else None
-
-    async def state_coordinator(self, key: StateKey):
-        """That node's share coordinator service, ready; None when the node is down."""
-        await self.node.share_states.ready()  # creates the topic on first use
-        node = self._state_node(key)
-        if node is None:
-            return None
-        service = node.share_states
-        await service.ready()
-        return service
+    def _leader_epoch(self, part: Partition) -> int:
+        own = self.broker.cluster.leadership(part.topic, part.index)
+        return 0 if own is None else own.leader_epoch
 
     def persist(self, group_id: str, topic_id: uuid.UUID, index: int, share: SharePartition) -> None:
-        """Writes the share-partition's state (WriteShareGroupState) to its coordinator."""
-        key = StateKey(group_id, topic_id, index)
-        node = self._state_node(key)
-        if node is None:
-            log.warning("share group %s: the state of %s-%d is not written: no share coordinator", group_id,
-                        topic_id, index)
-            return
-        topic = self.broker.cluster.topics.by_id.get(topic_id)
-        own = None if topic is None else self.broker.cluster.leadership(topic.name, index)
-        snapshot = ShareSnapshot(0, share.state_epoch, own.leader_epoch if own is not None else 0,
-                                 share.start_offset, 0, 0, tuple(StateBatch(*b) for b in share.state_batches()))
-        service = node.share_states
-        service.ensure_ready()
-        error = service.run(key, lambda: service.coordinator.write_state(key, snapshot, self.clock.now_ms()))
-        if error:
-            log.warning("share group %s: writing the state of %s-%d failed: %s", group_id, topic_id, index,
-                        ErrorCode(error).name)
+        """Writes the share-partition's state in the background (a failure is logged)."""
+        task = asyncio.get_running_loop().create_task(self.write(group_id, topic_id, index, share))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def write(self, group_id: str, topic_id: uuid.UUID, index: int, share: SharePartition) -> ErrorCode:
+        """Writes the share-partition's state as it is when its turn comes
+        (WriteShareGroupState to the share coordinator, one at a time per share-partition);
+        the error a client gets when it could not be written. A fenced share-partition is
+        dropped: the next request reads the state again."""
+        key = (group_id, topic_id, index)
+        async with self._writing.setdefault(key, asyncio.Lock()):
+            if self.partitions.get(key) is not share:
+                return ErrorCode.none  # dropped meanwhile: its state is no longer this one's
+            topic = self.broker.cluster.topics.by_id.get(topic_id)
+            own = None if topic is None else self.broker.cluster.leadership(topic.name, index)
+            snapshot = ShareSnapshot(0, share.state_epoch, own.leader_epoch if own is not None else 0,
+                                     share.start_offset, 0, 0, tuple(StateBatch(*b) for b in share.state_batches()))
+            if self._written.get(key) == snapshot:
+                return ErrorCode.none
+            error, message = await self.persister.write(StateKey(group_id, topic_id, index), snapshot)
+            if not error:
+                self._written[key] = snapshot
+                return ErrorCode.none
+            log.warning("share group %s: writing the state of %s-%d failed: %s%s", group_id, topic_id, index,
+                        error.name.upper(), f" ({message})" if message else "")
+            if error in (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch) and \
+                    self.partitions.get(key) is share:
+                del self.partitions[key]
+                self._written.pop(key, None)
+            return leader_error(error)
+
+    def rollback(self, share: SharePartition, undo) -> None:
+        """Acknowledgements whose state was not written are undone (their records held by
+        the member again, under their locks)."""
+        share.rollback(undo)
+        self._wake.set()
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, part: Partition, max_records: int,
                 max_bytes: int, settings: ShareSettings) -> tuple[bytes, list]:
         """(the batches holding what was acquired, the acquired ranges) for one partition."""
-        share = self.share_partition(group_id, topic_id, part, settings)
+        share = self.share_partition(group_id, topic_id, part)
+        if share is None:
+            return b"", []
         upper = part.last_stable_offset if settings.read_committed else part.high_watermark
         start = share.fetch_offset()
         if start >= upper and not share.can_acquire(upper, settings.max_in_flight):
@@ -227,9 +254,13 @@ class ShareService:
     def changed(self) -> asyncio.Event:
         return self._changed
 
-    def forget_group(self, group_id: str) -> None:
-        for key in [k for k in self.partitions if k[0] == group_id]:
+    def forget(self, group_id: str, topic_id: uuid.UUID | None = None, index: int | None = None) -> None:
+        """Drops a group's share-partitions here (of one topic partition, or all), whose
+        state was set or deleted on the share coordinator: the next request reads it."""
+        for key in [k for k in self.partitions if k[0] == group_id and topic_id in (None, k[1])
+                    and index in (None, k[2])]:
             del self.partitions[key]
+            self._written.pop(key, None)
 
     # -- acquisition locks ---------------------------------------------------------------------
 
@@ -241,7 +272,10 @@ class ShareService:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        for task in self._writes:
+            task.cancel()
         self.partitions.clear()
+        self._written.clear()
         self.sessions.clear()
         self.records_changed()
 

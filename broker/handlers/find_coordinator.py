@@ -1,4 +1,6 @@
-"""FindCoordinator (10): the node that owns a group's or transactional id's partition.
+"""FindCoordinator (10): the node that owns a group's or transactional id's partition, or
+(key type 2, where share groups are on) a share-partition's ("group:topic id:partition")
+partition of __share_group_state, which brokers ask for (CLUSTER_ACTION).
 
 v0-v3 ask for one key, v4+ for a batch of keys (coordinator_keys). With the authorizer
 on, a key needs DESCRIBE on its group or transactional id, as Kafka checks it: else
@@ -7,6 +9,10 @@ with the error's message, as Kafka's error response carries it).
 """
 
 from broker.security.acls import (
+    CLUSTER,
+    CLUSTER_ACTION,
+    CLUSTER_DENIED,
+    CLUSTER_NAME,
     DENIED_MESSAGES,
     DESCRIBE,
     GROUP,
@@ -16,7 +22,9 @@ from broker.security.acls import (
     allowed,
 )
 from broker.errors import code
-from protocol.names import CONSUMER_OFFSETS, GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE
+from protocol.names import (
+    CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, SHARE_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE,
+)
 
 API_KEY = 10
 
@@ -26,20 +34,31 @@ def _denied(ctx, key: str, key_type: int):
         return GROUP_DENIED
     if key_type == TRANSACTION_KEY_TYPE and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
         return TRANSACTIONAL_ID_DENIED
+    if key_type == SHARE_KEY_TYPE and not allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        return CLUSTER_DENIED
     return None
 
 
+def _share_key_valid(key: str) -> bool:
+    parts = key.rsplit(":", 2)
+    return len(parts) == 3 and all(parts) and parts[2].lstrip("-").isdigit()
+
+
 def _answer(ctx, key: str, key_type: int) -> dict:
-    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+    shares_on = "share.version" in ctx.broker.apis.features
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) and not (key_type == SHARE_KEY_TYPE and shares_on):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
+                "node_id": -1, "host": "", "port": -1}
+    if key_type == SHARE_KEY_TYPE and not _share_key_valid(key):
+        return {"error_code": code("INVALID_REQUEST"), "error_message": "Invalid coordinator key.",
                 "node_id": -1, "host": "", "port": -1}
     denied = _denied(ctx, key, key_type)
     if denied is not None:
         return {"error_code": denied, "error_message": DENIED_MESSAGES[denied] if ctx.version < 4 else None,
                 "node_id": -1, "host": "", "port": -1}
     # Transactions create their topic here; groups on their first request (as before).
-    topic = TRANSACTION_STATE if key_type == TRANSACTION_KEY_TYPE else CONSUMER_OFFSETS
-    if key_type == TRANSACTION_KEY_TYPE or topic in ctx.cluster.topics.by_name:
+    topic = {TRANSACTION_KEY_TYPE: TRANSACTION_STATE, SHARE_KEY_TYPE: SHARE_GROUP_STATE}.get(key_type, CONSUMER_OFFSETS)
+    if key_type != GROUP_KEY_TYPE or topic in ctx.cluster.topics.by_name:
         ctx.broker.start_coordinators(topic)
     node = ctx.broker.coordinator_node(key, key_type)
     # a coordinator with no address on this request's listener: Kafka answers

@@ -90,7 +90,9 @@ async def handle(ctx, request):
         for topic_id, index in list(live.partitions):
             part, error = resolve(ctx, topic_id, index)
             if part is not None:
-                await shares.prepare(group_id, topic_id, part, settings)
+                failed = await shares.prepare(group_id, topic_id, part, settings)
+                if failed:  # the state could not be read: this partition answers the error
+                    entry(topic_id, index, part)["error_code"] = failed
         acquired_any = _acquire(ctx, shares, request, live, settings, entry, leaders)
         remaining = deadline - ctx.clock.now_ms()
         errors = any(p["error_code"] for parts in topics.values() for p in parts.values())

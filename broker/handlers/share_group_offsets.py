@@ -29,15 +29,10 @@ async def group_error(ctx, group_id: str, must_be_empty: bool) -> tuple[ErrorCod
 
 
 async def read(ctx, key: StateKey) -> ShareSnapshot | None:
-    service = await ctx.node.shares.state_coordinator(key)
-    if service is None:
-        return None
-    for _ in range(1000):
-        error, snapshot = service.coordinator.read_state(key)
-        if error is not E.coordinator_load_in_progress:
-            return snapshot
-        await ctx.clock.sleep(0.01)
-    return None
+    """The share-partition's state summary (ReadShareGroupStateSummary); None when it has
+    none or it could not be read."""
+    _error, snapshot = await ctx.node.shares.persister.summary(key)
+    return snapshot
 
 
 def lag(snapshot: ShareSnapshot, high_watermark: int) -> int:
@@ -49,20 +44,26 @@ def lag(snapshot: ShareSnapshot, high_watermark: int) -> int:
 
 
 async def replace_state(ctx, key: StateKey, start_offset: int | None) -> ErrorCode:
-    """Sets the share-partition's start offset (a new state epoch, nothing in flight), or
-    deletes its state (``start_offset`` None)."""
-    shares = ctx.node.shares
-    service = await shares.state_coordinator(key)
-    if service is None:
-        return E.coordinator_not_available
-    current = await read(ctx, key)
+    """Starts the share-partition's state over at ``start_offset`` (InitializeShareGroupState
+    in a new state epoch, nothing in flight), or deletes it (``start_offset`` None,
+    DeleteShareGroupState), and records it in the group (initialized, or no longer). The
+    leaders' share-partitions are dropped, so their next fetch reads the new state."""
+    persister = ctx.node.shares.persister
+    partition = (key.topic_id, key.partition)
     if start_offset is None:
-        error = service.run(key, lambda: service.coordinator.delete_state(key))
+        error = (await persister.delete(key.group_id, [partition]))[partition]
     else:
-        snapshot = ShareSnapshot(0, 0 if current is None else current.state_epoch + 1,
-                                 0 if current is None else current.leader_epoch, start_offset, 0, 0, ())
-        error = service.run(key, lambda: service.coordinator.write_state(key, snapshot, ctx.clock.now_ms()))
+        _error, current = await persister.summary(key)
+        state_epoch = 0 if current is None else current.state_epoch + 1
+        error = (await persister.initialize(key.group_id, [partition], state_epoch, start_offset))[partition]
+    if error:
+        return error
+    groups = ctx.node.groups
+    coordinator = groups.coordinator
+    await groups.run(key.group_id, lambda: coordinator.share_group_state_changed(
+        key.group_id, {key.topic_id: frozenset({key.partition})}, initialized=start_offset is not None),
+        lambda failed: failed)
     for node in ctx.broker.nodes:
         if node._shares is not None:
-            node._shares.partitions.pop((key.group_id, key.topic_id, key.partition), None)
-    return error
+            node._shares.forget(key.group_id, key.topic_id, key.partition)
+    return E.none

@@ -76,15 +76,22 @@ async def acknowledge(ctx, shares, group_id: str, member_id: str, topic_id, part
     if not renew_allowed and any(RENEW in a.types for a in acks):
         return code("INVALID_REQUEST"), "Renew acknowledgements need IsRenewAck."
     settings = shares.settings(group_id)
-    await shares.prepare(group_id, topic_id, part, settings)
-    share = shares.share_partition(group_id, topic_id, part, settings)
+    error = await shares.prepare(group_id, topic_id, part, settings)
+    if error:
+        return error, None
+    share = shares.share_partition(group_id, topic_id, part)
     try:
-        share.acknowledge(member_id, acks, ctx.clock.now_ms(), settings.delivery_limit, settings.lock_ms)
+        undo = share.acknowledge(member_id, acks, ctx.clock.now_ms(), settings.delivery_limit, settings.lock_ms)
     except AcknowledgeError as e:
         return code(e.error_name), str(e)
-    shares.persist(group_id, topic_id, part.index, share)
     shares.records_changed()
-    return 0, None
+    # Answered once the share coordinator has the state; one it could not take is rolled
+    # back and answered with the error, as Kafka does.
+    error = await shares.write(group_id, topic_id, part.index, share)
+    if error:
+        shares.rollback(share, undo)
+        return error, "The acknowledgement could not be persisted."
+    return error, None
 
 
 def renew_allowed(ctx, request) -> bool:

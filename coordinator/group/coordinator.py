@@ -142,7 +142,7 @@ class GroupCoordinator:
         )
         self._partitions: dict[int, _Partition] = {}
         self.consumer = ConsumerGroups(self.config.consumer, new_member_uuid)
-        self.share = ShareGroups(self.config.share)
+        self.share = ShareGroups(self.config.share, lambda: self.topics())
         self.streams = StreamsGroups(self.config.streams)
         # The topics KIP-848 assignments are made of; the broker sets this.
         self.topics: Callable[[], TopicsSnapshot] = dict
@@ -250,7 +250,8 @@ class GroupCoordinator:
                 if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
                     self._replay_consumer(consumer_log_codec.decode_key(e.version, record.key), record.value)
                 elif e.version in share_log_codec.SHARE_KEY_VERSIONS:
-                    self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value)
+                    self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value,
+                                       timestamp_ms)
                 elif e.version in streams_log_codec.STREAMS_KEY_VERSIONS:
                     self._replay_streams(streams_log_codec.decode_key(e.version, record.key), record.value)
             except log_codec.LogCodecError as bad:
@@ -280,7 +281,7 @@ class GroupCoordinator:
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
         group.replay(key, value)
 
-    def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None) -> None:
+    def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
         state = self._partitions.get(self.partition_for(key.group))
         if state is None:
             return
@@ -293,7 +294,7 @@ class GroupCoordinator:
                 return
             group = state.share_groups[key.group] = ShareGroup(key.group)
             group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
-        group.replay(key, value)
+        group.replay(key, value, timestamp_ms)
 
     def _replay_streams(self, key: streams_log_codec.StreamsKey, value: bytes | None) -> None:
         state = self._partitions.get(self.partition_for(key.group))
@@ -632,14 +633,29 @@ class GroupCoordinator:
                                                         state.consumer_groups or request.group_id in state.streams_groups):
                 raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a share group.")
             session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
-            records, answer, left = self.share.heartbeat(group, request, self.topics(), now_ms,
-                                                         session_timeout_ms, interval_ms)
+            records, answer, left, initialize = self.share.heartbeat(group, request, self.topics(), now_ms,
+                                                                     session_timeout_ms, interval_ms)
         except Refused as refused:
             return Result(response=HeartbeatAnswer(refused.error, refused.message))
         if group is None:
             state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
         effects = (ShareMemberGone(request.group_id, request.member_id),) if left else ()
+        if initialize is not None:
+            effects += (initialize,)
         return Result(records=tuple(records), response=answer, effects=effects)
+
+    def share_group_state_changed(self, group_id: str, partitions: dict, initialized: bool) -> Result[ErrorCode]:
+        """The share coordinator initialized (``initialized``) or deleted the state of these
+        share-partitions ({topic id: partitions}), or failed to initialize it: recorded in
+        the group's ShareGroupStatePartitionMetadata (which creates a group not there yet,
+        as AlterShareGroupOffsets does on Kafka)."""
+        error, state = self._serving(group_id)
+        if error is not None:
+            return Result(response=error)
+        if group_id in state.groups or group_id in state.consumer_groups:
+            return Result(response=E.group_id_not_found)
+        group = state.share_groups.get(group_id) or ShareGroup(group_id)
+        return Result(records=tuple(self.share.state_changed(group, partitions, initialized)), response=E.none)
 
     def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
         """(error, message, group) as ShareGroupDescribe answers for one group."""

@@ -7,16 +7,20 @@ member takes its target assignment (and the assignment epoch) on its next heartb
 The group epoch moves when members come or go, a subscription changes, or the
 subscribed topics change (their ids and partition counts, ``metadata_hash``).
 
-The partitions a share group has consumed are recorded as initialized
-(ShareGroupStatePartitionMetadata). Kafka first records them as initializing, asks the
-share coordinator to initialize their state and then records them initialized; the
-share-partition state here starts on the leader at the first ShareFetch (its start
-offset from ``share.auto.offset.reset``), so they are recorded initialized at once.
+Only initialized share-partitions are assigned, as Kafka 4.4 does: a heartbeat records
+the subscribed partitions not yet initialized as initializing
+(ShareGroupStatePartitionMetadata) and asks for their state to be initialized
+(``InitializeShareState``: InitializeShareGroupState to the share coordinator at the
+group epoch, start offset -1, which the leader resolves by ``share.auto.offset.reset``);
+once done they are recorded initialized, and the next heartbeat, finding initialized
+partitions nobody is assigned, moves the group epoch and assigns them. So a new group's
+first member is answered epoch 2 with nothing, then epoch 3 with its partitions, as on
+Kafka 4.4.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
@@ -28,8 +32,19 @@ from coordinator.contract import CoordinatorRecord
 
 E = ErrorCode
 LEAVE_GROUP_MEMBER_EPOCH = -1
+NEW_GROUP_EPOCH = 1  # the epoch a share group made by a heartbeat is bumped from
 SHARE_ASSIGNOR = "simple"
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class InitializeShareState:
+    """Effect: initialize the state of these share-partitions on the share coordinator
+    (at ``state_epoch``), then record the outcome (``share_group_state_changed``)."""
+
+    group_id: str
+    state_epoch: int
+    partitions: codec.NamedPartitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +54,9 @@ class ShareGroupConfig:
     session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
+    # group.share.initialize.retry.interval.ms: share-partitions still initializing this
+    # long after they were asked (the node asking died, say) are asked again
+    initialize_retry_interval_ms: int = 30_000
 
 
 @dataclass(slots=True)
@@ -69,6 +87,9 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
     initialized: codec.NamedPartitions = field(default_factory=dict)
+    initializing: codec.NamedPartitions = field(default_factory=dict)
+    # When each initializing topic was asked (its record's timestamp), as Kafka keeps it.
+    initializing_since: dict = field(default_factory=dict)
     # Memory only, as on Kafka: every member loaded gets a full session.
     session_deadlines: dict[str, int] = field(default_factory=dict)
 
@@ -79,14 +100,21 @@ class ShareGroup:
     def subscribed_topics(self, topics: TopicsSnapshot) -> set[str]:
         return {n for m in self.members.values() for n in m.subscribed_topic_names if n in topics}
 
-    def replay(self, key: codec.ShareKey, value: bytes | None) -> None:
+    def replay(self, key: codec.ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
         kind, member_id = key.kind, key.member
         if kind == codec.GROUP_METADATA:
             self.group_epoch, self.metadata_hash = codec.decode_group_metadata(value)
         elif kind == codec.TARGET_METADATA:
             self.assignment_epoch = 0 if value is None else codec.decode_target_metadata(value)
         elif kind == codec.STATE_PARTITION_METADATA:
-            self.initialized = {} if value is None else codec.decode_state_partition_metadata(value).initialized
+            metadata = codec.decode_state_partition_metadata(value) if value is not None else None
+            self.initialized = {} if metadata is None else metadata.initialized
+            initializing = {} if metadata is None else metadata.initializing
+            for topic_id, (_name, ps) in initializing.items():
+                if not ps <= self.initializing.get(topic_id, ("", frozenset()))[1]:  # newly asked
+                    self.initializing_since[topic_id] = timestamp_ms
+            self.initializing_since = {t: v for t, v in self.initializing_since.items() if t in initializing}
+            self.initializing = initializing
         elif kind == codec.TARGET_MEMBER:
             if value is None:
                 self.target.pop(member_id, None)
@@ -108,6 +136,16 @@ class ShareGroup:
             v = codec.decode_current_assignment(value)
             member.member_epoch, member.previous_member_epoch, member.assigned = (
                 v.member_epoch, v.previous_member_epoch, v.assigned)
+
+    def state_partitions(self) -> set[tuple[object, int]]:
+        """(topic id, partition) of every share-partition whose state the group may have."""
+        return {(t, p) for named in (self.initialized, self.initializing) for t, (_n, ps) in named.items()
+                for p in ps}
+
+    def state_metadata_record(self, initializing: codec.NamedPartitions, initialized: codec.NamedPartitions
+                              ) -> CoordinatorRecord:
+        return codec.state_partition_metadata_record(self.group_id, codec.StatePartitionMetadataValue(
+            _without_empty(initializing), _without_empty(initialized), {}))
 
     def deletion_records(self) -> list[CoordinatorRecord]:
         """Tombstones of every record of the group, in the order Kafka deletes them."""
@@ -137,6 +175,56 @@ def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]
             codec.member_metadata_record(group_id, member_id, None)]
 
 
+def _subscribed_partitions(subscribed: Iterable[str], topics: TopicsSnapshot) -> codec.NamedPartitions:
+    return {topics[n][0]: (n, frozenset(range(topics[n][1]))) for n in subscribed}
+
+
+def _initialized_unassigned(group: ShareGroup, subscribed: Iterable[str], topics: TopicsSnapshot) -> bool:
+    """Whether an initialized share-partition of a subscribed topic is in no member's
+    target assignment (Kafka's initializedAssignmentPending)."""
+    if not group.members or not group.initialized:
+        return False
+    assigned: dict = {}
+    for partitions in group.target.values():
+        for t, ps in partitions.items():
+            assigned[t] = assigned.get(t, frozenset()) | ps
+    for topic_id, (_name, ps) in _subscribed_partitions(subscribed, topics).items():
+        ready = group.initialized.get(topic_id, ("", frozenset()))[1] & ps
+        if ready - assigned.get(topic_id, frozenset()):
+            return True
+    return False
+
+
+def _to_initialize(group: ShareGroup, subscribed: Iterable[str], topics: TopicsSnapshot, stale_before_ms: int
+                   ) -> codec.NamedPartitions:
+    """Subscribed share-partitions neither initialized nor initializing (since
+    ``stale_before_ms`` or later)."""
+    out = {}
+    for topic_id, (name, ps) in _subscribed_partitions(subscribed, topics).items():
+        known = group.initialized.get(topic_id, ("", frozenset()))[1]
+        if group.initializing_since.get(topic_id, stale_before_ms) > stale_before_ms:
+            known |= group.initializing.get(topic_id, ("", frozenset()))[1]
+        if ps - known:
+            out[topic_id] = (name, ps - known)
+    return out
+
+
+def _merged(a: codec.NamedPartitions, b: codec.NamedPartitions) -> codec.NamedPartitions:
+    out = dict(a)
+    for topic_id, (name, ps) in b.items():
+        out[topic_id] = (name or out.get(topic_id, ("", frozenset()))[0],
+                         out.get(topic_id, ("", frozenset()))[1] | ps)
+    return out
+
+
+def _minus(a: codec.NamedPartitions, ids: dict) -> codec.NamedPartitions:
+    return _without_empty({t: (n, ps - ids.get(t, frozenset())) for t, (n, ps) in a.items()})
+
+
+def _without_empty(a: codec.NamedPartitions) -> codec.NamedPartitions:
+    return {t: (n, ps) for t, (n, ps) in a.items() if ps}
+
+
 def validate(request: ShareHeartbeatRequest) -> None:
     """The checks Kafka makes before looking at the group; raises Refused."""
     if not request.group_id:
@@ -155,14 +243,16 @@ def validate(request: ShareHeartbeatRequest) -> None:
 class ShareGroups:
     """The share-group heartbeat and its timers over a partition's share groups."""
 
-    def __init__(self, config: ShareGroupConfig) -> None:
+    def __init__(self, config: ShareGroupConfig, topics: Callable[[], TopicsSnapshot] = dict) -> None:
         self.config = config
+        self._topics = topics  # the cluster's topics (names for the state metadata record)
 
     def heartbeat(self, group: ShareGroup | None, request: ShareHeartbeatRequest, topics: TopicsSnapshot,
                   now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int
-                  ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, bool]:
-        """(records, answer, whether the member left). Raises Refused. ``group`` is None
-        for a group that does not exist yet; the records create it."""
+                  ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, bool, InitializeShareState | None]:
+        """(records, answer, whether the member left, the share-partitions to initialize).
+        Raises Refused. ``group`` is None for a group that does not exist yet; the records
+        create it."""
         validate(request)
         member_id = request.member_id
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -170,10 +260,12 @@ class ShareGroups:
                 raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group "
                               f"{request.group_id}.")
             records = self.fence(group, member_id, topics)
-            return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), True
+            return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), True, None
         if group is None and request.member_epoch != 0:
             raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
-        group = group or ShareGroup(request.group_id)
+        # A group made by this heartbeat counts from epoch 1, so its first epoch is 2, as
+        # Kafka 4.4 writes and answers it ("Bumped group epoch to 2" for a new share group).
+        group = group or ShareGroup(request.group_id, group_epoch=NEW_GROUP_EPOCH)
         member = group.members.get(member_id)
         if member is None:
             if request.member_epoch != 0:
@@ -203,17 +295,14 @@ class ShareGroups:
         new_hash = metadata_hash(topics, subscribed)
         group_epoch = group.group_epoch
         subscriptions_changed = joining or updated.subscribed_topic_names != member.subscribed_topic_names
-        if subscriptions_changed or new_hash != group.metadata_hash:
+        if subscriptions_changed or new_hash != group.metadata_hash or (
+                group.assignment_epoch >= group_epoch and _initialized_unassigned(group, subscribed, topics)):
             group_epoch += 1
             records.append(codec.group_metadata_record(group.group_id, group_epoch, new_hash))
-            initialized = self._initialized(group, subscribed, topics)
-            if initialized != group.initialized:
-                records.append(codec.state_partition_metadata_record(
-                    group.group_id, codec.StatePartitionMetadataValue({}, initialized, {})))
         target = group.target
         assignment_epoch = group.assignment_epoch
         if group_epoch > group.assignment_epoch:
-            target = self._assign(members, group.target, topics)
+            target = self._assign(members, group.target, topics, group.initialized)
             for m, partitions in sorted(target.items()):
                 if group.target.get(m) != partitions:
                     records.append(codec.target_member_record(group.group_id, m, partitions))
@@ -225,30 +314,46 @@ class ShareGroups:
             updated.member_epoch = assignment_epoch
             updated.assigned = new_assignment
             records.append(codec.current_assignment_record(group.group_id, member_id, updated.assignment_value()))
+        initialize = _to_initialize(group, subscribed, topics, now_ms - self.config.initialize_retry_interval_ms)
+        if initialize:
+            records.append(group.state_metadata_record(_merged(group.initializing, initialize), group.initialized))
+            group.initializing_since.update(dict.fromkeys(initialize, now_ms))  # asked again: a new wait
         group.session_deadlines[member_id] = now_ms + session_timeout_ms
         send_assignment = request.member_epoch == 0 or updated.assigned != member.assigned or joining
-        return records, HeartbeatAnswer(
+        answer = HeartbeatAnswer(
             member_id=member_id, member_epoch=updated.member_epoch, heartbeat_interval_ms=heartbeat_interval_ms,
-            assignment=updated.assigned if send_assignment else None), False
+            assignment=updated.assigned if send_assignment else None)
+        effect = InitializeShareState(group.group_id, group_epoch, initialize) if initialize else None
+        return records, answer, False, effect
+
+    def state_changed(self, group: ShareGroup, partitions: dict, initialized: bool) -> list[CoordinatorRecord]:
+        """The share coordinator initialized these partitions' state (``initialized``), or
+        it failed or the state was deleted: they leave the initializing set, and join or
+        leave the initialized one."""
+        ids = dict(partitions)
+        initializing = _minus(group.initializing, ids)
+        if initialized:
+            names = {t: n for named in (group.initializing, group.initialized) for t, (n, _ps) in named.items()}
+            names.update((topic_id, name) for name, (topic_id, _count) in self._topics().items())
+            done = _merged(group.initialized, {t: (names.get(t, ""), ps) for t, ps in ids.items()})
+        else:
+            done = _minus(group.initialized, ids)
+        if (initializing, done) == (group.initializing, group.initialized):
+            return []
+        return [group.state_metadata_record(initializing, done)]
 
     @staticmethod
-    def _initialized(group: ShareGroup, subscribed: Iterable[str], topics: TopicsSnapshot) -> codec.NamedPartitions:
-        out = dict(group.initialized)
-        for name in subscribed:
-            topic_id, count = topics[name]
-            _, known = out.get(topic_id, (name, frozenset()))
-            out[topic_id] = (name, known | frozenset(range(count)))
-        return out
-
-    @staticmethod
-    def _assign(members: dict[str, ShareMember], previous: dict[str, Partitions], topics: TopicsSnapshot
-                ) -> dict[str, Partitions]:
+    def _assign(members: dict[str, ShareMember], previous: dict[str, Partitions], topics: TopicsSnapshot,
+                initialized: codec.NamedPartitions) -> dict[str, Partitions]:
+        """The simple assignor over the share-partitions whose state is initialized."""
         spec = AssignmentSpec(
             subscriptions={m.member_id: frozenset(topics[n][0] for n in m.subscribed_topic_names if n in topics)
                            for m in members.values()},
             partition_counts={topic_id: count for topic_id, count in topics.values()},
             previous=previous)
-        return {m: {t: ps for t, ps in partitions.items() if ps} for m, partitions in simple(spec).items()}
+        ready = {t: ps for t, (_n, ps) in initialized.items()}
+        return {m: {t: ps & ready.get(t, frozenset()) for t, ps in partitions.items() if ps & ready.get(t, frozenset())}
+                for m, partitions in simple(spec).items()}
 
     def fence(self, group: ShareGroup, member_id: str, topics: TopicsSnapshot) -> list[CoordinatorRecord]:
         """A member leaves or its session ended: its records go, and the group epoch

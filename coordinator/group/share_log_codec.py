@@ -1,7 +1,7 @@
 """The KIP-932 share-group records of __consumer_offsets, in Kafka 4.4's layouts.
 
-Keys and values are laid out as the consumer-group records (consumer_log_codec): an
-int16 key version naming the record, int16-length strings; flexible version-0 values.
+Keys and values are laid out as every modern group's records (modern_group_records,
+whose writers and readers the consumer-group records use too).
 
   key 10 ShareGroupMemberMetadata(group, member)
          value: rack id?, client id, client host, subscribed topic names []
@@ -20,14 +20,13 @@ A None value is a tombstone.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
 
-from coordinator.group.assignors import Partitions
-from coordinator.group.consumer_log_codec import _key, _Reader, _Writer
-from coordinator.group.log_codec import LogCodecError
 from coordinator.contract import CoordinatorRecord
+from coordinator.group import modern_group_records as layout
+from coordinator.group.assignors import Partitions
+from coordinator.group.modern_group_records import ValueReader, ValueWriter, record_key
 
 MEMBER_METADATA = 10
 GROUP_METADATA = 11
@@ -37,7 +36,6 @@ CURRENT_ASSIGNMENT = 14
 STATE_PARTITION_METADATA = 15
 SHARE_KEY_VERSIONS = frozenset({10, 11, 12, 13, 14, 15})
 _WITH_MEMBER = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
-_ASSIGNMENT_TIMESTAMP_TAG = 0
 STABLE_MEMBER_STATE = 0  # MemberState.STABLE: share members never wait on revocations
 
 
@@ -75,68 +73,42 @@ class StatePartitionMetadataValue:
 
 
 def decode_key(version: int, data: bytes) -> ShareKey:
-    pos = 2
-    strings = []
-    for _ in range(2 if version in _WITH_MEMBER else 1):
-        if pos + 2 > len(data):
-            raise LogCodecError("share group record key is truncated")
-        (n,) = struct.unpack_from(">h", data, pos)
-        strings.append(data[pos + 2:pos + 2 + n].decode())
-        pos += 2 + n
-    return ShareKey(version, *strings)
+    return ShareKey(version, *layout.decode_key_strings(data, version in _WITH_MEMBER))
 
 
 def member_metadata_record(group: str, member: str, value: MemberMetadataValue | None) -> CoordinatorRecord:
     if value is None:
-        return CoordinatorRecord(_key(MEMBER_METADATA, group, member), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(MEMBER_METADATA, group, member), None)
+    w = ValueWriter()
     w.string(value.rack_id)
     w.string(value.client_id)
     w.string(value.client_host)
     w.varint(len(value.subscribed_topic_names) + 1)
     for name in value.subscribed_topic_names:
         w.string(name)
-    return CoordinatorRecord(_key(MEMBER_METADATA, group, member), w.done())
+    return CoordinatorRecord(record_key(MEMBER_METADATA, group, member), w.done())
 
 
 def group_metadata_record(group: str, epoch: int | None, metadata_hash: int = 0) -> CoordinatorRecord:
-    if epoch is None:
-        return CoordinatorRecord(_key(GROUP_METADATA, group), None)
-    w = _Writer()
-    w.pack(">i", epoch)
-    w.pack(">q", metadata_hash)
-    return CoordinatorRecord(_key(GROUP_METADATA, group), w.done())
+    return layout.group_epoch_record(GROUP_METADATA, group, epoch, metadata_hash)
 
 
 def target_metadata_record(group: str, assignment_epoch: int | None, timestamp_ms: int = 0) -> CoordinatorRecord:
-    if assignment_epoch is None:
-        return CoordinatorRecord(_key(TARGET_METADATA, group), None)
-    w = _Writer()
-    w.pack(">i", assignment_epoch)
-    tagged = {_ASSIGNMENT_TIMESTAMP_TAG: struct.pack(">q", timestamp_ms)} if timestamp_ms else None
-    return CoordinatorRecord(_key(TARGET_METADATA, group), w.done(tagged))
+    return layout.assignment_epoch_record(TARGET_METADATA, group, assignment_epoch, timestamp_ms)
 
 
 def target_member_record(group: str, member: str, partitions: Partitions | None) -> CoordinatorRecord:
-    if partitions is None:
-        return CoordinatorRecord(_key(TARGET_MEMBER, group, member), None)
-    w = _Writer()
-    w.partitions(partitions)
-    return CoordinatorRecord(_key(TARGET_MEMBER, group, member), w.done())
+    return layout.member_partitions_record(TARGET_MEMBER, group, member, partitions)
 
 
 def current_assignment_record(group: str, member: str, value: CurrentAssignmentValue | None) -> CoordinatorRecord:
     if value is None:
-        return CoordinatorRecord(_key(CURRENT_ASSIGNMENT, group, member), None)
-    w = _Writer()
-    w.pack(">i", value.member_epoch)
-    w.pack(">i", value.previous_member_epoch)
-    w.pack(">b", STABLE_MEMBER_STATE)
-    w.partitions(value.assigned)
-    return CoordinatorRecord(_key(CURRENT_ASSIGNMENT, group, member), w.done())
+        return layout.current_assignment_tombstone(CURRENT_ASSIGNMENT, group, member)
+    return layout.current_assignment_record(CURRENT_ASSIGNMENT, group, member, value.member_epoch,
+                                            value.previous_member_epoch, STABLE_MEMBER_STATE, value.assigned, None)
 
 
-def _named_partitions(w: _Writer, topics: NamedPartitions) -> None:
+def _named_partitions(w: ValueWriter, topics: NamedPartitions) -> None:
     w.varint(len(topics) + 1)
     for topic_id, (name, partitions) in sorted(topics.items(), key=lambda i: i[1][0]):
         w.parts.append(topic_id.bytes)
@@ -149,8 +121,8 @@ def _named_partitions(w: _Writer, topics: NamedPartitions) -> None:
 
 def state_partition_metadata_record(group: str, value: StatePartitionMetadataValue | None) -> CoordinatorRecord:
     if value is None:
-        return CoordinatorRecord(_key(STATE_PARTITION_METADATA, group), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(STATE_PARTITION_METADATA, group), None)
+    w = ValueWriter()
     _named_partitions(w, value.initializing)
     _named_partitions(w, value.initialized)
     w.varint(len(value.deleting) + 1)
@@ -158,37 +130,27 @@ def state_partition_metadata_record(group: str, value: StatePartitionMetadataVal
         w.parts.append(topic_id.bytes)
         w.string(name)
         w.varint(0)
-    return CoordinatorRecord(_key(STATE_PARTITION_METADATA, group), w.done())
+    return CoordinatorRecord(record_key(STATE_PARTITION_METADATA, group), w.done())
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = ValueReader(data)
     rack_id, client_id, client_host = r.string(), r.string(), r.string()
     names = tuple(r.string() or "" for _ in range(r.varint() - 1))
     return MemberMetadataValue(rack_id, client_id or "", client_host or "", names)
 
 
-def decode_group_metadata(data: bytes) -> tuple[int, int]:
-    r = _Reader(data)
-    return r.unpack(">i"), r.unpack(">q")
-
-
-def decode_target_metadata(data: bytes) -> int:
-    return _Reader(data).unpack(">i")
-
-
-def decode_target_member(data: bytes) -> Partitions:
-    return _Reader(data).partitions()
+decode_group_metadata = layout.decode_group_epoch
+decode_target_metadata = layout.decode_assignment_epoch
+decode_target_member = layout.decode_member_partitions
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
-    member_epoch, previous = r.unpack(">i"), r.unpack(">i")
-    r.unpack(">b")  # the member's state: not kept
-    return CurrentAssignmentValue(member_epoch, previous, r.partitions())
+    member_epoch, previous, _state, assigned, _ = layout.decode_current_assignment(data, with_pending_revocation=False)
+    return CurrentAssignmentValue(member_epoch, previous, assigned)  # the state: always stable, not kept
 
 
-def _read_named_partitions(r: _Reader) -> NamedPartitions:
+def _read_named_partitions(r: ValueReader) -> NamedPartitions:
     out: NamedPartitions = {}
     for _ in range(r.varint() - 1):
         topic_id = uuid.UUID(bytes=r.raw(16))
@@ -199,7 +161,7 @@ def _read_named_partitions(r: _Reader) -> NamedPartitions:
 
 
 def decode_state_partition_metadata(data: bytes) -> StatePartitionMetadataValue:
-    r = _Reader(data)
+    r = ValueReader(data)
     initializing, initialized = _read_named_partitions(r), _read_named_partitions(r)
     deleting = {}
     for _ in range(r.varint() - 1):

@@ -4,9 +4,10 @@ delivery state of the records in flight), one ShareSnapshot record per write, th
 newest per key being the state. Sans-IO: handlers return ``Result``s the runtime
 appends and replays (coordinator/contract.py).
 
-Writes follow Kafka's WriteShareGroupState rules: a write with an older state epoch is
-FENCED_STATE_EPOCH, one from an older leader epoch FENCED_LEADER_EPOCH; each write moves
-the snapshot epoch on.
+The rules are Kafka 4.4's: a share-partition is initialized (InitializeShareGroupState,
+by the group coordinator) before it is read or written (else INVALID_REQUEST); a write
+with an older leader epoch is FENCED_LEADER_EPOCH, one with an older state epoch
+FENCED_STATE_EPOCH; each write moves the snapshot epoch on.
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ from coordinator.share.state_log_codec import (
 
 log = logging.getLogger(__name__)
 E = ErrorCode
+READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
+WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
+NEGATIVE_LEADER_EPOCH = "The leader epoch cannot be a negative number."
+NEGATIVE_STATE_EPOCH = "The state epoch cannot be a negative number."
+# Kafka answers fencing with the errors' own messages
+FENCED_LEADER = "The leader epoch in the request is older than the epoch on the broker."
+FENCED_STATE = "The coordinator rejected the request because the state epoch did not match."
+
+
+@dataclass(frozen=True, slots=True)
+class StateAnswer:
+    """One share-partition's answer to a state API: the error first (the runtime answers
+    a refused append with ``StateAnswer(error)``), the snapshot read."""
+
+    error: ErrorCode
+    message: str | None = None
+    snapshot: ShareSnapshot | None = None
 
 
 @dataclass(slots=True)
@@ -92,7 +110,7 @@ class ShareCoordinator:
     def poll(self, now_ms: int, partition: int | None = None) -> list[Result]:
         return []
 
-    # -- the state APIs ---------------------------------------------------------------------
+    # -- the state APIs (Kafka's ShareCoordinatorShard) ------------------------------------
 
     def _serving(self, key: StateKey) -> tuple[ErrorCode | None, _Partition | None]:
         state = self._partitions.get(self.partition_for(key))
@@ -102,41 +120,90 @@ class ShareCoordinator:
             return E.coordinator_load_in_progress, None
         return None, state
 
-    def read_state(self, key: StateKey) -> tuple[ErrorCode, ShareSnapshot | None]:
-        """ReadShareGroupState: the snapshot, or None when the share-partition has none."""
+    def read_state(self, key: StateKey, leader_epoch: int, now_ms: int) -> Result[StateAnswer]:
+        """ReadShareGroupState: the snapshot of an initialized share-partition. A leader
+        reading with a newer leader epoch records it (a new snapshot), so a write from the
+        leader before it is fenced; one with an older epoch is FENCED_LEADER_EPOCH."""
+        if leader_epoch < 0:
+            return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH))
         error, state = self._serving(key)
         if state is None:
-            return error, None
-        return E.none, state.states.get(key)
+            return Result(response=StateAnswer(error))
+        current = state.states.get(key)
+        if current is None:
+            return Result(response=StateAnswer(E.invalid_request, READ_UNINITIALIZED))
+        if leader_epoch < current.leader_epoch:
+            return Result(response=StateAnswer(E.fenced_leader_epoch, FENCED_LEADER))
+        if leader_epoch > current.leader_epoch:
+            updated = self._next(current, replace(current, leader_epoch=leader_epoch), now_ms)
+            return Result(records=(snapshot_record(key, updated),), response=StateAnswer(E.none, None, updated))
+        return Result(response=StateAnswer(E.none, None, current))
+
+    def read_summary(self, key: StateKey) -> StateAnswer:
+        """ReadShareGroupStateSummary: the snapshot, or none for a share-partition never
+        initialized (answered with start offset -1, as Kafka does)."""
+        error, state = self._serving(key)
+        if state is None:
+            return StateAnswer(error)
+        return StateAnswer(E.none, None, state.states.get(key))
+
+    def snapshot(self, key: StateKey) -> tuple[ErrorCode | None, ShareSnapshot | None]:
+        """(error or None, the snapshot or None) as held now, for inspection."""
+        error, state = self._serving(key)
+        return error, None if state is None else state.states.get(key)
 
     def states(self, group_id: str) -> dict[StateKey, ShareSnapshot]:
-        """Every share-partition state of a group this coordinator serves (the summary
-        DescribeShareGroupOffsets reads)."""
+        """Every share-partition state of a group this coordinator serves."""
         return {k: v for s in self._partitions.values() if not s.loading
                 for k, v in s.states.items() if k.group_id == group_id}
 
-    def write_state(self, key: StateKey, snapshot: ShareSnapshot, now_ms: int) -> Result[ErrorCode]:
-        """WriteShareGroupState (and InitializeShareGroupState, which starts a new state
-        epoch): the snapshot given, with the next snapshot epoch."""
+    def initialize_state(self, key: StateKey, state_epoch: int, start_offset: int, now_ms: int
+                         ) -> Result[StateAnswer]:
+        """InitializeShareGroupState: a new state at ``state_epoch`` (nothing in flight;
+        start offset -1 leaves it to the leader's share.auto.offset.reset)."""
+        if state_epoch < 0:
+            return Result(response=StateAnswer(E.invalid_request, NEGATIVE_STATE_EPOCH))
         error, state = self._serving(key)
         if state is None:
-            return Result(response=error)
+            return Result(response=StateAnswer(error))
         current = state.states.get(key)
-        if current is not None:
-            if snapshot.state_epoch < current.state_epoch:
-                return Result(response=E.fenced_state_epoch)
-            if snapshot.leader_epoch < current.leader_epoch:
-                return Result(response=E.fenced_leader_epoch)
-        written = replace(snapshot, snapshot_epoch=0 if current is None else current.snapshot_epoch + 1,
-                          create_timestamp_ms=now_ms if current is None else current.create_timestamp_ms,
-                          write_timestamp_ms=now_ms)
-        return Result(records=(snapshot_record(key, written),), response=E.none)
+        if current is not None and state_epoch < current.state_epoch:
+            return Result(response=StateAnswer(E.fenced_state_epoch, FENCED_STATE))
+        fresh = ShareSnapshot(0, state_epoch, -1 if current is None else current.leader_epoch, start_offset,
+                              0, 0, ())
+        written = self._next(current, fresh, now_ms)
+        return Result(records=(snapshot_record(key, written),), response=StateAnswer(E.none))
 
-    def delete_state(self, key: StateKey) -> Result[ErrorCode]:
-        """DeleteShareGroupState: a tombstone."""
+    def write_state(self, key: StateKey, snapshot: ShareSnapshot, now_ms: int) -> Result[StateAnswer]:
+        """WriteShareGroupState: the snapshot given, with the next snapshot epoch, onto an
+        initialized share-partition; an older leader or state epoch is fenced."""
+        if snapshot.leader_epoch < 0 or snapshot.state_epoch < 0:
+            return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH if snapshot.leader_epoch < 0
+                                               else NEGATIVE_STATE_EPOCH))
         error, state = self._serving(key)
         if state is None:
-            return Result(response=error)
+            return Result(response=StateAnswer(error))
+        current = state.states.get(key)
+        if current is None:
+            return Result(response=StateAnswer(E.invalid_request, WRITE_UNINITIALIZED))
+        if snapshot.leader_epoch < current.leader_epoch:
+            return Result(response=StateAnswer(E.fenced_leader_epoch, FENCED_LEADER))
+        if snapshot.state_epoch < current.state_epoch:
+            return Result(response=StateAnswer(E.fenced_state_epoch, FENCED_STATE))
+        return Result(records=(snapshot_record(key, self._next(current, snapshot, now_ms)),),
+                      response=StateAnswer(E.none))
+
+    def delete_state(self, key: StateKey) -> Result[StateAnswer]:
+        """DeleteShareGroupState: a tombstone (none for a state never initialized)."""
+        error, state = self._serving(key)
+        if state is None:
+            return Result(response=StateAnswer(error))
         if key not in state.states:
-            return Result(response=E.none)
-        return Result(records=(snapshot_record(key, None),), response=E.none)
+            return Result(response=StateAnswer(E.none))
+        return Result(records=(snapshot_record(key, None),), response=StateAnswer(E.none))
+
+    @staticmethod
+    def _next(current: ShareSnapshot | None, snapshot: ShareSnapshot, now_ms: int) -> ShareSnapshot:
+        return replace(snapshot, snapshot_epoch=0 if current is None else current.snapshot_epoch + 1,
+                       create_timestamp_ms=now_ms if current is None else current.create_timestamp_ms,
+                       write_timestamp_ms=now_ms)

@@ -14,7 +14,7 @@ only while the window holds fewer than ``share.partition.max.record.locks`` offs
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Record states by the ids Kafka persists (RecordState).
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
@@ -179,10 +179,10 @@ class SharePartition:
     # -- acknowledgement and release ---------------------------------------------------------
 
     def acknowledge(self, member_id: str, acknowledgements: Sequence[Acknowledgement], now_ms: int,
-                    delivery_limit: int, lock_ms: int) -> None:
+                    delivery_limit: int, lock_ms: int) -> list[tuple[int, InFlight]]:
         """Applies a member's acknowledgements all or nothing; raises AcknowledgeError
         (INVALID_REQUEST for malformed ranges, INVALID_RECORD_STATE for a record this
-        member does not hold)."""
+        member does not hold). Returns what ``rollback`` needs to undo them."""
         changes: list[tuple[int, int]] = []
         for ack in acknowledgements:
             if ack.first_offset > ack.last_offset or ack.first_offset < 0:
@@ -198,6 +198,7 @@ class SharePartition:
                     raise AcknowledgeError("INVALID_RECORD_STATE", f"The record at offset {offset} is not "
                                            "acquired by this member.")
                 changes.append((offset, ack.types[0] if len(ack.types) == 1 else ack.types[i]))
+        undo = [(offset, replace(self.records[offset])) for offset, _kind in changes]
         for offset, kind in changes:
             record = self.records[offset]
             if kind == ACCEPT:
@@ -209,6 +210,21 @@ class SharePartition:
             else:
                 record.deadline_ms = now_ms + lock_ms
         self._advance_start()
+        return undo
+
+    def rollback(self, undo: Sequence[tuple[int, InFlight]]) -> None:
+        """Undoes acknowledgements whose state could not be written, as Kafka's
+        SharePartition rolls them back: the records are acquired by the member again (a
+        lock that ended meanwhile releases them at the next expiry). Records changed since
+        by something else are left as they are."""
+        for offset, before in undo:
+            if offset < self.start_offset:  # passed over as done: the window opens again there
+                for done in range(offset, self.start_offset):
+                    self.records[done] = InFlight(ACKNOWLEDGED)
+                self.start_offset = offset
+            record = self.records.get(offset)
+            if record is not None and record.state != ACQUIRED and record.member_id is None:
+                self.records[offset] = replace(before)
 
     def release_member(self, member_id: str, delivery_limit: int) -> int:
         """A member's session ended or it left: what it holds becomes available again

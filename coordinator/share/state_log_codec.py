@@ -15,7 +15,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from coordinator.group.consumer_log_codec import _Reader, _Writer
+from coordinator.group.modern_group_records import ValueReader, ValueWriter
 from coordinator.group.log_codec import LogCodecError
 from coordinator.contract import CoordinatorRecord
 
@@ -82,7 +82,7 @@ def decode_key(data: bytes) -> StateKey | None:
 def snapshot_record(key: StateKey, value: ShareSnapshot | None) -> CoordinatorRecord:
     if value is None:
         return CoordinatorRecord(encode_key(key), None)
-    w = _Writer()
+    w = ValueWriter()
     w.pack(">i", value.snapshot_epoch)
     w.pack(">i", value.state_epoch)
     w.pack(">i", value.leader_epoch)
@@ -103,7 +103,7 @@ def snapshot_record(key: StateKey, value: ShareSnapshot | None) -> CoordinatorRe
 
 
 def decode_snapshot(data: bytes) -> ShareSnapshot:
-    r = _Reader(data)
+    r = ValueReader(data)
     snapshot_epoch, state_epoch, leader_epoch = r.unpack(">i"), r.unpack(">i"), r.unpack(">i")
     start, created, written = r.unpack(">q"), r.unpack(">q"), r.unpack(">q")
     batches = []

@@ -21,6 +21,9 @@ pytestmark = pytest.mark.timeout(180)
 
 LOCK_MS = 15_000  # the least Kafka's group.share.min.record.lock.duration.ms allows
 PROFILE = {"emulate.kafka.version": "4.4"}
+# A new group's partitions come a heartbeat after its first (once their state is
+# initialized, as on Kafka): a short heartbeat interval keeps the tests quick.
+QUICK = {**PROFILE, "group.share.heartbeat.interval.ms": 500}
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -28,9 +31,10 @@ def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
-def new_group(bootstrap: str, **configs: str) -> str:
-    """A share group id with its group configs set (earliest, the lock of LOCK_MS, ...)."""
-    group = f"share-{uuid.uuid4().hex[:8]}"
+def new_group(bootstrap: str, group: str | None = None, **configs: str) -> str:
+    """A share group id (new unless given) with its group configs set (earliest, the lock
+    of LOCK_MS, ...)."""
+    group = group or f"share-{uuid.uuid4().hex[:8]}"
     entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
                for k, v in {"share_auto_offset_reset": "earliest",
                             "share_record_lock_duration_ms": str(LOCK_MS), **configs}.items()]
@@ -226,7 +230,7 @@ def read_committed_around_transactions(bootstrap: str, topic: str) -> None:
 def share_broker(tmp_path_factory):
     from broker.testing.plugin import new_broker
 
-    broker = new_broker(tmp_path_factory.mktemp("share") / "data", PROFILE, admin=True).start()
+    broker = new_broker(tmp_path_factory.mktemp("share") / "data", QUICK, admin=True).start()
     yield broker
     broker.stop()
 
@@ -268,7 +272,7 @@ def test_a_killed_consumers_records_come_back_when_its_connection_closes(share_b
 def test_share_partition_state_survives_a_restart(broker_factory, topic_name):
     """Acknowledged records stay done and released ones keep their delivery count across
     a broker restart: the state is in __share_group_state, replayed at load."""
-    broker = broker_factory(PROFILE)
+    broker = broker_factory(QUICK)
     create(broker.bootstrap, topic_name)
     group = new_group(broker.bootstrap)
     produce(broker.bootstrap, topic_name, [b"r%d" % i for i in range(6)])

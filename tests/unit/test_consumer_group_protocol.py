@@ -16,6 +16,7 @@ from coordinator.group.messages import MemberIdentity
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, range_, uniform
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.group.log_codec import LogCodecError
 from tests.unit.test_group_harness import Runtime
 
 E = ErrorCode
@@ -278,7 +279,7 @@ def test_records_round_trip():
     classic = codec.MemberMetadataValue("i", None, "c", "/h", ("t",), None, None, 100,
                                         codec.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),)))
     assert codec.decode_member_metadata(codec.member_metadata_record("g", "m", classic).value) == classic
-    with pytest.raises(codec.LogCodecError):
+    with pytest.raises(LogCodecError):
         codec.decode_current_assignment(key_value.value[:7])
 
 

@@ -13,7 +13,7 @@ from protocol.apis import KAFKA_4_0, ApiTable
 README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \| ([^|]+) \| ([^|]+) \|$")
 SHARE_GROUP_APIS = {76, 77, 78, 79, 90, 91, 92}
-SHARE_STATE_AND_OFFSET_APIS = {83, 84, 85, 86, 87}
+SHARE_STATE_APIS = {83, 84, 85, 86, 87}
 
 
 def _rows() -> dict[int, tuple[str, int, int, str, str]]:
@@ -51,5 +51,5 @@ def test_kafka_apis_and_share_groups_are_listed():
     assert set(KAFKA_4_0) <= set(rows)
     for key in SHARE_GROUP_APIS:
         assert rows[key][4] == "implemented (4.2 and 4.4 profiles)", key
-    for key in SHARE_STATE_AND_OFFSET_APIS:
-        assert rows[key][3:] == ("-", "missing: share groups (KIP-932)"), key
+    for key in SHARE_STATE_APIS:
+        assert rows[key][4] == "implemented (4.2 and 4.4 profiles; sent between nodes to the share coordinator)", key

@@ -9,7 +9,8 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from coordinator.runtime import CoordinatorRuntime
-from coordinator.share.coordinator import ShareCoordinator
+from coordinator.share.coordinator import READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator, StateAnswer
+from coordinator.share.persister_policy import leader_error, retry_after_ms
 from coordinator.share.partition import ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, Acknowledgement, \
     Acquired, LogBatch, SharePartition
 from coordinator.share.state_log_codec import ShareSnapshot, StateBatch, StateKey, decode_snapshot, java_uuid
@@ -32,30 +33,60 @@ def snapshot(start, state_epoch=0, leader_epoch=0, batches=()):
     return ShareSnapshot(0, state_epoch, leader_epoch, start, 0, 0, tuple(batches))
 
 
+def read(machine, runtime, leader_epoch=0):
+    return runtime.run(0, lambda: machine.read_state(KEY, leader_epoch, 0), 0)
+
+
+def test_a_share_partition_is_initialized_before_it_is_read_or_written():
+    machine, runtime, _ = coordinator()
+    assert read(machine, runtime) == StateAnswer(E.invalid_request, READ_UNINITIALIZED)
+    assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(5), 0), 0) == StateAnswer(
+        E.invalid_request, WRITE_UNINITIALIZED)
+    assert machine.read_summary(KEY) == StateAnswer(E.none)  # answered with start offset -1
+    assert runtime.run(0, lambda: machine.initialize_state(KEY, 1, -1, 50), 50) == StateAnswer(E.none)
+    assert read(machine, runtime).snapshot.start_offset == -1
+
+
 def test_writes_are_read_back_and_replayed_at_load():
     machine, runtime, log = coordinator()
-    assert machine.read_state(KEY) == (E.none, None)
+    runtime.run(0, lambda: machine.initialize_state(KEY, 0, -1, 100), 100)
     batches = (StateBatch(5, 6, AVAILABLE, 2), StateBatch(7, 7, ARCHIVED, 1))
-    assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(5, batches=batches), 100), 100) == E.none
-    assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(6, batches=batches[1:]), 200), 200) == E.none
-    error, state = machine.read_state(KEY)
-    assert (error, state.start_offset, state.snapshot_epoch, state.state_batches) == (E.none, 6, 1, batches[1:])
+    assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(5, batches=batches), 150), 150).error is E.none
+    assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(6, batches=batches[1:]), 200), 200).error \
+        is E.none
+    state = read(machine, runtime).snapshot
+    assert (state.start_offset, state.snapshot_epoch, state.state_batches) == (6, 2, batches[1:])
     assert (state.create_timestamp_ms, state.write_timestamp_ms) == (100, 200)
-    again, _, _ = coordinator(type(log)(log.partitions))
-    assert again.read_state(KEY)[1] == state
+    again, again_runtime, _ = coordinator(type(log)(log.partitions))
+    assert read(again, again_runtime).snapshot == state
     assert decode_snapshot(log.appended[-1].value) == state
 
 
 def test_older_state_and_leader_epochs_are_fenced():
     machine, runtime, _ = coordinator()
+    runtime.run(0, lambda: machine.initialize_state(KEY, 1, 0, 0), 0)
     runtime.run(0, lambda: machine.write_state(KEY, snapshot(0, state_epoch=1, leader_epoch=4), 0), 0)
     assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(9, state_epoch=0, leader_epoch=4), 0), 0) \
-        is E.fenced_state_epoch
+        .error is E.fenced_state_epoch
     assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(9, state_epoch=1, leader_epoch=3), 0), 0) \
-        is E.fenced_leader_epoch
-    assert machine.read_state(KEY)[1].start_offset == 0
-    assert runtime.run(0, lambda: machine.delete_state(KEY), 0) is E.none
-    assert machine.read_state(KEY) == (E.none, None)
+        .error is E.fenced_leader_epoch
+    assert read(machine, runtime, leader_epoch=3).error is E.fenced_leader_epoch
+    assert runtime.run(0, lambda: machine.initialize_state(KEY, 0, 7, 0), 0).error is E.fenced_state_epoch
+    assert read(machine, runtime, leader_epoch=5).snapshot.start_offset == 0  # the new leader's epoch recorded
+    assert runtime.run(0, lambda: machine.write_state(KEY, snapshot(9, state_epoch=1, leader_epoch=4), 0), 0) \
+        .error is E.fenced_leader_epoch
+    assert runtime.run(0, lambda: machine.delete_state(KEY), 0).error is E.none
+    assert read(machine, runtime).error is E.invalid_request
+
+
+def test_a_failed_state_call_is_retried_as_kafka_retries_it_and_mapped_for_the_client():
+    assert [retry_after_ms(E.network_exception, n) for n in range(1, 6)] == [1000, 2000, 4000, 8000, None]
+    assert retry_after_ms(E.request_timed_out, 1) == 1000 and retry_after_ms(E.not_coordinator, 2) == 2000
+    assert retry_after_ms(E.fenced_state_epoch, 1) is None and retry_after_ms(E.invalid_request, 1) is None
+    assert [leader_error(e) for e in (E.network_exception, E.request_timed_out, E.coordinator_load_in_progress,
+                                      E.fenced_leader_epoch, E.fenced_state_epoch)] == [
+        E.unknown_server_error, E.unknown_server_error, E.coordinator_not_available, E.not_leader_or_follower,
+        E.fenced_state_epoch]
 
 
 def test_keys_are_placed_as_kafka_places_them():

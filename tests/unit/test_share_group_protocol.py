@@ -16,7 +16,7 @@ from coordinator.group.assignors import AssignmentSpec, simple
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.coordinator import ShareMemberGone
 from coordinator.group.messages import Reply
-from coordinator.group.share_group import ShareGroupConfig, ShareHeartbeatRequest
+from coordinator.group.share_group import InitializeShareState, ShareGroupConfig, ShareHeartbeatRequest
 from tests.unit.test_group_harness import Runtime
 
 E = ErrorCode
@@ -29,6 +29,7 @@ CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfi
 class Shares(Runtime):
     def __init__(self, topics=None, **kwargs) -> None:
         self.gone: list[ShareMemberGone] = []
+        self.initialize: list[InitializeShareState] = []  # asked of the share coordinator
         super().__init__(CONFIG, **kwargs)
         self.topic_table = dict(topics or {"t": (T, 2)})
         self.coordinator.topics = lambda: self.topic_table
@@ -36,6 +37,8 @@ class Shares(Runtime):
     def _perform(self, effect):
         if isinstance(effect, ShareMemberGone):
             self.gone.append(effect)
+        elif isinstance(effect, InitializeShareState):
+            self.initialize.append(effect)
         else:
             assert isinstance(effect, Reply)
             super()._perform(effect)
@@ -50,6 +53,21 @@ class Shares(Runtime):
         return self.runtime.run(self.coordinator.partition_for(group),
                                 lambda: self.coordinator.share_group_heartbeat(request, self.now), self.now)
 
+    def initialized(self, initialized: bool = True) -> None:
+        """The share coordinator answers the InitializeShareGroupState calls asked so far."""
+        while self.initialize:
+            effect = self.initialize.pop(0)
+            partitions = {t: ps for t, (_name, ps) in effect.partitions.items()}
+            assert self.runtime.run(0, lambda: self.coordinator.share_group_state_changed(
+                effect.group_id, partitions, initialized), self.now) is E.none
+
+    def joined(self, member: str, group: str = "g", **fields):
+        """A member's first heartbeat, its share-partitions initialized, and the heartbeat
+        that brings it its assignment."""
+        first = self.hb(member, 0, group, **fields)
+        self.initialized()
+        return self.hb(member, first.member_epoch, group)
+
     def group(self, group: str = "g"):
         return self.coordinator.share_group(group)
 
@@ -62,38 +80,56 @@ def kinds(records) -> list[int]:
     return [int.from_bytes(r.key[:2], "big") for r in records]
 
 
-def test_first_member_gets_every_partition_with_the_records_kafka_writes():
+def test_first_member_waits_for_its_partitions_to_be_initialized_then_gets_them_at_epoch_3():
     s = Shares()
-    answer = s.hb("a", 0)
+    answer = s.hb("a", 0)  # a new share group's first epoch is 2, as on Kafka 4.4
     assert (answer.error_code, answer.member_id, answer.member_epoch, answer.heartbeat_interval_ms) == (
-        E.none, "a", 1, 5_000)
-    assert answer.assignment == parts(0, 1)
-    assert kinds(s.appended) == [codec.MEMBER_METADATA, codec.GROUP_METADATA, codec.STATE_PARTITION_METADATA,
-                                 codec.TARGET_MEMBER, codec.TARGET_METADATA, codec.CURRENT_ASSIGNMENT]
+        E.none, "a", 2, 5_000)
+    assert answer.assignment == {}  # nothing is assigned before its state is initialized
+    assert kinds(s.appended) == [codec.MEMBER_METADATA, codec.GROUP_METADATA, codec.TARGET_MEMBER,
+                                 codec.TARGET_METADATA, codec.CURRENT_ASSIGNMENT, codec.STATE_PARTITION_METADATA]
     group = s.group()
-    assert (group.state, group.group_epoch, group.assignment_epoch) == ("Stable", 1, 1)
-    assert group.initialized == {T: ("t", frozenset({0, 1}))}
+    assert (group.initializing, group.initialized) == ({T: ("t", frozenset({0, 1}))}, {})
+    assert s.initialize == [InitializeShareState("g", 2, {T: ("t", frozenset({0, 1}))})]
     before = len(s.appended)
-    steady = s.hb("a", 1)
-    assert (steady.member_epoch, steady.assignment) == (1, None) and len(s.appended) == before
+    assert s.hb("a", 2).assignment is None and len(s.appended) == before  # still initializing
+    s.initialized()
+    assert (group.initializing, group.initialized) == ({}, {T: ("t", frozenset({0, 1}))})
+    answer = s.hb("a", 2)  # initialized partitions nobody has: the group epoch moves
+    assert (answer.member_epoch, answer.assignment) == (3, parts(0, 1))
+    assert (group.state, group.group_epoch, group.assignment_epoch) == ("Stable", 3, 3)
+    before = len(s.appended)
+    steady = s.hb("a", 3)
+    assert (steady.member_epoch, steady.assignment) == (3, None) and len(s.appended) == before
+    assert s.initialize == []
+
+
+def test_a_failed_initialization_is_asked_again_by_the_next_heartbeat():
+    s = Shares()
+    s.hb("a", 0)
+    s.initialized(False)
+    assert (s.group().initializing, s.group().initialized) == ({}, {})
+    assert s.hb("a", 2).assignment is None
+    assert s.initialize == [InitializeShareState("g", 2, {T: ("t", frozenset({0, 1}))})]
 
 
 def test_more_members_than_partitions_share_them_and_a_restart_replays_the_group():
     s = Shares()
-    s.hb("a", 0)
+    s.joined("a")
     s.hb("b", 0)
     s.hb("c", 0)
     assert s.group().target == {"a": parts(0), "b": parts(1), "c": parts(0)}
     # No revocation: each member takes its target (and the epoch) on its next heartbeat.
-    assert (s.hb("a", 1).assignment, s.hb("b", 2).assignment) == (parts(0), parts(1))
+    assert (s.hb("a", 3).assignment, s.hb("b", 4).assignment) == (parts(0), parts(1))
     assigned = {m: s.group().members[m].assigned for m in "abc"}
     assert assigned == {"a": parts(0), "b": parts(1), "c": parts(0)}
     again = s.restart()
     group = again.group()
-    assert (group.group_epoch, group.assignment_epoch, group.state) == (3, 3, "Stable")
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (5, 5, "Stable")
     assert {m: group.members[m].assigned for m in "bc"} == {"b": parts(1), "c": parts(0)}
-    assert group.members["a"].member_epoch == 3
-    assert again.hb("b", 3).error_code is E.none
+    assert group.members["a"].member_epoch == 5
+    assert group.initialized == {T: ("t", frozenset({0, 1}))}
+    assert again.hb("b", 5).error_code is E.none
 
 
 def test_simple_assignor_spreads_partitions_and_shares_when_members_outnumber_them():
@@ -118,14 +154,14 @@ def test_epochs_are_checked():
 
 def test_leaving_fences_the_member_and_releases_its_records():
     s = Shares()
-    s.hb("a", 0)
+    s.joined("a")
     s.hb("b", 0)
-    assert s.hb("a", 1).assignment == parts(1)
+    assert s.hb("a", 3).assignment == parts(1)
     left = s.hb("b", -1)
     assert (left.error_code, left.member_epoch) == (E.none, -1)
     assert s.gone == [ShareMemberGone("g", "b")]
     assert set(s.group().members) == {"a"}
-    assert s.hb("a", 2).assignment == parts(0, 1)  # b's partition comes back to a
+    assert s.hb("a", 4).assignment == parts(0, 1)  # b's partition comes back to a
     assert s.hb("b", -1).error_code is E.unknown_member_id
 
 
@@ -178,10 +214,32 @@ def test_an_empty_share_group_can_be_deleted_and_stays_deleted_after_replay():
     assert s.restart().group() is None
 
 
-def test_new_partitions_move_the_group_epoch():
+def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized():
+    s = Shares()
+    s.joined("a")
+    s.topic_table["t"] = (T, 3)
+    grown = s.hb("a", 3)
+    assert (grown.member_epoch, grown.assignment) == (4, None)
+    assert s.initialize == [InitializeShareState("g", 4, {T: ("t", frozenset({2}))})]
+    s.initialized()
+    answer = s.hb("a", 4)
+    assert (answer.member_epoch, answer.assignment) == (5, parts(0, 1, 2))
+    assert s.group().initialized[T] == ("t", frozenset({0, 1, 2}))
+
+
+def test_share_partitions_still_initializing_after_the_retry_interval_are_asked_again():
     s = Shares()
     s.hb("a", 0)
-    s.topic_table["t"] = (T, 3)
-    answer = s.hb("a", 1)
-    assert (answer.member_epoch, answer.assignment) == (2, parts(0, 1, 2))
-    assert s.group().initialized[T] == ("t", frozenset({0, 1, 2}))
+    s.initialize.clear()  # the node asking died: no answer ever comes
+    again = s.restart()  # the initializing record replayed, with its time
+    again.now += 29_999
+    assert again.hb("a", 2).assignment is None and again.initialize == []
+    again.now += 1
+    again.hb("a", 2)
+    asked = [InitializeShareState("g", 2, {T: ("t", frozenset({0, 1}))})]
+    assert again.initialize == asked
+    again.now += 1_000
+    again.hb("a", 2)
+    assert again.initialize == asked  # asked again just now: waits another interval
+    again.initialized()
+    assert again.hb("a", 2).member_epoch == 3

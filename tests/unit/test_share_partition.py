@@ -174,3 +174,15 @@ def test_accepted_records_are_not_delivered_again():
     assert acquire(share) == [] and share.start_offset == 10
     assert ACKNOWLEDGED not in {r.state for r in share.records.values()}
     assert ARCHIVED not in {r.state for r in share.records.values()}
+
+
+def test_an_acknowledgement_not_persisted_is_rolled_back_and_redelivered():
+    share = SharePartition(0)
+    share.acquire("a", [LogBatch(0, 3)], 0, 1000, 500, 2000)
+    undo = share.acknowledge("a", [Acknowledgement(0, 2, (ACCEPT, ACCEPT, REJECT))], 10, 5, 1000)
+    assert share.start_offset == 3
+    share.rollback(undo)
+    assert share.start_offset == 0
+    assert [(share.records[o].state, share.records[o].member_id) for o in range(4)] == [(ACQUIRED, "a")] * 4
+    assert share.expire_locks(1000, 5) == 4  # the locks end as they would have
+    assert share.acquire("b", [LogBatch(0, 3)], 1000, 1000, 500, 2000) == [Acquired(0, 3, 2)]

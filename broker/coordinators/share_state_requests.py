@@ -1,0 +1,63 @@
+"""What the share-state APIs share on the share coordinator's side:
+InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85),
+DeleteShareGroupState (86) and ReadShareGroupStateSummary (87). Partition leaders and
+the group coordinator send them from node to node (broker/coordinators/share_persister.py);
+a client may send them too.
+
+Each partition named is answered on its own: CLUSTER_AUTHORIZATION_FAILED without
+CLUSTER_ACTION on the cluster (only brokers send them), INVALID_REQUEST for a negative
+partition, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the cluster does not have
+(Initialize, Delete and the summary check it; a read or write of one is refused as
+uninitialized, as Kafka 4.4 answers),
+NOT_COORDINATOR where this node does not lead the key's __share_group_state partition,
+else the share coordinator's answer (coordinator/share/coordinator.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
+from coordinator.share.coordinator import StateAnswer
+from coordinator.share.state_log_codec import StateKey
+from kio.schema.errors import ErrorCode
+
+E = ErrorCode
+
+
+async def answer(ctx, request, serve: Callable[[Any, StateKey, Any], StateAnswer],
+                 render: Callable[[StateAnswer], dict] = lambda _answer: {}, topic_checked: bool = True) -> dict:
+    """``serve(service, key, partition data)`` answers one partition on this node's share
+    coordinator service; ``render`` adds the API's fields of a partition's answer."""
+    permitted = allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    service = ctx.node.share_states
+    if permitted:
+        service.ensure_ready()
+    results = []
+    for topic in request.topics:
+        partitions = []
+        for data in topic.partitions:
+            key = StateKey(request.group_id, topic.topic_id, data.partition)
+            if not permitted:
+                result = StateAnswer(CLUSTER_DENIED, "Cluster authorization failed.")
+            else:
+                result = _refused(ctx, key, topic_checked) or serve(service, key, data)
+            partitions.append({"partition": data.partition, "error_code": result.error,
+                               "error_message": result.message, **render(result)})
+        results.append({"topic_id": topic.topic_id, "partitions": partitions})
+    return {"results": results}
+
+
+def _refused(ctx, key: StateKey, topic_checked: bool) -> StateAnswer | None:
+    if key.topic_id is None:
+        return StateAnswer(E.invalid_request, "The topic id cannot be null.")
+    if key.partition < 0:
+        return StateAnswer(E.invalid_request, "The partition id cannot be a negative number.")
+    if not topic_checked:
+        return None
+    topic = ctx.cluster.topics.by_id.get(key.topic_id)
+    if topic is None or key.partition >= topic.partitions:
+        return StateAnswer(E.unknown_topic_or_partition, "This server does not host this topic-partition.")
+    return None
+
