@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from coordinator.group.consumer_log_codec import _key, _Reader, _Writer
+from coordinator.group.modern_group_records import ValueReader, ValueWriter, record_key
 from coordinator.group.log_codec import LogCodecError
 from coordinator.contract import CoordinatorRecord
 
@@ -134,13 +134,13 @@ def decode_key(version: int, data: bytes) -> StreamsKey:
 
 # -- writing -------------------------------------------------------------------------------
 
-def _strings(w: _Writer, values) -> None:
+def _strings(w: ValueWriter, values) -> None:
     w.varint(len(values) + 1)
     for v in values:
         w.string(v)
 
 
-def _key_values(w: _Writer, pairs) -> None:
+def _key_values(w: ValueWriter, pairs) -> None:
     w.varint(len(pairs) + 1)
     for k, v in pairs:
         w.string(k)
@@ -148,7 +148,7 @@ def _key_values(w: _Writer, pairs) -> None:
         w.varint(0)
 
 
-def _tasks(w: _Writer, tasks: Tasks) -> None:
+def _tasks(w: ValueWriter, tasks: Tasks) -> None:
     w.varint(len(tasks) + 1)
     for subtopology in sorted(tasks):
         w.string(subtopology)
@@ -159,13 +159,13 @@ def _tasks(w: _Writer, tasks: Tasks) -> None:
         w.varint(0)
 
 
-def _assigned(w: _Writer, tasks: AssignedTasks) -> None:
+def _assigned(w: ValueWriter, tasks: AssignedTasks) -> None:
     _tasks(w, tasks.active)
     _tasks(w, tasks.standby)
     _tasks(w, tasks.warmup)
 
 
-def _topic_info(w: _Writer, info: TopicInfo) -> None:
+def _topic_info(w: ValueWriter, info: TopicInfo) -> None:
     w.string(info.name)
     w.pack(">i", info.partitions)
     w.pack(">h", info.replication_factor)
@@ -173,7 +173,7 @@ def _topic_info(w: _Writer, info: TopicInfo) -> None:
     w.varint(0)
 
 
-def _int16s(w: _Writer, values) -> None:
+def _int16s(w: ValueWriter, values) -> None:
     w.varint(len(values) + 1)
     for v in values:
         w.pack(">h", v)
@@ -182,19 +182,19 @@ def _int16s(w: _Writer, values) -> None:
 def group_metadata_record(group: str, epoch: int | None, metadata_hash: int = 0,
                           validated_topology_epoch: int = -1) -> CoordinatorRecord:
     if epoch is None:
-        return CoordinatorRecord(_key(GROUP_METADATA, group), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(GROUP_METADATA, group), None)
+    w = ValueWriter()
     w.pack(">i", epoch)
     w.pack(">q", metadata_hash)
     tagged = ({_VALIDATED_TOPOLOGY_EPOCH_TAG: struct.pack(">i", validated_topology_epoch)}
               if validated_topology_epoch != -1 else None)
-    return CoordinatorRecord(_key(GROUP_METADATA, group), w.done(tagged))
+    return CoordinatorRecord(record_key(GROUP_METADATA, group), w.done(tagged))
 
 
 def member_metadata_record(group: str, member: str, value: MemberMetadataValue | None) -> CoordinatorRecord:
     if value is None:
-        return CoordinatorRecord(_key(MEMBER_METADATA, group, member), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(MEMBER_METADATA, group, member), None)
+    w = ValueWriter()
     w.string(value.instance_id)
     w.string(value.rack_id)
     w.string(value.client_id)
@@ -210,42 +210,42 @@ def member_metadata_record(group: str, member: str, value: MemberMetadataValue |
         w.pack(">H", value.user_endpoint[1])
         w.varint(0)
     _key_values(w, value.client_tags)
-    return CoordinatorRecord(_key(MEMBER_METADATA, group, member), w.done())
+    return CoordinatorRecord(record_key(MEMBER_METADATA, group, member), w.done())
 
 
 def target_metadata_record(group: str, assignment_epoch: int | None, timestamp_ms: int = 0) -> CoordinatorRecord:
     if assignment_epoch is None:
-        return CoordinatorRecord(_key(TARGET_METADATA, group), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(TARGET_METADATA, group), None)
+    w = ValueWriter()
     w.pack(">i", assignment_epoch)
     tagged = {_ASSIGNMENT_TIMESTAMP_TAG: struct.pack(">q", timestamp_ms)} if timestamp_ms else None
-    return CoordinatorRecord(_key(TARGET_METADATA, group), w.done(tagged))
+    return CoordinatorRecord(record_key(TARGET_METADATA, group), w.done(tagged))
 
 
 def target_member_record(group: str, member: str, tasks: AssignedTasks | None) -> CoordinatorRecord:
     if tasks is None:
-        return CoordinatorRecord(_key(TARGET_MEMBER, group, member), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(TARGET_MEMBER, group, member), None)
+    w = ValueWriter()
     _assigned(w, tasks)
-    return CoordinatorRecord(_key(TARGET_MEMBER, group, member), w.done())
+    return CoordinatorRecord(record_key(TARGET_MEMBER, group, member), w.done())
 
 
 def current_assignment_record(group: str, member: str, value: CurrentAssignmentValue | None) -> CoordinatorRecord:
     if value is None:
-        return CoordinatorRecord(_key(CURRENT_ASSIGNMENT, group, member), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(CURRENT_ASSIGNMENT, group, member), None)
+    w = ValueWriter()
     w.pack(">i", value.member_epoch)
     w.pack(">i", value.previous_member_epoch)
     w.pack(">b", value.state)
     _assigned(w, value.assigned)
     _assigned(w, value.pending_revocation)
-    return CoordinatorRecord(_key(CURRENT_ASSIGNMENT, group, member), w.done())
+    return CoordinatorRecord(record_key(CURRENT_ASSIGNMENT, group, member), w.done())
 
 
 def topology_record(group: str, topology: Topology | None) -> CoordinatorRecord:
     if topology is None:
-        return CoordinatorRecord(_key(TOPOLOGY, group), None)
-    w = _Writer()
+        return CoordinatorRecord(record_key(TOPOLOGY, group), None)
+    w = ValueWriter()
     w.pack(">i", topology.epoch)
     w.varint(len(topology.subtopologies) + 1)
     for s in topology.subtopologies:
@@ -266,16 +266,16 @@ def topology_record(group: str, topology: Topology | None) -> CoordinatorRecord:
             _int16s(w, g.repartition_source_topics)
             w.varint(0)
         w.varint(0)
-    return CoordinatorRecord(_key(TOPOLOGY, group), w.done())
+    return CoordinatorRecord(record_key(TOPOLOGY, group), w.done())
 
 
 # -- reading -------------------------------------------------------------------------------
 
-def _read_strings(r: _Reader) -> tuple[str, ...]:
+def _read_strings(r: ValueReader) -> tuple[str, ...]:
     return tuple(r.string() or "" for _ in range(r.varint() - 1))
 
 
-def _read_key_values(r: _Reader) -> tuple[tuple[str, str], ...]:
+def _read_key_values(r: ValueReader) -> tuple[tuple[str, str], ...]:
     out = []
     for _ in range(r.varint() - 1):
         out.append((r.string() or "", r.string() or ""))
@@ -283,7 +283,7 @@ def _read_key_values(r: _Reader) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _read_tasks(r: _Reader) -> Tasks:
+def _read_tasks(r: ValueReader) -> Tasks:
     out: Tasks = {}
     for _ in range(r.varint() - 1):
         subtopology = r.string() or ""
@@ -292,11 +292,11 @@ def _read_tasks(r: _Reader) -> Tasks:
     return out
 
 
-def _read_assigned(r: _Reader) -> AssignedTasks:
+def _read_assigned(r: ValueReader) -> AssignedTasks:
     return AssignedTasks(_read_tasks(r), _read_tasks(r), _read_tasks(r))
 
 
-def _read_topic_info(r: _Reader) -> TopicInfo:
+def _read_topic_info(r: ValueReader) -> TopicInfo:
     info = TopicInfo(r.string() or "", r.unpack(">i"), r.unpack(">h"), _read_key_values(r))
     r.skip_tags()
     return info
@@ -304,7 +304,7 @@ def _read_topic_info(r: _Reader) -> TopicInfo:
 
 def decode_group_metadata(data: bytes) -> tuple[int, int, int]:
     """(epoch, metadata hash, validated topology epoch)."""
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch, metadata_hash = r.unpack(">i"), r.unpack(">q")
     tags = r.tags()
     validated = tags.get(_VALIDATED_TOPOLOGY_EPOCH_TAG)
@@ -312,7 +312,7 @@ def decode_group_metadata(data: bytes) -> tuple[int, int, int]:
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = ValueReader(data)
     instance_id, rack_id, client_id, client_host = r.string(), r.string(), r.string(), r.string()
     rebalance_timeout_ms, topology_epoch = r.unpack(">i"), r.unpack(">i")
     process_id = r.string() or ""
@@ -326,24 +326,24 @@ def decode_member_metadata(data: bytes) -> MemberMetadataValue:
 
 def decode_target_metadata(data: bytes) -> tuple[int, int | None]:
     """(assignment epoch, assignment timestamp or None)."""
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch = r.unpack(">i")
     timestamp = r.tags().get(_ASSIGNMENT_TIMESTAMP_TAG)
     return epoch, struct.unpack(">q", timestamp)[0] if timestamp and len(timestamp) == 8 else None
 
 
 def decode_target_member(data: bytes) -> AssignedTasks:
-    return _read_assigned(_Reader(data))
+    return _read_assigned(ValueReader(data))
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
+    r = ValueReader(data)
     member_epoch, previous, state = r.unpack(">i"), r.unpack(">i"), r.unpack(">b")
     return CurrentAssignmentValue(member_epoch, previous, state, _read_assigned(r), _read_assigned(r))
 
 
 def decode_topology(data: bytes) -> Topology:
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch = r.unpack(">i")
     subtopologies = []
     for _ in range(r.varint() - 1):
