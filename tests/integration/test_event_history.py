@@ -309,8 +309,11 @@ def group_story(broker, topic: str, group: str, transactional_id: str) -> None:
     assert held.flush(10) == 0
 
 
-def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
-    from confluent_kafka import Consumer
+def test_the_history_tells_a_groups_offsets_rebalances_and_deletions(eosbroker_cluster):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartition as KafkaTopicPartition
 
     broker = eosbroker_cluster(admin=True)
     topic = broker.create_topic()
@@ -323,9 +326,13 @@ def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
     assert offsets == [("committed", {f"{topic}-0": 3}, None), ("pending", {f"{topic}-0": 5}, transactional_id),
                        ("committed", {f"{topic}-0": 5}, transactional_id)], offsets
     rebalances = [e for e in events if e["kind"] == "group" and e["group_id"] == group]
-    assert [(e["protocol"], e["members"], len(e["joined"]), len(e["left"])) for e in rebalances] == [
-        ("classic", 1, 1, 0), ("classic", 0, 0, 1)], rebalances
-    assert rebalances[0]["joined"] == rebalances[1]["left"] and rebalances[1]["generation"] > rebalances[0]["generation"]
+    # the rebalance's start (PreparingRebalance, written nowhere) as well as its end
+    assert [(e["protocol"], e["state"], e.get("rebalance"), e["members"], len(e["joined"]), len(e["left"]))
+            for e in rebalances] == [
+        ("classic", "PreparingRebalance", "started", 1, 1, 0), ("classic", "CompletingRebalance", None, 1, 0, 0),
+        ("classic", "Stable", "ended", 1, 0, 0), ("classic", "Empty", None, 0, 0, 1)], rebalances
+    assert rebalances[0]["joined"] == rebalances[-1]["left"]
+    assert rebalances[-1]["generation"] > rebalances[1]["generation"] > rebalances[0]["generation"]
     with urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30) as answer:
         (state,) = [g for g in json.load(answer)["groups"] if g["group_id"] == group]
     assert [(o["offset"], o["last_stable_offset"], o["high_watermark"], o["lag_lso"], o["lag_hw"])
@@ -337,7 +344,48 @@ def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
                          "group.protocol": "consumer", "enable.auto.commit": False})
     consumer.subscribe([topic])
     wait_until(lambda: consumer.poll(0.2) is not None or bool(consumer.assignment()), 30, message="an assignment")
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
     consumer.close()
     moves = [e for e in _events(broker) if e["kind"] == "group" and e["group_id"] == other]
     assert [e["protocol"] for e in moves] == ["consumer"] * len(moves) and moves[0]["joined"] and moves[-1]["left"]
     assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]
+
+    # deletions: the classic group's offset (OffsetDelete), then the consumer group with its offset
+    last = _events(broker)[-1]["seq"]
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        assert admin.delete_group_offsets(group, [KafkaTopicPartition(topic, 0)])
+    finally:
+        admin.close()
+    deleting = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    deleting.delete_consumer_groups([other])[other].result(30)
+    later = [e for e in _events(broker, last + 1) if e["kind"] in ("group", "offsets")]
+    assert [(e["kind"], e["group_id"], e.get("state"), e.get("offsets"), e.get("deleted"), e.get("offsets_deleted"))
+            for e in later] == [("offsets", group, "deleted", {f"{topic}-0": None}, None, None),
+                                ("group", other, "Dead", None, True, [f"{topic}-0"])], later
+    assert later[1]["protocol"] == "consumer" and later[1]["generation"] == moves[-1]["generation"]
+
+
+def test_an_lso_held_from_before_a_restart_is_on_the_history(eosbroker_cluster):
+    """No move tells an LSO an open transaction has held since before the restart: its
+    coordinator's load records it, with its holder, before any client opens the partition."""
+    broker = eosbroker_cluster(admin=True)
+    topic = broker.create_topic()
+    held = "held-over-" + topic
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": held,
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    assert producer.flush(10) == 0
+    broker.restart()
+
+    def loaded():
+        events = _events(broker)
+        txn = [e for e in events if e["kind"] == "txn" and e["transactional_id"] == held]
+        lso = [e for e in events if e["kind"] == "partition" and e["topic"] == topic]
+        return (txn and lso) and (txn[-1], lso[-1])
+    txn, lso = wait_until(loaded, 30, message="the loaded transaction and its partition's offsets")
+    assert (txn["state"], txn["loaded"], txn["partitions"]) == ("Ongoing", True, [f"{topic}-0"])
+    assert 0 < txn["start_time_ms"] <= txn["time_ms"]
+    assert (lso["high_watermark"], lso["last_stable_offset"], lso["held_by"]) == (1, 0, held)

@@ -83,10 +83,50 @@ def test_a_history_of_size_zero_listens_to_no_partition(tmp_path):
 def test_group_offsets_and_rebalances():
     history = EventHistory(100, lambda: NOW)
     history.transaction("app", "Ongoing", PID, 0, ["t-0"])
-    assert history.group("g", "classic", 1, frozenset({"m1"}))["joined"] == ["m1"]
-    assert history.group("g", "classic", 1, frozenset({"m1"})) is None  # nothing changed
-    moved = history.group("g", "classic", 2, frozenset({"m2"}))
+    assert history.group("g", "classic", 1, frozenset({"m1"}), "Stable")["joined"] == ["m1"]
+    assert history.group("g", "classic", 1, frozenset({"m1"}), "Stable") is None  # nothing changed
+    moved = history.group("g", "classic", 2, frozenset({"m2"}), "Stable")
     assert (moved["generation"], moved["members"], moved["joined"], moved["left"]) == (2, 1, ["m2"], ["m1"])
     pending = history.offsets("g", {"t-0": 7}, "pending", PID)
     assert (pending["transactional_id"], pending["offsets"]) == ("app", {"t-0": 7})
     assert history.offsets("g", {"t-0": 7}, "committed", PID)["state"] == "committed"
+
+
+def test_an_lso_held_before_the_partition_opened_is_told_once_and_named_when_known(tmp_path):
+    history = EventHistory(100, lambda: NOW)
+    part = Partition.open("t", 0, tmp_path / "t-0", LogConfig(), NOW)
+    part.append_from_client(data_batch(seq=0, transactional=True), NOW)  # no one listens: the last run
+    part.close()
+    part = Partition.open("t", 0, tmp_path / "t-0", LogConfig(), NOW)
+    try:
+        history.opened(part)  # its open transaction holds the LSO: told, by its producer id
+        history.opened(part)
+        assert _moves(history) == [(NOW, 1, 0, f"producer {PID}")]
+        history.producers_named({PID + 1: "other"})
+        history.producers_named({PID: "hanging-app"})  # a coordinator's load names it
+        assert _moves(history) == [(NOW, 1, 0, f"producer {PID}"), (NOW, 1, 0, "hanging-app")]
+        history.producers_named({PID: "hanging-app"})
+        assert len(_moves(history)) == 2
+    finally:
+        part.close()
+    plain = Partition.open("p", 0, tmp_path / "p-0", LogConfig(), NOW)
+    try:
+        history.opened(plain)  # nothing held: no event
+        assert len(_moves(history)) == 2
+    finally:
+        plain.close()
+
+
+def test_a_rebalance_start_and_end_and_deletions():
+    history = EventHistory(100, lambda: NOW)
+    started = history.group("g", "classic", 0, frozenset({"m1"}), "PreparingRebalance", rebalancing=True)
+    assert (started["rebalance"], started["joined"]) == ("started", ["m1"])
+    assert history.group_unchanged("g", 0, True) and not history.group_unchanged("g", 1, True)
+    assert "rebalance" not in history.group("g", "classic", 1, frozenset({"m1"}), "CompletingRebalance", True)
+    assert history.group("g", "classic", 1, frozenset({"m1"}), "Stable")["rebalance"] == "ended"
+    assert history.offsets("g", {"t-0": None}, "deleted")["offsets"] == {"t-0": None}
+    deleted = history.group_deleted("g", "classic", ["t-1"])
+    assert (deleted["deleted"], deleted["generation"], deleted["left"], deleted["offsets_deleted"]) == (
+        True, 1, ["m1"], ["t-1"])
+    assert history.group_deleted("g", "classic", []) is None  # told once; a group never told with no offsets: none
+    assert history.groups_told() == []
