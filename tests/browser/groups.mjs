@@ -32,6 +32,7 @@ try {
     lag: [...document.querySelectorAll(`table[data-testid="group-lag"] tr`)].filter(r => (r.dataset.key || "").startsWith(g + "|"))
       .map(r => [...r.children].map(c => c.textContent)),
     rebalances: [...document.querySelectorAll(`[data-testid="group-rebalance"][data-group="${g}"]`)].map(e => e.dataset.what),
+    bands: [...document.querySelectorAll(`[data-testid="group-rebalancing"][data-group="${g}"]`)].map(e => e.dataset.ended !== ""),
     commits: [...document.querySelectorAll(`[data-testid="group-commit"][data-group="${g}"]`)].map(e => [e.dataset.state, e.dataset.what]),
     committedLines: [...document.querySelectorAll(`[data-testid="committed-line"][data-group="${g}"]`)].map(e => e.dataset.partition),
     lane: [...document.querySelectorAll(`[data-testid="group-lane"][data-group="${g}"]`)].length,

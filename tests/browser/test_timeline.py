@@ -71,9 +71,13 @@ def test_the_console_shows_a_groups_offsets_lag_and_rebalances_and_zooms(node_mo
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     # committed 5; the LSO (7) trails the high watermark (8) behind the open transaction
     assert seen["lag"] == [[group, f"{topic}-0", "5", "", "7", "8", "2", "3"]]
-    assert seen["lane"] == 1 and len(seen["rebalances"]) == 2
-    assert "classic group, generation" in seen["rebalances"][0] and "1 member; joined: " in seen["rebalances"][0]
-    assert "0 members; left: " in seen["rebalances"][1]
+    # the rebalance from its start (PreparingRebalance) to its end (Stable): a band; then the member leaves
+    assert seen["lane"] == 1 and len(seen["rebalances"]) == 4
+    assert "classic group PreparingRebalance (rebalance started), generation" in seen["rebalances"][0]
+    assert "1 member; joined: " in seen["rebalances"][0]
+    assert "classic group Stable (rebalance ended)" in seen["rebalances"][2]
+    assert "0 members; left: " in seen["rebalances"][3]
+    assert seen["bands"] == [True]  # one rebalance, ended
     assert [state for state, _ in seen["commits"]] == ["committed", "pending", "committed"]
     assert f"(transaction console-offsets-{topic})" in seen["commits"][1][1]
     assert seen["committedLines"] == [f"{topic}-0"]
