@@ -389,3 +389,27 @@ def test_an_lso_held_from_before_a_restart_is_on_the_history(eosbroker_cluster):
     assert (txn["state"], txn["loaded"], txn["partitions"]) == ("Ongoing", True, [f"{topic}-0"])
     assert 0 < txn["start_time_ms"] <= txn["time_ms"]
     assert (lso["high_watermark"], lso["last_stable_offset"], lso["held_by"]) == (1, 0, held)
+
+
+def test_a_hanging_transaction_from_before_a_restart_is_named_when_its_partition_opens(broker_factory):
+    """A transaction its coordinator has finished but a late write reopened on the
+    partition (the hanging-transaction scenario): after a restart its partition, opened
+    lazily (here by the console's state), records the held LSO once, named by the
+    transactional id the coordinator's load gave its producer."""
+    import asyncio
+
+    from tests.scenarios.helpers import create_topic
+    from tests.scenarios.test_hanging_transaction import _abort_with_a_late_write
+
+    broker = broker_factory(scenario="hanging-transaction", admin=True)
+    topic = create_topic(broker)
+    assert asyncio.run(_abort_with_a_late_write(broker, topic))["late_write"] == ("NONE", 2)
+    broker.restart()
+    assert not [e for e in _events(broker) if e["kind"] == "partition"]  # not opened yet
+    urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30).close()  # opens every partition
+
+    def held():
+        lso = [e for e in _events(broker) if e["kind"] == "partition" and e["topic"] == topic]
+        return lso and lso[-1]["held_by"] == "late-app" and lso[-1]
+    lso = wait_until(held, 30, message="the held LSO named late-app")
+    assert (lso["high_watermark"], lso["last_stable_offset"]) == (3, 2)
