@@ -81,6 +81,10 @@ class GroupHistory:
         """Tells the group's membership; False when the group is not (or no longer)
         there. Not ``full``: only when its generation or rebalancing changed, and not a
         group never told that has no member (one that only commits offsets)."""
+        if not full:
+            consumer = self.coordinator.consumer_group(group_id)
+            if consumer is not None and self.history.group_unchanged(group_id, consumer.group_epoch, False):
+                return True  # settled, same epoch: a rebalance starts with a new one (its state reads every member)
         found = self._group(group_id)
         if found is None:
             return False

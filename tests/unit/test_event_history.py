@@ -130,3 +130,45 @@ def test_a_rebalance_start_and_end_and_deletions():
         True, 1, ["m1"], ["t-1"])
     assert history.group_deleted("g", "classic", []) is None  # told once; a group never told with no offsets: none
     assert history.groups_told() == []
+
+
+def test_a_rebalance_a_timer_starts_unwritten_is_heard_and_deletions_by_their_tombstones():
+    from broker.coordinators.group_history import GroupHistory
+    from coordinator.group import MemberIdentity, OffsetToCommit
+    from tests.unit.test_group_harness import Runtime
+    from tests.unit.test_group_offsets import commit
+
+    rt = Runtime()
+    history = EventHistory(100, lambda: rt.now)
+    groups = GroupHistory(history, rt.coordinator)
+    rt.runtime.written = groups.written
+    a, b, generation = rt.stable_pair()  # the leader's SyncGroup writes the group: Stable, told
+    told = [e for e in history.since() if e["kind"] == "group"]
+    assert (told[-1]["state"], told[-1]["generation"], told[-1]["members"]) == ("Stable", generation, 2)
+    written = len(rt.appended)
+    rt.advance(6_000)
+    assert rt.heartbeat(a, generation) == 0
+    rt.advance(6_000)  # b's session ends: the group prepares a rebalance, in memory only
+    assert len(rt.appended) == written and rt.coordinator.group("g").state.value == "PreparingRebalance"
+    groups.timers_fired({0})
+    started = history.since()[-1]
+    assert (started["state"], started["rebalance"], started["left"], started["members"]) == (
+        "PreparingRebalance", "started", [b], 1)
+    rt.join("a2", member_id=a)
+    groups.ran("g")
+    joined = rt.replies["a2"]
+    rt.sync("as2", a, joined.generation_id, {a: b"A"})
+    ended = history.since()[-1]
+    assert (ended["state"], ended["rebalance"], ended["generation"]) == ("Stable", "ended", joined.generation_id)
+    # emptied, then deleted (DeleteGroups): its tombstones say so, with its offsets'
+    rt.call("leave_group", group_id="g", members=[MemberIdentity(a)], api_version=3)
+    groups.ran("g")
+    assert (history.since()[-1]["state"], history.since()[-1]["left"]) == ("Empty", [a])
+    commit(rt, [OffsetToCommit("t", 0, 3), OffsetToCommit("t", 1, 4)])
+    assert history.since()[-1]["offsets"] == {"t-0": 3, "t-1": 4}
+    rt.call("offset_delete", group_id="g", topics=[("t", [1])])
+    assert (history.since()[-1]["state"], history.since()[-1]["offsets"]) == ("deleted", {"t-1": None})
+    rt.call("delete_groups", group_ids=["g"])
+    deleted = history.since()[-1]
+    assert (deleted["deleted"], deleted["protocol"], deleted["offsets_deleted"]) == (True, "classic", ["t-0"])
+    assert not history.groups_told()
