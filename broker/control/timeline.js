@@ -150,7 +150,8 @@ function renderTimeline(nowMs) {
     if (!seen(b.start, barEnd)) continue;
     const epochs = [...b.epochs].join(", "), partitions = [...b.partitions].join(", ");
     const title = `${b.id}: ${b.outcome}\nproducer ${b.producerId}, epoch ${epochs}\npartitions ${partitions}` +
-      (b.loadedAt !== null ? `\nfound open by its coordinator's load at ${new Date(b.loadedAt).toISOString()}` : "") +
+      (b.loadedAt !== null ? `\nbegun at ${new Date(b.start).toISOString()}, found open by its coordinator's load at ` +
+        new Date(b.loadedAt).toISOString() : "") +
       (b.prepare ? `\n${b.prepare.state}${b.prepare.reason ? ` (${b.prepare.reason})` : ""} at ${new Date(b.prepare.time).toISOString()}` : "") +
       b.markers.map(m => `\n${m.marker} marker on ${m.partitions.join(", ")} (coordinator epoch ${m.coordinator_epoch})`).join("");
     plot.appendChild(svg("rect", { x: x(b.start), y, width: Math.max(3, x(barEnd) - x(b.start)), height: lane - 6,

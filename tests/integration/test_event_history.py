@@ -85,7 +85,10 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
                                 [f"t-{i}-0"], reason="timed out")
             history.partition(f"t-{i}", 0, i, i - 1, None)
             history.offsets(f"g-{i}", {f"t-{i}-0": i}, "pending", i // 3)
-            history.group(f"g-{i}", "classic", i, frozenset({f"member-{i}"}))
+            history.group(f"g-{i}", "classic", i, frozenset({f"member-{i}"}), "Stable", rebalancing=i % 2 == 0)
+            if i % 5 == 0:
+                history.group_deleted(f"g-{i - 1}", "classic", [f"t-{i}-0"])
+                history.producers_named({i: f"named-{i}"})
 
     tracemalloc.start()
     fill(2000)  # full: the events and the per-id memories, each at its size
