@@ -90,8 +90,8 @@ def test_the_console_shows_a_groups_offsets_lag_and_rebalances_and_zooms(node_mo
     assert windows["again"][0] == windows["all"][0] and span(windows["again"]) >= span(windows["all"])
 
 
-def test_the_console_shows_a_share_groups_records_in_flight_and_its_members(node_modules, eosbroker_cluster,  # noqa: F811
-                                                                            tmp_path):
+def test_the_console_shows_a_share_groups_records_in_flight_and_members(node_modules, eosbroker_cluster,  # noqa: F811
+                                                                         tmp_path):
     from confluent_kafka import AcknowledgeType
 
     from tests.integration.test_share_groups import PROFILE, consumer, create, new_group, poll_until, produce

@@ -407,6 +407,6 @@ def test_an_lso_held_from_before_a_restart_is_on_the_history(broker_factory):
 
     assert not offsets(hanging)  # its coordinator knows of nothing open: told once the partition opens
     urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30).close()  # opens every partition
-    lso = wait_until(lambda: offsets(hanging) and offsets(hanging)[-1]["held_by"] == "late-app" and offsets(hanging)[-1],
-                     30, message="the hanging transaction's held LSO named late-app")
+    named = lambda: (lambda lso: lso and lso[-1]["held_by"] == "late-app" and lso[-1])(offsets(hanging))  # noqa: E731
+    lso = wait_until(named, 30, message="the hanging transaction's held LSO named late-app")
     assert (lso["high_watermark"], lso["last_stable_offset"]) == (3, 2)
