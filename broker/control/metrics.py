@@ -185,7 +185,7 @@ class StateCollector:
         yield from _share_partitions(broker)
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Consumer groups (Kafka: GroupMetadataManager NumGroups)",
-                                value=len(snapshot.groups(broker)))
+                                value=sum(g["protocol"] != "share" for g in snapshot.groups(broker)))
 
 
 def _share_partitions(broker):
