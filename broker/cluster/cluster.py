@@ -264,6 +264,7 @@ class Cluster:
         self.partitions[key] = part
         if self.history.enabled and topic.name not in INTERNAL_TOPICS:  # the timeline draws users' partitions
             part.on_offsets_moved = self.history.offsets_moved
+            self.history.opened(part)  # an LSO held from before this run: no move will tell it
         leadership = self.replicas.partitions.get(key)
         if leadership is not None:
             part.set_leader_epoch(leadership.leader_epoch)

@@ -185,7 +185,7 @@ class StateCollector:
         yield from _share_partitions(broker)
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Consumer groups (Kafka: GroupMetadataManager NumGroups)",
-                                value=len(snapshot.groups(broker)))
+                                value=sum(g["protocol"] != "share" for g in snapshot.groups(broker)))
 
 
 def _share_partitions(broker):
@@ -196,15 +196,11 @@ def _share_partitions(broker):
                                 "Records in flight of a share-partition, by state", labels=[*labels, "state"])
     start = GaugeMetricFamily("eosbroker_share_partition_start_offset", "Share-partition start offset (SPSO)",
                               labels=labels)
-    by_id = broker.cluster.topics.by_id
-    for node in broker.nodes:
-        shares = node._shares
-        for (group, topic_id, index), share in ([] if shares is None else sorted(shares.partitions.items(), key=str)):
-            topic = by_id.get(topic_id)
-            names = [group, topic.name if topic else str(topic_id), str(index)]
-            for state, n in share.counts().items():
-                records.add_metric([*names, state], n)
-            start.add_metric(names, share.start_offset)
+    for row in snapshot.share_partitions(broker):
+        names = [row["group_id"], row["topic"], str(row["partition"])]
+        for state, n in row["counts"].items():
+            records.add_metric([*names, state], n)
+        start.add_metric(names, row["start_offset"])
     yield records
     yield start
 

@@ -200,7 +200,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "The event history behind the console's timeline: transactions' steps (adds, prepares, markers, "
               "outcomes), faults fired, control operations (node stops and pauses, coordinator moves, clock "
               "jumps, with the scenario trigger that made them), high watermark and LSO moves, groups' offsets "
-              "(committed, pending in a transaction) and rebalances; the last emulate.event.history.size of them",
+              "(committed, pending in a transaction, deleted), rebalances (their start and end) and groups deleted; "
+              "the last emulate.event.history.size of them",
               (Param("since", "long", "query", required=False, doc="the first sequence number wanted", minimum=0),
                Param("limit", "integer", "query", required=False, doc="at most this many, the newest",
                      minimum=1))),

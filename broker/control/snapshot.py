@@ -1,7 +1,8 @@
 """The live state the console shows and /metrics exports, read from the objects the
 request handlers use (no bookkeeping of its own): nodes, transactions as their
-coordinators describe them, partitions' offsets and open transactions, producers, and
-consumer groups with their committed and pending offsets.
+coordinators describe them, partitions' offsets and open transactions, producers,
+consumer groups with their committed and pending offsets, and share groups with their
+share-partitions' records in flight.
 
 Every function takes the running ``broker.process.Broker`` and returns plain data.
 """
@@ -84,12 +85,32 @@ def producers(broker) -> list[dict]:
     return out
 
 
-def groups(broker) -> list[dict]:
-    """Classic and consumer groups with their members and offsets; a partition whose
-    offset a transaction has committed but not yet completed is listed as pending. Each
-    offset's lag: to the partition's LSO (what a read_committed consumer has left to
-    read) and to its high watermark."""
+def share_partitions(broker) -> list[dict]:
+    """Share-partitions (KIP-932) on their leaders: the share-partition start offset and
+    the records in flight, by state (available, acquired, acknowledged, archived)."""
+    by_id = broker.cluster.topics.by_id
     out = []
+    for node in broker.nodes:
+        shares = node._shares  # not started: this node leads no share-partition
+        for (group, topic_id, index), share in ([] if shares is None else sorted(shares.partitions.items(), key=str)):
+            topic = by_id.get(topic_id)
+            counts = share.counts()
+            out.append({"group_id": group, "topic": topic.name if topic else str(topic_id), "partition": index,
+                        "leader": node.node_id, "start_offset": share.start_offset, "counts": counts,
+                        "in_flight": sum(counts.values())})
+    return out
+
+
+def groups(broker) -> list[dict]:
+    """Classic, consumer and share groups with their members and offsets; a partition
+    whose offset a transaction has committed but not yet completed is listed as pending.
+    Each offset's lag: to the partition's LSO (what a read_committed consumer has left to
+    read) and to its high watermark. A share group's share-partitions: their records in
+    flight by state (``share_partitions``)."""
+    out = []
+    shared: dict[str, list[dict]] = {}
+    for row in share_partitions(broker):
+        shared.setdefault(row["group_id"], []).append(row)
     for node_id, coordinator in _coordinators(broker, CONSUMER_OFFSETS):
         listed = coordinator.list_groups()
         if listed.error_code != ErrorCode.none:  # still loading
@@ -98,7 +119,13 @@ def groups(broker) -> list[dict]:
             consumer = coordinator.consumer_group(g.group_id)
             group = coordinator.group(g.group_id) if consumer is None else None
             if consumer is None and group is None:
-                continue  # a share group
+                share = coordinator.share_group(g.group_id)
+                if share is not None:
+                    out.append({"group_id": g.group_id, "protocol": "share", "state": share.state,
+                                "generation": share.group_epoch, "members": sorted(share.members),
+                                "coordinator": node_id, "offsets": [], "has_pending_offsets": False,
+                                "share_partitions": shared.get(g.group_id, [])})
+                continue
             fetched = coordinator.offset_fetch([OffsetFetchGroup(g.group_id)], require_stable=False).groups[0]
             stable = coordinator.offset_fetch([OffsetFetchGroup(g.group_id)], require_stable=True).groups[0]
             unstable = {(t.name, p.partition_index) for t in stable.topics for p in t.partitions

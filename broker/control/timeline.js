@@ -20,7 +20,8 @@ function svg(tag, attrs, title) {
   return el;
 }
 
-// Each transaction: from its first add (Ongoing) to its end, with its prepare and markers.
+// Each transaction: from its first add (Ongoing) to its end, with its prepare and markers;
+// one its coordinator found open at load (begun before a restart) from when it began.
 function transactionBars(events) {
   const bars = [], current = {};
   for (const e of events) {
@@ -32,8 +33,10 @@ function transactionBars(events) {
     if (e.kind !== "txn") continue;
     let bar = current[e.transactional_id];
     if (!bar && (e.state === "Ongoing" || e.state.startsWith("Prepare"))) {
-      bar = current[e.transactional_id] = { id: e.transactional_id, start: e.time_ms, end: null, outcome: "open",
-        epochs: new Set(), partitions: new Set(), prepare: null, markers: [], producerId: e.producer_id };
+      const start = e.loaded && e.start_time_ms >= 0 ? Math.min(e.start_time_ms, e.time_ms) : e.time_ms;
+      bar = current[e.transactional_id] = { id: e.transactional_id, start, end: null, outcome: "open",
+        epochs: new Set(), partitions: new Set(), prepare: null, markers: [], producerId: e.producer_id,
+        loadedAt: e.loaded ? e.time_ms : null };
       bars.push(bar);
     }
     if (!bar) continue;
@@ -91,10 +94,15 @@ function timelineControls(v0, v1) {
   return bar;
 }
 
-const offsetsText = offsets => Object.entries(offsets).map(([p, o]) => `${p}@${o}`).join(", ");
+const offsetsText = offsets => Object.entries(offsets).map(([p, o]) => o === null ? p : `${p}@${o}`).join(", ");
 function groupText(e) {
+  if (e.kind === "group" && e.deleted) {
+    return `${e.group_id}: ${e.protocol ?? ""} group deleted` + (e.left.length ? ` (members last seen: ${e.left.join(", ")})` : "") +
+      (e.offsets_deleted.length ? `, with its offsets of ${e.offsets_deleted.join(", ")}` : "");
+  }
   if (e.kind === "group") {
-    return `${e.group_id}: ${e.protocol} group, ${e.protocol === "consumer" ? "epoch" : "generation"} ${e.generation}, ` +
+    return `${e.group_id}: ${e.protocol} group ${e.state}` + (e.rebalance ? ` (rebalance ${e.rebalance})` : "") +
+      `, ${e.protocol === "classic" ? "generation" : "epoch"} ${e.generation}, ` +
       `${e.members} member${e.members === 1 ? "" : "s"}` + (e.joined.length ? `; joined: ${e.joined.join(", ")}` : "") +
       (e.left.length ? `; left: ${e.left.join(", ")}` : "");
   }
@@ -142,6 +150,8 @@ function renderTimeline(nowMs) {
     if (!seen(b.start, barEnd)) continue;
     const epochs = [...b.epochs].join(", "), partitions = [...b.partitions].join(", ");
     const title = `${b.id}: ${b.outcome}\nproducer ${b.producerId}, epoch ${epochs}\npartitions ${partitions}` +
+      (b.loadedAt !== null ? `\nbegun at ${new Date(b.start).toISOString()}, found open by its coordinator's load at ` +
+        new Date(b.loadedAt).toISOString() : "") +
       (b.prepare ? `\n${b.prepare.state}${b.prepare.reason ? ` (${b.prepare.reason})` : ""} at ${new Date(b.prepare.time).toISOString()}` : "") +
       b.markers.map(m => `\n${m.marker} marker on ${m.partitions.join(", ")} (coordinator epoch ${m.coordinator_epoch})`).join("");
     plot.appendChild(svg("rect", { x: x(b.start), y, width: Math.max(3, x(barEnd) - x(b.start)), height: lane - 6,
@@ -152,14 +162,35 @@ function renderTimeline(nowMs) {
     for (const m of b.markers) plot.appendChild(svg("line", { x1: x(m.time_ms), x2: x(m.time_ms), y1: y - 2, y2: y + lane - 4,
       class: "tick", "data-testid": "txn-marker" }, `${m.marker} marker of ${b.id} on ${m.partitions.join(", ")}`));
   }
+  const rebalancing = {};  // group -> the start of its rebalance under way
+  const band = (g, from, to, what) => {
+    if (!seen(from, to)) return;
+    const y = groupsTop + groups.indexOf(g) * lane + 3;
+    plot.appendChild(svg("rect", { x: x(from), y, width: Math.max(2, x(to) - x(from)), height: lane - 6,
+      class: "rebalancing", "data-testid": "group-rebalancing", "data-group": g, "data-ended": to === tEnd ? "" : to },
+      `${g}: rebalancing from ${new Date(from).toISOString()}${what}`));
+  };
+  for (const e of history) {
+    if (e.kind !== "group") continue;
+    if (e.rebalance === "started") rebalancing[e.group_id] = e.time_ms;
+    else if ((e.rebalance === "ended" || e.deleted) && rebalancing[e.group_id] !== undefined) {
+      band(e.group_id, rebalancing[e.group_id], e.time_ms, ` to ${new Date(e.time_ms).toISOString()}`);
+      delete rebalancing[e.group_id];
+    }
+  }
+  for (const [g, from] of Object.entries(rebalancing)) band(g, from, tEnd, ", still under way");
   for (const e of history) {
     if ((e.kind !== "group" && e.kind !== "offsets") || !seen(e.time_ms, e.time_ms)) continue;
     const y = groupsTop + groups.indexOf(e.group_id) * lane + lane / 2 - 1, cx = x(e.time_ms);
     const what = groupText(e);
-    if (e.kind === "group") {
+    if (e.kind === "group" && e.deleted) {
+      plot.appendChild(svg("path", { d: `M${cx - 5},${y - 5} L${cx + 5},${y + 5} M${cx - 5},${y + 5} L${cx + 5},${y - 5}`,
+        class: "group-deleted", "data-testid": "group-deleted", "data-group": e.group_id, "data-what": what },
+        `${new Date(e.time_ms).toISOString()} ${what}`));
+    } else if (e.kind === "group") {
       plot.appendChild(svg("polygon", { points: `${cx},${y - 7} ${cx + 6},${y} ${cx},${y + 7} ${cx - 6},${y}`,
         class: "rebalance", "data-testid": "group-rebalance", "data-group": e.group_id, "data-generation": e.generation,
-        "data-what": what }, `${new Date(e.time_ms).toISOString()} rebalance of ${what}`));
+        "data-protocol": e.protocol, "data-what": what }, `${new Date(e.time_ms).toISOString()} ${what}`));
     } else {
       plot.appendChild(svg("circle", { cx, cy: y, r: 3.5, class: `commit-${e.state}`, "data-testid": "group-commit",
         "data-group": e.group_id, "data-state": e.state, "data-what": what }, `${new Date(e.time_ms).toISOString()} ${what}`));

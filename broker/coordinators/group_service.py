@@ -142,6 +142,8 @@ class GroupService:
         partition = self.partition_for(group_id)
         response = self.runtime.run(partition, handler, self.clock.now_ms())
         written = self.runtime.last_offset >= 0
+        if self._history is not None:
+            self._history.ran(group_id)
         self.wake()
         if written and self.replication is not None:
             error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s)
@@ -256,4 +258,6 @@ class GroupService:
             await self.clock.sleep(0.001)  # a timer that failed to move cannot spin the loop
 
     def poll(self, now: int) -> None:
-        self.runtime.run_timers(lambda p: self.coordinator.poll(now, partition=p), now)
+        fired = self.runtime.run_timers(lambda p: self.coordinator.poll(now, partition=p), now)
+        if fired and self._history is not None:
+            self._history.timers_fired({partition for partition, _result in fired})

@@ -15,7 +15,7 @@ from broker.coordinators.markers import MarkerSender
 from coordinator.runtime import with_error
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
-from protocol.names import TRANSACTION_STATE
+from protocol.names import INTERNAL_TOPICS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class TransactionService:
         # resends them with its coordinator epoch.
         self.topic.on_unload = lambda p: self.markers.cancel(
             lambda m: self.coordinator.partition_for(m.transactional_id) == p)
-        self.topic.on_partition_loaded = self._log_loaded
+        self.topic.on_partition_loaded = self._loaded
 
     def ensure_ready(self) -> None:
         """Creates and loads __transaction_state on first use: a broker that never sees a
@@ -234,14 +234,40 @@ class TransactionService:
                  transactional_id, after.producer_id, after.producer_epoch, was, after.state.state_name,
                  f", added {_partition_names(added)}" if added else "", TOPIC, partition, offset)
 
-    def _log_loaded(self, partition: int) -> None:
-        """At load, one INFO line per transaction found open (not Empty or Complete*)."""
+    def _loaded(self, partition: int) -> None:
+        """At load, one INFO line per transaction found open (not Empty or Complete*);
+        the event history learns which producer each id has (a partition's LSO held by
+        a hanging transaction is named by it), and each open transaction with its
+        partitions' offsets: an LSO it held before a restart, which no move tells."""
+        history = self.cluster.history
+        if history.enabled:
+            loaded = self.coordinator.transactions(partition)
+            history.producers_named({md.producer_id: md.transactional_id for md in loaded if md.producer_id >= 0})
+            for md in self.coordinator.open_transactions(partition):
+                history.transaction_loaded(md.transactional_id, md.state.state_name, md.producer_id,
+                                           md.producer_epoch, sorted(f"{t}-{p}" for t, p in md.topic_partitions),
+                                           md.txn_start_timestamp_ms)
+                self._record_held(md.topic_partitions)
         if not log.isEnabledFor(logging.INFO):
             return
         for md in self.coordinator.open_transactions(partition):
             log.info("transaction %s (producer %d, epoch %d) loaded from %s-%d: %s, partitions %s, last updated at %d",
                      md.transactional_id, md.producer_id, md.producer_epoch, TOPIC, partition, md.state.state_name,
                      _partition_names(md.topic_partitions), md.txn_last_update_timestamp_ms)
+
+    def _record_held(self, partitions) -> None:
+        """The offsets of an open transaction's partitions on the event history, each
+        opened if no client has yet (their LSO is what a consumer waits on)."""
+        for topic, index in sorted(partitions):
+            if topic in INTERNAL_TOPICS:
+                continue
+            try:
+                part = self.cluster.partition(topic, index)
+            except OSError as e:  # its files cannot be opened: a fetch will say so
+                log.warning("%s-%d: not opened for the event history: %s", topic, index, e)
+                continue
+            if part is not None:
+                self.cluster.history.offsets_now(part)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], api_version: int):

@@ -123,6 +123,11 @@ class TransactionCoordinator:
         state = self._partitions.get(self.partition_for(transactional_id))
         return None if state is None else state.transactions.get(transactional_id)
 
+    def transactions(self, partition: int) -> list[TransactionMetadata]:
+        """Every transactional id the partition holds, whatever its state."""
+        state = self._partitions.get(partition)
+        return [] if state is None else list(state.transactions.values())
+
     def open_transactions(self, partition: int) -> list[TransactionMetadata]:
         """The partition's transactions neither Empty nor Complete* (nor Dead)."""
         state = self._partitions.get(partition)

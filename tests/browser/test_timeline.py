@@ -71,9 +71,13 @@ def test_the_console_shows_a_groups_offsets_lag_and_rebalances_and_zooms(node_mo
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     # committed 5; the LSO (7) trails the high watermark (8) behind the open transaction
     assert seen["lag"] == [[group, f"{topic}-0", "5", "", "7", "8", "2", "3"]]
-    assert seen["lane"] == 1 and len(seen["rebalances"]) == 2
-    assert "classic group, generation" in seen["rebalances"][0] and "1 member; joined: " in seen["rebalances"][0]
-    assert "0 members; left: " in seen["rebalances"][1]
+    # the rebalance from its start (PreparingRebalance) to its end (Stable): a band; then the member leaves
+    assert seen["lane"] == 1 and len(seen["rebalances"]) == 4
+    assert "classic group PreparingRebalance (rebalance started), generation" in seen["rebalances"][0]
+    assert "1 member; joined: " in seen["rebalances"][0]
+    assert "classic group Stable (rebalance ended)" in seen["rebalances"][2]
+    assert "0 members; left: " in seen["rebalances"][3]
+    assert seen["bands"] == [True]  # one rebalance, ended
     assert [state for state, _ in seen["commits"]] == ["committed", "pending", "committed"]
     assert f"(transaction console-offsets-{topic})" in seen["commits"][1][1]
     assert seen["committedLines"] == [f"{topic}-0"]
@@ -84,3 +88,32 @@ def test_the_console_shows_a_groups_offsets_lag_and_rebalances_and_zooms(node_mo
     assert windows["back"][0] < windows["zoomed"][0] and span(windows["back"]) == span(windows["zoomed"])
     assert span(windows["wheeled"]) > span(windows["back"])
     assert windows["again"][0] == windows["all"][0] and span(windows["again"]) >= span(windows["all"])
+
+
+def test_the_console_shows_a_share_groups_records_in_flight_and_members(node_modules, eosbroker_cluster,  # noqa: F811
+                                                                         tmp_path):
+    from confluent_kafka import AcknowledgeType
+
+    from tests.integration.test_share_groups import PROFILE, consumer, create, new_group, poll_until, produce
+
+    broker = eosbroker_cluster(PROFILE, admin=True)
+    topic = "console-share-" + tmp_path.name[-8:]
+    create(broker.bootstrap_servers, topic)
+    group = new_group(broker.bootstrap_servers)
+    produce(broker.bootstrap_servers, topic, [b"s%d" % i for i in range(3)])
+    reader = consumer(broker.bootstrap_servers, group, topic, explicit=True)
+    got = poll_until(reader, lambda ms: len(ms) >= 3)
+    reader.acknowledge(got[0], AcknowledgeType.REJECT)  # archived; the other two stay acquired
+    reader.commit_sync()
+    try:
+        run = subprocess.run(["node", str(GROUPS), broker.admin_url + "/", group, "", "share"],
+                             cwd=GROUPS.parent, capture_output=True, text=True, timeout=120)
+    finally:
+        reader.close()
+    assert run.returncode == 0, run.stdout + run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    # group, partition, leader, start offset, in flight, available, acquired, acknowledged, archived
+    assert seen["shares"] == [[group, f"{topic}-0", "1", "1", "2", "0", "2", "0", "0"]], seen["shares"]
+    assert seen["groupRow"][1:3] == ["share", "Stable"]
+    assert seen["lane"] == 1 and "share group Stable, epoch" in seen["rebalances"][0]
+    assert "1 member; joined: " in seen["rebalances"][0]

@@ -85,7 +85,10 @@ def test_the_history_keeps_its_size_and_its_memory_stays_bounded():
                                 [f"t-{i}-0"], reason="timed out")
             history.partition(f"t-{i}", 0, i, i - 1, None)
             history.offsets(f"g-{i}", {f"t-{i}-0": i}, "pending", i // 3)
-            history.group(f"g-{i}", "classic", i, frozenset({f"member-{i}"}))
+            history.group(f"g-{i}", "classic", i, frozenset({f"member-{i}"}), "Stable", rebalancing=i % 2 == 0)
+            if i % 5 == 0:
+                history.group_deleted(f"g-{i - 1}", "classic", [f"t-{i}-0"])
+                history.producers_named({i: f"named-{i}"})
 
     tracemalloc.start()
     fill(2000)  # full: the events and the per-id memories, each at its size
@@ -309,8 +312,11 @@ def group_story(broker, topic: str, group: str, transactional_id: str) -> None:
     assert held.flush(10) == 0
 
 
-def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
-    from confluent_kafka import Consumer
+def test_the_history_tells_a_groups_offsets_rebalances_and_deletions(eosbroker_cluster):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartition as KafkaTopicPartition
 
     broker = eosbroker_cluster(admin=True)
     topic = broker.create_topic()
@@ -323,9 +329,13 @@ def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
     assert offsets == [("committed", {f"{topic}-0": 3}, None), ("pending", {f"{topic}-0": 5}, transactional_id),
                        ("committed", {f"{topic}-0": 5}, transactional_id)], offsets
     rebalances = [e for e in events if e["kind"] == "group" and e["group_id"] == group]
-    assert [(e["protocol"], e["members"], len(e["joined"]), len(e["left"])) for e in rebalances] == [
-        ("classic", 1, 1, 0), ("classic", 0, 0, 1)], rebalances
-    assert rebalances[0]["joined"] == rebalances[1]["left"] and rebalances[1]["generation"] > rebalances[0]["generation"]
+    # the rebalance's start (PreparingRebalance, written nowhere) as well as its end
+    assert [(e["protocol"], e["state"], e.get("rebalance"), e["members"], len(e["joined"]), len(e["left"]))
+            for e in rebalances] == [
+        ("classic", "PreparingRebalance", "started", 1, 1, 0), ("classic", "CompletingRebalance", None, 1, 0, 0),
+        ("classic", "Stable", "ended", 1, 0, 0), ("classic", "Empty", None, 0, 0, 1)], rebalances
+    assert rebalances[0]["joined"] == rebalances[-1]["left"]
+    assert rebalances[-1]["generation"] > rebalances[1]["generation"] > rebalances[0]["generation"]
     with urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30) as answer:
         (state,) = [g for g in json.load(answer)["groups"] if g["group_id"] == group]
     assert [(o["offset"], o["last_stable_offset"], o["high_watermark"], o["lag_lso"], o["lag_hw"])
@@ -337,7 +347,66 @@ def test_the_history_tells_a_groups_offsets_and_rebalances(eosbroker_cluster):
                          "group.protocol": "consumer", "enable.auto.commit": False})
     consumer.subscribe([topic])
     wait_until(lambda: consumer.poll(0.2) is not None or bool(consumer.assignment()), 30, message="an assignment")
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
     consumer.close()
     moves = [e for e in _events(broker) if e["kind"] == "group" and e["group_id"] == other]
     assert [e["protocol"] for e in moves] == ["consumer"] * len(moves) and moves[0]["joined"] and moves[-1]["left"]
     assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]
+
+    # deletions: the classic group's offset (OffsetDelete), then the consumer group with its offset
+    last = _events(broker)[-1]["seq"]
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        assert admin.delete_group_offsets(group, [KafkaTopicPartition(topic, 0)])
+    finally:
+        admin.close()
+    deleting = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    deleting.delete_consumer_groups([other])[other].result(30)
+    later = [e for e in _events(broker, last + 1) if e["kind"] in ("group", "offsets")]
+    assert [(e["kind"], e["group_id"], e.get("state"), e.get("offsets"), e.get("deleted"), e.get("offsets_deleted"))
+            for e in later] == [("offsets", group, "deleted", {f"{topic}-0": None}, None, None),
+                                ("group", other, "Dead", None, True, [f"{topic}-0"])], later
+    assert later[1]["protocol"] == "consumer" and later[1]["generation"] == moves[-1]["generation"]
+
+
+def test_an_lso_held_from_before_a_restart_is_on_the_history(broker_factory):
+    """No move tells an LSO held since before a restart. An open transaction: its
+    coordinator's load records it (from when it began) and its partition's offsets,
+    naming it, before any client opens the partition. A hanging one (its coordinator
+    finished it, a late write reopened the partition: the hanging-transaction scenario):
+    the partition, opened lazily (here by the console's state), records its held LSO,
+    named by the transactional id the load gave its producer."""
+    import asyncio
+
+    from tests.scenarios.helpers import create_topic
+    from tests.scenarios.test_hanging_transaction import _abort_with_a_late_write
+
+    broker = broker_factory(scenario="hanging-transaction", admin=True)
+    hanging, topic = create_topic(broker), create_topic(broker)
+    assert asyncio.run(_abort_with_a_late_write(broker, hanging))["late_write"] == ("NONE", 2)
+    held = "held-over-" + topic
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": held,
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    assert producer.flush(10) == 0
+    broker.restart()
+
+    def offsets(of: str) -> list[dict]:
+        return [e for e in _events(broker) if e["kind"] == "partition" and e["topic"] == of]
+
+    def loaded():
+        txn = [e for e in _events(broker) if e["kind"] == "txn" and e["transactional_id"] == held]
+        lso = offsets(topic)
+        return txn and lso and (txn[-1], lso[-1])
+    txn, lso = wait_until(loaded, 30, message="the loaded transaction and its partition's offsets")
+    assert (txn["state"], txn["loaded"], txn["partitions"]) == ("Ongoing", True, [f"{topic}-0"])
+    assert txn["start_time_ms"] > 0  # the clock before the restart (the scenario's jump is not kept across it)
+    assert (lso["high_watermark"], lso["last_stable_offset"], lso["held_by"]) == (1, 0, held)
+
+    assert not offsets(hanging)  # its coordinator knows of nothing open: told once the partition opens
+    urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30).close()  # opens every partition
+    named = lambda: (lambda lso: lso and lso[-1]["held_by"] == "late-app" and lso[-1])(offsets(hanging))  # noqa: E731
+    lso = wait_until(named, 30, message="the hanging transaction's held LSO named late-app")
+    assert (lso["high_watermark"], lso["last_stable_offset"]) == (3, 2)

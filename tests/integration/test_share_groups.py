@@ -346,9 +346,14 @@ def test_share_group_offsets_described_altered_and_deleted(share_broker, topic_n
     assert unknown.groups[0].error_code == ErrorCode.group_id_not_found
 
 
-def test_share_partitions_in_metrics(share_broker, topic_name):
-    """/metrics shows each share-partition's records in flight by state and its start offset."""
+def test_share_partitions_in_metrics_the_console_and_the_history(share_broker, topic_name):
+    """/metrics and the console's groups show each share-partition's records in flight by
+    state and its start offset, from one source; the history tells the members coming
+    and going."""
+    import json
     import urllib.request
+
+    from broker.testing import wait_until
 
     from tests.integration.test_admin_metrics_console import _metric
 
@@ -367,4 +372,19 @@ def test_share_partitions_in_metrics(share_broker, topic_name):
     assert _metric(text, "eosbroker_share_partition_start_offset", **labels) == 2
     assert _metric(text, "eosbroker_share_partition_records", state="acquired", **labels) == 2
     assert _metric(text, "eosbroker_share_partition_records", state="archived", **labels) == 0
+    with urllib.request.urlopen(share_broker.admin_url + "/console/state", timeout=30) as answer:
+        (shown,) = [g for g in json.load(answer)["groups"] if g["group_id"] == group]
+    assert (shown["protocol"], shown["state"], len(shown["members"])) == ("share", "Stable", 1)
+    (row,) = shown["share_partitions"]
+    assert (row["topic"], row["partition"], row["start_offset"], row["in_flight"]) == (topic_name, 0, 2, 2)
+    assert row["counts"] == {"available": 0, "acquired": 2, "acknowledged": 0, "archived": 0}
     c.close()
+
+    def history():
+        with urllib.request.urlopen(share_broker.admin_url + "/events", timeout=30) as answer:
+            return [e for e in json.load(answer)["events"] if e["kind"] == "group" and e["group_id"] == group]
+    moves = wait_until(lambda: (lambda ms: ms if ms and ms[-1]["left"] else None)(history()), 30,
+                       message="the share member's leaving on the history")
+    assert {e["protocol"] for e in moves} == {"share"}
+    assert moves[0]["joined"] == shown["members"] and moves[-1]["left"] == shown["members"]
+    assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]

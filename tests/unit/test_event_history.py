@@ -83,10 +83,92 @@ def test_a_history_of_size_zero_listens_to_no_partition(tmp_path):
 def test_group_offsets_and_rebalances():
     history = EventHistory(100, lambda: NOW)
     history.transaction("app", "Ongoing", PID, 0, ["t-0"])
-    assert history.group("g", "classic", 1, frozenset({"m1"}))["joined"] == ["m1"]
-    assert history.group("g", "classic", 1, frozenset({"m1"})) is None  # nothing changed
-    moved = history.group("g", "classic", 2, frozenset({"m2"}))
+    assert history.group("g", "classic", 1, frozenset({"m1"}), "Stable")["joined"] == ["m1"]
+    assert history.group("g", "classic", 1, frozenset({"m1"}), "Stable") is None  # nothing changed
+    moved = history.group("g", "classic", 2, frozenset({"m2"}), "Stable")
     assert (moved["generation"], moved["members"], moved["joined"], moved["left"]) == (2, 1, ["m2"], ["m1"])
     pending = history.offsets("g", {"t-0": 7}, "pending", PID)
     assert (pending["transactional_id"], pending["offsets"]) == ("app", {"t-0": 7})
     assert history.offsets("g", {"t-0": 7}, "committed", PID)["state"] == "committed"
+
+
+def test_an_lso_held_before_the_partition_opened_is_told_once_and_named_when_known(tmp_path):
+    history = EventHistory(100, lambda: NOW)
+    part = Partition.open("t", 0, tmp_path / "t-0", LogConfig(), NOW)
+    part.append_from_client(data_batch(seq=0, transactional=True), NOW)  # no one listens: the last run
+    part.close()
+    part = Partition.open("t", 0, tmp_path / "t-0", LogConfig(), NOW)
+    try:
+        history.opened(part)  # its open transaction holds the LSO: told, by its producer id
+        history.opened(part)
+        assert _moves(history) == [(NOW, 1, 0, f"producer {PID}")]
+        history.producers_named({PID + 1: "other"})
+        history.producers_named({PID: "hanging-app"})  # a coordinator's load names it
+        assert _moves(history) == [(NOW, 1, 0, f"producer {PID}"), (NOW, 1, 0, "hanging-app")]
+        history.producers_named({PID: "hanging-app"})
+        assert len(_moves(history)) == 2
+    finally:
+        part.close()
+    plain = Partition.open("p", 0, tmp_path / "p-0", LogConfig(), NOW)
+    try:
+        history.opened(plain)  # nothing held: no event
+        assert len(_moves(history)) == 2
+    finally:
+        plain.close()
+
+
+def test_a_rebalance_start_and_end_and_deletions():
+    history = EventHistory(100, lambda: NOW)
+    started = history.group("g", "classic", 0, frozenset({"m1"}), "PreparingRebalance", rebalancing=True)
+    assert (started["rebalance"], started["joined"]) == ("started", ["m1"])
+    assert history.group_unchanged("g", 0, True) and not history.group_unchanged("g", 1, True)
+    assert "rebalance" not in history.group("g", "classic", 1, frozenset({"m1"}), "CompletingRebalance", True)
+    assert history.group("g", "classic", 1, frozenset({"m1"}), "Stable")["rebalance"] == "ended"
+    assert history.offsets("g", {"t-0": None}, "deleted")["offsets"] == {"t-0": None}
+    deleted = history.group_deleted("g", "classic", ["t-1"])
+    assert (deleted["deleted"], deleted["generation"], deleted["left"], deleted["offsets_deleted"]) == (
+        True, 1, ["m1"], ["t-1"])
+    assert history.group_deleted("g", "classic", []) is None  # told once; a group never told with no offsets: none
+    assert history.groups_told() == []
+
+
+def test_a_rebalance_a_timer_starts_unwritten_is_heard_and_deletions_by_their_tombstones():
+    from broker.coordinators.group_history import GroupHistory
+    from coordinator.group import MemberIdentity, OffsetToCommit
+    from tests.unit.test_group_harness import Runtime
+    from tests.unit.test_group_offsets import commit
+
+    rt = Runtime()
+    history = EventHistory(100, lambda: rt.now)
+    groups = GroupHistory(history, rt.coordinator)
+    rt.runtime.written = groups.written
+    a, b, generation = rt.stable_pair()  # the leader's SyncGroup writes the group: Stable, told
+    told = [e for e in history.since() if e["kind"] == "group"]
+    assert (told[-1]["state"], told[-1]["generation"], told[-1]["members"]) == ("Stable", generation, 2)
+    written = len(rt.appended)
+    rt.advance(6_000)
+    assert rt.heartbeat(a, generation) == 0
+    rt.advance(6_000)  # b's session ends: the group prepares a rebalance, in memory only
+    assert len(rt.appended) == written and rt.coordinator.group("g").state.value == "PreparingRebalance"
+    groups.timers_fired({0})
+    started = history.since()[-1]
+    assert (started["state"], started["rebalance"], started["left"], started["members"]) == (
+        "PreparingRebalance", "started", [b], 1)
+    rt.join("a2", member_id=a)
+    groups.ran("g")
+    joined = rt.replies["a2"]
+    rt.sync("as2", a, joined.generation_id, {a: b"A"})
+    ended = history.since()[-1]
+    assert (ended["state"], ended["rebalance"], ended["generation"]) == ("Stable", "ended", joined.generation_id)
+    # emptied, then deleted (DeleteGroups): its tombstones say so, with its offsets'
+    rt.call("leave_group", group_id="g", members=[MemberIdentity(a)], api_version=3)
+    groups.ran("g")
+    assert (history.since()[-1]["state"], history.since()[-1]["left"]) == ("Empty", [a])
+    commit(rt, [OffsetToCommit("t", 0, 3), OffsetToCommit("t", 1, 4)])
+    assert history.since()[-1]["offsets"] == {"t-0": 3, "t-1": 4}
+    rt.call("offset_delete", group_id="g", topics=[("t", [1])])
+    assert (history.since()[-1]["state"], history.since()[-1]["offsets"]) == ("deleted", {"t-1": None})
+    rt.call("delete_groups", group_ids=["g"])
+    deleted = history.since()[-1]
+    assert (deleted["deleted"], deleted["protocol"], deleted["offsets_deleted"]) == (True, "classic", ["t-0"])
+    assert not history.groups_told()
