@@ -12,27 +12,40 @@ Each append carries the coordinator epoch the partition was loaded at, and the
 partition refuses it once its leader epoch has moved on (as Kafka's replica manager
 refuses a deposed leader): the runtime then resigns the partition and the request is
 answered NOT_COORDINATOR, with nothing of it applied.
+
+It also times the runtime's timers, on the broker's clock: it sleeps until the next
+one is due (or until ``wake_timers`` says deadlines may have moved) and hands each due
+``TimerEvent`` to the service's write path (``write_timer_event``), the one that
+requests take, so a timer's write waits for the ISR as a request's does. A paused
+node's timers do not fire until it resumes; a stopped node's end with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from broker.cluster.cluster import Cluster
 from broker.log.partition import ProduceRejected
+from coordinator.contract import Timer, TimerEvent
 from coordinator.runtime import AppendRefused, AppendUnavailable, CoordinatorRuntime, StateMachine
 from protocol.records import RecordBatch
 
 log = logging.getLogger(__name__)
 
+# Never sleep longer than this between looks at the timers: a safety net, not a schedule.
+_MAX_TIMER_SLEEP_S = 30.0
+
 
 class CoordinatorTopic:
     def __init__(self, name: str, topic: str, partitions: int, topic_configs: dict[str, str],
                  machine: StateMachine, cluster: Cluster, node_id: int, perform: Callable[[Any], None],
-                 on_loaded: Callable[[], None] = lambda: None) -> None:
+                 timers: tuple[Timer, ...] = (),
+                 write_timer_event: Callable[[TimerEvent], Awaitable[None]] | None = None) -> None:
+        """``timers``: the machine's; ``write_timer_event``: the service's write path,
+        which runs a due timer's event through the runtime and waits for its write."""
         self.name = name
         self.topic = topic
         self.partition_count = partitions
@@ -41,9 +54,12 @@ class CoordinatorTopic:
         self.clock = cluster.clock
         self.node_id = node_id
         self.machine = machine
-        self.runtime = CoordinatorRuntime(machine, self, perform, resign=self._resign)
+        self.runtime = CoordinatorRuntime(machine, self, perform, resign=self._resign, timers=timers)
         self._epochs: dict[int, int] = {}  # the coordinator epoch each partition was loaded at
-        self._on_loaded = on_loaded
+        self._write_timer_event = write_timer_event
+        self._timer_loop: asyncio.Task | None = None
+        self._timer_writes: set[asyncio.Task] = set()  # timer events waiting for the ISR
+        self._timers_moved = asyncio.Event()
         self._loads: dict[int, asyncio.Task] = {}
         self._last_load: asyncio.Task | None = None
         self._started = False
@@ -72,6 +88,9 @@ class CoordinatorTopic:
             return
         self._started = True
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
+        if self.runtime.timers and self._timer_loop is None:
+            self.runtime.start_timers(self.clock.now_ms())
+            self._timer_loop = asyncio.get_running_loop().create_task(self._run_timers())
         for p in range(self.partition_count):
             leadership = self.cluster.leadership(self.topic, p)
             if leadership is not None and leadership.leader == self.node_id:
@@ -113,7 +132,7 @@ class CoordinatorTopic:
             await asyncio.sleep(0)  # the previous load may have ended in this very turn
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
-        self._on_loaded()
+        self.wake_timers()  # loaded groups' members have session deadlines now
         if self.cluster.on_coordinator_loaded is not None:
             self.cluster.on_coordinator_loaded(self.topic, partition, self.clock.monotonic() - scheduled)
         if records:
@@ -154,9 +173,15 @@ class CoordinatorTopic:
         self._loads.clear()
 
     def halt(self) -> None:
-        """The node stopped or died: loads end and every partition's state is dropped,
-        in this turn (the log keeps what was appended; the new leaders reload it)."""
+        """The node stopped or died: loads and timers end and every partition's state is
+        dropped, in this turn (the log keeps what was appended; the new leaders reload it)."""
         self.stop_loading()
+        if self._timer_loop is not None:
+            self._timer_loop.cancel()
+            self._timer_loop = None
+        for task in self._timer_writes:
+            task.cancel()
+        self._timer_writes.clear()
         for p in self.machine.owned_partitions() | self.machine.loading_partitions():
             self.runtime.unload(p)
         self._epochs.clear()
@@ -164,6 +189,43 @@ class CoordinatorTopic:
     async def wait_while_paused(self) -> None:
         if self.serving is not None and not self.serving.is_set():
             await self.serving.wait()
+
+    # -- the runtime's timers ----------------------------------------------------------------
+
+    def wake_timers(self) -> None:
+        """Deadlines may have moved (a request or a load changed them): look again."""
+        self._timers_moved.set()
+
+    async def _run_timers(self) -> None:
+        """Fires the runtime's timers as they fall due, for as long as the node runs."""
+        clock = self.clock
+        while True:
+            deadline = self.runtime.next_timer_deadline()
+            self._timers_moved.clear()
+            now = clock.now_ms()
+            if deadline is None or deadline > now:
+                timeout = _MAX_TIMER_SLEEP_S if deadline is None else min((deadline - now) / 1000, _MAX_TIMER_SLEEP_S)
+                try:
+                    await clock.wait_for(self._timers_moved.wait(), max(timeout, 0))
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            await self.wait_while_paused()  # a hung node's timers do not fire
+            try:
+                for event in self.runtime.due_timer_events(clock.now_ms()):
+                    # each on its own: one write waiting for a cut-off follower holds up no other
+                    task = asyncio.get_running_loop().create_task(self._write_timer_event(event))
+                    self._timer_writes.add(task)
+                    task.add_done_callback(self._timer_written)
+            except Exception:
+                log.exception("%s of node %d: timers failed", self.name, self.node_id)
+                await clock.sleep(1)
+            await clock.sleep(0.001)  # a deadline that failed to move cannot spin the loop
+
+    def _timer_written(self, task: asyncio.Task) -> None:
+        self._timer_writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s of node %d: a timer's write failed", self.name, self.node_id, exc_info=task.exception())
 
     # -- the runtime's CoordinatorLog ------------------------------------------------------
 

@@ -1,5 +1,7 @@
 """The transaction coordinator in the broker: its runtime over __transaction_state, the
-marker sender, and the timers that abort timed-out transactions and expire idle ids."""
+marker sender, and the one write path (answered once the ISR has the write) that
+requests, marker completions and the coordinator's timers (timed-out transactions
+aborted, idle ids expired; timed by the coordinator topic) all take."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
 from broker.coordinators.markers import MarkerSender
 from coordinator.runtime import with_error
-from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from coordinator.contract import TimerEvent
+from coordinator.transaction.coordinator import TIMEOUT_ABORTS, TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
 from protocol.names import TRANSACTION_STATE
 
@@ -38,6 +41,10 @@ class TransactionService:
                 transaction_state_log_num_partitions=config["transaction.state.log.num.partitions"],
                 transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
                 offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+                abort_timed_out_transaction_cleanup_interval_ms=config[
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                remove_expired_transaction_cleanup_interval_ms=config[
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"],
             ),
         )
         self.producer_ids = producer_ids
@@ -46,7 +53,6 @@ class TransactionService:
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self.markers.on_acked = self._markers_acked
         self._completions: dict[str, asyncio.Event] = {}
-        self._aborts: set[asyncio.Task] = set()  # the timeout timer's aborts, waiting for the ISR
         # While a request's write waits for the ISR: its markers, sent only once it is there.
         self._held_markers: list[SendMarkers] | None = None
         self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
@@ -55,6 +61,7 @@ class TransactionService:
             {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
              "min.insync.replicas": str(config["transaction.state.log.min.isr"])},
             self.coordinator, cluster, node_id, self._perform,
+            timers=self.coordinator.timers(), write_timer_event=self._write_timer_event,
         )
         # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
         self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
@@ -239,37 +246,21 @@ class TransactionService:
 
     # -- timers: events for the runtime ------------------------------------------------
 
-    def abort_timed_out(self) -> None:
-        """Fences and aborts each timed-out transaction as an event of its own, so that
-        its PrepareAbort waits for the ISR before its markers leave, as EndTxn's does; a
-        failed wait leaves it Ongoing, for the next round of the timer. The waits run on
-        their own: one cut-off partition does not hold up the timer."""
-        now = self.clock.now_ms()
-        coordinator = self.coordinator
-        for partition in sorted(coordinator.owned_partitions()):
-            for transactional_id in coordinator.timed_out_transactions(now, partition):
-                task = asyncio.get_running_loop().create_task(self._abort_timed_out(transactional_id, partition, now))
-                self._aborts.add(task)
-                task.add_done_callback(self._aborts.discard)
-
-    async def _abort_timed_out(self, transactional_id: str, partition: int, now_ms: int) -> None:
-        response, error = await self._write_replicated(transactional_id, partition, lambda: (
-            self.coordinator.abort_timed_out_transaction(transactional_id, now_ms)))
-        if response is _NONE and error is None:
-            log.info("aborting timed-out transaction %s", transactional_id)
-            self._observe(transactional_id, "timed out")
-
-    def expire_ids(self) -> None:
-        now = self.clock.now_ms()
-        self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
+    async def _write_timer_event(self, event: TimerEvent) -> None:
+        """A due timer's event, through the path requests take: a timed-out transaction's
+        PrepareAbort waits for the ISR before its markers leave, as EndTxn's does, and a
+        failed wait leaves it Ongoing, for the timer's next round."""
+        response, error = await self._write_replicated(event.key, event.partition,
+                                                       lambda: _answered(event.operation()))
+        if event.timer == TIMEOUT_ABORTS and response is _NONE and error is None:
+            log.info("aborting timed-out transaction %s", event.key)
+            self._observe(event.key, "timed out")
 
     def halt(self) -> None:
         """The node stopped or died: loads and marker deliveries end and the state is
         dropped, in this turn."""
         self.topic.halt()
         self.markers.halt()
-        for task in self._aborts:
-            task.cancel()
 
 
 def _answered(result):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, combined
 from coordinator.transaction import log_codec
 from coordinator.transaction.messages import (
     AddPartitionsResponse,
@@ -60,6 +60,9 @@ _CONCURRENT_TRANSACTIONS = E.concurrent_transactions
 _ADDED = Result(response=AddPartitionsResponse(E.none))
 _ENDED = EndTxnResponse(E.none)
 _NOTHING = Result()
+# The coordinator's timers (``timers``), by name.
+TIMEOUT_ABORTS = "transaction timeouts"
+ID_EXPIRATION = "transactional id expiration"
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,6 +487,23 @@ class TransactionCoordinator:
         return Result((self._record(md.prepare_complete(now_ms)),))
 
     # -- timers ------------------------------------------------------------------------
+
+    def timers(self) -> tuple[Timer, ...]:
+        """Kafka's two periodic tasks of the transaction coordinator: each timed-out
+        transaction aborted as a write of its own (so that one write waiting for the
+        ISR holds up no other), and each partition's idle ids tombstoned in one."""
+        config = self.config
+        return (
+            Timer(TIMEOUT_ABORTS, lambda partition, now_ms: [
+                TimerEvent(TIMEOUT_ABORTS, partition,
+                           lambda t=transactional_id: self.abort_timed_out_transaction(t, now_ms), transactional_id)
+                for transactional_id in self.timed_out_transactions(now_ms, partition)],
+                every_ms=config.abort_timed_out_transaction_cleanup_interval_ms),
+            Timer(ID_EXPIRATION, lambda partition, now_ms: [
+                TimerEvent(ID_EXPIRATION, partition,
+                           lambda: combined(self.expire_transactional_ids(now_ms, partition)))],
+                every_ms=config.remove_expired_transaction_cleanup_interval_ms),
+        )
 
     def abort_timed_out_transactions(self, now_ms: int, partition: int | None = None) -> list[Result]:
         """Fence and abort every Ongoing transaction older than its own timeout
