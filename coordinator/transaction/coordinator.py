@@ -42,9 +42,9 @@ from coordinator.transaction.metadata import (
     InvalidTransition,
     ProducerFenced,
     TransactionMetadata,
+    TransactionState,
     is_epoch_exhausted,
 )
-from coordinator.transaction.state import TransactionState
 from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 
@@ -52,8 +52,7 @@ E = ErrorCode
 S = TransactionState
 FIRST_END_TXN_VERSION_OF_TV2 = 5  # EndTxn v5+ ends the transaction with transaction version 2
 # What every transaction asks, looked up once: an enum member lookup costs more than the
-# comparison it is for, and an answer without fields is the same value every time
-# (the states: coordinator.transaction.state's module names).
+# comparison it is for, and an answer without fields is the same value every time.
 _NONE = E.none
 _TRANSACTION_ABORTABLE = E.transaction_abortable
 _CONCURRENT_TRANSACTIONS = E.concurrent_transactions

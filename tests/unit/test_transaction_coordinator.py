@@ -32,7 +32,7 @@ from coordinator.transaction.messages import (
     EndTxnResponse,
     InitProducerIdResponse,
 )
-from coordinator.transaction.state import TransactionState as S
+from coordinator.transaction.metadata import TransactionState as S
 
 TID = "txn-1"
 PID = 10
