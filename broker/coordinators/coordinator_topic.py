@@ -13,11 +13,13 @@ partition refuses it once its leader epoch has moved on (as Kafka's replica mana
 refuses a deposed leader): the runtime then resigns the partition and the request is
 answered NOT_COORDINATOR, with nothing of it applied.
 
-It also times the runtime's timers, on the broker's clock: it sleeps until the next
-one is due (or until ``wake_timers`` says deadlines may have moved) and hands each due
-``TimerEvent`` to the service's write path (``write_timer_event``), the one that
-requests take, so a timer's write waits for the ISR as a request's does. A paused
-node's timers do not fire until it resumes; a stopped node's end with it.
+It also times the runtime's timers, on the broker's clock: a clock timer is set for
+the next one due (set again when ``wake_timers`` says deadlines may have moved), and
+when it fires, each due ``TimerEvent`` goes through the service's write path
+(``write_timer_event``), the one requests take: run at once, in the loop turn after
+the clock's timer (as a request's handler runs, so a request sent after a clock jump
+finds it done), then its write waits for the ISR as a request's does. A paused node's
+timers do not fire until it resumes; a stopped node's end with it.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ class CoordinatorTopic:
     def __init__(self, name: str, topic: str, partitions: int, topic_configs: dict[str, str],
                  machine: StateMachine, cluster: Cluster, node_id: int, perform: Callable[[Any], None],
                  timers: tuple[Timer, ...] = (),
-                 write_timer_event: Callable[[TimerEvent], Awaitable[None]] | None = None) -> None:
+                 write_timer_event: Callable[[TimerEvent], Awaitable[Any]] | None = None) -> None:
         """``timers``: the machine's; ``write_timer_event``: the service's write path,
-        which runs a due timer's event through the runtime and waits for its write."""
+        which runs a due timer's event through the runtime now and returns the wait for
+        its write."""
         self.name = name
         self.topic = topic
         self.partition_count = partitions
@@ -57,9 +60,10 @@ class CoordinatorTopic:
         self.runtime = CoordinatorRuntime(machine, self, perform, resign=self._resign, timers=timers)
         self._epochs: dict[int, int] = {}  # the coordinator epoch each partition was loaded at
         self._write_timer_event = write_timer_event
-        self._timer_loop: asyncio.Task | None = None
-        self._timer_writes: set[asyncio.Task] = set()  # timer events waiting for the ISR
-        self._timers_moved = asyncio.Event()
+        self._timers_on = False
+        self._timer = None  # the clock's timer for the next due one
+        self._timer_due: float | None = None  # when it fires (monotonic seconds)
+        self._timer_writes: set[asyncio.Task] = set()  # timer events waiting for the ISR (or a resume)
         self._loads: dict[int, asyncio.Task] = {}
         self._last_load: asyncio.Task | None = None
         self._started = False
@@ -88,9 +92,10 @@ class CoordinatorTopic:
             return
         self._started = True
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
-        if self.runtime.timers and self._timer_loop is None:
+        if self.runtime.timers and not self._timers_on:
+            self._timers_on = True
             self.runtime.start_timers(self.clock.now_ms())
-            self._timer_loop = asyncio.get_running_loop().create_task(self._run_timers())
+            self.wake_timers()
         for p in range(self.partition_count):
             leadership = self.cluster.leadership(self.topic, p)
             if leadership is not None and leadership.leader == self.node_id:
@@ -176,9 +181,10 @@ class CoordinatorTopic:
         """The node stopped or died: loads and timers end and every partition's state is
         dropped, in this turn (the log keeps what was appended; the new leaders reload it)."""
         self.stop_loading()
-        if self._timer_loop is not None:
-            self._timer_loop.cancel()
-            self._timer_loop = None
+        self._timers_on = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for task in self._timer_writes:
             task.cancel()
         self._timer_writes.clear()
@@ -193,34 +199,53 @@ class CoordinatorTopic:
     # -- the runtime's timers ----------------------------------------------------------------
 
     def wake_timers(self) -> None:
-        """Deadlines may have moved (a request or a load changed them): look again."""
-        self._timers_moved.set()
+        """Deadlines may have moved (a write or a load changed them): the clock's timer is
+        set for the next one, if it is sooner than the one set."""
+        if not self._timers_on:
+            return
+        deadline = self.runtime.next_timer_deadline()
+        # at least a millisecond: a deadline that failed to move cannot spin the loop
+        delay_s = _MAX_TIMER_SLEEP_S if deadline is None else \
+            min(max(deadline - self.clock.now_ms(), 1) / 1000, _MAX_TIMER_SLEEP_S)
+        due = self.clock.monotonic() + delay_s
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return  # it fires first (and sets the next one)
+            self._timer.cancel()
+        self._timer_due = due
+        self._timer = self.clock.call_later(delay_s, self._timers_due)
 
-    async def _run_timers(self) -> None:
-        """Fires the runtime's timers as they fall due, for as long as the node runs."""
-        clock = self.clock
-        while True:
-            deadline = self.runtime.next_timer_deadline()
-            self._timers_moved.clear()
-            now = clock.now_ms()
-            if deadline is None or deadline > now:
-                timeout = _MAX_TIMER_SLEEP_S if deadline is None else min((deadline - now) / 1000, _MAX_TIMER_SLEEP_S)
-                try:
-                    await clock.wait_for(self._timers_moved.wait(), max(timeout, 0))
-                except asyncio.TimeoutError:
-                    pass
-                continue
-            await self.wait_while_paused()  # a hung node's timers do not fire
-            try:
-                for event in self.runtime.due_timer_events(clock.now_ms()):
-                    # each on its own: one write waiting for a cut-off follower holds up no other
-                    task = asyncio.get_running_loop().create_task(self._write_timer_event(event))
-                    self._timer_writes.add(task)
-                    task.add_done_callback(self._timer_written)
-            except Exception:
-                log.exception("%s of node %d: timers failed", self.name, self.node_id)
-                await clock.sleep(1)
-            await clock.sleep(0.001)  # a deadline that failed to move cannot spin the loop
+    def _timers_due(self) -> None:
+        # After the turn the clock's timer fires in: a clock jump fires every timer due
+        # first, as each wakes its waiter, and its caller's next step finds the writes done.
+        self._timer = None
+        asyncio.get_running_loop().call_soon(self._fire_timers)
+
+    def _fire_timers(self) -> None:
+        if not self._timers_on:
+            return
+        if self.serving is not None and not self.serving.is_set():  # a hung node's timers do not fire
+            self._spawn(self._fire_timers_on_resume())
+            return
+        try:
+            for event in self.runtime.due_timer_events(self.clock.now_ms()):
+                # each waits on its own: one write waiting for a cut-off follower holds up no other
+                self._spawn(self._write_timer_event(event))
+        except Exception:
+            log.exception("%s of node %d: timers failed", self.name, self.node_id)
+            self._timer_due = self.clock.monotonic() + 1
+            self._timer = self.clock.call_later(1, self._timers_due)  # tried again in a second
+            return
+        self.wake_timers()
+
+    async def _fire_timers_on_resume(self) -> None:
+        await self.wait_while_paused()
+        self._fire_timers()
+
+    def _spawn(self, awaitable: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(awaitable)
+        self._timer_writes.add(task)
+        task.add_done_callback(self._timer_written)
 
     def _timer_written(self, task: asyncio.Task) -> None:
         self._timer_writes.discard(task)

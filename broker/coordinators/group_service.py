@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -150,20 +150,29 @@ class GroupService:
         holding its effects until then. Returns the response and the error the wait
         ended with (None: replicated); parked requests a held ``Reply`` answers get
         their API's answer to that error instead."""
+        return await self._write(partition, handler, group_id)
+
+    def _write(self, partition: int, handler: Callable[[], Result],
+               group_id: str | None = None) -> Coroutine[Any, Any, tuple[Any, str | None]]:
+        """``write``'s run, now; the coroutine returned is its wait."""
         replication = self.replication
         if replication is None or replication.quiet():
             response = self.runtime.run(partition, handler, self.clock.now_ms())
             self.topic.wake_timers()
-            return response, None
+            return _at_once((response, None))
         held = self._held = []
         try:
             response = self.runtime.run(partition, handler, self.clock.now_ms())
         finally:
             self._held = None
         self.topic.wake_timers()  # deadlines may have moved
+        return self._replicated(partition, response, held, self.runtime.last_offset >= 0, group_id)
+
+    async def _replicated(self, partition: int, response, held: list, wrote: bool,
+                          group_id: str | None) -> tuple[Any, str | None]:
         error = None
-        if self.runtime.last_offset >= 0:
-            error = await replication.wait_for_isr(TOPIC, partition, self._write_timeout_s, min_isr=False)
+        if wrote:
+            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s, min_isr=False)
             if error is not None:
                 log.warning("%s-%d: a group coordinator write%s was not replicated (%s); answered %s (the write "
                             "stays)", TOPIC, partition, f" for {group_id}" if group_id is not None else " of a timer",
@@ -172,8 +181,8 @@ class GroupService:
             self._perform(effect, error)
         return response, error
 
-    async def _write_timer_event(self, event: TimerEvent) -> None:
-        await self.write(event.partition, event.operation)
+    def _write_timer_event(self, event: TimerEvent) -> Coroutine[Any, Any, tuple[Any, str | None]]:
+        return self._write(event.partition, event.operation)
 
     def producer_epoch(self, partition: int, producer_id: int) -> int | None:
         """The newest epoch of ``producer_id`` on a __consumer_offsets partition (its
@@ -210,3 +219,7 @@ class GroupService:
             return
         failed = self._parked.get(answer) if failed_with is not None else None
         answer.set_result(effect.response if failed is None else failed(write_failed(failed_with)))
+
+
+async def _at_once(value):
+    return value

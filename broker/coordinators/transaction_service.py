@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -178,11 +180,18 @@ class TransactionService:
 
     async def _write_replicated(self, transactional_id: str | None, partition: int, handler,
                                 offsets: list[int] | None = None) -> tuple[object, ErrorCode | None]:
-        """Runs the handler and waits until what it wrote is in the partition's ISR; only
-        then are its markers sent (Kafka sends them from the append's callback). Returns
-        the response and, if the wait failed, the error to answer: too few in sync or
-        timed out, COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way
-        the transition is undone in memory, as Kafka clears the pending state (the record
+        """Runs the handler and waits until what it wrote is in the partition's ISR (see
+        ``_write``)."""
+        return await self._write(transactional_id, partition, handler, offsets)
+
+    def _write(self, transactional_id: str | None, partition: int, handler,
+               offsets: list[int] | None = None) -> Coroutine[Any, Any, tuple[object, ErrorCode | None]]:
+        """Runs the handler now, through the runtime; the coroutine returned waits until
+        what it wrote is in the partition's ISR, and only then are its markers sent (Kafka
+        sends them from the append's callback). It gives the response and, if the wait
+        failed, the error to answer: too few in sync or timed out,
+        COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way the
+        transition is undone in memory, as Kafka clears the pending state (the record
         stays in the log), so a retry finds the transaction as it was, not
         CONCURRENT_TRANSACTIONS."""
         replication = self.replication
@@ -190,7 +199,7 @@ class TransactionService:
             response = self.runtime.run(partition, handler, self.clock.now_ms())
             if offsets is not None:
                 offsets.append(self.runtime.last_offset)
-            return response, None
+            return _at_once((response, None))
         before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
         epoch = self.coordinator.coordinator_epoch(partition)
         held = self._held_markers = []
@@ -200,10 +209,15 @@ class TransactionService:
             self._held_markers = None
         if offsets is not None:
             offsets.append(self.runtime.last_offset)
-        written = error = None
-        if self.runtime.last_offset >= 0:
-            written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
-            error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
+        wrote = self.runtime.last_offset >= 0
+        written = self.coordinator.transaction_metadata(transactional_id) if wrote and transactional_id else None
+        return self._replicated(transactional_id, partition, response, held, wrote, before, written, epoch)
+
+    async def _replicated(self, transactional_id: str | None, partition: int, response, held: list[SendMarkers],
+                          wrote: bool, before, written, epoch: int | None) -> tuple[object, ErrorCode | None]:
+        error = None
+        if wrote:
+            error = await self.replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
         if error is None:
             if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
                 for markers in held:
@@ -246,12 +260,16 @@ class TransactionService:
 
     # -- timers: events for the runtime ------------------------------------------------
 
-    async def _write_timer_event(self, event: TimerEvent) -> None:
-        """A due timer's event, through the path requests take: a timed-out transaction's
-        PrepareAbort waits for the ISR before its markers leave, as EndTxn's does, and a
-        failed wait leaves it Ongoing, for the timer's next round."""
-        response, error = await self._write_replicated(event.key, event.partition,
-                                                       lambda: _answered(event.operation()))
+    def _write_timer_event(self, event: TimerEvent) -> Coroutine[Any, Any, None]:
+        """A due timer's event, through the path requests take, run now: a timed-out
+        transaction's PrepareAbort waits for the ISR (the coroutine returned) before its
+        markers leave, as EndTxn's does, and a failed wait leaves it Ongoing, for the
+        timer's next round."""
+        return self._timer_event_written(event, self._write(event.key, event.partition,
+                                                             lambda: _answered(event.operation())))
+
+    async def _timer_event_written(self, event: TimerEvent, write) -> None:
+        response, error = await write
         if event.timer == TIMEOUT_ABORTS and response is _NONE and error is None:
             log.info("aborting timed-out transaction %s", event.key)
             self._observe(event.key, "timed out")
@@ -261,6 +279,10 @@ class TransactionService:
         dropped, in this turn."""
         self.topic.halt()
         self.markers.halt()
+
+
+async def _at_once(value):
+    return value
 
 
 def _answered(result):
