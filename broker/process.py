@@ -114,10 +114,6 @@ class Broker:
             self._tasks.append(asyncio.create_task(self.cluster.open_remaining()))
         for node in self.nodes:
             await node.start()
-        self._tasks.append(asyncio.create_task(every(
-            self.clock, self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self._abort_timed_out)))
-        self._tasks.append(asyncio.create_task(every(
-            self.clock, self.config["transaction.remove.expired.transaction.cleanup.interval.ms"], self._expire_transactional_ids)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(every(
@@ -295,17 +291,6 @@ class Broker:
         self.cluster.close()
         self.data_dir_lock.release()
 
-    # A paused node is a hung machine: its own timers do not run either (its coordinators
-    # act again when it resumes, or their partitions move when it is fenced).
-    def _abort_timed_out(self) -> None:
-        for node in self.nodes:
-            if node.info.state == RUNNING and node._transactions is not None:
-                node._transactions.abort_timed_out()
-
-    def _expire_transactional_ids(self) -> None:
-        for node in self.nodes:
-            if node.info.state == RUNNING and node._transactions is not None:
-                node._transactions.expire_ids()
 
     async def _retention(self) -> None:
         t = self.clock.now_ms()
@@ -334,6 +319,9 @@ class Broker:
             if expired:
                 log.info("expired %d idle producers of %s-%d", len(expired), part.topic, part.index)
 
+    # A paused node is a hung machine: its own timers do not run either (its coordinators'
+    # wait for it in broker/coordinators/coordinator_topic.py; they act again when it
+    # resumes, or their partitions move when it is fenced).
     def _close_idle(self, idle_ms: int) -> None:
         for node in self.nodes:
             if node.info.state == RUNNING:

@@ -6,11 +6,14 @@ effects the broker should carry out after that (send markers, ...). Handlers nev
 mutate state. The runtime appends the records and only then calls ``replay`` for each
 one: the very code that rebuilds the state from the log at start-up. Appends to one
 coordinator partition are serialized, so a handler always sees the state that all
-earlier appends produced. A log codec that cannot read a record raises ``LogCodecError``.
+earlier appends produced. Timers are asked for the same way: a machine names its
+``Timer``s, the runtime says when one is due, and each due timer's ``TimerEvent``s
+run as requests do. A log codec that cannot read a record raises ``LogCodecError``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -45,6 +48,39 @@ class Result(NamedTuple, Generic[R]):
     records: tuple[CoordinatorRecord, ...] = ()
     response: R | None = None
     effects: tuple[Any, ...] = ()
+
+
+def combined(results: Iterable[Result]) -> Result:
+    """One write of several results: their records, in order, and their effects."""
+    records: list[CoordinatorRecord] = []
+    effects: list[Any] = []
+    for result in results:
+        records += result.records
+        effects += result.effects
+    return Result(tuple(records), None, tuple(effects))
+
+
+class TimerEvent(NamedTuple):
+    """One write a due timer makes on a served partition: ``operation`` runs on the
+    state as it is when the event runs, as a request handler does. ``key``: the
+    transactional id or group it is about (None: several)."""
+
+    timer: str
+    partition: int
+    operation: Callable[[], Result]
+    key: str | None = None
+
+
+class Timer(NamedTuple):
+    """A timer a state machine asks the runtime to keep. ``events(partition, now_ms)``:
+    what it writes on a served partition when it fires. It fires every ``every_ms``
+    (Kafka's periodic coordinator tasks), or, with ``every_ms`` 0, at ``deadline()``,
+    the machine's earliest deadline (None: nothing to time)."""
+
+    name: str
+    events: Callable[[int, int], list[TimerEvent]]
+    every_ms: int = 0
+    deadline: Callable[[], int | None] | None = None
 
 
 class LogCodecError(ValueError):

@@ -7,8 +7,10 @@ through the code that rebuilds the state at load. Then the effects are handed to
 broker. The events:
 
 - ``run``: a request handler (JoinGroup, EndTxn, InitProducerId, ...);
-- ``run_timers``: a timer firing on every partition served (transaction timeouts,
-  transactional-id expiration, group session/rebalance deadlines, offset expiration);
+- a timer firing: the runtime keeps the state machine's ``Timer``s (transaction
+  timeouts, transactional-id expiration, group session/rebalance deadlines) and says
+  when the next one is due; each due timer gives one ``TimerEvent`` per write, run
+  as a request is (``run``), whose writes the broker waits for as a request's;
 - ``write_marker``: a COMMIT/ABORT marker reaching a coordinator partition (the group
   coordinator's transactional offsets complete with it);
 - ``load`` / ``unload``: the partition moving here (replay the log, with the
@@ -21,8 +23,9 @@ closes it. ``replay`` gets the batch's producer id for them, whether the record 
 appended just now or read back at load.
 
 The runtime takes ``now`` as an argument and does no I/O of its own: the log is a
-``CoordinatorLog`` (the broker's partitions, or a list in memory for unit tests), and
-effects go to the ``perform`` callback the broker gives it.
+``CoordinatorLog`` (the broker's partitions, or a list in memory for unit tests),
+effects go to the ``perform`` callback the broker gives it, and the broker sleeps on
+its clock until ``next_timer_deadline`` (broker/coordinators/coordinator_topic.py).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from operator import itemgetter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from coordinator.contract import CoordinatorRecord, Result, TransactionalRecord
+from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, TransactionalRecord
 from protocol.record_codec import (
     CONTROL_TYPE_COMMIT,
     build_batch,
@@ -111,9 +114,11 @@ class StateMachine(Protocol):
 
 class CoordinatorRuntime:
     def __init__(self, machine: StateMachine, log: CoordinatorLog, perform: Callable[[Any], None],
-                 resign: Callable[[int], None] | None = None) -> None:
+                 resign: Callable[[int], None] | None = None, timers: tuple[Timer, ...] = ()) -> None:
         self.machine = machine
         self.log = log
+        self.timers = timers
+        self._periodic_due: dict[str, int] = {}  # a periodic timer's next firing, once started
         self._perform = perform
         # What a refused append does to the partition: unload it (the broker's also
         # stops the work it runs for it).
@@ -198,18 +203,44 @@ class CoordinatorRuntime:
             return with_error(result.response, e.error)
         return self.apply(partition, handler(), now_ms)
 
-    def run_timers(self, timer: Callable[[int], list[Result]], now_ms: int) -> list[tuple[int, Result]]:
-        """A timer: ``timer(partition)`` on every partition served, each result committed
-        as a request's is. Returns (partition, result) pairs for the caller's log lines."""
-        done = []
-        for partition in sorted(self.machine.owned_partitions()):
-            try:
-                for result in timer(partition):
-                    self.apply(partition, result, now_ms)
-                    done.append((partition, result))
-            except AppendRefused:
-                self._resign(partition)
-        return done
+    # -- timers ------------------------------------------------------------------------------
+
+    def start_timers(self, now_ms: int) -> None:
+        """Periodic timers count their first interval from ``now_ms``."""
+        for timer in self.timers:
+            if timer.every_ms > 0:
+                self._periodic_due.setdefault(timer.name, now_ms + timer.every_ms)
+
+    def next_timer_deadline(self) -> int | None:
+        """When the next timer is due (the broker's clock, in ms), None when none is."""
+        due = [self._due(timer) for timer in self.timers]
+        return min((d for d in due if d is not None), default=None)
+
+    def _due(self, timer: Timer) -> int | None:
+        if timer.every_ms > 0:
+            return self._periodic_due.get(timer.name)
+        return timer.deadline()
+
+    def due_timer_events(self, now_ms: int) -> list[TimerEvent]:
+        """The events of every timer due at ``now_ms``, on every partition served, in
+        partition order; periodic timers are due again an interval later. The caller
+        runs each through ``run`` (and waits for its writes as for a request's)."""
+        events = []
+        partitions = sorted(self.machine.owned_partitions())
+        for timer in self.timers:
+            due = self._due(timer)
+            if due is None or due > now_ms:
+                continue
+            if timer.every_ms > 0:
+                self._periodic_due[timer.name] = now_ms + timer.every_ms
+            for partition in partitions:
+                events += timer.events(partition, now_ms)
+        return events
+
+    def fire_timers(self, now_ms: int) -> list[tuple[TimerEvent, Any]]:
+        """Runs every due timer's events now, each through ``run`` (unit tests drive
+        time this way); returns each event with its answer."""
+        return [(event, self.run(event.partition, event.operation, now_ms)) for event in self.due_timer_events(now_ms)]
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:
@@ -251,8 +282,9 @@ class CoordinatorRuntime:
 
 def with_error(response: Any, error: Any) -> Any:
     """A response of the same type carrying only ``error`` (the coordinators' responses
-    take the error first, every other field defaulted)."""
-    return type(response)(error)
+    take the error first, every other field defaulted); a write nobody is answered for
+    (a timer's) is answered ``error`` itself."""
+    return error if response is None else type(response)(error)
 
 
 def _producer_of(record: CoordinatorRecord) -> tuple[int, int] | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterable
 
 from coordinator.transaction.log_codec import decode_key, decode_value
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.metadata import TransactionState
 from protocol.names import TRANSACTION_STATE
 from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
 from protocol.records import RECORD_BATCH_OVERHEAD, RecordBatch, peek_batch_size

@@ -36,7 +36,6 @@ class BrokerNode:
         self._groups = None
         self._shares = None
         self._share_states = None
-        self._group_timers: asyncio.Task | None = None
         # Counts the node's stops: a request from or to an earlier run of the node finds a
         # machine that is gone (broker.cluster.network).
         self.incarnation = 0
@@ -65,7 +64,6 @@ class BrokerNode:
             self._groups.share_member_gone = b.share_member_gone
             self._groups.share_persister = lambda: self.shares.persister
             self._groups.coordinator.group_timeouts = self._group_timeouts
-            self._group_timers = asyncio.create_task(self._groups.run_timers())
         return self._groups
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
@@ -140,20 +138,12 @@ class BrokerNode:
             if service is not None:
                 service.halt()
         self._transactions = self._groups = self._shares = self._share_states = None
-        if self._group_timers is not None:
-            self._group_timers.cancel()
 
     async def stop(self, crash: bool = False) -> None:
         """``halt``, then waits for what it cancelled to end, so nothing touches the logs
         after the broker closes them."""
         self.halt(crash)
         await self.server.stop(abort=crash)
-        if self._group_timers is not None:
-            try:
-                await self._group_timers
-            except asyncio.CancelledError:
-                pass
-            self._group_timers = None
 
     def pause(self) -> None:
         self.info.state = PAUSED

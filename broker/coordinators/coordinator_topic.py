@@ -12,27 +12,43 @@ Each append carries the coordinator epoch the partition was loaded at, and the
 partition refuses it once its leader epoch has moved on (as Kafka's replica manager
 refuses a deposed leader): the runtime then resigns the partition and the request is
 answered NOT_COORDINATOR, with nothing of it applied.
+
+It also times the runtime's timers, on the broker's clock: a clock timer is set for
+the next one due (set again when ``wake_timers`` says deadlines may have moved), and
+when it fires, each due ``TimerEvent`` goes through the service's write path
+(``write_timer_event``), the one requests take: run at once, in the loop turn after
+the clock's timer (as a request's handler runs, so a request sent after a clock jump
+finds it done), then its write waits for the ISR as a request's does. A paused node's
+timers do not fire until it resumes; a stopped node's end with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from broker.cluster.cluster import Cluster
 from broker.log.partition import ProduceRejected
+from coordinator.contract import Timer, TimerEvent
 from coordinator.runtime import AppendRefused, AppendUnavailable, CoordinatorRuntime, StateMachine
 from protocol.records import RecordBatch
 
 log = logging.getLogger(__name__)
 
+# Never sleep longer than this between looks at the timers: a safety net, not a schedule.
+_MAX_TIMER_SLEEP_S = 30.0
+
 
 class CoordinatorTopic:
     def __init__(self, name: str, topic: str, partitions: int, topic_configs: dict[str, str],
                  machine: StateMachine, cluster: Cluster, node_id: int, perform: Callable[[Any], None],
-                 on_loaded: Callable[[], None] = lambda: None) -> None:
+                 timers: tuple[Timer, ...] = (),
+                 write_timer_event: Callable[[TimerEvent], Awaitable[Any]] | None = None) -> None:
+        """``timers``: the machine's; ``write_timer_event``: the service's write path,
+        which runs a due timer's event through the runtime now and returns the wait for
+        its write."""
         self.name = name
         self.topic = topic
         self.partition_count = partitions
@@ -41,9 +57,13 @@ class CoordinatorTopic:
         self.clock = cluster.clock
         self.node_id = node_id
         self.machine = machine
-        self.runtime = CoordinatorRuntime(machine, self, perform, resign=self._resign)
+        self.runtime = CoordinatorRuntime(machine, self, perform, resign=self._resign, timers=timers)
         self._epochs: dict[int, int] = {}  # the coordinator epoch each partition was loaded at
-        self._on_loaded = on_loaded
+        self._write_timer_event = write_timer_event
+        self._timers_on = False
+        self._timer = None  # the clock's timer for the next due one
+        self._timer_due: float | None = None  # when it fires (monotonic seconds)
+        self._timer_writes: set[asyncio.Task] = set()  # timer events waiting for the ISR (or a resume)
         self._loads: dict[int, asyncio.Task] = {}
         self._last_load: asyncio.Task | None = None
         self._started = False
@@ -73,6 +93,10 @@ class CoordinatorTopic:
             return
         self._started = True
         self.cluster.ensure_topic(self.topic, self.partition_count, self.topic_configs)
+        if self.runtime.timers and not self._timers_on:
+            self._timers_on = True
+            self.runtime.start_timers(self.clock.now_ms())
+            self.wake_timers()
         for p in range(self.partition_count):
             leadership = self.cluster.leadership(self.topic, p)
             if leadership is not None and leadership.leader == self.node_id:
@@ -114,9 +138,9 @@ class CoordinatorTopic:
             await asyncio.sleep(0)  # the previous load may have ended in this very turn
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
-        self._on_loaded()
         if self.on_partition_loaded is not None:
             self.on_partition_loaded(partition)
+        self.wake_timers()  # loaded groups' members have session deadlines now
         if self.cluster.on_coordinator_loaded is not None:
             self.cluster.on_coordinator_loaded(self.topic, partition, self.clock.monotonic() - scheduled)
         if records:
@@ -157,9 +181,16 @@ class CoordinatorTopic:
         self._loads.clear()
 
     def halt(self) -> None:
-        """The node stopped or died: loads end and every partition's state is dropped,
-        in this turn (the log keeps what was appended; the new leaders reload it)."""
+        """The node stopped or died: loads and timers end and every partition's state is
+        dropped, in this turn (the log keeps what was appended; the new leaders reload it)."""
         self.stop_loading()
+        self._timers_on = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in self._timer_writes:
+            task.cancel()
+        self._timer_writes.clear()
         for p in self.machine.owned_partitions() | self.machine.loading_partitions():
             self.runtime.unload(p)
         self._epochs.clear()
@@ -167,6 +198,62 @@ class CoordinatorTopic:
     async def wait_while_paused(self) -> None:
         if self.serving is not None and not self.serving.is_set():
             await self.serving.wait()
+
+    # -- the runtime's timers ----------------------------------------------------------------
+
+    def wake_timers(self) -> None:
+        """Deadlines may have moved (a write or a load changed them): the clock's timer is
+        set for the next one, if it is sooner than the one set."""
+        if not self._timers_on:
+            return
+        deadline = self.runtime.next_timer_deadline()
+        # at least a millisecond: a deadline that failed to move cannot spin the loop
+        delay_s = _MAX_TIMER_SLEEP_S if deadline is None else \
+            min(max(deadline - self.clock.now_ms(), 1) / 1000, _MAX_TIMER_SLEEP_S)
+        due = self.clock.monotonic() + delay_s
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return  # it fires first (and sets the next one)
+            self._timer.cancel()
+        self._timer_due = due
+        self._timer = self.clock.call_later(delay_s, self._timers_due)
+
+    def _timers_due(self) -> None:
+        # After the turn the clock's timer fires in: a clock jump fires every timer due
+        # first, as each wakes its waiter, and its caller's next step finds the writes done.
+        self._timer = None
+        asyncio.get_running_loop().call_soon(self._fire_timers)
+
+    def _fire_timers(self) -> None:
+        if not self._timers_on:
+            return
+        if self.serving is not None and not self.serving.is_set():  # a hung node's timers do not fire
+            self._spawn(self._fire_timers_on_resume())
+            return
+        try:
+            for event in self.runtime.due_timer_events(self.clock.now_ms()):
+                # each waits on its own: one write waiting for a cut-off follower holds up no other
+                self._spawn(self._write_timer_event(event))
+        except Exception:
+            log.exception("%s of node %d: timers failed", self.name, self.node_id)
+            self._timer_due = self.clock.monotonic() + 1
+            self._timer = self.clock.call_later(1, self._timers_due)  # tried again in a second
+            return
+        self.wake_timers()
+
+    async def _fire_timers_on_resume(self) -> None:
+        await self.wait_while_paused()
+        self._fire_timers()
+
+    def _spawn(self, awaitable: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(awaitable)
+        self._timer_writes.add(task)
+        task.add_done_callback(self._timer_written)
+
+    def _timer_written(self, task: asyncio.Task) -> None:
+        self._timer_writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s of node %d: a timer's write failed", self.name, self.node_id, exc_info=task.exception())
 
     # -- the runtime's CoordinatorLog ------------------------------------------------------
 

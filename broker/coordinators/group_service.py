@@ -1,32 +1,35 @@
 """The group coordinator in the broker: its runtime over __consumer_offsets, parked
-JoinGroup/SyncGroup requests, the rebalance timers, and transaction markers.
+JoinGroup/SyncGroup requests, the one write path of requests and timers, and
+transaction markers.
 
 A JoinGroup or SyncGroup that must wait is parked on an asyncio future: the
 coordinator keeps the future as the request's reply token and a ``Reply`` effect of a
 later request, or of a timer, resolves it. Only the parked request's own connection
 waits (the server answers a connection's requests in order, as Kafka does).
 
-The timer loop sleeps until the coordinator's next deadline, or until a handler wakes
-it because deadlines may have moved, then runs the coordinator's poll on each owned partition through the runtime.
+The coordinator's timer (session, rebalance and sync deadlines) is the runtime's: the
+coordinator topic sleeps until the next deadline (every write wakes it, since
+deadlines may have moved) and hands each due partition's firing to ``write``, the path
+requests take.
 
-A request that wrote is answered once the partition's high watermark covers its
-records, as Kafka 4.4's coordinator runtime does: it appends with acks=1 (so
-min.insync.replicas never refuses a group write) and holds the answer until every
+A write is answered once the partition's high watermark covers its records, as Kafka
+4.4's coordinator runtime does: it appends with acks=1 (so min.insync.replicas never
+refuses a group write) and holds the answers, the request's own and the ``Reply``
+effects to parked requests (a completed join, a timer's included), until every
 replica in the ISR has the records (and, as the high watermark, while the ISR is below
-min.insync.replicas). Followers that cannot fetch hold it until they
+min.insync.replicas). Followers that cannot fetch hold them until they
 leave the ISR (replica.lag.time.max.ms) or offsets.commit.timeout.ms passes; the
 timeout is answered as each API of Kafka's GroupCoordinatorService maps it
 (COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR when the leadership moved meanwhile). The
 write stays, in the log and in memory, as Kafka's runtime keeps a timed-out write
-(it commits once the followers catch up). Timer writes wait for nothing (nobody is
-answered).
+(it commits once the followers catch up).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -40,14 +43,12 @@ from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.coordinator import ShareMemberGone
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
 from coordinator.group.streams_group import StreamsGroupConfig
-from coordinator.contract import Result
+from coordinator.contract import Result, TimerEvent
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
 
 TOPIC = CONSUMER_OFFSETS
-# Never sleep longer than this between polls: a safety net, not a schedule.
-_MAX_SLEEP_S = 30.0
 # Kafka's CoordinatorOperationExceptionHelper: what a write that failed is answered.
 _WRITE_FAILED = {
     "REQUEST_TIMED_OUT": ErrorCode.coordinator_not_available,
@@ -97,7 +98,7 @@ class GroupService:
             "group coordinator", TOPIC, config["offsets.topic.num.partitions"],
             {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])},
             self.coordinator, cluster, node_id, self._perform,
-            on_loaded=self.wake,  # loaded members now have session deadlines
+            timers=self.coordinator.timers(), write_timer_event=self._write_timer_event,
         )
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
         self.topic.serving = serving
@@ -105,8 +106,10 @@ class GroupService:
         self._history = GroupHistory(cluster.history, self.coordinator) if cluster.history.enabled else None
         if self._history is not None:
             self.runtime.written = self._history.written
-        self._wake = asyncio.Event()
-        self._parked: set[asyncio.Future] = set()
+        # Parked JoinGroup/SyncGroup answers, each with its API's answer to a failed write.
+        self._parked: dict[asyncio.Future, Callable[[ErrorCode], Any]] = {}
+        # While a write waits for the ISR: the effects it made, performed once it is there.
+        self._held: list | None = None
         # Where a share member's leaving is told (the share partitions of every node).
         self.share_member_gone: Callable[[str, str], None] = lambda _group_id, _member_id: None
         # This node's share-state calls to the share coordinator (share_persister.SharePersister).
@@ -139,32 +142,77 @@ class GroupService:
         when that wait fails, given the error Kafka maps the failure to."""
         await self.ready()
         await self.topic.wait_while_paused()
-        partition = self.partition_for(group_id)
-        response = self.runtime.run(partition, handler, self.clock.now_ms())
-        written = self.runtime.last_offset >= 0
-        if self._history is not None:
-            self._history.ran(group_id)
-        self.wake()
-        if written and self.replication is not None:
-            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s)
-            if error is not None:
-                log.warning("%s-%d: a group coordinator write for %s was not replicated (%s); answered %s (the write "
-                            "stays)", TOPIC, partition, group_id, error, write_failed(error).name.upper())
-                return failed(write_failed(error))
-        return response
+        response, error = await self.write(self.partition_for(group_id), handler, group_id)
+        return response if error is None else failed(write_failed(error))
 
     async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result],
                          failed: Callable[[ErrorCode], Any]) -> Any:
         """Runs a JoinGroup/SyncGroup handler; if the coordinator parks the request,
         waits for the ``Reply`` that answers it."""
         answer = asyncio.get_running_loop().create_future()
-        self._parked.add(answer)
-        answer.add_done_callback(self._parked.discard)
+        self._parked[answer] = failed
+        answer.add_done_callback(self._unpark)
         response = await self.run(group_id, lambda: handler(answer), failed)
         if response is not None:
-            self._parked.discard(answer)  # answered at once: nobody holds the token
+            self._parked.pop(answer, None)  # answered at once: nobody holds the token
             return response
         return await answer
+
+    def _unpark(self, answer: asyncio.Future) -> None:
+        self._parked.pop(answer, None)
+
+    async def write(self, partition: int, handler: Callable[[], Result],
+                    group_id: str | None = None) -> tuple[Any, str | None]:
+        """The one write path, of requests and timers: runs ``handler`` through the
+        runtime and, when it wrote, waits until the high watermark covers the write,
+        holding its effects until then. Returns the response and the error the wait
+        ended with (None: replicated); parked requests a held ``Reply`` answers get
+        their API's answer to that error instead."""
+        return await self._write(partition, handler, group_id)
+
+    def _write(self, partition: int, handler: Callable[[], Result],
+               group_id: str | None = None) -> Coroutine[Any, Any, tuple[Any, str | None]]:
+        """``write``'s run, now; the coroutine returned is its wait."""
+        replication = self.replication
+        if replication is None or replication.quiet():
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+            self._ran(partition, group_id)
+            self.topic.wake_timers()
+            return _at_once((response, None))
+        held = self._held = []
+        try:
+            response = self.runtime.run(partition, handler, self.clock.now_ms())
+        finally:
+            self._held = None
+        self._ran(partition, group_id)
+        self.topic.wake_timers()  # deadlines may have moved
+        return self._replicated(partition, response, held, self.runtime.last_offset >= 0, group_id)
+
+    async def _replicated(self, partition: int, response, held: list, wrote: bool,
+                          group_id: str | None) -> tuple[Any, str | None]:
+        error = None
+        if wrote:
+            error = await self.replication.wait_for_isr(TOPIC, partition, self._write_timeout_s)
+            if error is not None:
+                log.warning("%s-%d: a group coordinator write%s was not replicated (%s); answered %s (the write "
+                            "stays)", TOPIC, partition, f" for {group_id}" if group_id is not None else " of a timer",
+                            error, write_failed(error).name.upper())
+        for effect in held:
+            self._perform(effect, error)
+        return response, error
+
+    def _ran(self, partition: int, group_id: str | None) -> None:
+        """Tells the group history a request (``group_id``) or a timer ran: states that
+        are never written, such as a rebalance's start, are read from the groups then."""
+        if self._history is None:
+            return
+        if group_id is not None:
+            self._history.ran(group_id)
+        else:
+            self._history.timers_fired({partition})
+
+    def _write_timer_event(self, event: TimerEvent) -> Coroutine[Any, Any, tuple[Any, str | None]]:
+        return self._write(event.partition, event.operation)
 
     def producer_epoch(self, partition: int, producer_id: int) -> int | None:
         """The newest epoch of ``producer_id`` on a __consumer_offsets partition (its
@@ -189,7 +237,11 @@ class GroupService:
             return None
         return await self.replication.wait_for_isr(TOPIC, partition, self._marker_timeout_s)
 
-    def _perform(self, effect) -> None:
+    def _perform(self, effect, failed_with: str | None = None) -> None:
+        """``failed_with``: the error the wait for the effect's write ended with."""
+        if self._held is not None:
+            self._held.append(effect)
+            return
         if isinstance(effect, ShareMemberGone):
             self.share_member_gone(effect.group_id, effect.member_id)
             return
@@ -201,8 +253,10 @@ class GroupService:
         if not isinstance(effect, Reply):
             raise TypeError(f"unknown group coordinator effect {effect!r}")
         answer: asyncio.Future = effect.reply_to
-        if not answer.done():
-            answer.set_result(effect.response)
+        if answer.done():
+            return
+        failed = self._parked.get(answer) if failed_with is not None else None
+        answer.set_result(effect.response if failed is None else failed(write_failed(failed_with)))
 
     async def _initialize_share_state(self, effect: InitializeShareState) -> None:
         """InitializeShareGroupState for a heartbeat's new share-partitions, then the outcome
@@ -232,32 +286,6 @@ class GroupService:
             await self.run(effect.group_id, lambda o=outcome, i=initialized: (
                 self.coordinator.share_group_state_changed(effect.group_id, o, i)), lambda failed: failed)
 
-    # -- timers --------------------------------------------------------------------------
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def run_timers(self) -> None:
-        """Fires the coordinator's timers as they fall due, for as long as the broker runs."""
-        while True:
-            deadline = self.coordinator.next_deadline()
-            self._wake.clear()
-            if deadline is None or deadline > self.clock.now_ms():
-                timeout = _MAX_SLEEP_S if deadline is None else min((deadline - self.clock.now_ms()) / 1000, _MAX_SLEEP_S)
-                try:
-                    await self.clock.wait_for(self._wake.wait(), max(timeout, 0))
-                except asyncio.TimeoutError:
-                    pass
-                continue
-            await self.topic.wait_while_paused()  # a hung node's timers do not fire
-            try:
-                self.poll(self.clock.now_ms())
-            except Exception:
-                log.exception("group coordinator timers failed")
-                await self.clock.sleep(1)
-            await self.clock.sleep(0.001)  # a timer that failed to move cannot spin the loop
-
-    def poll(self, now: int) -> None:
-        fired = self.runtime.run_timers(lambda p: self.coordinator.poll(now, partition=p), now)
-        if fired and self._history is not None:
-            self._history.timers_fired({partition for partition, _result in fired})
+async def _at_once(value):
+    return value

@@ -1,10 +1,14 @@
 """The transaction coordinator in the broker: its runtime over __transaction_state, the
-marker sender, and the timers that abort timed-out transactions and expire idle ids."""
+marker sender, and the one write path (answered once the ISR has the write) that
+requests, marker completions and the coordinator's timers (timed-out transactions
+aborted, idle ids expired; timed by the coordinator topic) all take."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -13,7 +17,8 @@ from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
 from broker.coordinators.markers import MarkerSender
 from coordinator.runtime import with_error
-from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from coordinator.contract import TimerEvent
+from coordinator.transaction.coordinator import TIMEOUT_ABORTS, TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
 from protocol.names import INTERNAL_TOPICS, TRANSACTION_STATE
 
@@ -38,6 +43,10 @@ class TransactionService:
                 transaction_state_log_num_partitions=config["transaction.state.log.num.partitions"],
                 transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
                 offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+                abort_timed_out_transaction_cleanup_interval_ms=config[
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                remove_expired_transaction_cleanup_interval_ms=config[
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"],
             ),
         )
         self.producer_ids = producer_ids
@@ -46,7 +55,6 @@ class TransactionService:
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
         self.markers.on_acked = self._markers_acked
         self._completions: dict[str, asyncio.Event] = {}
-        self._aborts: set[asyncio.Task] = set()  # the timeout timer's aborts, waiting for the ISR
         # While a request's write waits for the ISR: its markers, sent only once it is there.
         self._held_markers: list[SendMarkers] | None = None
         self._hold_s = config["emulate.concurrent.transactions.hold.ms"] / 1000
@@ -55,6 +63,7 @@ class TransactionService:
             {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
              "min.insync.replicas": str(config["transaction.state.log.min.isr"])},
             self.coordinator, cluster, node_id, self._perform,
+            timers=self.coordinator.timers(), write_timer_event=self._write_timer_event,
         )
         # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
         self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
@@ -172,11 +181,18 @@ class TransactionService:
 
     async def _write_replicated(self, transactional_id: str | None, partition: int, handler,
                                 offsets: list[int] | None = None) -> tuple[object, ErrorCode | None]:
-        """Runs the handler and waits until what it wrote is in the partition's ISR; only
-        then are its markers sent (Kafka sends them from the append's callback). Returns
-        the response and, if the wait failed, the error to answer: too few in sync or
-        timed out, COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way
-        the transition is undone in memory, as Kafka clears the pending state (the record
+        """Runs the handler and waits until what it wrote is in the partition's ISR (see
+        ``_write``)."""
+        return await self._write(transactional_id, partition, handler, offsets)
+
+    def _write(self, transactional_id: str | None, partition: int, handler,
+               offsets: list[int] | None = None) -> Coroutine[Any, Any, tuple[object, ErrorCode | None]]:
+        """Runs the handler now, through the runtime; the coroutine returned waits until
+        what it wrote is in the partition's ISR, and only then are its markers sent (Kafka
+        sends them from the append's callback). It gives the response and, if the wait
+        failed, the error to answer: too few in sync or timed out,
+        COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way the
+        transition is undone in memory, as Kafka clears the pending state (the record
         stays in the log), so a retry finds the transaction as it was, not
         CONCURRENT_TRANSACTIONS."""
         replication = self.replication
@@ -189,7 +205,7 @@ class TransactionService:
                 offsets.append(offset)
             if logged and offset >= 0:
                 self._log_written(transactional_id, before, partition, offset)
-            return response, None
+            return _at_once((response, None))
         before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
         epoch = self.coordinator.coordinator_epoch(partition)
         held = self._held_markers = []
@@ -200,10 +216,14 @@ class TransactionService:
         offset = self.runtime.last_offset
         if offsets is not None:
             offsets.append(offset)
-        written = error = None
+        written = self.coordinator.transaction_metadata(transactional_id) if offset >= 0 and transactional_id else None
+        return self._replicated(transactional_id, partition, response, held, offset, before, written, epoch)
+
+    async def _replicated(self, transactional_id: str | None, partition: int, response, held: list[SendMarkers],
+                          offset: int, before, written, epoch: int | None) -> tuple[object, ErrorCode | None]:
+        error = None
         if offset >= 0:
-            written = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
-            error = await replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
+            error = await self.replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
         if error is None:
             if offset >= 0 and transactional_id and log.isEnabledFor(logging.INFO):
                 self._log_written(transactional_id, before, partition, offset, written)
@@ -296,37 +316,29 @@ class TransactionService:
 
     # -- timers: events for the runtime ------------------------------------------------
 
-    def abort_timed_out(self) -> None:
-        """Fences and aborts each timed-out transaction as an event of its own, so that
-        its PrepareAbort waits for the ISR before its markers leave, as EndTxn's does; a
-        failed wait leaves it Ongoing, for the next round of the timer. The waits run on
-        their own: one cut-off partition does not hold up the timer."""
-        now = self.clock.now_ms()
-        coordinator = self.coordinator
-        for partition in sorted(coordinator.owned_partitions()):
-            for transactional_id in coordinator.timed_out_transactions(now, partition):
-                task = asyncio.get_running_loop().create_task(self._abort_timed_out(transactional_id, partition, now))
-                self._aborts.add(task)
-                task.add_done_callback(self._aborts.discard)
+    def _write_timer_event(self, event: TimerEvent) -> Coroutine[Any, Any, None]:
+        """A due timer's event, through the path requests take, run now: a timed-out
+        transaction's PrepareAbort waits for the ISR (the coroutine returned) before its
+        markers leave, as EndTxn's does, and a failed wait leaves it Ongoing, for the
+        timer's next round."""
+        return self._timer_event_written(event, self._write(event.key, event.partition,
+                                                             lambda: _answered(event.operation())))
 
-    async def _abort_timed_out(self, transactional_id: str, partition: int, now_ms: int) -> None:
-        response, error = await self._write_replicated(transactional_id, partition, lambda: (
-            self.coordinator.abort_timed_out_transaction(transactional_id, now_ms)))
-        if response is _NONE and error is None:
-            log.info("aborting timed-out transaction %s", transactional_id)
-            self._observe(transactional_id, "timed out")
-
-    def expire_ids(self) -> None:
-        now = self.clock.now_ms()
-        self.runtime.run_timers(lambda p: self.coordinator.expire_transactional_ids(now, partition=p), now)
+    async def _timer_event_written(self, event: TimerEvent, write) -> None:
+        response, error = await write
+        if event.timer == TIMEOUT_ABORTS and response is _NONE and error is None:
+            log.info("aborting timed-out transaction %s", event.key)
+            self._observe(event.key, "timed out")
 
     def halt(self) -> None:
         """The node stopped or died: loads and marker deliveries end and the state is
         dropped, in this turn."""
         self.topic.halt()
         self.markers.halt()
-        for task in self._aborts:
-            task.cancel()
+
+
+async def _at_once(value):
+    return value
 
 
 def _partition_names(partitions) -> str:

@@ -53,9 +53,10 @@ from protocol.record_codec import (
 )
 from protocol.records import COMPRESSION_MASK, COMPRESSION_NONE, LOG_APPEND_TIME, RecordBatch
 
-from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from broker.log.partition_log import CLEANED_SUFFIX, PartitionLog
-from broker.log.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
+from broker.log.segment import (
+    INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX, LogSegment, OffsetIndex, TimeIndex, segment_path,
+)
 
 log = logging.getLogger(__name__)
 

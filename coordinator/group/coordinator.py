@@ -78,7 +78,7 @@ from coordinator.group.messages import (
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, combined
 from protocol.names import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ NO_PRODUCER_ID = -1
 FIRST_OFFSET_COMMIT_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
 FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER = 3
 FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID = 4
+GROUP_DEADLINES = "group deadlines"  # the coordinator's timer (``timers``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1062,11 +1063,23 @@ class GroupCoordinator:
 
     # -- timers --------------------------------------------------------------------------
 
-    def next_deadline(self) -> int | None:
-        deadlines = [d for g in self._live_groups() for d in _group_deadlines(g)]
-        deadlines += [d for g in self._live_consumer_groups() for d in self.consumer.deadlines(g)]
-        deadlines += [d for g in self._live_share_groups() for d in self.share.deadlines(g)]
-        deadlines += [d for g in self._live_streams_groups() for d in self.streams.deadlines(g)]
+    def timers(self) -> tuple[Timer, ...]:
+        """One timer at the earliest deadline of any group (sessions, rebalance and sync
+        timeouts, pending members); firing, each partition's due deadlines in one write."""
+        def events(partition: int, now_ms: int) -> list[TimerEvent]:
+            due = self.next_deadline(partition)
+            if due is None or due > now_ms:
+                return []
+            return [TimerEvent(GROUP_DEADLINES, partition, lambda: combined(self.poll(now_ms, partition)))]
+
+        return (Timer(GROUP_DEADLINES, events, deadline=self.next_deadline),)
+
+    def next_deadline(self, partition: int | None = None) -> int | None:
+        """The earliest deadline of any group (of one coordinator partition's groups)."""
+        deadlines = [d for g in self._live_groups(partition) for d in _group_deadlines(g)]
+        deadlines += [d for g in self._live_consumer_groups(partition) for d in self.consumer.deadlines(g)]
+        deadlines += [d for g in self._live_share_groups(partition) for d in self.share.deadlines(g)]
+        deadlines += [d for g in self._live_streams_groups(partition) for d in self.streams.deadlines(g)]
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int, partition: int | None = None) -> list[Result]:

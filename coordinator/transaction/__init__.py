@@ -2,8 +2,7 @@
 
 from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from coordinator.transaction.messages import ProducerIdTaken, SendMarkers, TransactionLogRecord
-from coordinator.transaction.metadata import TransactionMetadata
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.metadata import TransactionMetadata, TransactionState
 
 __all__ = [
     "ProducerIdTaken",

@@ -14,7 +14,6 @@ pending state then.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result
+from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, combined
 from coordinator.transaction import log_codec
 from coordinator.transaction.messages import (
     AddPartitionsResponse,
@@ -43,27 +42,26 @@ from coordinator.transaction.metadata import (
     InvalidTransition,
     ProducerFenced,
     TransactionMetadata,
+    TransactionState,
     is_epoch_exhausted,
 )
-from coordinator.transaction.state import TransactionState
 from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 
 E = ErrorCode
 S = TransactionState
-# Under the tests, replaying a record just appended also decodes its bytes and checks
-# they give the metadata it carries (the same switch checks the response layouts).
-CHECK_REPLAY = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
 FIRST_END_TXN_VERSION_OF_TV2 = 5  # EndTxn v5+ ends the transaction with transaction version 2
 # What every transaction asks, looked up once: an enum member lookup costs more than the
-# comparison it is for, and an answer without fields is the same value every time
-# (the states: coordinator.transaction.state's module names).
+# comparison it is for, and an answer without fields is the same value every time.
 _NONE = E.none
 _TRANSACTION_ABORTABLE = E.transaction_abortable
 _CONCURRENT_TRANSACTIONS = E.concurrent_transactions
 _ADDED = Result(response=AddPartitionsResponse(E.none))
 _ENDED = EndTxnResponse(E.none)
 _NOTHING = Result()
+# The coordinator's timers (``timers``), by name.
+TIMEOUT_ABORTS = "transaction timeouts"
+ID_EXPIRATION = "transactional id expiration"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +72,10 @@ class TransactionConfig:
     transaction_state_log_num_partitions: int = 50  # transaction.state.log.num.partitions
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
 
 
 @dataclass(slots=True)
@@ -186,18 +188,11 @@ class TransactionCoordinator:
 
     def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int,
                producer_id: int = NO_PRODUCER_ID) -> None:
-        """Applies one record. ``last_producer_epoch`` is the one field Kafka keeps in
+        """Applies one record, decoded from its bytes whether it was appended just now or
+        read back at load. ``last_producer_epoch`` is the one field Kafka keeps in
         memory only: the records the runtime appends carry it (a TransactionLogRecord),
         records read back from disk do not, so a KIP-360 retry that spans a coordinator
         move is fenced, as on Kafka."""
-        md = getattr(record, "metadata", None)
-        if md is not None:  # appended just now: install what it was encoded from
-            if CHECK_REPLAY:
-                _check_replay(record, md)
-            state = self._partitions.get(self.partition_for(md.transactional_id))
-            if state is not None:
-                state.transactions[md.transactional_id] = md
-            return
         try:
             transactional_id = log_codec.decode_key(record.key)
         except log_codec.UnknownKeyVersion:
@@ -503,6 +498,23 @@ class TransactionCoordinator:
 
     # -- timers ------------------------------------------------------------------------
 
+    def timers(self) -> tuple[Timer, ...]:
+        """Kafka's two periodic tasks of the transaction coordinator: each timed-out
+        transaction aborted as a write of its own (so that one write waiting for the
+        ISR holds up no other), and each partition's idle ids tombstoned in one."""
+        config = self.config
+        return (
+            Timer(TIMEOUT_ABORTS, lambda partition, now_ms: [
+                TimerEvent(TIMEOUT_ABORTS, partition,
+                           lambda t=transactional_id: self.abort_timed_out_transaction(t, now_ms), transactional_id)
+                for transactional_id in self.timed_out_transactions(now_ms, partition)],
+                every_ms=config.abort_timed_out_transaction_cleanup_interval_ms),
+            Timer(ID_EXPIRATION, lambda partition, now_ms: [
+                TimerEvent(ID_EXPIRATION, partition,
+                           lambda: combined(self.expire_transactional_ids(now_ms, partition)))],
+                every_ms=config.remove_expired_transaction_cleanup_interval_ms),
+        )
+
     def abort_timed_out_transactions(self, now_ms: int, partition: int | None = None) -> list[Result]:
         """Fence and abort every Ongoing transaction older than its own timeout
         (of one coordinator partition, or of all)."""
@@ -649,24 +661,13 @@ class TransactionCoordinator:
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:
-        # key, value, last_producer_epoch, metadata
         return TransactionLogRecord(log_codec.encode_key(md.transactional_id), log_codec.encode_metadata_value(md),
-                                    md.last_producer_epoch, md)
+                                    md.last_producer_epoch)
 
     @staticmethod
     def _send_markers(md: TransactionMetadata, coordinator_epoch: int, commit: bool) -> SendMarkers:
         return SendMarkers(md.transactional_id, md.producer_id, md.producer_epoch, coordinator_epoch, commit,
                            tuple(sorted(md.topic_partitions)), md.client_transaction_version)
-
-
-def _check_replay(record: TransactionLogRecord, md: TransactionMetadata) -> None:
-    """The tests' check of the replay fast path: the record's bytes decode to the very
-    metadata installed, as a load from disk would rebuild it (with the in-memory epoch)."""
-    transactional_id = log_codec.decode_key(record.key)
-    decoded = log_codec.metadata_from_value(transactional_id, log_codec.decode_value(record.value),
-                                            record.last_producer_epoch)
-    if decoded != md:
-        raise AssertionError(f"replaying {record!r}: the bytes give {decoded!r}, the record carries {md!r}")
 
 
 def _timed_out(md: TransactionMetadata, now_ms: int) -> bool:

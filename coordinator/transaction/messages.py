@@ -8,7 +8,6 @@ from typing import NamedTuple
 from kio.schema.errors import ErrorCode
 
 from coordinator.contract import CoordinatorRecord
-from coordinator.transaction.metadata import TransactionMetadata
 from protocol.names import TopicPartition
 
 
@@ -19,14 +18,9 @@ class TransactionLogRecord(CoordinatorRecord):
     ``last_producer_epoch`` rides along in memory only: Kafka does not persist it, so a
     record read back from disk has none (-1) and a KIP-360 retry that spans a coordinator
     move is fenced, exactly as on Kafka. The runtime must replay the objects it appended.
-
-    ``metadata`` is what ``value`` was encoded from, also in memory only: replaying the
-    record just appended installs it instead of decoding the bytes again (under the
-    tests both are done and must agree). Records read back from disk have none.
     """
 
     last_producer_epoch: int = -1
-    metadata: TransactionMetadata | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -374,3 +374,36 @@ async def _until_committed_or_pending(port: int, group: str, topic: str) -> None
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{group} never had a pending offset")
+
+
+async def test_a_group_timer_write_waits_for_the_isr_as_a_request_write_does(broker_factory, topic_name, caplog):
+    """A KIP-848 member whose session ends while a follower of its coordinator cannot
+    fetch: the timer's write (the member fenced out of the group) is applied at once
+    and waits for the ISR like a request's write, ending REQUEST_TIMED_OUT once
+    offsets.commit.timeout.ms passes (logged; nobody is answered), the write kept."""
+    cluster = broker_factory({"replica.lag.time.max.ms": LAG_MS}, nodes=3, admin=True, in_process=True)
+    create(_every_node(cluster), topic_name, 1)
+    control = cluster.control()
+    probe = f"p-{topic_name}"
+    coordinator = await _coordinator(cluster, probe)
+    port = cluster.node_ports[coordinator]
+    assert _commit_error(await _request(port, OFFSET_COMMIT, 8, _commit(probe, topic_name, 1))) == 0
+    group = _group_coordinated_by(control, coordinator, f"timer-{topic_name}")
+    heartbeat = await _request(port, CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": group, "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
+        "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic_name], "server_assignor": None,
+        "topic_partitions": []})
+    assert heartbeat.error_code == 0
+    groups = cluster.broker.node(coordinator).groups
+    assert heartbeat.member_id in groups.coordinator.consumer_group(group).members
+
+    follower = min(n for n in cluster.node_ports if n != coordinator)
+    control.network_cut(source=coordinator, target=follower)
+    not_replicated = "a group coordinator write of a timer was not replicated (REQUEST_TIMED_OUT)"
+    control.clock_advance(by="46s")  # past group.consumer.session.timeout.ms: the member is fenced
+    wait_until(lambda: heartbeat.member_id not in groups.coordinator.consumer_group(group).members, timeout=30)
+    assert not_replicated not in caplog.text  # the write waits for the follower
+    control.clock_advance(by=f"{TIMEOUT_STEP_MS}ms")  # past offsets.commit.timeout.ms
+    wait_until(lambda: not_replicated in caplog.text, timeout=30)
+    assert heartbeat.member_id not in groups.coordinator.consumer_group(group).members  # the write stays
+    assert len(_isr(control, _offsets_partition(group))) == 3  # the follower was still in the ISR

@@ -160,3 +160,23 @@ def test_the_checks_catch_what_drifted():
     assert undefined_names(drifted) == ["MARKER_WAIT_S", "MarkerSender.sned", "NO_SUCH_SETTING_NAME",
                                         "TransactionService.gone"]
     assert missing_paths(drifted) == ["broker/gone.py", "broker/no_such_module.py"]
+
+
+def _steps_of(lines: list[str], heading: str) -> list[tuple[int, str]]:
+    """(number, file) of each step under ``heading``, up to the next heading."""
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("#")), len(lines))
+    return [(int(line.split(".", 1)[0]), m.group(1)) for line in lines[start:end] if (m := STEP.match(line))]
+
+
+def end_txn_files(lines: list[str]) -> set[str]:
+    """The files EndTxn meets: its own steps' and those of Produce's steps 1-7 (its step 1)."""
+    produce = _steps_of(lines, "### A transactional Produce (socket to acknowledged batch)")
+    return {file for _, file in _steps_of(lines, "### EndTxn (socket to the LSO)")} | \
+        {file for number, file in produce if number <= 7}
+
+
+def test_the_end_txn_path_counts_the_files_its_steps_name():
+    lines = _lines()
+    stated = next(int(m.group(1)) for line in lines if (m := re.match(r"That is (\d+) files", line)))
+    assert len(end_txn_files(lines)) == stated

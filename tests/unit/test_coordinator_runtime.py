@@ -17,7 +17,8 @@ CONFIG = TransactionConfig(transaction_state_log_num_partitions=1)
 def _txn_runtime(log: InMemoryLog, epoch: int):
     coordinator = TransactionCoordinator(CONFIG)
     effects: list = []
-    runtime = CoordinatorRuntime(coordinator, log, effects.append)
+    runtime = CoordinatorRuntime(coordinator, log, effects.append, timers=coordinator.timers())
+    runtime.start_timers(NOW)
     runtime.begin_load(0, epoch)
     runtime.load(0, NOW)
     return coordinator, runtime, effects
@@ -57,10 +58,14 @@ def test_timers_run_on_every_loaded_partition_through_the_same_path():
     coordinator, runtime, effects = _txn_runtime(log, 0)
     runtime.run(0, lambda: coordinator.init_producer_id("t", 1_000, -1, -1, 4, NOW, 7), NOW)
     runtime.run(0, lambda: coordinator.add_partitions_to_txn("t", 7, 0, [("a", 0)], 3, NOW), NOW)
+    assert runtime.next_timer_deadline() == NOW + CONFIG.abort_timed_out_transaction_cleanup_interval_ms
     later = NOW + 5_000
-    done = runtime.run_timers(lambda p: coordinator.abort_timed_out_transactions(later, partition=p), later)
-    assert [p for p, _ in done] == [0]
+    assert runtime.fire_timers(later) == []  # not due yet: the timer runs at its interval
+    later = runtime.next_timer_deadline()
+    done = runtime.fire_timers(later)
+    assert [(e.timer, e.partition, e.key, answer) for e, answer in done] == [("transaction timeouts", 0, "t", E.none)]
     assert coordinator.transaction_metadata("t").state.state_name == "PrepareAbort"
+    assert runtime.next_timer_deadline() == later + CONFIG.abort_timed_out_transaction_cleanup_interval_ms
     assert len(log.batches(0)) == 3 and isinstance(effects[-1], SendMarkers) and not effects[-1].commit
 
 
@@ -137,7 +142,8 @@ def test_a_refused_append_applies_nothing_and_the_request_is_answered_not_coordi
 def test_a_refused_timer_append_resigns_only_its_partition():
     log = InMemoryLog()
     coordinator = TransactionCoordinator(TransactionConfig(transaction_state_log_num_partitions=2))
-    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None, timers=coordinator.timers())
+    runtime.start_timers(NOW)
     ids = {coordinator.partition_for(f"t{i}"): f"t{i}" for i in range(20)}
     for p in (0, 1):
         runtime.begin_load(p, 1)
@@ -146,9 +152,10 @@ def test_a_refused_timer_append_resigns_only_its_partition():
         runtime.run(p, lambda t=ids[p], pid=10 + p: coordinator.add_partitions_to_txn(t, pid, 0, [("a", 0)], 3, NOW),
                     NOW)
     log.refused.add(0)
-    later = NOW + 5_000
-    done = runtime.run_timers(lambda p: coordinator.abort_timed_out_transactions(later, partition=p), later)
-    assert [p for p, _ in done] == [1]
+    later = runtime.next_timer_deadline()
+    done = runtime.fire_timers(later)
+    assert [(e.partition, answer) for e, answer in done if e.timer == "transaction timeouts"] == \
+        [(0, E.not_coordinator), (1, E.none)]
     assert coordinator.owned_partitions() == {1}
     assert coordinator.transaction_metadata(ids[1]).state.state_name == "PrepareAbort"
 

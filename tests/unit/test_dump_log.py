@@ -7,12 +7,12 @@ import pytest
 from click.testing import CliRunner
 
 from broker.commands import main
-from broker.log.index import OFFSET_ENTRY, TIME_ENTRY
+from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY
 from broker.log.producer_snapshots import write_snapshot
 from broker.log.producer_state import ProducerStateManager
 from broker.log.txn_index import AbortedTxnIndex
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.metadata import TransactionState
 from protocol.record_codec import build_batch, build_control_batch
 from protocol.records import RecordBatch
 

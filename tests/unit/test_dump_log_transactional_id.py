@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from broker.commands import main
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
-from coordinator.transaction.state import TransactionState
+from coordinator.transaction.metadata import TransactionState
 from protocol.record_codec import build_batch
 
 T0 = 1_700_000_000_000

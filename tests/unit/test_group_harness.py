@@ -1,6 +1,6 @@
 """GroupCoordinator driven by the real coordinator runtime over an in-memory log: each
 handler's Result goes through ``CoordinatorRuntime.apply`` (append, replay, effects),
-timers through ``run_timers`` as a fake clock passes the coordinator's deadlines, and
+timers through ``fire_timers`` as a fake clock passes the coordinator's deadlines, and
 markers through ``write_marker``. ``restart`` loads a new coordinator from a copy of
 the log, as a broker does at start-up."""
 
@@ -47,7 +47,7 @@ class Runtime:
         self.coordinator = GroupCoordinator(config, new_member_uuid=lambda: f"u{next(self._ids)}")
         self.log = log or RecordingLog()
         self.replies: dict[Any, Any] = {}
-        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform)
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform, timers=self.coordinator.timers())
         for p in range(config.offsets_topic_num_partitions):
             self.runtime.begin_load(p, 0)
         for p in range(config.offsets_topic_num_partitions):
@@ -86,7 +86,7 @@ class Runtime:
         target = self.now + ms
         while (deadline := self.coordinator.next_deadline()) is not None and deadline <= target:
             self.now = max(self.now, deadline)
-            self.runtime.run_timers(lambda p: self.coordinator.poll(self.now, partition=p), self.now)
+            self.runtime.fire_timers(self.now)
         self.now = target
 
     def restart(self, config: GroupConfig | None = None) -> Runtime:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log.index import OFFSET_ENTRY, TIME_ENTRY
+from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY
 from broker.log.partition_log import LOG_START_OFFSET_FILE, AppendInfo, LogConfig, OffsetOutOfRange, PartitionLog
 from protocol.records import LOG_APPEND_TIME, RecordBatch, iter_batches
 

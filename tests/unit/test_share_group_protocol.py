@@ -169,10 +169,10 @@ def test_a_member_whose_session_ends_is_fenced_on_the_clock():
     s = Shares()
     s.hb("a", 0)
     s.now += 44_999
-    s.runtime.run_timers(lambda p: s.coordinator.poll(s.now, partition=p), s.now)
+    s.runtime.fire_timers(s.now)
     assert "a" in s.group().members
     s.now += 1
-    s.runtime.run_timers(lambda p: s.coordinator.poll(s.now, partition=p), s.now)
+    s.runtime.fire_timers(s.now)
     assert s.group().members == {} and s.group().state == "Empty"
     assert s.gone == [ShareMemberGone("g", "a")]
 

@@ -20,7 +20,7 @@ from coordinator.transaction.log_codec import (
     value_from_metadata,
 )
 from coordinator.transaction.metadata import TransactionMetadata
-from coordinator.transaction.state import TransactionState as S
+from coordinator.transaction.metadata import TransactionState as S
 
 ONGOING = TransactionLogValue(
     producer_id=1000,

@@ -8,7 +8,7 @@ from coordinator.transaction.metadata import (
     ProducerFenced,
     TransactionMetadata,
 )
-from coordinator.transaction.state import TransactionState as S
+from coordinator.transaction.metadata import TransactionState as S
 
 PRODUCER_ID = 23423
 NOW = 1_000_000
