@@ -32,6 +32,7 @@ from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
+    EncodedBody,
     FrameDecoder,
     FrameError,
     RequestHeader,
@@ -440,7 +441,10 @@ class Server:
             return None
         out = None
         if result is not None:
-            if isinstance(result, dict) and observer is None:  # the observer is given the typed message
+            if result.__class__ is EncodedBody:  # an answer kept encoded (ApiVersions): no error in it to count
+                out = encode_response_frame(header.correlation_id, route.flexible_response, result)
+                result = None
+            elif isinstance(result, dict) and observer is None:  # the observer is given the typed message
                 out = route.answer(header.correlation_id, result)
             else:
                 if isinstance(result, dict):
@@ -496,6 +500,8 @@ class Server:
             if failure.answer is not None:
                 failure.frame = route.answer(header.correlation_id, failure.answer)
             raise
+        if result.__class__ is EncodedBody:
+            return encode_response_frame(header.correlation_id, route.flexible_response, result)
         return route.answer(header.correlation_id, result)
 
     def _decoded(self, header: RequestHeader, frame: bytes, pos: int):
