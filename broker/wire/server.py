@@ -345,7 +345,7 @@ class Server:
                 except Exception:
                     log.exception("closing connection %s: unexpected error handling a request", conn.describe())
                     return
-                if conn.sasl is not None:
+                if conn.sasl is not None and conn.sasl.authenticating is not reading.frames_limited:
                     reading.limit_frames(conn.sasl.authenticating)
                 if out is not None:
                     if not serving.is_set():  # paused while handling: the answer waits too
@@ -399,7 +399,7 @@ class Server:
             raise ProtocolViolation(f"bad request header: {e}") from None
         api_key = header.api_key
         version = header.api_version
-        if sasl is not None:
+        if sasl is not None and (sasl.session_expiry is not None or sasl.authenticating):  # else nothing to check
             if not sasl.authenticating:
                 now = broker.clock.monotonic()
                 if not (api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now)) and sasl.expired(now):
@@ -633,6 +633,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._decoder: FrameDecoder | None = None
         self._early: list[bytes] = []  # read before the connection was admitted
         self._max_queued = 1
+        self.frames_limited = False  # to sasl.server.max.receive.size, while SASL authentication is under way
         self._waiter: asyncio.Future | None = None  # the processor's, while nothing is queued
         # the _NOT_ADMITTED.. reasons reading is paused for (not FlowControlMixin's _paused,
         # which is whether the transport paused our writing)
@@ -783,6 +784,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     def limit_frames(self, authenticating: bool) -> None:
         """Before SASL authentication completes, a frame may be at most
         sasl.server.max.receive.size (a 100 MB "token" is refused before it is read)."""
+        self.frames_limited = authenticating
         limit = self.server.broker.config["socket.request.max.bytes"]
         if authenticating:
             limit = min(limit, self.conn.sasl.settings.max_receive_size)
