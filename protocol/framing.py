@@ -210,6 +210,13 @@ def skip_tagged_fields(buf: bytes, pos: int) -> int:
     return pos
 
 
+class EncodedBody(bytes):
+    """A response body a handler gives already encoded (an answer that is the same for
+    every request, kept from the first): framed as is, after the correlation id."""
+
+    __slots__ = ()
+
+
 def encode_response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
     """Size prefix + response header (v0, or v1 with empty tagged fields) + body.
 

@@ -284,6 +284,13 @@ INTERNAL_ERROR_ALERT = bytes([21, 3, 3, 0, 2, 2, 80])
 HANDSHAKE_TIMEOUT_S = 60.0
 
 
+# Buffers every TLS connection's reads go through, one read at a time (the event loop's
+# thread), each copied out before the next read: what uvloop receives, what TLS decrypts.
+_RECEIVED = (lambda b: (b, memoryview(b)))(bytearray(256 * 1024))
+_DECRYPTED = memoryview(bytearray(256 * 1024))
+_RECORD_PAYLOAD = 16384  # the most a TLS record carries
+
+
 def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_ended):
     """asyncio's TLS protocol around ``app_protocol`` (whose connection_made comes after
     the handshake). ``accepted(transport)`` sees the TCP connection first (False: it was
@@ -317,6 +324,61 @@ def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_en
                     self._transport.write(INTERNAL_ERROR_ALERT)
             super()._on_handshake_complete(handshake_exc)
 
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            # the buffer uvloop receives into is copied into the TLS object at once: one
+            # serves every connection (asyncio gives each its own 256 kB)
+            self._ssl_buffer, self._ssl_buffer_view = _RECEIVED
+
+        def _write_appdata(self, list_of_data) -> None:
+            """Responses written in one turn (the server's pipelined answers) go into one TLS
+            record when small, encrypted and handed to the socket at once; anything
+            unusual (a backlog, a handshake or shutdown under way, an error) takes
+            asyncio's path."""
+            if (self._state is not _WRAPPED or self._write_backlog or self._ssl_writing_paused
+                    or list_of_data.__class__ not in (list, tuple)):
+                return super()._write_appdata(list_of_data)
+            if len(list_of_data) == 1:
+                data = list_of_data[0]
+            elif sum(map(len, list_of_data)) <= _RECORD_PAYLOAD:
+                data = b"".join(list_of_data)
+            else:
+                return super()._write_appdata(list_of_data)
+            try:
+                self._sslobj.write(data)  # whole or not at all (no partial writes on a memory BIO)
+            except Exception:
+                return super()._write_appdata((data,))
+            self._process_outgoing()
+
+        def _do_read__copied(self) -> None:
+            """The records received, decrypted into one shared buffer and handed over as one
+            copy. asyncio's own reads allocate 256 kB per record and end each turn on a
+            raised SSLWantReadError; this stops when nothing is left to decrypt."""
+            sslobj, incoming, view = self._sslobj, self._incoming, _DECRYPTED
+            room = len(view)
+            pieces = []
+            filled = 0
+            count = 1
+            try:
+                while incoming.pending or sslobj.pending():
+                    count = sslobj.read(room - filled, view[filled:])
+                    if not count:  # close_notify
+                        break
+                    filled += count
+                    if filled == room:
+                        pieces.append(bytes(view))
+                        filled = 0
+            except sslproto.SSLAgainErrors:  # a record not wholly received yet
+                pass
+            if filled:
+                pieces.append(bytes(view[:filled]))
+            if pieces:
+                self._app_protocol.data_received(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+            if not count:
+                self._call_eof_received()
+                self._start_shutdown()
+
+    _WRAPPED = sslproto.SSLProtocolState.WRAPPED
     waiter = loop.create_future()
     protocol = _ServerTls(loop, app_protocol, tls.context, waiter, server_side=True,
                           ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)

@@ -32,6 +32,7 @@ from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import layouts, messages
 from protocol.apis import api_name
 from protocol.framing import (
+    EncodedBody,
     FrameDecoder,
     FrameError,
     RequestHeader,
@@ -344,7 +345,7 @@ class Server:
                 except Exception:
                     log.exception("closing connection %s: unexpected error handling a request", conn.describe())
                     return
-                if conn.sasl is not None:
+                if conn.sasl is not None and conn.sasl.authenticating is not reading.frames_limited:
                     reading.limit_frames(conn.sasl.authenticating)
                 if out is not None:
                     if not serving.is_set():  # paused while handling: the answer waits too
@@ -398,7 +399,7 @@ class Server:
             raise ProtocolViolation(f"bad request header: {e}") from None
         api_key = header.api_key
         version = header.api_version
-        if sasl is not None:
+        if sasl is not None and (sasl.session_expiry is not None or sasl.authenticating):  # else nothing to check
             if not sasl.authenticating:
                 now = broker.clock.monotonic()
                 if not (api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now)) and sasl.expired(now):
@@ -440,7 +441,10 @@ class Server:
             return None
         out = None
         if result is not None:
-            if isinstance(result, dict) and observer is None:  # the observer is given the typed message
+            if result.__class__ is EncodedBody:  # an answer kept encoded (ApiVersions): no error in it to count
+                out = encode_response_frame(header.correlation_id, route.flexible_response, result)
+                result = None
+            elif isinstance(result, dict) and observer is None:  # the observer is given the typed message
                 out = route.answer(header.correlation_id, result)
             else:
                 if isinstance(result, dict):
@@ -496,6 +500,8 @@ class Server:
             if failure.answer is not None:
                 failure.frame = route.answer(header.correlation_id, failure.answer)
             raise
+        if result.__class__ is EncodedBody:
+            return encode_response_frame(header.correlation_id, route.flexible_response, result)
         return route.answer(header.correlation_id, result)
 
     def _decoded(self, header: RequestHeader, frame: bytes, pos: int):
@@ -627,6 +633,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._decoder: FrameDecoder | None = None
         self._early: list[bytes] = []  # read before the connection was admitted
         self._max_queued = 1
+        self.frames_limited = False  # to sasl.server.max.receive.size, while SASL authentication is under way
         self._waiter: asyncio.Future | None = None  # the processor's, while nothing is queued
         # the _NOT_ADMITTED.. reasons reading is paused for (not FlowControlMixin's _paused,
         # which is whether the transport paused our writing)
@@ -777,6 +784,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
     def limit_frames(self, authenticating: bool) -> None:
         """Before SASL authentication completes, a frame may be at most
         sasl.server.max.receive.size (a 100 MB "token" is refused before it is read)."""
+        self.frames_limited = authenticating
         limit = self.server.broker.config["socket.request.max.bytes"]
         if authenticating:
             limit = min(limit, self.conn.sasl.settings.max_receive_size)

@@ -579,6 +579,50 @@ def test_sasl_ssl_each_client_and_mechanism(sasl_ssl_broker, certs, client, mech
     assert got == [b"v0", b"v1", b"v2"]
 
 
+def _api_versions_v3(correlation_id: int, software_name: str) -> bytes:
+    name = software_name.encode()
+    header = struct.pack(">hhih", 18, 3, correlation_id, -1) + b"\x00"
+    body = _uvarint(len(name) + 1) + name + b"\x021\x00"  # compact strings: name, version "1"; no tags
+    return _frame(header + body)
+
+
+def _uvarint(n: int) -> bytes:
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def test_pipelined_requests_over_tls_are_answered_in_order_then_close_notify(one_node, certs):
+    """Requests sent in one write, one of them spread over several TLS records: each is
+    answered once, in order, with its own correlation id and the same (kept) ApiVersions
+    answer; the client's close_notify is answered with the broker's."""
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    requests = [_api_versions_v3(1, "a"), _frame(struct.pack(">hhih", 18, 0, 2, -1)),
+                _api_versions_v3(3, "b" * 40_000), *(_api_versions_v3(c, "c") for c in range(4, 20))]
+    with socket.create_connection((HOST, one_node.ports["SSL"])) as raw:
+        raw.settimeout(30)
+        with context.wrap_socket(raw, server_hostname="localhost") as sock:
+            sock.sendall(b"".join(requests))
+            received = b""
+            answers = []
+            while len(answers) < len(requests):
+                chunk = sock.recv(65536)
+                assert chunk, f"closed after {len(answers)} answers"
+                received += chunk
+                while len(received) >= 4 and len(received) >= 4 + struct.unpack(">i", received[:4])[0]:
+                    size = struct.unpack(">i", received[:4])[0]
+                    answers.append(received[4:4 + size])
+                    received = received[4 + size:]
+            assert received == b""
+            assert [struct.unpack(">i", a[:4])[0] for a in answers] == list(range(1, 20))
+            assert all(struct.unpack(">h", a[4:6])[0] == 0 for a in answers)  # error_code
+            assert len({a[4:] for i, a in enumerate(answers) if i != 1}) == 1  # every v3 answer alike
+            sock.unwrap()  # close_notify, and the broker's in return
+    assert "Fatal error" not in one_node.log() and "Traceback" not in one_node.log()
+
+
 def test_healthcheck_over_tls(one_node, certs):
     def healthcheck(port: int, *tls: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "broker.program", "healthcheck", "--bootstrap-server",
