@@ -23,7 +23,26 @@ BROKER_JVM = ("-Xmx1G", "-Xms1G", *PERFORMANCE)  # kafka-server-start.sh's heap
 # The reference fixture shortens this for the differential tests; the bench keeps Kafka's default.
 DEFAULTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000}
 
+
+def _properties(path: Path) -> dict[str, str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+def broker_for(workdir: Path) -> KafkaBroker:
+    """A broker for ``workdir``; on a restart (the bench spawns this script again on the same
+    port and dir) it keeps the cluster id the log dir was formatted with, which the storage
+    tool verifies even with --ignore-formatted, and the controller port of the quorum."""
+    broker = KafkaBroker(workdir, overrides=DEFAULTS)
+    formatted = _properties(workdir / "data" / "meta.properties").get("cluster.id")
+    voters = _properties(workdir / "server.properties").get("controller.quorum.voters")
+    if formatted and voters:
+        broker.cluster_id = formatted
+        broker.controller_port = int(voters.rpartition(":")[2])
+    return broker
+
+
 if __name__ == "__main__":
     die_with_parent()  # kept across exec: a bench that is killed leaves no JVM behind
-    KafkaBroker(Path(sys.argv[2]), overrides=DEFAULTS).exec_in_place(
-        int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM)
+    broker_for(Path(sys.argv[2])).exec_in_place(int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM,
+                                                broker_jvm_options=BROKER_JVM)

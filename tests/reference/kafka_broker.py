@@ -187,7 +187,8 @@ class KafkaBroker:
     def _write_config(self, port: int = 0) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
-        self.controller_port = self.controller_port if port else free_port()  # a restart keeps both
+        # A restart keeps both; a first start on a given port (the bench's) still needs a controller port.
+        self.controller_port = self.controller_port if port and self.controller_port else free_port()
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
