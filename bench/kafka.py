@@ -29,20 +29,23 @@ def _properties(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
 
 
-def broker_for(workdir: Path) -> KafkaBroker:
-    """A broker for ``workdir``; on a restart (the bench spawns this script again on the same
-    port and dir) it keeps the cluster id the log dir was formatted with, which the storage
-    tool verifies even with --ignore-formatted, and the controller port of the quorum."""
+def broker_for(workdir: Path) -> tuple[KafkaBroker, bool]:
+    """A broker for ``workdir`` and whether its log dir is formatted already. On a restart
+    (the bench spawns this script again on the same port and dir) it keeps the formatted
+    cluster id and the controller port of the quorum, and the start skips the storage
+    tool's JVM, as a restarted Kafka does."""
     broker = KafkaBroker(workdir, overrides=DEFAULTS)
     formatted = _properties(workdir / "data" / "meta.properties").get("cluster.id")
     voters = _properties(workdir / "server.properties").get("controller.quorum.voters")
     if formatted and voters:
         broker.cluster_id = formatted
         broker.controller_port = int(voters.rpartition(":")[2])
-    return broker
+        return broker, True
+    return broker, False
 
 
 if __name__ == "__main__":
     die_with_parent()  # kept across exec: a bench that is killed leaves no JVM behind
-    broker_for(Path(sys.argv[2])).exec_in_place(int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM,
-                                                broker_jvm_options=BROKER_JVM)
+    broker, formatted = broker_for(Path(sys.argv[2]))
+    broker.exec_in_place(int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM,
+                         format_log_dir=not formatted)

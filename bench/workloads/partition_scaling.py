@@ -146,8 +146,7 @@ def run(ctx: RunContext) -> dict[str, float]:
     rows, not_run = [], []
     for n in sizes:
         if cap is not None and n > cap:
-            not_run.append(f"{n:,} partitions: not run on {name} (--scale-kafka-max {cap:,}: creating them takes "
-                           f"the JVM minutes on two cores)")
+            not_run.append(f"{n:,} partitions: not run on {name}, above --scale-kafka-max {cap:,}")
         elif not_run and name != SUBJECT:
             not_run.append(f"{n:,} partitions: not run on {name}, as it could not take a smaller size")
         else:
