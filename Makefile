@@ -10,7 +10,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: venv compile run java test test-long test-reference unit bench torture fuzz spark-demo compose-test console-test kafkajs-test clean
+.PHONY: venv compile run java test test-long test-reference unit bench soak torture fuzz spark-demo compose-test console-test kafkajs-test clean
 
 # The broker alone (make run): no PySpark, test or bench extras.
 # setuptools, which venv adds up to Python 3.11, is not needed in the venv (pip builds in
@@ -68,6 +68,11 @@ unit: venv
 # BENCH_ARGS="--brokers eosbroker,tansu --only transactions" passes options to the bench.
 bench: venv compile java
 	$(PY) -m bench $(BENCH_ARGS)
+
+# An hour of steady transactional load with retention, compaction and topic churn: RSS,
+# descriptors and tasks must stay flat (bench/README.md). SOAK_ARGS="--duration 360" for 6 minutes.
+soak: venv compile
+	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # Crash torture: CYCLES kill -9 / restart cycles under exactly-once load, then the
 # anomaly checker (SEED=n repeats a run's kill points and client choices). NODES=3 adds

@@ -291,7 +291,8 @@ class RunningBroker:
         stopped_s = time.perf_counter() - stopping
         if not graceful:
             raise BrokerFailed(f"{self.kind.name} ignored SIGTERM for {stop_timeout_s} s\n{self.log_tail()}")
-        if self.process.returncode not in (0, -signal.SIGTERM):
+        # A JVM that ran its shutdown hooks on SIGTERM exits with 128 + 15.
+        if self.process.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
             raise BrokerFailed(f"{self.kind.name} exited with code {self.process.returncode} on SIGTERM\n{self.log_tail()}")
         self._spawn()
         return stopped_s

@@ -26,6 +26,27 @@ BROKER_JVM = ("-Xmx1G", "-Xms1G", *PERFORMANCE)  # kafka-server-start.sh's heap
 # The reference fixture shortens this for the differential tests; the bench keeps Kafka's default.
 DEFAULTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000}
 
+
+def _properties(path: Path) -> dict[str, str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+def broker_for(workdir: Path, **secured) -> tuple[KafkaBroker, bool]:
+    """A broker for ``workdir`` and whether its log dir is formatted already. On a restart
+    (the bench spawns this script again on the same port and dir) it keeps the formatted
+    cluster id and the controller port of the quorum, and the start skips the storage
+    tool's JVM, as a restarted Kafka does."""
+    broker = KafkaBroker(workdir, overrides=DEFAULTS, **secured)
+    formatted = _properties(workdir / "data" / "meta.properties").get("cluster.id")
+    voters = _properties(workdir / "server.properties").get("controller.quorum.voters")
+    if formatted and voters:
+        broker.cluster_id = formatted
+        broker.controller_port = int(voters.rpartition(":")[2])
+        return broker, True
+    return broker, False
+
+
 if __name__ == "__main__":
     die_with_parent()  # kept across exec: a bench that is killed leaves no JVM behind
     secured = {}
@@ -34,5 +55,6 @@ if __name__ == "__main__":
 
         certs = Certificates(Path(sys.argv[4]), DEFAULT_PASSWORD, (), ())  # the bench wrote them with these
         secured = {"secured": True, "secured_ports": {"SASL_SSL": int(sys.argv[3])}, "certs": certs}
-    KafkaBroker(Path(sys.argv[2]), overrides=DEFAULTS, **secured).exec_in_place(
-        int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM)
+    broker, formatted = broker_for(Path(sys.argv[2]), **secured)
+    broker.exec_in_place(int(sys.argv[1]), format_jvm_options=STORAGE_TOOL_JVM, broker_jvm_options=BROKER_JVM,
+                         format_log_dir=not formatted)

@@ -69,7 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--scale-kafka-max",
         type=int,
         default=5_000,
-        help="partition-scaling: the largest size Kafka runs (default 5000)",
+        help="partition-scaling: the largest size Kafka runs (default 5000: above it a size takes the JVM "
+             "minutes on two cores)",
     )
     p.add_argument(
         "--only",

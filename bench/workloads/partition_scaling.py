@@ -18,7 +18,8 @@ raised one). Then, timed each:
 - then ListOffsets must find 5 records in every partition: none lost.
 
 Kafka runs the sizes up to ``--scale-kafka-max`` partitions (5,000 by default); above it
-its cells say n/a, as creating them takes minutes of a JVM on two cores.
+its cells say n/a, as creating them takes minutes of a JVM on two cores. A size Kafka
+cannot take says why under its curve and in the table's notes; the larger ones are skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import uuid
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.brokers import RunningBroker
+from bench.brokers import BrokerFailed, RunningBroker
 from bench.workloads.base import SUBJECT, RunContext, Workload, WorkloadFailed
 from bench.workloads.produce import DeliveryTally
 from bench.workloads.scaling import curve_table, latest_offsets, metadata_ms, run_async, scaled
@@ -96,8 +97,15 @@ def _produce_to_all(bootstrap: str, topics: dict[str, int], timeout_s: float) ->
     return expected / elapsed
 
 
-def _none_lost(broker: RunningBroker, topics: dict[str, int], when: str) -> None:
-    offsets = run_async(latest_offsets(broker.port, topics))
+def _none_lost(broker: RunningBroker, topics: dict[str, int], when: str, timeout_s: float) -> None:
+    # A partition answering an error (-1) is asked again: Kafka answers the first Metadata
+    # after a restart before its partitions have leaders again (NOT_LEADER_OR_FOLLOWER).
+    deadline = time.perf_counter() + timeout_s
+    while True:
+        offsets = run_async(latest_offsets(broker.port, topics))
+        if -1 not in offsets.values() or time.perf_counter() > deadline:
+            break
+        time.sleep(0.5)
     short = {k: v for k, v in offsets.items() if v != RECORDS_PER_PARTITION}
     if short or len(offsets) != sum(topics.values()):
         sample = ", ".join(f"{t}-{p}: {v}" for (t, p), v in list(short.items())[:3])
@@ -124,7 +132,7 @@ def one_size(ctx: RunContext, partitions: int) -> dict[str, float]:
             kill_ms = broker.startup_s * 1000
         except Exception as e:
             raise WorkloadFailed(f"partition-scaling: restart with {partitions} partitions: {e}") from e
-        _none_lost(broker, topics, "after a clean restart and a kill -9")
+        _none_lost(broker, topics, "after a clean restart and a kill -9", timeout_s)
     return {"create s": create_s, "produce rec/s": produce_rate, "metadata ms": meta_ms, "RSS MB": rss / 1e6,
             "stop s": stop_s, "restart ms": restart_ms, "idle RSS MB": idle_rss / 1e6, "kill -9 ms": kill_ms,
             "idle KB/partition": (idle_rss - empty_rss) / 1e3 / partitions}
@@ -132,24 +140,46 @@ def one_size(ctx: RunContext, partitions: int) -> dict[str, float]:
 
 def run(ctx: RunContext) -> dict[str, float]:
     sizes = scaled(SIZES, ctx.settings.scale)
-    cap = ctx.settings.scale_kafka_max if ctx.broker.kind.name == "kafka" else None
+    name = ctx.broker.kind.name
+    cap = ctx.settings.scale_kafka_max if name == "kafka" else None
     metrics: dict[str, float] = {}
-    rows = []
+    rows, not_run = [], []
     for n in sizes:
         if cap is not None and n > cap:
-            ctx.note(WORKLOAD.name, f"{n:,} partitions not run on {ctx.broker.kind.name} (--scale-kafka-max {cap:,})")
-            continue
-        figures = one_size(ctx, n)
-        metrics.update({f"{n:,} partitions: {k}": v for k, v in figures.items()})
-        rows.append([f"{n:,}", f"{figures['create s']:.2f}", f"{figures['create s'] * 1e3 / n:.3f}",
-                     f"{figures['produce rec/s']:,.0f}", f"{figures['metadata ms']:.1f}",
-                     f"{figures['metadata ms'] * 1e3 / n:.2f}", f"{figures['RSS MB']:.0f}",
-                     f"{figures['idle RSS MB']:.0f}", f"{figures['idle KB/partition']:.2f}",
-                     f"{figures['stop s']:.1f}", f"{figures['restart ms']:.0f}", f"{figures['kill -9 ms']:.0f}"])
-    print(curve_table(f"partition-scaling, {ctx.broker.kind.name}:",
-                      ["partitions", "create s", "ms/part", "produce rec/s", "metadata ms", "us/part", "RSS MB",
-                       "idle RSS MB", "KB/part", "stop s", "restart ms", "kill -9 ms"], rows), flush=True)
+            not_run.append(f"{n:,} partitions: not run on {name}, above --scale-kafka-max {cap:,}")
+        elif not_run and name != SUBJECT:
+            not_run.append(f"{n:,} partitions: not run on {name}, as it could not take a smaller size")
+        else:
+            try:
+                figures = one_size(ctx, n)
+            except (WorkloadFailed, BrokerFailed) as e:
+                if name == SUBJECT:
+                    raise
+                # A peer that cannot take a size says so in the tables; the smaller sizes still count.
+                not_run.append(f"{n:,} partitions: {name} could not: {_first_line(str(e))}")
+                continue
+            _row(n, figures, metrics, rows)
+    for text in not_run:
+        ctx.note(WORKLOAD.name, text)
+    table = curve_table(f"partition-scaling, {name}:",
+                        ["partitions", "create s", "ms/part", "produce rec/s", "metadata ms", "us/part", "RSS MB",
+                         "idle RSS MB", "KB/part", "stop s", "restart ms", "kill -9 ms"], rows) if rows else \
+        f"    partition-scaling, {name}: no size ran"
+    print("\n".join([table, *(f"      {text}" for text in not_run)]), flush=True)
     return metrics
+
+
+def _first_line(text: str) -> str:
+    return text.strip().partition("\n")[0]
+
+
+def _row(n: int, figures: dict[str, float], metrics: dict[str, float], rows: list[list[str]]) -> None:
+    metrics.update({f"{n:,} partitions: {k}": v for k, v in figures.items()})
+    rows.append([f"{n:,}", f"{figures['create s']:.2f}", f"{figures['create s'] * 1e3 / n:.3f}",
+                 f"{figures['produce rec/s']:,.0f}", f"{figures['metadata ms']:.1f}",
+                 f"{figures['metadata ms'] * 1e3 / n:.2f}", f"{figures['RSS MB']:.0f}",
+                 f"{figures['idle RSS MB']:.0f}", f"{figures['idle KB/partition']:.2f}",
+                 f"{figures['stop s']:.1f}", f"{figures['restart ms']:.0f}", f"{figures['kill -9 ms']:.0f}"])
 
 
 WORKLOAD = Workload(

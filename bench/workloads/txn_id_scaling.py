@@ -1,7 +1,7 @@
 """Transactional ids: InitProducerId latency and the broker's RSS as the coordinator comes
 to know 1,000, 10,000 and 100,000 ids (times ``--scale``), in one broker of its own.
 
-After one untimed InitProducerId (the coordinator topic is made), new ids ask for a
+After one untimed FindCoordinator and InitProducerId (the coordinator topic is made), new ids ask for a
 producer id by raw InitProducerId v4 requests, 16 at a time over 8 connections, until
 the broker knows each size's count; each request's latency is timed (p50, p99), with
 ids/s over the step. ``RSS MB`` is the broker's RSS at each size; ``KB/id`` that less
@@ -22,10 +22,24 @@ from broker.wire.client import KafkaConnection
 from broker.errors import code
 
 SIZES = (1_000, 10_000, 100_000)
+FIND_COORDINATOR = 10
 CONNECTIONS = 8
 IN_FLIGHT = 16
 _RETRIABLE = {code("COORDINATOR_LOAD_IN_PROGRESS"), code("NOT_COORDINATOR"), code("COORDINATOR_NOT_AVAILABLE"),
               code("CONCURRENT_TRANSACTIONS")}
+
+
+async def _find_coordinator(conn: KafkaConnection, tid: str, deadline: float) -> None:
+    """FindCoordinator for a transactional id until it answers one: Kafka creates
+    __transaction_state on the first such request, and until then answers InitProducerId
+    NOT_COORDINATOR (a client always asks FindCoordinator first; the raw requests here do not)."""
+    while True:
+        response = await conn.request(FIND_COORDINATOR, 1, {"key": tid, "key_type": 1}, timeout=60)
+        if response.error_code == 0:
+            return
+        if time.perf_counter() > deadline:
+            raise WorkloadFailed(f"txn-id-scaling: FindCoordinator({tid}): {response.error_code.name}")
+        await asyncio.sleep(0.1)
 
 
 async def _init(conn: KafkaConnection, tid: str, deadline: float) -> float:
@@ -46,6 +60,7 @@ async def _grow(port: int, sizes: list[int], timeout_s: float, sample_rss) -> li
     conns = [await KafkaConnection.connect(HOST, port, "bench-txn-id-scaling") for _ in range(CONNECTIONS)]
     prefix = f"bench-ids-{uuid.uuid4().hex[:8]}"
     try:
+        await _find_coordinator(conns[0], f"{prefix}-warm-up", time.perf_counter() + timeout_s)
         await _init(conns[0], f"{prefix}-warm-up", time.perf_counter() + timeout_s)
         base = sample_rss()
         known, steps = 0, []

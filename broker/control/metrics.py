@@ -13,6 +13,7 @@ objects the request handlers read.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter as Tally
 from functools import lru_cache
@@ -186,6 +187,9 @@ class StateCollector:
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Consumer groups (Kafka: GroupMetadataManager NumGroups)",
                                 value=sum(g["protocol"] != "share" for g in snapshot.groups(broker)))
+        # Kafka has no such metric; a count that keeps rising under a steady load is a leak.
+        yield GaugeMetricFamily("eosbroker_asyncio_tasks", "Asyncio tasks not yet done in the broker's event loop",
+                                value=len(asyncio.all_tasks()))
 
 
 def _share_partitions(broker):

@@ -83,6 +83,7 @@ def test_metrics_follow_requests_and_the_partition_state(admin_broker, topic_nam
     assert _metric(text, "eosbroker_transactions", state="Ongoing") >= 1
     assert _metric(text, "kafka_server_replicamanager_produceridcount") >= 1
     assert _metric(text, "kafka_server_socket_server_metrics_incoming_byte_total") > 0
+    assert _metric(text, "eosbroker_asyncio_tasks") >= 2  # at least the broker's timers and this request's
     producer.commit_transaction(10)
     wait_until(lambda: _metric(_get(b, "/metrics"), "eosbroker_partition_lso_lag", topic=topic_name,
                                partition="0") == 0, 15, message="the commit marker")

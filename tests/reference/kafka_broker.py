@@ -229,11 +229,13 @@ class KafkaBroker:
         return [f"--add-scram={entry}" for entry in scram_users()] if self.secured else []
 
     def exec_in_place(self, port: int, format_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS,
-                      broker_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> None:
-        """Formats the log dir and replaces this process with the broker (for the bench,
-        which measures the process it started, with Kafka's own launcher options)."""
+                      broker_jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS, format_log_dir: bool = True) -> None:
+        """Formats the log dir (unless ``format_log_dir`` is false: a restart) and replaces this
+        process with the broker (for the bench, which measures the process it started, with
+        Kafka's own launcher options)."""
         classpath = kafka_classpath()
-        config = self._format(classpath, port, jvm_options=format_jvm_options)
+        config = (self._format(classpath, port, jvm_options=format_jvm_options) if format_log_dir
+                  else self._write_config(port))
         command = self._java(classpath, "kafka.Kafka", str(config), jvm_options=broker_jvm_options)
         os.execv(command[0], command)
 

@@ -305,3 +305,41 @@ def test_a_target_against_another_peer_is_judged_against_that_peer():
     assert (verdict.outcome, verdict.detail) == ("PASS", "eosbroker/kafka = 3.00")
     assert "| >= 1x kafka |" in "| " + " | ".join(_row(table([over_kafka], BROKERS, med, {b: 1 for b in BROKERS},
                                                              [verdict]), "txn", "txn/s")) + " |"
+
+
+def test_a_peer_that_cannot_take_a_partition_count_keeps_the_smaller_ones_and_says_why(monkeypatch, capsys):
+    from bench.workloads import partition_scaling
+
+    def one_size(ctx, n):
+        if n > 50:
+            raise BrokerFailed(f"kafka did not come up with {n} partitions\nbroker log (tail): ...")
+        return dict.fromkeys(["create s", "produce rec/s", "metadata ms", "RSS MB", "stop s", "restart ms",
+                              "idle RSS MB", "kill -9 ms", "idle KB/partition"], 1.0)
+
+    monkeypatch.setattr(partition_scaling, "one_size", one_size)
+    ctx = RunContext(_Broker("kafka"), Settings(1, 1, 1.0, scale=0.05, scale_kafka_max=500))
+    metrics = partition_scaling.run(ctx)
+    assert {m.partition(":")[0] for m in metrics} == {"5 partitions", "50 partitions"}
+    assert ctx.notes["partition-scaling"] == [
+        "250 partitions: kafka could not: kafka did not come up with 250 partitions",
+        "1,000 partitions: not run on kafka, above --scale-kafka-max 500"]
+    assert "250 partitions: kafka could not" in capsys.readouterr().out
+    # eosbroker's failure is the workload's
+    with pytest.raises(BrokerFailed):
+        partition_scaling.run(RunContext(_Broker("eosbroker"), Settings(1, 1, 1.0, scale=0.05)))
+
+
+def test_a_restarted_kafka_keeps_its_cluster_id_and_controller_port_and_is_not_formatted_again(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bench_kafka", Path("bench/kafka.py"))
+    kafka = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kafka)
+    fresh, formatted = kafka.broker_for(tmp_path)
+    assert not formatted and fresh.controller_port == 0 and not fresh.cluster_id.startswith("-")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "meta.properties").write_text("#\nnode.id=1\ncluster.id=zocouqG2SVahMn8K5H3tMw\n")
+    (tmp_path / "server.properties").write_text("node.id=1\ncontroller.quorum.voters=1@127.0.0.1:44129\n")
+    again, formatted = kafka.broker_for(tmp_path)
+    assert formatted and (again.cluster_id, again.controller_port) == ("zocouqG2SVahMn8K5H3tMw", 44129)
