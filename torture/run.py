@@ -103,6 +103,7 @@ class Run:
         self.kills = 0
         self.coordinator_faults: dict[str, int] = {}
         self.burst_requests = 0  # InitProducerId sent while coordinators stopped
+        self.init_answers: list[tuple[str, int, int]] = []  # the bursts' successful answers
 
     @property
     def bootstrap(self) -> str:
@@ -243,6 +244,7 @@ class Run:
             time.sleep(self.rng.uniform(0.2, 1.5))
             burst.finish()
             self.burst_requests += burst.sent
+            self.init_answers += burst.answers
             control.node_start(node_id=coordinator)
         elif kind == "long_pause":  # beyond broker.session.timeout.ms: fenced meanwhile
             session_s = BROKER_SETTINGS["broker.session.timeout.ms"] / 1000
@@ -314,6 +316,7 @@ class Run:
             ends=ends,
             ctp_source_topic=IDEM_TOPIC,
             ctp_committed=readback.group_offsets(bootstrap, CTP_GROUP, IDEM_TOPIC, IDEM_PARTITIONS),
+            init_answers=self.init_answers,
         )
         read.logs, read.coordinators_before, read.coordinators_after = self.check_logs_across_restart()
         report = check(read_histories(sorted(self.workdir.glob("history-*.jsonl"))), read)
@@ -338,7 +341,8 @@ class Run:
 class InitProducerIdBurst(threading.Thread):
     """Connections asking for producer ids of a few transactional ids, over and over,
     until finished: the (producer id, epoch) pairs coordinators hand out while one of them
-    stops are then in __transaction_state for the checker. Answers are not needed."""
+    stops are then in __transaction_state for the checker, and the successful answers
+    (transactional id, producer id, epoch) in ``answers``."""
 
     CONNECTIONS = 15
 
@@ -348,6 +352,7 @@ class InitProducerIdBurst(threading.Thread):
         self.ids = transactional_ids
         self.done = threading.Event()
         self.sent = 0
+        self.answers: list[tuple[str, int, int]] = []
 
     def run(self) -> None:
         if self.ids:
@@ -368,9 +373,11 @@ class InitProducerIdBurst(threading.Thread):
                         conn = await KafkaConnection.connect("127.0.0.1", self.ports[n % len(self.ports)],
                                                              f"torture-burst-{n}")
                     self.sent += 1
-                    await conn.request(22, 4, {"transactional_id": self.ids[n % len(self.ids)],
-                                               "transaction_timeout_ms": 60000, "producer_id": -1,
-                                               "producer_epoch": -1}, timeout=2.0)
+                    tid = self.ids[n % len(self.ids)]
+                    answer = await conn.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                        "producer_id": -1, "producer_epoch": -1}, timeout=2.0)
+                    if answer.error_code == 0:
+                        self.answers.append((tid, answer.producer_id, answer.producer_epoch))
                 except (OSError, ConnectionError, asyncio.TimeoutError):
                     if conn is not None:
                         await conn.close()
