@@ -565,7 +565,7 @@ def test_should_return_invalid_txn_request_on_end_txn_request_when_status_is_com
 @pytest.mark.parametrize("state", [S.PREPARE_COMMIT, S.PREPARE_ABORT])
 @pytest.mark.parametrize("commit", [True, False])
 def test_end_txn_while_the_markers_are_written_is_concurrent_whichever_end_it_asks(state, commit):
-    # Kafka's TransactionMetadataTest builds PrepareCommit/PrepareAbort without the pending
+    # Kafka's TransactionCoordinatorTest builds PrepareCommit/PrepareAbort without the pending
     # Complete state and gets INVALID_TXN_STATE for the other end; a running coordinator
     # always holds that pending state (set by the prepare's append and by the load) until
     # the markers are written, so the client gets CONCURRENT_TRANSACTIONS and retries.
