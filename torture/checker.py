@@ -21,7 +21,10 @@ and the coordinators' view before and after a restart:
 
 - shared_producer_epoch: two producer instances wrote with the same (producer id,
   epoch), or the transaction log handed a transactional id an epoch of its producer id
-  lower than one it had already handed out (a deposed coordinator's writes);
+  lower than one it had already handed out (a deposed coordinator's writes), or two
+  InitProducerId answers the run received gave one transactional id the same (producer
+  id, epoch), or one gave a (producer id, epoch) the transaction log never recorded for
+  it (a coordinator that answered without its write standing);
 - outcome_mismatch: one transaction decided both ways in ``__transaction_state`` (a
   PREPARE_COMMIT and a PREPARE_ABORT of the same partitions with no new transaction
   between), a marker that says otherwise than the decision of the transaction it ends,
@@ -112,6 +115,9 @@ class ReadBack:
     # before the restart and after it
     coordinators_before: dict[str, tuple] | None = None
     coordinators_after: dict[str, tuple] | None = None
+    # (transactional id, producer id, epoch) of every successful InitProducerId answer the
+    # run's own raw requests received (the clients' are inside librdkafka)
+    init_answers: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -164,6 +170,9 @@ def check(events: list[dict], read: ReadBack) -> Report:
     for n, scan in enumerate(read.logs):
         for cls, detail in check_log(scan):
             found.setdefault(detail, (cls, " (in the logs after the restart)" if n else ""))
+    if read.logs:
+        for cls, detail in check_init_answers(read.init_answers, read.logs[-1]):
+            found.setdefault(detail, (cls, ""))
     if read.coordinators_before is not None and read.coordinators_after is not None:
         for cls, detail in check_restart(read.coordinators_before, read.coordinators_after):
             found.setdefault(detail, (cls, ""))
@@ -204,6 +213,25 @@ def _shared_epochs(scan: LogScan) -> list[tuple[str, str]]:
                         f"{r.producer_id} epoch {r.producer_epoch} after epoch {seen[0]} (offset {seen[1]})"))
         elif seen is None or r.producer_epoch > seen[0]:
             highest[key] = (r.producer_epoch, r.offset)
+    return out
+
+
+def check_init_answers(answers: list[tuple[str, int, int]], scan: LogScan) -> list[tuple[str, str]]:
+    """No (producer id, epoch) is handed to two InitProducerId callers of one
+    transactional id, and each one handed out is in the transaction log (a coordinator
+    writes it before it answers), unless that id's partition was compacted."""
+    out = []
+    compacted_ids = {r.transactional_id for r in scan.transaction_log if r.partition in scan.compacted}
+    logged = {(r.transactional_id, r.producer_id, r.producer_epoch) for r in scan.transaction_log
+              if r.state is not None}
+    for (tid, pid, epoch), count in sorted(Counter(answers).items()):
+        if count > 1:
+            out.append(("shared_producer_epoch",
+                        f"{tid}: InitProducerId gave producer id {pid} epoch {epoch} to {count} callers"))
+        if (tid, pid, epoch) not in logged and tid not in compacted_ids:
+            out.append(("shared_producer_epoch",
+                        f"{tid}: InitProducerId gave producer id {pid} epoch {epoch}, which "
+                        "__transaction_state does not hold"))
     return out
 
 

@@ -66,6 +66,12 @@ BROKER_SETTINGS = {
 # Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 # EndTxn, TxnOffsetCommit, OffsetCommit.
 LOSABLE_APIS = (0, 1, 10, 22, 24, 25, 26, 28, 8)
+# AddPartitionsToTxn and AddOffsetsToTxn lose their answer only with the connection:
+# librdkafka counts these requests per transaction and asserts (aborting the process,
+# rdkafka_txnmgr.c txn_req_cnt > 0) when one fails after its transaction ended, which
+# only a broker that answers later requests on the connection but not this one can
+# cause; a Kafka broker answers each connection's requests in order.
+CLOSE_ONLY_APIS = (24, 25)
 START_TIMEOUT_S = 120.0  # recovery on a loaded machine
 
 
@@ -103,6 +109,7 @@ class Run:
         self.kills = 0
         self.coordinator_faults: dict[str, int] = {}
         self.burst_requests = 0  # InitProducerId sent while coordinators stopped
+        self.init_answers: list[tuple[str, int, int]] = []  # the bursts' successful answers
 
     @property
     def bootstrap(self) -> str:
@@ -176,8 +183,11 @@ class Run:
         """A rule loses the responses to one API (processed, never answered, or the
         connection closed after processing) a few times, until the clients have moved on."""
         control = self.broker.control()
-        rule = control.fault_add(action=self.rng.choice(["drop_response", "close_after"]),
-                                 api_key=self.rng.choice(LOSABLE_APIS), skip=self.rng.randint(0, 2),
+        action = self.rng.choice(["drop_response", "close_after"])
+        api_key = self.rng.choice(LOSABLE_APIS)
+        if api_key in CLOSE_ONLY_APIS:
+            action = "close_after"
+        rule = control.fault_add(action=action, api_key=api_key, skip=self.rng.randint(0, 2),
                                  count=self.rng.randint(1, 3))
         deadline = time.monotonic() + 20.0  # the rarer APIs (FindCoordinator) may not come up
         while time.monotonic() < deadline and self._fired(control, rule["id"]) < rule["count"]:
@@ -243,6 +253,7 @@ class Run:
             time.sleep(self.rng.uniform(0.2, 1.5))
             burst.finish()
             self.burst_requests += burst.sent
+            self.init_answers += burst.answers
             control.node_start(node_id=coordinator)
         elif kind == "long_pause":  # beyond broker.session.timeout.ms: fenced meanwhile
             session_s = BROKER_SETTINGS["broker.session.timeout.ms"] / 1000
@@ -314,6 +325,7 @@ class Run:
             ends=ends,
             ctp_source_topic=IDEM_TOPIC,
             ctp_committed=readback.group_offsets(bootstrap, CTP_GROUP, IDEM_TOPIC, IDEM_PARTITIONS),
+            init_answers=self.init_answers,
         )
         read.logs, read.coordinators_before, read.coordinators_after = self.check_logs_across_restart()
         report = check(read_histories(sorted(self.workdir.glob("history-*.jsonl"))), read)
@@ -338,7 +350,8 @@ class Run:
 class InitProducerIdBurst(threading.Thread):
     """Connections asking for producer ids of a few transactional ids, over and over,
     until finished: the (producer id, epoch) pairs coordinators hand out while one of them
-    stops are then in __transaction_state for the checker. Answers are not needed."""
+    stops are then in __transaction_state for the checker, and the successful answers
+    (transactional id, producer id, epoch) in ``answers``."""
 
     CONNECTIONS = 15
 
@@ -348,6 +361,7 @@ class InitProducerIdBurst(threading.Thread):
         self.ids = transactional_ids
         self.done = threading.Event()
         self.sent = 0
+        self.answers: list[tuple[str, int, int]] = []
 
     def run(self) -> None:
         if self.ids:
@@ -368,9 +382,11 @@ class InitProducerIdBurst(threading.Thread):
                         conn = await KafkaConnection.connect("127.0.0.1", self.ports[n % len(self.ports)],
                                                              f"torture-burst-{n}")
                     self.sent += 1
-                    await conn.request(22, 4, {"transactional_id": self.ids[n % len(self.ids)],
-                                               "transaction_timeout_ms": 60000, "producer_id": -1,
-                                               "producer_epoch": -1}, timeout=2.0)
+                    tid = self.ids[n % len(self.ids)]
+                    answer = await conn.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                        "producer_id": -1, "producer_epoch": -1}, timeout=2.0)
+                    if answer.error_code == 0:
+                        self.answers.append((tid, answer.producer_id, answer.producer_epoch))
                 except (OSError, ConnectionError, asyncio.TimeoutError):
                     if conn is not None:
                         await conn.close()

@@ -62,6 +62,11 @@ _NOTHING = Result()
 # The coordinator's timers (``timers``), by name.
 TIMEOUT_ABORTS = "transaction timeouts"
 ID_EXPIRATION = "transactional id expiration"
+# A prepared transaction's markers are being written (Kafka holds the Complete state as
+# pending from the prepare's append, or the load, until they are): an EndTxn v1 of its
+# producer, commit or abort, is answered CONCURRENT_TRANSACTIONS and retried, never
+# INVALID_TXN_STATE, which librdkafka makes fatal.
+_MARKERS_PENDING = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,12 +421,9 @@ class TransactionCoordinator:
         if md.state is TransactionState.ONGOING:
             prepared = md.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT, now_ms)
             return Result((self._record(prepared),), _ENDED, (self._send_markers(prepared, coordinator_epoch, commit),))
-        done, preparing = (
-            (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
-        )
-        if md.state is done:
+        if md.state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             return Result(response=EndTxnResponse(E.none))  # a retry of a finished EndTxn
-        if md.state is preparing:
+        if md.state in _MARKERS_PENDING:
             return Result(response=EndTxnResponse(E.concurrent_transactions))
         return Result(response=EndTxnResponse(E.invalid_txn_state))
 

@@ -314,3 +314,51 @@ def test_a_marker_request_dropped_or_delayed_by_a_rule_added_later_times_out_and
 
 def _rule(control, rule_id: int) -> dict:
     return next(r for r in control.faults()["rules"] if r["id"] == rule_id)
+
+
+async def test_an_abort_while_the_commit_markers_are_held_is_concurrent_not_invalid(broker_factory, topic_name):
+    """librdkafka sends EndTxn(abort) right after a commit when the next transaction's
+    AddPartitionsToTxn met CONCURRENT_TRANSACTIONS (it counts that request as possibly
+    received). While the commit's markers are out (held by a rule here) Kafka answers
+    CONCURRENT_TRANSACTIONS, which the client retries; INVALID_TXN_STATE, fatal to it,
+    comes only once the commit has completed. Nothing of the commit is undone."""
+    from broker.errors import code
+    from broker.wire.client import KafkaConnection
+
+    broker = broker_factory(admin=True)
+    create(broker.bootstrap, topic_name, 1)
+    control = broker.control()
+    node_id = control.cluster()["nodes"][0]["node_id"]
+    txn_id = f"held-{topic_name}"
+
+    def state() -> str:
+        return next(t["state"] for t in broker.transactions() if t["transactional_id"] == txn_id)
+
+    async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+        while (init := await conn.request(22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
+                                                   "producer_id": -1, "producer_epoch": -1})).error_code:
+            assert init.error_code == code("COORDINATOR_LOAD_IN_PROGRESS")
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        async def add() -> int:
+            answer = await conn.request(24, 3, {"v3_and_below_transactional_id": txn_id,
+                                                "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+                                                "v3_and_below_topics": [{"name": topic_name, "partitions": [0]}]})
+            return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+        def end(commit: bool):
+            return conn.request(26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                                        "committed": commit})
+
+        assert await add() == 0
+        held = control.fault_add(action="hold", api_key=27, client_id=f"eosbroker-node-{node_id}", count=1)
+        assert (await end(True)).error_code == 0
+        wait_until(lambda: _rule(control, held["id"])["matched"] >= 1, timeout=30)
+        assert await add() == code("CONCURRENT_TRANSACTIONS")
+        assert (await end(False)).error_code == code("CONCURRENT_TRANSACTIONS")
+        assert state() == "PrepareCommit"
+        control.fault_release(rule_id=held["id"])
+        wait_until(lambda: state() == "CompleteCommit", timeout=30)
+        assert (await end(False)).error_code == code("INVALID_TXN_STATE")
+        assert (await end(True)).error_code == 0  # a retry of the finished commit
+    assert state() == "CompleteCommit"

@@ -43,10 +43,12 @@ class History:
         ]
         self.before = {TID: ("CompleteCommit", PID, 1)}
         self.after = dict(self.before)
+        self.answers = []
 
     def check(self):
         read = ReadBack(committed=[], uncommitted=[], ends={}, logs=[LogScan(self.batches, self.txn_log)],
-                        coordinators_before=self.before, coordinators_after=self.after)
+                        coordinators_before=self.before, coordinators_after=self.after,
+                        init_answers=self.answers)
         return check([], read)
 
 
@@ -72,6 +74,24 @@ def test_two_instances_writing_with_one_producer_epoch():
 def test_an_epoch_handed_out_again_by_a_deposed_coordinator():
     h = History()
     h.txn_log += [state(12, "Empty", 48), state(13, "Empty", 47)]  # node 1 reached 48; node 2 gives 47
+    only(h.check(), "shared_producer_epoch")
+
+
+def test_init_producer_id_answers_each_logged_and_given_once():
+    h = History()
+    h.answers = [(TID, PID, 0), (TID, PID, 1)]
+    assert h.check().ok
+
+
+def test_one_epoch_given_to_two_init_producer_id_callers():
+    h = History()
+    h.answers = [(TID, PID, 1), (TID, PID, 1)]  # the stopped node and the new coordinator
+    only(h.check(), "shared_producer_epoch")
+
+
+def test_an_epoch_given_that_the_transaction_log_does_not_hold():
+    h = History()
+    h.answers = [(TID, PID, 2)]  # answered by a coordinator whose write did not stand
     only(h.check(), "shared_producer_epoch")
 
 

@@ -137,7 +137,7 @@ class Model:
             return E.none
         if t.state == COMPLETE[commit]:
             return E.none
-        if t.state == PREPARE[commit]:
+        if t.state in PREPARE.values():  # the markers are being written
             return E.concurrent_transactions
         return E.invalid_txn_state
 
