@@ -19,7 +19,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.cluster.event_history import EventHistory
 from broker.config import BrokerConfig
 from broker.cluster.replicas import Leadership, ReplicaState
-from broker.log.files import fsync_dir, replace_atomically
+from broker.log.files import fsync_all, fsync_dir, replace_atomically
 from broker.log.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.log.recovery_points import read_recovery_points, write_recovery_points
 from broker.cluster.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
@@ -220,7 +220,8 @@ class Cluster:
         what was appended after."""
         taken = [c for p in list(self.partitions.values()) if (c := p.checkpoint()) is not None]
         if taken:
-            write = self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(lambda: [c.write() for c in taken]))
+            write = self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(
+                lambda: fsync_all([path for c in taken for path in c.write()])))
             write.add_done_callback(lambda f: f.cancelled() or f.exception())  # read even if nobody awaits it
             try:
                 await asyncio.shield(write)  # a stopping broker cancels us, not the thread
@@ -569,10 +570,19 @@ class Cluster:
         return topic
 
     def close(self) -> None:
-        """Closes every partition (each flushes and snapshots), then writes the clean
-        shutdown marker so the next start need not re-scan the active segments."""
+        """Closes every partition (each flushes and snapshots), makes what they wrote
+        durable in one fsync pass, then writes the clean shutdown marker so the next
+        start need not re-scan the active segments."""
+        unsynced: list[Path] = []
         for part in self.partitions.values():
-            part.close()
+            unsynced += part.close(sync=False)
+        try:
+            fsync_all(unsynced)
+        except OSError as e:
+            log.error("could not make the partitions' files durable at shutdown (%s): no clean-shutdown marker, "
+                      "the next start validates them", e)
+            return
+        for part in self.partitions.values():
             part.recovery_point = part.log.log_end_offset  # flushed, snapshotted there
         self._write_recovery_points()
         if not self._clean_start:
