@@ -123,14 +123,15 @@ class JsonJournal:
         value = {} if value is None else value
         import json
 
-        lines = text.split("\n")[:-1]  # the part after the last newline is torn, or empty
-        for line in lines:
-            change = json.loads(line)
+        complete = text[:text.rfind("\n") + 1]  # the part after the last newline is torn, or empty
+        lines = complete.count("\n")
+        # one parse for every line (each is a JSON array, so joined they make one array)
+        for change in json.loads("[" + complete.replace("\n", ",")[:-1] + "]") if lines else ():
             if len(change) == 2:
                 value[change[0]] = change[1]
             else:
                 value.pop(change[0], None)
-        self._lines = len(lines)
+        self._lines = lines
         return value
 
     def exists(self) -> bool:
@@ -153,6 +154,12 @@ class JsonJournal:
             os.close(fd)
         self._lines += len(lines)
         if self._lines > max(64, len(whole)):
+            self.rewrite(whole)
+
+    def compact(self, whole: dict) -> None:
+        """Folds the journal into the file (a clean stop): the next start parses one
+        object instead of replaying a line per change."""
+        if self._lines:
             self.rewrite(whole)
 
     def rewrite(self, whole: dict) -> None:

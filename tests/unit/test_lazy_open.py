@@ -90,3 +90,29 @@ def test_clean_stop_writes_every_snapshot_then_fsyncs_them_in_one_pass(tmp_path:
     assert events.index(("replace", marker)) > max(n for n, (kind, path) in enumerate(events)
                                                   if kind == "fsync" and path in snapshots)
     assert _start(tmp_path).clean_start
+
+
+def test_a_start_after_a_clean_stop_replays_no_journal_and_reads_no_recovery_points(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """What a start costs per partition: after a clean stop the registries are whole files
+    (their journals folded in at the stop), and the recovery points, a line per partition,
+    are read only when a partition opens."""
+    import broker.cluster.cluster as cluster_module
+
+    cluster = _start(tmp_path)
+    cluster.create_topic("t", 3)
+    cluster.partition("t", 0).append(view(make_batch()), now_ms=0)
+    assert (tmp_path / "meta" / "topics.json.journal").exists()
+    cluster.close()
+    for name in ("topics.json", "partitions.json"):
+        assert (tmp_path / "meta" / name).exists() and not (tmp_path / "meta" / f"{name}.journal").exists()
+
+    reads = []
+    real_read = cluster_module.read_recovery_points
+    monkeypatch.setattr(cluster_module, "read_recovery_points", lambda path: (reads.append(path), real_read(path))[1])
+    cluster = _start(tmp_path)
+    assert cluster.clean_start and cluster.partitions == {} and reads == []
+    assert cluster.leader_of("t", 2) == 1  # the registry and the leaderships are there
+    assert cluster.partition("t", 0).log.log_end_offset == 1 and len(reads) == 1
+    assert cluster.partition("t", 0).recovery_point == 1
+    cluster.close()
