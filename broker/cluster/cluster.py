@@ -19,7 +19,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.cluster.event_history import EventHistory
 from broker.config import BrokerConfig
 from broker.cluster.replicas import Leadership, ReplicaState
-from broker.log.files import fsync_dir, replace_atomically
+from broker.log.files import fsync_all, fsync_dir, replace_atomically
 from broker.log.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.log.recovery_points import read_recovery_points, write_recovery_points
 from broker.cluster.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
@@ -93,7 +93,7 @@ class Cluster:
         self._log_configs: dict = {}  # LogConfig -> itself
         # what open_all found: whether the last run ended cleanly, and its recovery points
         self._clean_start = False
-        self._start_points: dict[tuple[str, int], int] = {}
+        self._recorded_points: dict[tuple[str, int], int] | None = None  # read at first use
         # Told of events that /metrics counts (set by the admin server, else None):
         # (coordinator topic, partition, seconds from load start to loaded) and
         # ("commit" | "abort", seconds from a transaction's start to its markers written).
@@ -150,18 +150,18 @@ class Cluster:
         """
         started = self.clock.now_ms()
         self._clean_start = self._take_clean_shutdown_marker()
-        self._start_points = read_recovery_points(self.recovery_points_path)
         self._repair_half_made_topics()
         for topic in list(self.topics.by_name.values()):
             replication_factor = self.default_replication_factor(_replication_setting(topic.name))
             for i in range(topic.partitions):
                 self.replicas.assign(topic.name, i, replication_factor)
-        self.replicas.save()
+        self.replicas.save_assigned()
         for name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
             topic = self.topics.by_name.get(name)
             for i in range(topic.partitions if topic is not None else 0):
                 self._open_partition(topic, i)
-        self._write_recovery_points()
+        if self.partitions:  # else the file holds what it held
+            self._write_recovery_points()
         known = sum(t.partitions for t in self.topics.by_name.values())
         if known:
             log.info("%d partitions known, %d opened at start in %d ms after %s; the others open on first use",
@@ -173,12 +173,16 @@ class Cluster:
         """A create or delete killed in the middle: partition directories the registry
         does not name are removed (the registry entry is written last when creating,
         first when deleting); directories missing for a registered topic are created."""
+        # Set operations on names: a start compares every partition's directory, so the
+        # per-name work is kept to the few names that differ.
+        names = set(os.listdir(self.data_dir))
+        expected = {f"{t.name}-{i}" for t in self.topics.by_name.values() for i in range(t.partitions)}
         present: dict[str, set[int]] = {}
-        with os.scandir(self.data_dir) as entries:
-            for entry in entries:
-                name, dash, index = entry.name.rpartition("-")
-                if dash and name and index.isdigit() and str(int(index)) == index and entry.is_dir(follow_symlinks=False):
-                    present.setdefault(name, set()).add(int(index))
+        for entry in names - expected:
+            name, dash, index = entry.rpartition("-")
+            if dash and name and index.isdigit() and str(int(index)) == index \
+                    and os.path.isdir(self.data_dir / entry) and not os.path.islink(self.data_dir / entry):
+                present.setdefault(name, set()).add(int(index))
         for name, indexes in sorted(present.items()):
             topic = self.topics.by_name.get(name)
             extra = sorted(i for i in indexes if topic is None or i >= topic.partitions)
@@ -188,8 +192,9 @@ class Cluster:
                 log.warning("removed %d partition directories of %s %s (%s) left by a topic create, partition "
                             "add or delete that did not finish", len(extra),
                             "unknown topic" if topic is None else "topic", name, _ranges(extra))
-        for topic in list(self.topics.by_name.values()):
-            missing = [i for i in range(topic.partitions) if i not in present.get(topic.name, ())]
+        absent = expected - names
+        for topic in list(self.topics.by_name.values()) if absent else ():
+            missing = [i for i in range(topic.partitions) if f"{topic.name}-{i}" in absent]
             if missing:
                 for i in missing:
                     self.partition_dir(topic.name, i).mkdir(parents=True, exist_ok=True)
@@ -200,6 +205,15 @@ class Cluster:
     @property
     def recovery_points_path(self) -> Path:
         return self.data_dir / "meta" / RECOVERY_POINTS_FILE
+
+    @property
+    def _start_points(self) -> dict[tuple[str, int], int]:
+        """The recovery points the last run recorded, read when first needed (a partition
+        opens, a checkpoint or a stop records them): a start that opens no partition does
+        not parse a line per partition."""
+        if self._recorded_points is None:
+            self._recorded_points = read_recovery_points(self.recovery_points_path)
+        return self._recorded_points
 
     def _write_recovery_points(self) -> None:
         # partitions not opened this run keep the point they had at start
@@ -219,7 +233,8 @@ class Cluster:
         what was appended after."""
         taken = [c for p in list(self.partitions.values()) if (c := p.checkpoint()) is not None]
         if taken:
-            write = self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(lambda: [c.write() for c in taken]))
+            write = self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(
+                lambda: fsync_all([path for c in taken for path in c.write()])))
             write.add_done_callback(lambda f: f.cancelled() or f.exception())  # read even if nobody awaits it
             try:
                 await asyncio.shield(write)  # a stopping broker cancels us, not the thread
@@ -591,14 +606,29 @@ class Cluster:
         return topic
 
     def close(self) -> None:
-        """Closes every partition (each flushes and snapshots), then writes the clean
-        shutdown marker so the next start need not re-scan the active segments."""
+        """Closes every partition (each flushes and snapshots), makes what they wrote
+        durable in one fsync pass, then writes the clean shutdown marker so the next
+        start need not re-scan the active segments."""
+        unsynced: list[Path] = []
         for part in self.partitions.values():
-            part.close()
+            unsynced += part.close(sync=False)
+        try:
+            fsync_all(unsynced)
+        except OSError as e:
+            log.error("could not make the partitions' files durable at shutdown (%s): no clean-shutdown marker, "
+                      "the next start validates them", e)
+            return
+        for part in self.partitions.values():
             part.recovery_point = part.log.log_end_offset  # flushed, snapshotted there
         self._write_recovery_points()
+        for registry in (self.topics, self.replicas):
+            try:
+                registry.compact()
+            except OSError as e:  # the journal still holds every change
+                log.warning("could not fold a metadata journal into its file: %s", e)
         if not self._clean_start:
-            unchecked = sum(1 for key in self.partition_keys() if key not in self.partitions)
+            unchecked = sum(1 for key in self.partition_keys()
+                            if key not in self.partitions and key[0] not in self.created_this_run)
             if unchecked:
                 # the marker would let the next start trust files nothing has validated
                 log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "

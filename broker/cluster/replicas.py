@@ -63,6 +63,7 @@ class ReplicaState:
         self.up = set(self.node_ids)
         self._stored: dict[str, list] = {}
         self._forgotten: set[str] = set()  # stored names forgotten since the last save
+        self._assigned: set[tuple[str, int]] = set()  # assigned other than stored, since save_assigned
         self._journal = JsonJournal(self.path, separators=(",", ":"))
         try:
             self._stored = self._journal.load()
@@ -78,17 +79,26 @@ class ReplicaState:
         else a fresh spread over the nodes (partition i starts at node i, as the
         coordinator topics' partitions are spread)."""
         stored = self._stored.get(f"{topic}-{index}")  # [replicas, leader epoch, leader]
-        if replicas is None and stored is not None and set(stored[0]) <= set(self.node_ids):
+        node_ids = self.node_ids
+        if replicas is None and stored is not None and all(r in node_ids for r in stored[0]):
             replicas = stored[0]
         if replicas is None:
-            n = len(self.node_ids)
+            n = len(node_ids)
             rf = max(1, min(replication_factor, n))
-            replicas = [self.node_ids[(index + k) % n] for k in range(rf)]
-        isr = [r for r in replicas if r in self.up]
+            replicas = [node_ids[(index + k) % n] for k in range(rf)]
+        up = self.up
+        isr = [r for r in replicas if r in up]
         leader = isr[0] if isr else NO_LEADER
         epoch = 0 if stored is None else stored[1] + (leader != stored[2])
         state = self.partitions[(topic, index)] = Leadership(list(replicas), isr, leader, epoch)
+        if stored is None or leader != stored[2] or replicas is not stored[0]:
+            self._assigned.add((topic, index))  # differs from what is stored: for save_assigned
         return state
+
+    def save_assigned(self) -> None:
+        """``save`` for the partitions ``assign`` gave another leadership than the stored
+        one: a start that assigns every partition compares only those."""
+        self.save(self._assigned)
 
     def first_leader(self, index: int) -> int:
         """The leader ``assign`` gives partition ``index`` of a new topic."""
@@ -105,6 +115,11 @@ class ReplicaState:
         """Records the leaderships of ``keys`` ((topic, index) pairs; every partition's
         when None) that changed since they were last recorded, and the partitions
         forgotten since: a journal line each, not the whole file."""
+        if keys is None:
+            self._assigned.clear()
+        else:
+            keys = list(keys)
+            self._assigned.difference_update(keys)
         items = (self.partitions.items() if keys is None
                  else ((k, self.partitions[k]) for k in keys if k in self.partitions))
         changed = {}
@@ -117,6 +132,10 @@ class ReplicaState:
             return  # nothing to keep and no file: reading none gives the same empty state
         self._stored.update(changed)
         self._journal.change(self._stored, changed, removed)
+
+    def compact(self) -> None:
+        """At a clean stop: the journal folded into the file, for a quick next start."""
+        self._journal.compact(self._stored)
 
     def leader_of(self, topic: str, index: int) -> int:
         state = self.partitions.get((topic, index))

@@ -147,6 +147,10 @@ class TopicRegistry:
                              () if removed is None else (removed,))
         self._entries = whole
 
+    def compact(self) -> None:
+        """At a clean stop: the journal folded into the file, for a quick next start."""
+        self._journal.compact(self._entries)
+
     def add(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         topic = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
         self._index(topic)

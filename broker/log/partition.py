@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,18 +49,16 @@ class RecoveryCheckpoint:
     snapshot: bytes
     files: tuple[Path, ...]
 
-    def write(self) -> None:
-        """fsyncs the log up to ``end`` and writes the producer snapshot taken there. Any
-        thread: segment files only grow meanwhile; each is opened here (the event loop's
-        descriptor pool may close its own meanwhile), and a segment deleted meanwhile
-        raises OSError and the recovery point stays where it was."""
-        for path in self.files:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        write_snapshot_bytes(self.snapshot, self.partition.log.directory, self.end)
+    def write(self) -> list[Path]:
+        """Writes the producer snapshot taken at ``end``, not fsynced; returns what must
+        be fsynced for the log up to ``end`` and that snapshot to be durable (the
+        caller's ``fsync_all`` pass, with every other checkpoint's). Any thread: segment
+        files only grow meanwhile and are opened by path there (the event loop's
+        descriptor pool may close its own meanwhile); a segment deleted meanwhile raises
+        OSError and the recovery point stays where it was."""
+        directory = self.partition.log.directory
+        written = write_snapshot_bytes(self.snapshot, directory, self.end, fsync=False)
+        return [*self.files, written, directory]
 
 
 class Partition:
@@ -248,19 +245,25 @@ class Partition:
     def _snapshot_at_roll(self, new_segment_base: int) -> None:
         write_snapshot(self.producer_state, self.log.directory, new_segment_base)
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> list[Path]:
+        """Closes the files, flushed, with a producer snapshot at the log end; with
+        ``sync`` False nothing is fsynced here: the files and directories to fsync are
+        returned, for one pass over every partition (``fsync_all``)."""
         self.wake_fetchers()
+        unsynced: list[Path] = []
         try:
             # As Kafka's takeSnapshot, only when appends came after the newest snapshot
             # (snapshots past the log end are deleted at load): a clean shutdown of many
             # idle partitions would otherwise fsync a file for each.
             end = self.log.log_end_offset
             if end > 0 and not snapshot_path(self.log.directory, end).exists():
-                write_snapshot(self.producer_state, self.log.directory, end)
+                unsynced += (write_snapshot_bytes(encode_snapshot(self.producer_state), self.log.directory, end,
+                                                  fsync=sync), self.log.directory)
         except OSError:
             log.exception("could not write the producer state snapshot of %s-%d", self.topic, self.index)
         self.aborted.close()
-        self.log.close()
+        unsynced += self.log.close(sync)
+        return [] if sync else unsynced
 
     def discard(self) -> None:
         """Closes files without a snapshot: the partition is being deleted."""

@@ -568,13 +568,28 @@ class PartitionLog:
         self._bases[i:end] = [base]
         return True
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> list[Path]:
+        """Closes the files, flushed; with ``sync`` False, not fsynced here but named in
+        the list returned (segments written since their last flush, with their indexes,
+        and the directory if files came or went): the caller fsyncs them in one pass."""
         if self._closed:
-            return
-        self.flush()
+            return []
+        unsynced: list[Path] = []
+        if sync:
+            self.flush()
+        else:
+            for seg in self._segments:
+                if seg.unflushed:
+                    unsynced += (seg.log_path, seg.index_path, seg.time_index_path)
+                    seg.unflushed = False
+            if self._dir_unflushed:
+                unsynced.append(self._directory)
+                self._dir_unflushed = False
+            self._flushed_offset = self._active.next_offset
         for seg in self._segments:
             seg.close()
         self._closed = True
+        return unsynced
 
 
 def _is_segment_name(name: str) -> bool:

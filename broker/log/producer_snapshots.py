@@ -18,6 +18,7 @@ duplicate detection survives a restart.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from pathlib import Path
 
@@ -47,13 +48,15 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
     """(offset, path) of every snapshot file in ``directory``, oldest first."""
     directory = Path(directory)
-    if not directory.is_dir():
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
         return []
     found = []
-    for p in directory.iterdir():
-        stem = p.name[: -len(SNAPSHOT_SUFFIX)]
-        if p.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
-            found.append((int(stem), p))
+    for name in names:  # names first, paths only for snapshots: a partition close lists its directory
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+            found.append((int(stem), directory / name))
     return sorted(found)
 
 
@@ -104,17 +107,20 @@ def decode_snapshot(data: bytes, emulate_older_than_2_5: bool = False) -> Produc
         raise CorruptSnapshot(f"snapshot truncated: {e}") from None
 
 
-def write_snapshot(manager: ProducerStateManager, directory: Path, offset: int) -> Path:
+def write_snapshot(manager: ProducerStateManager, directory: Path, offset: int, fsync: bool = True) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    return write_snapshot_bytes(encode_snapshot(manager), directory, offset)
+    return write_snapshot_bytes(encode_snapshot(manager), directory, offset, fsync)
 
 
-def write_snapshot_bytes(snapshot: bytes, directory: Path, offset: int) -> Path:
+def write_snapshot_bytes(snapshot: bytes, directory: Path, offset: int, fsync: bool = True) -> Path:
     """Writes an encoded snapshot into an existing partition directory (never creating
-    it: the partition may have been deleted meanwhile) and drops the oldest."""
+    it: the partition may have been deleted meanwhile) and drops the oldest. Without
+    ``fsync`` the caller makes the file and the directory durable (``fsync_all``);
+    until then a crash may leave it torn, and a torn snapshot fails its CRC at load and
+    the log is replayed from the one before."""
     path = snapshot_path(directory, offset)
-    replace_atomically(path, snapshot)
+    replace_atomically(path, snapshot, fsync=fsync)
     for _, old in list_snapshots(directory)[:-SNAPSHOTS_TO_KEEP]:
         old.unlink(missing_ok=True)
     return path

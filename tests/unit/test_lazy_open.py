@@ -54,3 +54,65 @@ def test_no_clean_marker_while_partitions_are_unvalidated_since_a_crash(tmp_path
     cluster.close()
     assert cluster.clean_shutdown_path.exists()
     assert _start(tmp_path).clean_start
+
+
+def test_clean_stop_writes_every_snapshot_then_fsyncs_them_in_one_pass(tmp_path: Path, monkeypatch) -> None:
+    """What a clean stop of many written partitions does to the disk: every partition's
+    snapshot is written first, then one pass fsyncs every snapshot, segment and directory
+    (not one fsync after each partition), and only then comes the clean-shutdown marker."""
+    import os
+
+    from broker.log.producer_snapshots import list_snapshots
+
+    cluster = _start(tmp_path)
+    cluster.create_topic("t", 4)
+    for i in range(4):
+        cluster.partition("t", i).append(view(make_batch()), now_ms=0)
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(("replace", str(dst))),
+                                                         real_replace(src, dst))[1])
+    cluster.close()
+
+    snapshots = [str(list_snapshots(cluster.partition_dir("t", i))[-1][1]) for i in range(4)]
+    replaced = [path for kind, path in events if kind == "replace"]
+    fsynced = [path for kind, path in events if kind == "fsync"]
+    assert set(snapshots) <= set(replaced) and set(snapshots) <= set(fsynced)
+    first_fsync = next(n for n, (kind, _) in enumerate(events) if kind == "fsync")
+    assert all(events.index(("replace", s)) < first_fsync for s in snapshots)  # all written before any fsync
+    for i in range(4):
+        directory = str(cluster.partition_dir("t", i))
+        assert directory in fsynced and f"{directory}/00000000000000000000.log" in fsynced
+        assert fsynced.count(directory) == 1  # one pass, each directory once
+    marker = str(cluster.clean_shutdown_path)
+    assert events.index(("replace", marker)) > max(n for n, (kind, path) in enumerate(events)
+                                                  if kind == "fsync" and path in snapshots)
+    assert _start(tmp_path).clean_start
+
+
+def test_a_start_after_a_clean_stop_replays_no_journal_and_reads_no_recovery_points(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """What a start costs per partition: after a clean stop the registries are whole files
+    (their journals folded in at the stop), and the recovery points, a line per partition,
+    are read only when a partition opens."""
+    import broker.cluster.cluster as cluster_module
+
+    cluster = _start(tmp_path)
+    cluster.create_topic("t", 3)
+    cluster.partition("t", 0).append(view(make_batch()), now_ms=0)
+    assert (tmp_path / "meta" / "topics.json.journal").exists()
+    cluster.close()
+    for name in ("topics.json", "partitions.json"):
+        assert (tmp_path / "meta" / name).exists() and not (tmp_path / "meta" / f"{name}.journal").exists()
+
+    reads = []
+    real_read = cluster_module.read_recovery_points
+    monkeypatch.setattr(cluster_module, "read_recovery_points", lambda path: (reads.append(path), real_read(path))[1])
+    cluster = _start(tmp_path)
+    assert cluster.clean_start and cluster.partitions == {} and reads == []
+    assert cluster.leader_of("t", 2) == 1  # the registry and the leaderships are there
+    assert cluster.partition("t", 0).log.log_end_offset == 1 and len(reads) == 1
+    assert cluster.partition("t", 0).recovery_point == 1
+    cluster.close()
