@@ -160,7 +160,7 @@ async def serve(host: str, port: int) -> None:
         await server.serve_forever()
 
 
-def responder_command(port: int, data_dir: Path) -> list[str]:
+def responder_command(port: int, data_dir: Path, sasl_ssl=None) -> list[str]:  # plaintext only
     return [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)]  # as a script: any working dir
 
 
