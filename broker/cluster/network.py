@@ -32,7 +32,7 @@ from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from broker.wire.server import Connection, RequestContext
 from protocol import messages
-from protocol.framing import RequestHeader
+from protocol.framing import EncodedBody, RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,8 @@ class Network:
                 await self.broker.clock.sleep(back.delay_ms / 1000)
             if back.lost():
                 await asyncio.Event().wait()
+        if isinstance(result, EncodedBody):  # an answer the handler keeps encoded (ApiVersions)
+            return messages.decode_response(api_key, version, result)
         if isinstance(result, dict) and (typed or messages.CHECK_FIELD_NAMES):
             built = messages.build_response(api_key, version, result)
             if typed:
