@@ -129,6 +129,20 @@ class _Partition:
     # The end of a new streams group's initial rebalance delay, likewise.
     new_group_assignment_delays: dict[str, int] = field(default_factory=dict)
 
+    def typed(self, kind: str) -> dict:
+        """The groups of one type here: "classic", "consumer", "share" or "streams"."""
+        return {"classic": self.groups, "consumer": self.consumer_groups, "share": self.share_groups,
+                "streams": self.streams_groups}[kind]
+
+    def holds(self, group_id: str, kinds: Iterable[str]) -> bool:
+        """Whether a group of one of these types has this id here."""
+        return any(group_id in self.typed(kind) for kind in kinds)
+
+
+def _not_a(group_id: str, kind: str) -> str:
+    """Kafka's message when a group id belongs to a group of another type."""
+    return f"Group {group_id} is not a {kind} group."
+
 
 def _random_uuid() -> str:
     return str(uuid.uuid4())
@@ -205,20 +219,21 @@ class GroupCoordinator:
         return [out.result()]
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
-        state = self._partitions.get(self.partition_for(group_id))
-        return None if state is None else state.consumer_groups.get(group_id)
+        return self._stored(group_id, "consumer")
 
     def share_group(self, group_id: str) -> ShareGroup | None:
-        state = self._partitions.get(self.partition_for(group_id))
-        return None if state is None else state.share_groups.get(group_id)
+        return self._stored(group_id, "share")
 
     def streams_group(self, group_id: str) -> StreamsGroup | None:
-        state = self._partitions.get(self.partition_for(group_id))
-        return None if state is None else state.streams_groups.get(group_id)
+        return self._stored(group_id, "streams")
 
     def group(self, group_id: str) -> ClassicGroup | None:
+        return self._stored(group_id, "classic")
+
+    def _stored(self, group_id: str, kind: str) -> Any:
+        """The group of this type with this id, if this coordinator holds it."""
         state = self._partitions.get(self.partition_for(group_id))
-        return None if state is None else state.groups.get(group_id)
+        return None if state is None else state.typed(kind).get(group_id)
 
     def committed_offset(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
         state = self._partitions.get(self.partition_for(group_id))
@@ -371,6 +386,22 @@ class GroupCoordinator:
         if state.loading:
             return E.coordinator_load_in_progress, None
         return None, state
+
+    def _typed_group(self, group_id: str, kind: str, rivals: tuple[str, ...]) -> tuple[ErrorCode, str | None, Any]:
+        """(error, message, group) as a modern group's Describe answers for one group: the
+        group of type ``kind`` with this id, or the error Kafka gives (saying "not a
+        ``kind`` group" where a group of a type in ``rivals`` has the id)."""
+        if not group_id:
+            return E.invalid_group_id, None, None
+        error, state = self._serving(group_id)
+        if state is None:
+            return error, None, None
+        group = state.typed(kind).get(group_id)
+        if group is None:
+            if state.holds(group_id, rivals):
+                return E.group_id_not_found, _not_a(group_id, kind), None
+            return E.group_id_not_found, f"Group {group_id} not found.", None
+        return E.none, None, group
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
 
@@ -545,14 +576,14 @@ class GroupCoordinator:
             if state is None:
                 return Result(response=HeartbeatAnswer(error))
             records: list[CoordinatorRecord] = []
-            if request.group_id in state.share_groups or request.group_id in state.streams_groups:
-                raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a consumer group.")
+            if state.holds(request.group_id, ("share", "streams")):
+                raise Refused(E.group_id_not_found, _not_a(request.group_id, "consumer"))
             group = state.consumer_groups.get(request.group_id)
             classic = state.groups.get(request.group_id)
             upgrade = Outcome()
             if group is None and classic is not None:
                 if request.member_epoch != 0:
-                    raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a consumer group.")
+                    raise Refused(E.group_id_not_found, _not_a(request.group_id, "consumer"))
                 # An empty classic group (say, offsets committed without membership)
                 # becomes a consumer group; its offsets stay. One with members is
                 # converted with them (KIP-848 online upgrade), when the policy allows.
@@ -582,9 +613,9 @@ class GroupCoordinator:
         Raises Refused when the policy or the group does not allow it."""
         group_id = classic.group_id
         if not self.config.consumer.upgrade_enabled or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            raise Refused(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            raise Refused(E.group_id_not_found, _not_a(group_id, "consumer"))
         if len(classic.members) > self.config.consumer.max_size:
-            raise Refused(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            raise Refused(E.group_id_not_found, _not_a(group_id, "consumer"))
         topics = self.topics()
         epoch = classic.generation_id
         converted = ConsumerGroup(group_id, group_epoch=epoch, assignment_epoch=epoch)
@@ -630,9 +661,9 @@ class GroupCoordinator:
             return Result(response=HeartbeatAnswer(error))
         group = state.share_groups.get(request.group_id) if state is not None else None
         try:
-            if state is not None and group is None and (request.group_id in state.groups or request.group_id in
-                                                        state.consumer_groups or request.group_id in state.streams_groups):
-                raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a share group.")
+            if state is not None and group is None and state.holds(request.group_id,
+                                                                   ("classic", "consumer", "streams")):
+                raise Refused(E.group_id_not_found, _not_a(request.group_id, "share"))
             session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
             records, answer, left, initialize = self.share.heartbeat(group, request, self.topics(), now_ms,
                                                                      session_timeout_ms, interval_ms)
@@ -653,24 +684,14 @@ class GroupCoordinator:
         error, state = self._serving(group_id)
         if error is not None:
             return Result(response=error)
-        if group_id in state.groups or group_id in state.consumer_groups:
+        if state.holds(group_id, ("classic", "consumer")):
             return Result(response=E.group_id_not_found)
         group = state.share_groups.get(group_id) or ShareGroup(group_id)
         return Result(records=tuple(self.share.state_changed(group, partitions, initialized)), response=E.none)
 
     def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
         """(error, message, group) as ShareGroupDescribe answers for one group."""
-        if not group_id:
-            return E.invalid_group_id, None, None
-        error, state = self._serving(group_id)
-        if state is None:
-            return error, None, None
-        group = state.share_groups.get(group_id)
-        if group is None:
-            if group_id in state.groups or group_id in state.consumer_groups or group_id in state.streams_groups:
-                return E.group_id_not_found, f"Group {group_id} is not a share group.", None
-            return E.group_id_not_found, f"Group {group_id} not found.", None
-        return E.none, None, group
+        return self._typed_group(group_id, "share", ("classic", "consumer", "streams"))
 
     def _share_timers(self, group: ShareGroup, now_ms: int) -> list[Result]:
         results = []
@@ -694,9 +715,9 @@ class GroupCoordinator:
         try:
             if state is not None and group is None:
                 classic = state.groups.get(request.group_id)
-                if (request.group_id in state.consumer_groups or request.group_id in state.share_groups
+                if (state.holds(request.group_id, ("consumer", "share"))
                         or (classic is not None and classic.state is not S.EMPTY)):
-                    raise Refused(E.group_id_not_found, f"Group {request.group_id} is not a streams group.")
+                    raise Refused(E.group_id_not_found, _not_a(request.group_id, "streams"))
                 if classic is not None and request.member_epoch == 0:
                     # An empty classic group (offsets committed without membership)
                     # becomes a streams group; its offsets stay.
@@ -715,17 +736,7 @@ class GroupCoordinator:
 
     def streams_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, StreamsGroup | None]:
         """(error, message, group) as StreamsGroupDescribe answers for one group."""
-        if not group_id:
-            return E.invalid_group_id, None, None
-        error, state = self._serving(group_id)
-        if state is None:
-            return error, None, None
-        group = state.streams_groups.get(group_id)
-        if group is None:
-            if group_id in state.groups or group_id in state.consumer_groups or group_id in state.share_groups:
-                return E.group_id_not_found, f"Group {group_id} is not a streams group.", None
-            return E.group_id_not_found, f"Group {group_id} not found.", None
-        return E.none, None, group
+        return self._typed_group(group_id, "streams", ("classic", "consumer", "share"))
 
     def _streams_timers(self, group: StreamsGroup, now_ms: int) -> list[Result]:
         results = []
@@ -744,17 +755,7 @@ class GroupCoordinator:
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         """(error, message, group) as ConsumerGroupDescribe answers for one group."""
-        if not group_id:
-            return E.invalid_group_id, None, None
-        error, state = self._serving(group_id)
-        if state is None:
-            return error, None, None
-        group = state.consumer_groups.get(group_id)
-        if group is None:
-            if group_id in state.groups:
-                return E.group_id_not_found, f"Group {group_id} is not a consumer group.", None
-            return E.group_id_not_found, f"Group {group_id} not found.", None
-        return E.none, None, group
+        return self._typed_group(group_id, "consumer", ("classic",))
 
     def _consumer_timers(self, group: ConsumerGroup, now_ms: int) -> list[Result]:
         results = []
