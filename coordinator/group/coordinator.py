@@ -283,48 +283,21 @@ class GroupCoordinator:
             self._replay_group(state, key.group, record.value, timestamp_ms)
 
     def _replay_consumer(self, key: consumer_log_codec.ConsumerKey, value: bytes | None) -> None:
-        state = self._partitions.get(self.partition_for(key.group))
-        if state is None:
-            return
-        group = state.consumer_groups.get(key.group)
-        if key.kind == consumer_log_codec.GROUP_METADATA and value is None:
-            state.consumer_groups.pop(key.group, None)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = state.consumer_groups[key.group] = ConsumerGroup(key.group)
-            group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
-        group.replay(key, value)
+        target = self._replay_target("consumer", key, value, consumer_log_codec.GROUP_METADATA, ConsumerGroup)
+        if target is not None:
+            target[1].replay(key, value)
 
     def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
-        state = self._partitions.get(self.partition_for(key.group))
-        if state is None:
-            return
-        group = state.share_groups.get(key.group)
-        if key.kind == share_log_codec.GROUP_METADATA and value is None:
-            state.share_groups.pop(key.group, None)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = state.share_groups[key.group] = ShareGroup(key.group)
-            group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
-        group.replay(key, value, timestamp_ms)
+        target = self._replay_target("share", key, value, share_log_codec.GROUP_METADATA, ShareGroup)
+        if target is not None:
+            target[1].replay(key, value, timestamp_ms)
 
     def _replay_streams(self, key: streams_log_codec.StreamsKey, value: bytes | None) -> None:
-        state = self._partitions.get(self.partition_for(key.group))
-        if state is None:
+        target = self._replay_target("streams", key, value, streams_log_codec.GROUP_METADATA, StreamsGroup)
+        if target is None:
             return
-        group = state.streams_groups.get(key.group)
-        if key.kind == streams_log_codec.GROUP_METADATA and value is None:
-            state.streams_groups.pop(key.group, None)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = state.streams_groups[key.group] = StreamsGroup(key.group)
-            group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
+        state, group, created = target
+        if created:
             group.assignment_delayed_until = state.new_group_assignment_delays.pop(key.group, None)
             group.initial_delay = group.assignment_delayed_until is not None
             # The placeholder an earlier offset commit of the group made (compaction may
@@ -333,6 +306,28 @@ class GroupCoordinator:
             if classic is not None and classic.state is S.EMPTY and not classic.generation_id:
                 del state.groups[key.group]
         group.replay(key, value)
+
+    def _replay_target(self, kind: str, key: Any, value: bytes | None, metadata_kind: int,
+                       new_group: Callable[[str], Any]) -> tuple[_Partition, Any, bool] | None:
+        """(partition state, group, created) a modern group's record replays into: the group
+        is created on its first record, with the session deadlines its first heartbeat set.
+        None where nothing replays: not this coordinator's group, or a tombstone (that of
+        the group's metadata removes the group)."""
+        state = self._partitions.get(self.partition_for(key.group))
+        if state is None:
+            return None
+        groups = state.typed(kind)
+        if key.kind == metadata_kind and value is None:
+            groups.pop(key.group, None)
+            return None
+        group = groups.get(key.group)
+        if group is not None:
+            return state, group, False
+        if value is None:
+            return None
+        group = groups[key.group] = new_group(key.group)
+        group.session_deadlines.update(state.new_group_deadlines.pop(key.group, {}))
+        return state, group, True
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of ``producer_id`` reached ``partition``."""
