@@ -20,13 +20,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
+from coordinator.group.modern_group_records import member_tombstones
 from coordinator.contract import CoordinatorRecord
+
+if TYPE_CHECKING:
+    from coordinator.group.streams_group import StreamsGroup
 
 E = ErrorCode
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -185,7 +190,7 @@ class ConsumerGroup:
         """Tombstones for every record of the group (DeleteGroups of an empty group)."""
         records = []
         for member_id in self.members:
-            records += _member_tombstones(self.group_id, member_id)
+            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
         for member_id in self.target:
             if member_id not in self.members:
                 records.append(codec.target_member_record(self.group_id, member_id, None))
@@ -292,12 +297,6 @@ def metadata_hash(topics: TopicsSnapshot, subscribed: Iterable[str]) -> int:
     the group epoch (new partitions, a topic created that a regex matches, a deletion)."""
     text = ";".join(f"{n}:{topics[n][0]}:{topics[n][1]}" for n in sorted(subscribed))
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True) if text else 0
-
-
-def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
-    return [codec.current_assignment_record(group_id, member_id, None),
-            codec.target_member_record(group_id, member_id, None),
-            codec.member_metadata_record(group_id, member_id, None)]
 
 
 def _is_subset(owned: Partitions | None, assigned: Partitions) -> bool:
@@ -452,7 +451,7 @@ class ConsumerGroups:
                  targets: dict[str, Partitions], records: list[CoordinatorRecord]) -> ConsumerMember:
         """A static member's successor under a new member id takes over its assignment."""
         successor = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-        records += _member_tombstones(group.group_id, existing.member_id)
+        records += member_tombstones(group.group_id, existing.member_id, codec.MEMBER_RECORDS)
         del members[existing.member_id]
         target = targets.pop(existing.member_id, {})
         targets[member_id] = target
@@ -614,7 +613,7 @@ class ConsumerGroups:
               ) -> list[CoordinatorRecord]:
         """Removes members (left, session or rebalance timeout) and bumps the group epoch once."""
         gone = [member_id] if isinstance(member_id, str) else list(member_id)
-        records = [r for m in gone for r in _member_tombstones(group.group_id, m)]
+        records = [r for m in gone for r in member_tombstones(group.group_id, m, codec.MEMBER_RECORDS)]
         rest = [m for m in group.members.values() if m.member_id not in gone]
         new_hash = metadata_hash(topics, {t for m in rest for t in m.subscribed_topics(topics)})
         records.append(codec.group_metadata_record(
@@ -630,11 +629,7 @@ class ConsumerGroups:
     def expired_members(self, group: ConsumerGroup, now_ms: int) -> list[str]:
         """Members whose session ran out, or that did not revoke within their rebalance timeout."""
         out = [m for m, d in group.session_deadlines.items() if d <= now_ms and m in group.members]
-        for member_id, (deadline, epoch) in group.rebalance_deadlines.items():
-            member = group.members.get(member_id)
-            if (deadline <= now_ms and member is not None and member.member_epoch == epoch
-                    and member.state is MemberState.UNREVOKED_PARTITIONS and member_id not in out):
-                out.append(member_id)
+        out += [m for m in overdue_revocations(group, now_ms) if m not in out]
         out += [m for m, d in group.classic_deadlines.items() if d <= now_ms and m in group.members and m not in out]
         return out
 
@@ -673,6 +668,16 @@ class ConsumerGroups:
         if member.classic is not None:
             return E.illegal_generation if member_epoch != member.member_epoch else None
         return _epoch_error(member_epoch, member.member_epoch)
+
+
+def overdue_revocations(group: ConsumerGroup | StreamsGroup, now_ms: int) -> Iterable[str]:
+    """Members (consumer or streams) that did not revoke within their rebalance timeout,
+    at the epoch the timer guards."""
+    for member_id, (deadline, epoch) in group.rebalance_deadlines.items():
+        member = group.members.get(member_id)
+        if (deadline <= now_ms and member is not None and member.member_epoch == epoch
+                and member.state is MemberState.UNREVOKED_PARTITIONS):
+            yield member_id
 
 
 def _epoch_error(received: int, expected: int) -> ErrorCode | None:

@@ -133,6 +133,12 @@ def record_key(version: int, group: str, member: str | None = None) -> bytes:
     return b"".join(parts)
 
 
+def member_tombstones(group: str, member: str, versions: tuple[int, ...]) -> list[CoordinatorRecord]:
+    """Tombstones of a member's records, given their key versions (each codec's
+    MEMBER_RECORDS: current assignment, target, metadata, the order Kafka deletes them)."""
+    return [CoordinatorRecord(record_key(version, group, member), None) for version in versions]
+
+
 def decode_key_strings(data: bytes, with_member: bool) -> list[str]:
     """The group (and member) a key names."""
     pos = 2

@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.group import share_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, Partitions, simple
 from coordinator.group.consumer_group import HeartbeatAnswer, Refused, TopicsSnapshot, metadata_hash
+from coordinator.group.modern_group_records import member_tombstones
 from coordinator.contract import CoordinatorRecord
 
 E = ErrorCode
@@ -151,7 +152,7 @@ class ShareGroup:
         """Tombstones of every record of the group, in the order Kafka deletes them."""
         records = []
         for member_id in self.members:
-            records += _member_tombstones(self.group_id, member_id)
+            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
         records += [codec.target_metadata_record(self.group_id, None),
                     codec.state_partition_metadata_record(self.group_id, None),
                     codec.group_metadata_record(self.group_id, None)]
@@ -167,12 +168,6 @@ class ShareHeartbeatRequest:
     subscribed_topic_names: tuple[str, ...] | None = None  # None: unchanged since the last heartbeat
     client_id: str = ""
     client_host: str = ""
-
-
-def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
-    return [codec.current_assignment_record(group_id, member_id, None),
-            codec.target_member_record(group_id, member_id, None),
-            codec.member_metadata_record(group_id, member_id, None)]
 
 
 def _subscribed_partitions(subscribed: Iterable[str], topics: TopicsSnapshot) -> codec.NamedPartitions:
@@ -358,7 +353,7 @@ class ShareGroups:
     def fence(self, group: ShareGroup, member_id: str, topics: TopicsSnapshot) -> list[CoordinatorRecord]:
         """A member leaves or its session ended: its records go, and the group epoch
         moves so the others are given its partitions on their next heartbeat."""
-        records = _member_tombstones(group.group_id, member_id)
+        records = member_tombstones(group.group_id, member_id, codec.MEMBER_RECORDS)
         rest = {n for m in group.members.values() if m.member_id != member_id
                 for n in m.subscribed_topic_names if n in topics}
         records.append(codec.group_metadata_record(group.group_id, group.group_epoch + 1,

@@ -39,8 +39,9 @@ from coordinator.contract import CoordinatorRecord
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
-    metadata_hash, owned_by_others, reconcile,
+    metadata_hash, overdue_revocations, owned_by_others, reconcile,
 )
+from coordinator.group.modern_group_records import member_tombstones
 from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
 
 E = ErrorCode
@@ -204,7 +205,7 @@ class StreamsGroup:
         """Tombstones of every record of the group, as Kafka deletes an empty group."""
         records = []
         for member_id in self.members:
-            records += _member_tombstones(self.group_id, member_id)
+            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
         for member_id in self.target:
             if member_id not in self.members:
                 records.append(codec.target_member_record(self.group_id, member_id, None))
@@ -252,12 +253,6 @@ class StreamsHeartbeatAnswer:
     topics_to_create: tuple[TopicInfo, ...] = ()  # missing internal topics, for the broker
     endpoint_information_epoch: int = 0
     partitions_by_endpoint: tuple[EndpointPartitions, ...] | None = None
-
-
-def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
-    return [codec.current_assignment_record(group_id, member_id, None),
-            codec.target_member_record(group_id, member_id, None),
-            codec.member_metadata_record(group_id, member_id, None)]
 
 
 def validate(request: StreamsHeartbeatRequest) -> None:
@@ -581,7 +576,7 @@ class StreamsGroups:
         assignment is computed (as Kafka does: at once, or by a heartbeat after the
         assignment interval), so their tasks go to the others."""
         gone = set(member_ids)
-        records = [r for m in sorted(gone) for r in _member_tombstones(group.group_id, m)]
+        records = [r for m in sorted(gone) for r in member_tombstones(group.group_id, m, codec.MEMBER_RECORDS)]
         configured = configure(group.topology, topics) if group.topology is not None else None
         new_hash = metadata_hash(topics, configured.referenced) if configured is not None else 0
         epoch = group.group_epoch + 1
@@ -625,12 +620,7 @@ class StreamsGroups:
         """Members whose session ended, or that did not revoke tasks within their
         rebalance timeout (at the epoch the timer guards)."""
         expired = {m for m, deadline in group.session_deadlines.items() if deadline <= now_ms}
-        for m, (deadline, epoch) in group.rebalance_deadlines.items():
-            member = group.members.get(m)
-            if deadline <= now_ms and member is not None and member.member_epoch == epoch and (
-                    member.state is MemberState.UNREVOKED_PARTITIONS):
-                expired.add(m)
-        return sorted(expired)
+        return sorted(expired.union(overdue_revocations(group, now_ms)))
 
     @staticmethod
     def deadlines(group: StreamsGroup) -> Iterable[int]:
