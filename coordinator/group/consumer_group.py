@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -398,17 +398,8 @@ class ConsumerGroups:
             target_epoch = group_epoch
             records.append(codec.target_metadata_record(group.group_id, target_epoch))
 
-        reconciled = reconcile(updated, target_epoch, targets.get(member_id, {}),
-                               owned_by_others(members, member_id), owned)
-        if is_new or reconciled.assignment_value() != updated.assignment_value():
-            records.append(codec.current_assignment_record(group.group_id, member_id, reconciled.assignment_value()))
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            if (reconciled.state, reconciled.member_epoch) != (updated.state, updated.member_epoch) or is_new:
-                group.rebalance_deadlines[member_id] = (now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch)
-        else:
-            group.rebalance_deadlines.pop(member_id, None)
-        group.session_deadlines[member_id] = now_ms + session_timeout_ms
-        return reconciled
+        return reconcile_step(group, updated, is_new, target_epoch, targets.get(member_id, {}), members, owned,
+                              codec.current_assignment_record, records, now_ms, session_timeout_ms)
 
     def _member(
         self, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
@@ -668,6 +659,27 @@ class ConsumerGroups:
         if member.classic is not None:
             return E.illegal_generation if member_epoch != member.member_epoch else None
         return _epoch_error(member_epoch, member.member_epoch)
+
+
+def reconcile_step(group: Any, updated: Any, is_new: bool, target_epoch: int, target: Partitions,
+                   members: Mapping[str, Any], owned: Partitions | None,
+                   assignment_record: Callable[[str, str, Any], CoordinatorRecord],
+                   records: list[CoordinatorRecord], now_ms: int, session_timeout_ms: int) -> Any:
+    """A consumer or streams member's heartbeat, one step towards its target (``members``
+    holds it as ``updated``): its current assignment record (written by the group's
+    codec) when it changed, and its rebalance and session deadlines. Returns the
+    reconciled member."""
+    member_id = updated.member_id
+    reconciled = reconcile(updated, target_epoch, target, owned_by_others(members, member_id), owned)
+    if is_new or reconciled.assignment_value() != updated.assignment_value():
+        records.append(assignment_record(group.group_id, member_id, reconciled.assignment_value()))
+    if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+        if (reconciled.state, reconciled.member_epoch) != (updated.state, updated.member_epoch) or is_new:
+            group.rebalance_deadlines[member_id] = (now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch)
+    else:
+        group.rebalance_deadlines.pop(member_id, None)
+    group.session_deadlines[member_id] = now_ms + session_timeout_ms
+    return reconciled
 
 
 def overdue_revocations(group: ConsumerGroup | StreamsGroup, now_ms: int) -> Iterable[str]:

@@ -39,7 +39,7 @@ from coordinator.contract import CoordinatorRecord
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
-    metadata_hash, overdue_revocations, owned_by_others, reconcile,
+    metadata_hash, overdue_revocations, reconcile_step,
 )
 from coordinator.group.modern_group_records import member_tombstones
 from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
@@ -536,17 +536,8 @@ class StreamsGroups:
                 target_epoch = group_epoch
 
         target = targets.get(member_id, AssignedTasks()).active
-        reconciled = reconcile(updated, target_epoch, target, owned_by_others(members, member_id),
-                               request.active_tasks)
-        if is_new or reconciled.assignment_value() != updated.assignment_value():
-            records.append(codec.current_assignment_record(group.group_id, member_id, reconciled.assignment_value()))
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            if (reconciled.state, reconciled.member_epoch) != (updated.state, updated.member_epoch) or is_new:
-                group.rebalance_deadlines[member_id] = (now_ms + reconciled.rebalance_timeout_ms,
-                                                        reconciled.member_epoch)
-        else:
-            group.rebalance_deadlines.pop(member_id, None)
-        group.session_deadlines[member_id] = now_ms + session_timeout_ms
+        reconciled = reconcile_step(group, updated, is_new, target_epoch, target, members, request.active_tasks,
+                                    codec.current_assignment_record, records, now_ms, session_timeout_ms)
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
