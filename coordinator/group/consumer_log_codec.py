@@ -38,10 +38,8 @@ MEMBER_RECORDS = (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA)  # a membe
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerKey:
-    kind: int
-    group: str
-    member: str | None = None
+class ConsumerKey(layout.ModernGroupKey):
+    """A consumer group record's key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +79,7 @@ class CurrentAssignmentValue:
 
 
 def decode_key(version: int, data: bytes) -> ConsumerKey:
-    return ConsumerKey(version, *layout.decode_key_strings(data, version in _WITH_MEMBER))
+    return layout.decode_key(ConsumerKey, version, data, _WITH_MEMBER)
 
 
 def group_metadata_record(group: str, value: GroupMetadataValue | None) -> CoordinatorRecord:

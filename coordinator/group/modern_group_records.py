@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TypeVar
 
 from coordinator.contract import CoordinatorRecord
 from coordinator.group.assignors import Partitions
@@ -125,6 +128,19 @@ class ValueReader:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class ModernGroupKey:
+    """A modern group record's key: its version (which record), the group, and the member
+    of per-member records. Each group type has its own subclass, which replay dispatches on."""
+
+    kind: int
+    group: str
+    member: str | None = None
+
+
+K = TypeVar("K", bound=ModernGroupKey)
+
+
 def record_key(version: int, group: str, member: str | None = None) -> bytes:
     parts = [struct.pack(">h", version)]
     for s in (group,) if member is None else (group, member):
@@ -139,6 +155,12 @@ def member_tombstones(group: str, member: str, versions: tuple[int, ...]) -> lis
     return [CoordinatorRecord(record_key(version, group, member), None) for version in versions]
 
 
+def decode_key(key_type: type[K], version: int, data: bytes, with_member: Collection[int]) -> K:
+    """The key of version ``version`` (its group, and its member where the version is
+    in ``with_member``), as ``key_type``."""
+    return key_type(version, *decode_key_strings(data, version in with_member))
+
+
 def decode_key_strings(data: bytes, with_member: bool) -> list[str]:
     """The group (and member) a key names."""
     pos = 2
@@ -147,18 +169,22 @@ def decode_key_strings(data: bytes, with_member: bool) -> list[str]:
         if pos + 2 > len(data):
             raise LogCodecError("group record key is truncated")
         (n,) = struct.unpack_from(">h", data, pos)
+        if n < 0 or pos + 2 + n > len(data):
+            raise LogCodecError("group record key is truncated")
         strings.append(data[pos + 2:pos + 2 + n].decode())
         pos += 2 + n
     return strings
 
 
-def group_epoch_record(version: int, group: str, epoch: int | None, metadata_hash: int = 0) -> CoordinatorRecord:
+def group_epoch_record(version: int, group: str, epoch: int | None, metadata_hash: int = 0,
+                       tagged: dict[int, bytes] | None = None) -> CoordinatorRecord:
+    """``tagged``: a group type's own tagged fields (the streams group's validated topology epoch)."""
     if epoch is None:
         return CoordinatorRecord(record_key(version, group), None)
     w = ValueWriter()
     w.pack(">i", epoch)
     w.pack(">q", metadata_hash)
-    return CoordinatorRecord(record_key(version, group), w.done())
+    return CoordinatorRecord(record_key(version, group), w.done(tagged))
 
 
 def decode_group_epoch(data: bytes) -> tuple[int, int]:
@@ -179,6 +205,14 @@ def assignment_epoch_record(version: int, group: str, assignment_epoch: int | No
 
 def decode_assignment_epoch(data: bytes) -> int:
     return ValueReader(data).unpack(">i")
+
+
+def decode_assignment_epoch_and_timestamp(data: bytes) -> tuple[int, int | None]:
+    """(assignment epoch, assignment timestamp or None)."""
+    r = ValueReader(data)
+    epoch = r.unpack(">i")
+    timestamp = r.tags().get(_ASSIGNMENT_TIMESTAMP_TAG)
+    return epoch, struct.unpack(">q", timestamp)[0] if timestamp and len(timestamp) == 8 else None
 
 
 def member_partitions_record(version: int, group: str, member: str, partitions: Partitions | None

@@ -41,10 +41,8 @@ STABLE_MEMBER_STATE = 0  # MemberState.STABLE: share members never wait on revoc
 
 
 @dataclass(frozen=True, slots=True)
-class ShareKey:
-    kind: int
-    group: str
-    member: str | None = None
+class ShareKey(layout.ModernGroupKey):
+    """A share group record's key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +72,7 @@ class StatePartitionMetadataValue:
 
 
 def decode_key(version: int, data: bytes) -> ShareKey:
-    return ShareKey(version, *layout.decode_key_strings(data, version in _WITH_MEMBER))
+    return layout.decode_key(ShareKey, version, data, _WITH_MEMBER)
 
 
 def member_metadata_record(group: str, member: str, value: MemberMetadataValue | None) -> CoordinatorRecord:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from coordinator.group import modern_group_records as layout
 from coordinator.group.modern_group_records import ValueReader, ValueWriter, record_key
-from coordinator.group.log_codec import LogCodecError
 from coordinator.contract import CoordinatorRecord
 
 GROUP_METADATA = 17
@@ -44,16 +44,13 @@ STREAMS_KEY_VERSIONS = frozenset({17, 18, 19, 20, 21, 22, 23})
 _WITH_MEMBER = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
 MEMBER_RECORDS = (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA)  # a member's tombstones, in order
 _VALIDATED_TOPOLOGY_EPOCH_TAG = 0
-_ASSIGNMENT_TIMESTAMP_TAG = 0
 
 Tasks = dict[str, frozenset[int]]  # subtopology id -> partitions (task ids)
 
 
 @dataclass(frozen=True, slots=True)
-class StreamsKey:
-    kind: int
-    group: str
-    member: str | None = None
+class StreamsKey(layout.ModernGroupKey):
+    """A streams group record's key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,17 +117,7 @@ class CurrentAssignmentValue:
 
 
 def decode_key(version: int, data: bytes) -> StreamsKey:
-    pos = 2
-    strings = []
-    for _ in range(2 if version in _WITH_MEMBER else 1):
-        if pos + 2 > len(data):
-            raise LogCodecError("streams group record key is truncated")
-        (n,) = struct.unpack_from(">h", data, pos)
-        if n < 0 or pos + 2 + n > len(data):
-            raise LogCodecError("streams group record key is truncated")
-        strings.append(data[pos + 2:pos + 2 + n].decode())
-        pos += 2 + n
-    return StreamsKey(version, *strings)
+    return layout.decode_key(StreamsKey, version, data, _WITH_MEMBER)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -182,14 +169,9 @@ def _int16s(w: ValueWriter, values) -> None:
 
 def group_metadata_record(group: str, epoch: int | None, metadata_hash: int = 0,
                           validated_topology_epoch: int = -1) -> CoordinatorRecord:
-    if epoch is None:
-        return CoordinatorRecord(record_key(GROUP_METADATA, group), None)
-    w = ValueWriter()
-    w.pack(">i", epoch)
-    w.pack(">q", metadata_hash)
     tagged = ({_VALIDATED_TOPOLOGY_EPOCH_TAG: struct.pack(">i", validated_topology_epoch)}
               if validated_topology_epoch != -1 else None)
-    return CoordinatorRecord(record_key(GROUP_METADATA, group), w.done(tagged))
+    return layout.group_epoch_record(GROUP_METADATA, group, epoch, metadata_hash, tagged)
 
 
 def member_metadata_record(group: str, member: str, value: MemberMetadataValue | None) -> CoordinatorRecord:
@@ -215,12 +197,7 @@ def member_metadata_record(group: str, member: str, value: MemberMetadataValue |
 
 
 def target_metadata_record(group: str, assignment_epoch: int | None, timestamp_ms: int = 0) -> CoordinatorRecord:
-    if assignment_epoch is None:
-        return CoordinatorRecord(record_key(TARGET_METADATA, group), None)
-    w = ValueWriter()
-    w.pack(">i", assignment_epoch)
-    tagged = {_ASSIGNMENT_TIMESTAMP_TAG: struct.pack(">q", timestamp_ms)} if timestamp_ms else None
-    return CoordinatorRecord(record_key(TARGET_METADATA, group), w.done(tagged))
+    return layout.assignment_epoch_record(TARGET_METADATA, group, assignment_epoch, timestamp_ms)
 
 
 def target_member_record(group: str, member: str, tasks: AssignedTasks | None) -> CoordinatorRecord:
@@ -325,12 +302,7 @@ def decode_member_metadata(data: bytes) -> MemberMetadataValue:
                                topology_epoch, process_id, endpoint, _read_key_values(r))
 
 
-def decode_target_metadata(data: bytes) -> tuple[int, int | None]:
-    """(assignment epoch, assignment timestamp or None)."""
-    r = ValueReader(data)
-    epoch = r.unpack(">i")
-    timestamp = r.tags().get(_ASSIGNMENT_TIMESTAMP_TAG)
-    return epoch, struct.unpack(">q", timestamp)[0] if timestamp and len(timestamp) == 8 else None
+decode_target_metadata = layout.decode_assignment_epoch_and_timestamp  # (epoch, timestamp or None)
 
 
 def decode_target_member(data: bytes) -> AssignedTasks:

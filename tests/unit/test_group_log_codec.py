@@ -129,3 +129,15 @@ def test_records_and_tombstones():
     assert rec.key == c.encode_group_metadata_key("g") and rec.value is None
     value = c.OffsetCommitValue(5, "", 1)
     assert c.offset_commit_record("g", "t", 0, value).value == c.encode_offset_commit_value(value)
+
+
+@pytest.mark.parametrize("codec_name", ["consumer_log_codec", "share_log_codec", "streams_log_codec"])
+def test_modern_group_keys_whose_strings_overrun_the_key_are_refused(codec_name):
+    import importlib
+    codec = importlib.import_module(f"coordinator.group.{codec_name}")
+    kind = codec.CURRENT_ASSIGNMENT
+    good = struct.pack(">h", kind) + s16("grp") + s16("mem")
+    assert codec.decode_key(kind, good) == type(codec.decode_key(kind, good))(kind, "grp", "mem")
+    for bad in (good[:-1], struct.pack(">h", kind) + s16("grp") + struct.pack(">h", -1)):
+        with pytest.raises(c.LogCodecError):
+            codec.decode_key(kind, bad)
