@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
-from coordinator.group.modern_group_records import member_tombstones
+from coordinator.group.modern_group_records import member_tombstones, replay_per_member
 from coordinator.contract import CoordinatorRecord
 
 if TYPE_CHECKING:
@@ -160,10 +160,7 @@ class ConsumerGroup:
         elif key.kind == codec.TARGET_METADATA:
             self.assignment_epoch = 0 if value is None else codec.decode_target_metadata(value)
         elif key.kind == codec.TARGET_MEMBER:
-            if value is None:
-                self.target.pop(member_id, None)
-            else:
-                self.target[member_id] = codec.decode_target_member(value)
+            replay_per_member(self.target, member_id, value, codec.decode_target_member)
         elif key.kind == codec.MEMBER_METADATA:
             if value is None:
                 self.members.pop(member_id, None)

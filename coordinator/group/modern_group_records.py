@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -139,6 +139,7 @@ class ModernGroupKey:
 
 
 K = TypeVar("K", bound=ModernGroupKey)
+V = TypeVar("V")
 
 
 def record_key(version: int, group: str, member: str | None = None) -> bytes:
@@ -147,6 +148,16 @@ def record_key(version: int, group: str, member: str | None = None) -> bytes:
         raw = s.encode()
         parts.append(struct.pack(">h", len(raw)) + raw)
     return b"".join(parts)
+
+
+def replay_per_member(values: dict[str, V], member: str, value: bytes | None, decode: Callable[[bytes], V]
+                      ) -> None:
+    """A per-member record replayed into ``values`` (member -> decoded value): a tombstone
+    removes the member's entry."""
+    if value is None:
+        values.pop(member, None)
+    else:
+        values[member] = decode(value)
 
 
 def member_tombstones(group: str, member: str, versions: tuple[int, ...]) -> list[CoordinatorRecord]:

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.group import share_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, Partitions, simple
 from coordinator.group.consumer_group import HeartbeatAnswer, Refused, TopicsSnapshot, metadata_hash
-from coordinator.group.modern_group_records import member_tombstones
+from coordinator.group.modern_group_records import member_tombstones, replay_per_member
 from coordinator.contract import CoordinatorRecord
 
 E = ErrorCode
@@ -117,10 +117,7 @@ class ShareGroup:
             self.initializing_since = {t: v for t, v in self.initializing_since.items() if t in initializing}
             self.initializing = initializing
         elif kind == codec.TARGET_MEMBER:
-            if value is None:
-                self.target.pop(member_id, None)
-            else:
-                self.target[member_id] = codec.decode_target_member(value)
+            replay_per_member(self.target, member_id, value, codec.decode_target_member)
         elif kind == codec.MEMBER_METADATA:
             if value is None:
                 self.members.pop(member_id, None)

@@ -41,7 +41,7 @@ from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
     metadata_hash, overdue_revocations, reconcile_step,
 )
-from coordinator.group.modern_group_records import member_tombstones
+from coordinator.group.modern_group_records import member_tombstones, replay_per_member
 from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
 
 E = ErrorCode
@@ -174,10 +174,7 @@ class StreamsGroup:
             self.assignment_epoch, self.last_assignment_ms = (0, None) if value is None else (
                 codec.decode_target_metadata(value))
         elif kind == codec.TARGET_MEMBER:
-            if value is None:
-                self.target.pop(member_id, None)
-            else:
-                self.target[member_id] = codec.decode_target_member(value)
+            replay_per_member(self.target, member_id, value, codec.decode_target_member)
         elif kind == codec.MEMBER_METADATA:
             if value is None:
                 self.members.pop(member_id, None)
