@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
-from coordinator.group.modern_group_records import member_tombstones, replay_per_member
+from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
 from coordinator.contract import CoordinatorRecord
 
 if TYPE_CHECKING:
@@ -185,12 +185,8 @@ class ConsumerGroup:
 
     def deletion_records(self) -> list[CoordinatorRecord]:
         """Tombstones for every record of the group (DeleteGroups of an empty group)."""
-        records = []
-        for member_id in self.members:
-            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
-        for member_id in self.target:
-            if member_id not in self.members:
-                records.append(codec.target_member_record(self.group_id, member_id, None))
+        records = members_tombstones(self.group_id, self.members, self.target, codec.MEMBER_RECORDS,
+                                     codec.TARGET_MEMBER)
         records.append(codec.target_metadata_record(self.group_id, None))
         records.append(codec.group_metadata_record(self.group_id, None))
         return records

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -164,6 +164,15 @@ def member_tombstones(group: str, member: str, versions: tuple[int, ...]) -> lis
     """Tombstones of a member's records, given their key versions (each codec's
     MEMBER_RECORDS: current assignment, target, metadata, the order Kafka deletes them)."""
     return [CoordinatorRecord(record_key(version, group, member), None) for version in versions]
+
+
+def members_tombstones(group: str, members: Collection[str], targets: Iterable[str], member_records: tuple[int, ...],
+                        target_member: int) -> list[CoordinatorRecord]:
+    """Tombstones of every member's records, then of the target assignments left of
+    members no longer there (key version ``target_member``): how a group's deletion starts."""
+    records = [r for m in members for r in member_tombstones(group, m, member_records)]
+    records += [CoordinatorRecord(record_key(target_member, group, m), None) for m in targets if m not in members]
+    return records
 
 
 def decode_key(key_type: type[K], version: int, data: bytes, with_member: Collection[int]) -> K:

@@ -41,7 +41,7 @@ from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
     metadata_hash, overdue_revocations, reconcile_step,
 )
-from coordinator.group.modern_group_records import member_tombstones, replay_per_member
+from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
 from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
 
 E = ErrorCode
@@ -200,12 +200,8 @@ class StreamsGroup:
 
     def deletion_records(self) -> list[CoordinatorRecord]:
         """Tombstones of every record of the group, as Kafka deletes an empty group."""
-        records = []
-        for member_id in self.members:
-            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
-        for member_id in self.target:
-            if member_id not in self.members:
-                records.append(codec.target_member_record(self.group_id, member_id, None))
+        records = members_tombstones(self.group_id, self.members, self.target, codec.MEMBER_RECORDS,
+                                     codec.TARGET_MEMBER)
         records += [codec.target_metadata_record(self.group_id, None), codec.topology_record(self.group_id, None),
                     codec.group_metadata_record(self.group_id, None)]
         return records
