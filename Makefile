@@ -53,7 +53,7 @@ java:
 
 # The reference tests beyond a fixed subset (marker reference_extended) run in test-reference.
 test: venv compile java
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -m "not reference_extended and not browser and not long and not kafkajs"
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --durations=25 -m "not reference_extended and not browser and not long and not kafkajs"
 
 # Tests of minutes each (the README's Spark example run twice, on eosbroker and on Kafka).
 test-long: venv compile java

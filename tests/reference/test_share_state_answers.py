@@ -8,9 +8,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from tests.reference.wire import Wire, err
 
 FIND_COORDINATOR, INITIALIZE, READ, WRITE, DELETE, SUMMARY = 10, 83, 84, 85, 86, 87
+
+pytestmark = pytest.mark.reference_extended  # beyond the CI subset: make test-reference runs it
 
 
 async def _answers(port: int, topic: str) -> list[tuple]:

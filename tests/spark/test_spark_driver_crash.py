@@ -62,6 +62,7 @@ def _assert_exactly_once_and_live(bootstrap: str, topic: str, prefix: str, expec
     assert "Ongoing" not in transaction_states(bootstrap, prefix).values()
 
 
+@pytest.mark.long  # minutes: one driver kill per commit point; make test keeps the batch rerun below
 def test_streaming_query_killed_at_each_commit_point_restarts_exactly_once_and_live(broker, tmp_path):
     files, per_file = 6, 40
     topic, prefix = f"stream-{uuid.uuid4().hex[:8]}", f"p{uuid.uuid4().hex[:6]}"
