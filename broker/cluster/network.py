@@ -92,16 +92,17 @@ class Network:
         return None
 
     async def request(self, source: int, target: int, api_key: int, version: int, body: Any,
-                      timeout: float = 30.0, typed: bool = True) -> Any:
+                      typed: bool = True) -> Any:
         """Sends ``body`` (a dict of Kafka field names, or the kio request already built)
         from node ``source`` to node ``target`` and returns the kio response.
-        Raises Unreachable or asyncio.TimeoutError as a TCP client would fail.
+        Raises Unreachable, or asyncio.TimeoutError after ``request.timeout.ms`` (what
+        Kafka's inter-broker clients wait), as a TCP client would fail.
 
         ``typed=False``: a handler's dict answer comes back as that dict, not built into
         the kio response (the marker sender reads both; building it cost more than the
         rest of a marker's trip). Under the tests it is still built, which checks it."""
         return await self.broker.clock.wait_for(self._deliver(source, target, api_key, version, body, typed),
-                                                timeout)
+                                                self.broker.config["request.timeout.ms"] / 1000)
 
     async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
                        typed: bool = True) -> Any:

@@ -36,7 +36,6 @@ VERSION = 2  # carries TransactionVersion (KIP-1228)
 _DONE = {0, 3}  # NONE, UNKNOWN_TOPIC_OR_PARTITION
 _CANCEL = {47, 52}  # INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED
 _RETRY_BACKOFF_S = 0.05
-_REQUEST_TIMEOUT_S = 30.0
 
 
 class MarkerSender:
@@ -105,8 +104,7 @@ class MarkerSender:
         """Sends one WriteTxnMarkers request; returns the partitions that took their
         marker and, when a partition answered that the marker is fenced, why."""
         response = await self.network.request(self.node_id, node_id, WRITE_TXN_MARKERS, VERSION,
-                                              marker_request(markers, partitions),
-                                              timeout=_REQUEST_TIMEOUT_S, typed=False)
+                                              marker_request(markers, partitions), typed=False)
         acked = set()
         fenced = None
         for marker in _field(response, "markers"):

@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
 _VERSIONS = {INITIALIZE: 0, READ: 0, WRITE: 1, DELETE: 0, SUMMARY: 1}
-REQUEST_TIMEOUT_S = 30.0  # Kafka's inter-broker send thread's
 
 
 class SharePersister:
@@ -104,7 +103,7 @@ class SharePersister:
         body = {"group_id": key.group_id, "topics": [{"topic_id": key.topic_id, "partitions": [partition]}]}
         try:
             response = await self.broker.network.request(self.node.node_id, target, api_key, _VERSIONS[api_key],
-                                                         body, timeout=REQUEST_TIMEOUT_S)
+                                                         body)
         except asyncio.TimeoutError:
             return E.request_timed_out, f"No answer from node {target}.", None
         except (ConnectionError, OSError) as e:

@@ -174,10 +174,9 @@ class TransactionVerifier:
                 transactional_id=tid, producer_id=w.producer_id, producer_epoch=w.producer_epoch,
                 verify_only=w.operation != ADD_PARTITION, topics=_topics(w.partitions))
             for tid, w in batch.items()))
-        timeout_s = self.broker.config["request.timeout.ms"] / 1000
         try:
             response = await self.broker.network.request(source, target, ADD_PARTITIONS_TO_TXN, VERSION, request,
-                                                          timeout=timeout_s, typed=False)
+                                                          typed=False)
         except (ConnectionError, OSError, asyncio.TimeoutError) as e:
             log.warning("AddPartitionsToTxn from node %d to node %d failed with a network exception (%s)",
                         source, target, e or type(e).__name__)
