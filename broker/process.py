@@ -23,7 +23,7 @@ from broker.log.data_dir_lock import DataDirLock
 from broker.timers import every
 
 from coordinator.partitioning import partition_for
-from protocol.apis import ApiTable
+from protocol.request_wire import ApiTable
 from protocol.names import (
     CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, SHARE_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE,
 )

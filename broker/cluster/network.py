@@ -31,8 +31,9 @@ from typing import Any
 from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from broker.wire.server import Connection, RequestContext
-from protocol import messages
-from protocol.framing import EncodedBody, RequestHeader
+from protocol import answer_wire
+from protocol.answer_wire import EncodedBody
+from protocol.request_wire import RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class Network:
                 await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
         if not node.serving.is_set():
             await node.serving.wait()
-        request = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
+        request = answer_wire.build_request(api_key, version, body) if isinstance(body, dict) else body
         conn = self._connections.get((source, target))
         if conn is None:
             conn = self._connections[source, target] = Connection(
@@ -170,9 +171,9 @@ class Network:
             if back.lost():
                 await asyncio.Event().wait()
         if isinstance(result, EncodedBody):  # an answer the handler keeps encoded (ApiVersions)
-            return messages.decode_response(api_key, version, result)
-        if isinstance(result, dict) and (typed or messages.CHECK_FIELD_NAMES):
-            built = messages.build_response(api_key, version, result)
+            return answer_wire.decode_response(api_key, version, result)
+        if isinstance(result, dict) and (typed or answer_wire.CHECK_FIELD_NAMES):
+            built = answer_wire.build_response(api_key, version, result)
             if typed:
                 return built
         return result

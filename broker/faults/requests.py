@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.apis import api_name
+from protocol.request_wire import api_name
 
 if TYPE_CHECKING:  # loaded on first use: a broker without rules or triggers never needs them
     from broker.faults.fields import Named

@@ -29,17 +29,16 @@ from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
 from broker.handlers import HANDLERS
 from broker.security.principal_mapping import PrincipalMappingError
 from broker.security.sasl_errors import SaslFailure, SessionExpired
-from protocol import layouts, messages
-from protocol.apis import api_name
-from protocol.framing import (
-    EncodedBody,
+from protocol import answer_wire, request_wire
+from protocol.request_wire import (
+    api_name,
     FrameDecoder,
     FrameError,
     RequestHeader,
-    encode_response_frame,
     peek_request_header,
     skip_tagged_fields,
 )
+from protocol.answer_wire import EncodedBody, encode_response_frame
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +84,8 @@ class _Route:
     handle: Any  # the handler coroutine function
     flexible: bool  # request header v2 (tagged fields to skip)
     flexible_response: bool  # response header v1 (ApiVersions always answers with v0)
-    decode: Any  # messages.request_decoder
-    answer: Any  # layouts.response_frame_encoder
+    decode: Any  # request_wire.request_decoder
+    answer: Any  # answer_wire.response_frame_encoder
 
 
 class RequestContext:
@@ -422,7 +421,7 @@ class Server:
                     raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
             request = route.decode(frame, pos)
-        except messages.DecodeError as e:
+        except request_wire.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
         ctx = RequestContext(broker, header, conn)
         faults = broker.faults
@@ -448,8 +447,8 @@ class Server:
                 out = route.answer(header.correlation_id, result)
             else:
                 if isinstance(result, dict):
-                    result = messages.build_response(api_key, version, result)
-                out = encode_response_frame(header.correlation_id, route.flexible_response, messages.encode(result))
+                    result = answer_wire.build_response(api_key, version, result)
+                out = encode_response_frame(header.correlation_id, route.flexible_response, answer_wire.encode(result))
         if observer is not None:
             try:
                 observer(api_key, version, broker.clock.monotonic() - started, len(frame),
@@ -478,7 +477,7 @@ class Server:
                 answer = error_answer(api_key, version, request, failure.error_code)
                 if answer is not None:
                     failure.frame = encode_response_frame(header.correlation_id, route.flexible_response,
-                                                          messages.encode(answer))
+                                                          answer_wire.encode(answer))
             raise
         try:
             route, request = self._decoded(header, frame, pos)
@@ -518,7 +517,7 @@ class Server:
                 raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
             return route, route.decode(frame, pos)
-        except messages.DecodeError as e:
+        except request_wire.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
 
     def _observe_authentication(self, conn: Connection, principal: str | None) -> None:
@@ -556,8 +555,8 @@ class Server:
             return self._unsupported_version(header, frame, pos)
         flexible = api.flexible(version)
         flexible_response = flexible and api_key != API_VERSIONS
-        route = _Route(HANDLERS[api_key], flexible, flexible_response, messages.request_decoder(api_key, version),
-                       layouts.response_frame_encoder(api_key, version, flexible_response))
+        route = _Route(HANDLERS[api_key], flexible, flexible_response, request_wire.request_decoder(api_key, version),
+                       answer_wire.response_frame_encoder(api_key, version, flexible_response))
         self._routes[(api_key << 16) | (version & 0xFFFF)] = route
         return route
 
@@ -580,8 +579,8 @@ class Server:
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         r = self.broker.apis.get(API_VERSIONS)
-        body = messages.encode(
-            messages.build_response(
+        body = answer_wire.encode(
+            answer_wire.build_response(
                 API_VERSIONS,
                 0,
                 {
@@ -598,7 +597,7 @@ class Server:
         if header.api_key == produce.API_KEY and header.api_version == 2:
             try:
                 return produce.unsupported_v2_response(header, frame, pos)
-            except messages.DecodeError as e:  # its answer names the partitions: the body must decode
+            except request_wire.DecodeError as e:  # its answer names the partitions: the body must decode
                 raise ProtocolViolation(str(e)) from None
         raise ProtocolViolation(
             f"{api_name(header.api_key)} v{header.api_version} is not supported "

@@ -3,8 +3,8 @@ be what the table says now, for the version asked."""
 
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import encoded_answer
-from protocol.apis import ApiTable
-from protocol.messages import decode_response
+from protocol.request_wire import ApiTable
+from protocol.answer_wire import decode_response
 
 API_VERSIONS = 18
 

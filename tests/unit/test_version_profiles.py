@@ -4,7 +4,7 @@ at what is implemented) and features."""
 import pytest
 
 from broker.handlers import HANDLERS
-from protocol.apis import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
+from protocol.request_wire import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
 
 
 @pytest.mark.parametrize("profile", ["2.4", "2.8", "3.6", "3.9", "4.0", "4.2", "4.4"])
