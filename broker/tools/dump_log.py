@@ -24,7 +24,7 @@ from broker.cluster.topics import read_topic_entries
 from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY
 from broker.log.producer_snapshots import CorruptSnapshot, decode_snapshot
 from broker.log.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
-from coordinator.contract import LogCodecError
+from coordinator.runtime import LogCodecError
 from coordinator.group import log_codec as group_log_codec
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value

@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.log_codec import NO_LEADER_EPOCH
-from coordinator.contract import TransactionalRecord
+from coordinator.runtime import TransactionalRecord
 
 NO_GENERATION = -1
 NO_OFFSET = -1

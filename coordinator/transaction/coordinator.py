@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, combined
+from coordinator.runtime import CoordinatorRecord, Result, Timer, TimerEvent, combined
 from coordinator.transaction import log_codec
 from coordinator.transaction.messages import (
     AddPartitionsResponse,

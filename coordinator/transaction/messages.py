@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from protocol.names import TopicPartition
 
 
