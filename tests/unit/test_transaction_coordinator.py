@@ -26,7 +26,7 @@ from coordinator.transaction.log_codec import (
     encode_value,
     value_from_metadata,
 )
-from coordinator.transaction.messages import (
+from coordinator.transaction.coordinator import (
     AddPartitionsResponse,
     EndTxnResponse,
     InitProducerIdResponse,
