@@ -97,8 +97,8 @@ class Broker:
         """A share group's member left or was fenced: the nodes leading its share
         partitions release what it holds."""
         for node in self.nodes:
-            if node._shares is not None:
-                node._shares.release_member(group_id, member_id)
+            if (shares := node.made("shares")) is not None:
+                shares.release_member(group_id, member_id)
 
     @property
     def port(self) -> int:

@@ -134,7 +134,7 @@ class Network:
                 next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None,
                 listener=self.broker.listeners.inter_broker)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
-        ctx = RequestContext(self.broker, header, conn)
+        ctx = RequestContext(self.broker, node, header, conn)
 
         def handle():
             # Checked when the handler would start (after a fault rule's delay or hold too):

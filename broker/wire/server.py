@@ -91,22 +91,20 @@ class _Route:
 
 class RequestContext:
     """What a handler knows of its request. version, cluster and clock are plain
-    attributes, set once: handlers read them a dozen times per transaction."""
+    attributes, set once: handlers read them a dozen times per transaction. ``node`` is
+    the node (broker.cluster.node.BrokerNode) the request was sent to; its coordinator
+    services (``node.transactions``, ``node.groups``, ...) are how a handler reaches them."""
 
-    __slots__ = ("broker", "header", "connection", "version", "cluster", "clock")
+    __slots__ = ("broker", "node", "header", "connection", "version", "cluster", "clock")
 
-    def __init__(self, broker, header: RequestHeader, connection: Connection) -> None:
+    def __init__(self, broker, node, header: RequestHeader, connection: Connection) -> None:
         self.broker = broker  # broker.process.Broker
+        self.node = node
         self.header = header
         self.connection = connection
         self.version: int = header.api_version
         self.cluster: Cluster = broker.cluster
         self.clock: Clock = broker.clock
-
-    @property
-    def node(self):
-        """The node (broker.cluster.node.BrokerNode) this request was sent to."""
-        return self.broker.node(self.connection.node_id)
 
     def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION",
                       current_leader_epoch: int = -1):
@@ -424,7 +422,7 @@ class Server:
             request = route.decode(frame, pos)
         except messages.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
-        ctx = RequestContext(broker, header, conn)
+        ctx = RequestContext(broker, self.node, header, conn)
         faults = broker.faults
         triggers = broker.triggers
         if triggers is not None:  # a scenario's triggers may pause or stop this very node
@@ -491,7 +489,7 @@ class Server:
             if api_key == SASL_HANDSHAKE:
                 result = sasl.handshake(request.mechanism, version)
             elif api_key == API_VERSIONS:
-                result = await route.handle(RequestContext(self.broker, header, conn), request)
+                result = await route.handle(RequestContext(self.broker, self.node, header, conn), request)
                 sasl.api_versions_answered()
             else:
                 result = sasl.authenticate(bytes(request.auth_bytes), version, clock.now_ms(), clock.monotonic())
@@ -812,7 +810,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             server.limits.release(len(self.frames.popleft()))
         self.stalled = None
         server.connections.pop(self.conn.id, None)
-        shares = server.node._shares
+        shares = server.node.made("shares")
         if shares is not None:
             shares.connection_closed(self.conn.id)
         server._close(self.conn)
