@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from broker.security.acls import NOT_REQUESTED
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from protocol import messages
 from protocol.apis import ApiTable, flexible_from
 from protocol.client import response_header_size

@@ -12,7 +12,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.cluster.cluster import PAUSED, RUNNING, Cluster, NodeRegistration
 from broker.config import BrokerConfig
 from broker.cluster.dynamic_configs import DynamicConfigs
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from broker.cluster.producer_ids import ProducerIdAllocator
 from broker.faults.requests import FaultRules
 from broker.cluster.replication import Replication

@@ -28,8 +28,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
-from broker.handlers import HANDLERS
+from broker.faults.requests import DROPPED, FaultClose, run_request
+from broker.wire.server import HANDLERS
 from broker.wire.server import Connection, RequestContext
 from protocol import messages
 from protocol.framing import EncodedBody, RequestHeader
@@ -149,10 +149,8 @@ class Network:
         if not self.broker.faults.active:
             result = await handle()
         else:  # request fault rules apply between nodes too (client id eosbroker-node-N)
-            seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
-            rule = self.broker.faults.consult(seen)
             try:
-                result = await run_under(rule, seen, self.broker.clock, handle, lambda: node.is_up)
+                result = await run_request(self.broker, target, header, request, handle, lambda: node.is_up)
             except FaultClose as e:
                 raise Unreachable(str(e)) from None
             if result is DROPPED:
