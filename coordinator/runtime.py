@@ -46,15 +46,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
-from protocol.record_codec import (
+from protocol.records import (
     CONTROL_TYPE_COMMIT,
+    InvalidBatch,
+    RecordBatch,
     build_batch,
     build_control_batch,
     decode_records,
     keyed_records_in,
     read_control_record,
 )
-from protocol.records import InvalidBatch, RecordBatch
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable, flexible_from
 from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol.records import NewRecord, build_batch
 from broker.wire.client import KafkaConnection
 from broker.testing import BrokerProcess
 

@@ -27,11 +27,11 @@ from broker.log.descriptors import storage_error
 from protocol import messages
 from protocol.framing import RequestHeader, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
-from protocol.record_codec import check_keys_for_compaction
 from protocol.records import (
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG,
     InvalidBatch,
+    check_keys_for_compaction,
     validate_produce_records,
 )
 

@@ -30,16 +30,18 @@ from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value
 from coordinator.transaction.metadata import TransactionState
 from protocol.names import TRANSACTION_STATE
-from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
 from protocol.records import (
+    CONTROL_TYPE_COMMIT,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     InvalidBatch,
     RecordBatch,
+    decode_records,
     increment_sequence,
     peek_batch_size,
+    read_control_record,
 )
 
 COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from protocol import messages
 from protocol.apis import flexible_from
 from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol.records import NewRecord, build_batch
 
 STORAGE_ERROR = 56
 

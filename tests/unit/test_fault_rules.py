@@ -17,7 +17,7 @@ from broker.faults.requests import FaultRules, Match, RequestSeen
 from broker.wire.server import HANDLERS
 from protocol import messages
 from protocol.apis import ApiTable
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 
 def _every_served_version():

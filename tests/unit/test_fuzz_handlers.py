@@ -26,7 +26,7 @@ from broker.virtual_clock import VirtualClock
 from protocol import messages
 from protocol.apis import KAFKA_4_0, ApiTable
 from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol.records import NewRecord, build_batch
 from tests.unit.test_fuzz_wire import mutated
 
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))

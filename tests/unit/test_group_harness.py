@@ -17,7 +17,7 @@ from coordinator.group import (
     SyncAssignment,
 )
 from coordinator.runtime import CoordinatorRecord, CoordinatorRuntime, InMemoryLog
-from protocol.record_codec import decode_records
+from protocol.records import decode_records
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100)
 RANGE = (JoinProtocol("range", b"range-sub"),)

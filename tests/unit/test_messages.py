@@ -20,8 +20,7 @@ from protocol.messages import (
     encode,
     ms,
 )
-from protocol.record_codec import build_batch, decode_records
-from protocol.records import RecordBatch
+from protocol.records import RecordBatch, build_batch, decode_records
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 TOPIC_ID = uuid.UUID("7d3f1a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b")
