@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.faults.requests import DROPPED, FaultClose, run_request
-from broker.wire.server import HANDLERS
-from broker.wire.server import Connection, RequestContext
+from broker.wire.server import HANDLERS, Connection, RequestContext
 from protocol import messages
 from protocol.framing import EncodedBody, RequestHeader
 
