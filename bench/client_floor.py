@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from broker.security.acls import NOT_REQUESTED
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from protocol import answer_wire, request_wire
 from protocol.request_wire import (
     ApiTable,

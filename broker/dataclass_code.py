@@ -184,7 +184,7 @@ def warm(path: Path = CACHE_FILE) -> int:
             importlib.import_module(module.name)
     from kio.index import UnknownEntity
 
-    from broker.handlers import HANDLERS
+    from broker.wire.server import HANDLERS
     from protocol.request_wire import KAFKA_4_0
     from protocol.request_wire import request_class
     from protocol.answer_wire import response_class

@@ -36,8 +36,7 @@ from protocol.client import (
     parse_find_coordinator,
     parse_metadata,
 )
-from protocol.record_codec import build_batch
-from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, increment_sequence
+from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch, increment_sequence
 
 # The versions this client speaks; Kafka 4.0 and eosbroker accept all of them.
 PRODUCE_V = 9

@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import answer_wire
 from protocol.request_wire import KAFKA_4_0, ApiTable, flexible_from, encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol.records import NewRecord, build_batch
 from broker.wire.client import KafkaConnection
 from broker.testing import BrokerProcess
 

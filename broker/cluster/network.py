@@ -28,8 +28,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
-from broker.handlers import HANDLERS
+from broker.faults.requests import DROPPED, FaultClose, run_request
+from broker.wire.server import HANDLERS
 from broker.wire.server import Connection, RequestContext
 from protocol import answer_wire
 from protocol.answer_wire import EncodedBody
@@ -135,7 +135,7 @@ class Network:
                 next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None,
                 listener=self.broker.listeners.inter_broker)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
-        ctx = RequestContext(self.broker, header, conn)
+        ctx = RequestContext(self.broker, node, header, conn)
 
         def handle():
             # Checked when the handler would start (after a fault rule's delay or hold too):
@@ -150,10 +150,8 @@ class Network:
         if not self.broker.faults.active:
             result = await handle()
         else:  # request fault rules apply between nodes too (client id eosbroker-node-N)
-            seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
-            rule = self.broker.faults.consult(seen)
             try:
-                result = await run_under(rule, seen, self.broker.clock, handle, lambda: node.is_up)
+                result = await run_request(self.broker, target, header, request, handle, lambda: node.is_up)
             except FaultClose as e:
                 raise Unreachable(str(e)) from None
             if result is DROPPED:

@@ -146,6 +146,16 @@ def seen_by(broker, node_id: int, api_key: int, api_version: int, client_id: str
     return RequestSeen(node_id, api_key, api_version, client_id, request, topic_name)
 
 
+async def run_request(broker, node_id: int, header, request, process,
+                      serving: Callable[[], bool] = lambda: True) -> Any:
+    """What a node's dispatch (a client's connection, or the network between nodes) calls
+    instead of ``process()`` while rules or observers are set (``FaultRules.active``):
+    the observers are told of the request, and the rule that fires runs it
+    (``run_under``)."""
+    seen = seen_by(broker, node_id, header.api_key, header.api_version, header.client_id, request)
+    return await run_under(broker.faults.consult(seen), seen, broker.clock, process, serving)
+
+
 async def run_under(rule: FaultRule | None, seen: RequestSeen, clock, process,
                     serving: Callable[[], bool] = lambda: True) -> Any:
     """Runs ``process()`` (the request's handler) as ``rule`` says: returns the handler's

@@ -28,11 +28,11 @@ from protocol import answer_wire, request_wire
 from protocol.request_wire import RequestHeader
 from protocol.answer_wire import encode_response_frame
 from protocol.names import INTERNAL_TOPICS
-from protocol.record_codec import check_keys_for_compaction
 from protocol.records import (
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG,
     InvalidBatch,
+    check_keys_for_compaction,
     validate_produce_records,
 )
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from coordinator.group.assignors import Partitions
 from coordinator.group.log_codec import LogCodecError
 from protocol.request_wire import FrameError, read_unsigned_varint, write_unsigned_varint

@@ -10,7 +10,7 @@ import pytest
 
 from broker.wire.client import KafkaConnection
 from broker.errors import code
-from protocol.record_codec import build_batch, build_control_batch
+from protocol.records import build_batch, build_control_batch
 from protocol.request_wire import encode_request_frame
 
 HOST = "127.0.0.1"

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import answer_wire
 from protocol.request_wire import flexible_from, encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol.records import NewRecord, build_batch
 from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"

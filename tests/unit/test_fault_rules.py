@@ -14,10 +14,10 @@ import pytest
 from broker.faults.answers import error_answer, parse_error
 from broker.faults.fields import kinds_named_by, named_in
 from broker.faults.requests import FaultRules, Match, RequestSeen
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from protocol import answer_wire
 from protocol.request_wire import ApiTable
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 
 def _every_served_version():

@@ -25,7 +25,7 @@ from broker.wire.server import Connection, ProtocolViolation
 from broker.virtual_clock import VirtualClock
 from protocol import answer_wire, request_wire
 from protocol.request_wire import KAFKA_4_0, ApiTable, encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol.records import NewRecord, build_batch
 from tests.unit.test_fuzz_wire import mutated
 
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))

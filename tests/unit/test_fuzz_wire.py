@@ -24,8 +24,16 @@ from protocol.request_wire import (
     peek_request_header,
     skip_tagged_fields,
 )
-from protocol.record_codec import NewRecord, build_batch, decode_records, read_control_record
-from protocol.records import InvalidBatch, RecordBatch, iter_batches, validate_produce_records
+from protocol.records import (
+    InvalidBatch,
+    NewRecord,
+    RecordBatch,
+    build_batch,
+    decode_records,
+    iter_batches,
+    read_control_record,
+    validate_produce_records,
+)
 
 # `make fuzz` raises the example counts (EOSBROKER_FUZZ_SCALE); CI runs the base counts.
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))

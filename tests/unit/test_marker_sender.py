@@ -9,7 +9,7 @@ import pytest
 import uvloop
 
 from broker.coordinators.markers import VERSION, WRITE_TXN_MARKERS, MarkerSender, marker_request
-from coordinator.transaction.messages import SendMarkers
+from coordinator.transaction.coordinator import SendMarkers
 from protocol import answer_wire
 
 MARKERS = SendMarkers("tid", 7, 3, 1, True, (("t", 0),))

@@ -13,8 +13,7 @@ from kio.schema.errors import ErrorCode
 from protocol import answer_wire
 from protocol.request_wire import DecodeError, decode_request
 from protocol.answer_wire import build_request, build_response, decode_response, encode, ms
-from protocol.record_codec import build_batch, decode_records
-from protocol.records import RecordBatch
+from protocol.records import RecordBatch, build_batch, decode_records
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 TOPIC_ID = uuid.UUID("7d3f1a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b")

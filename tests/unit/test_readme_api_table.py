@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from protocol.request_wire import KAFKA_4_0, ApiTable
 
 README = Path(__file__).resolve().parents[2] / "README.md"

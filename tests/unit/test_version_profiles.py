@@ -3,7 +3,7 @@ at what is implemented) and features."""
 
 import pytest
 
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from protocol.request_wire import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
 
 
