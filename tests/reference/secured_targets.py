@@ -57,7 +57,7 @@ class SecuredEosbroker(BrokerProcess):
     def __init__(self, data_dir, certs, nodes: int) -> None:
         first = free_port_block((len(LISTENERS) + 1) * nodes)
         self.secured_ports = {name: first + i * nodes for i, name in enumerate(LISTENERS)}
-        internal = first + len(LISTENERS) * nodes
+        internal = self.internal_port = first + len(LISTENERS) * nodes
         self.certs = certs
         overrides = {
             "listeners": ",".join([f"{n}://{HOST}:{p}" for n, p in self.secured_ports.items()]
@@ -77,6 +77,11 @@ class SecuredEosbroker(BrokerProcess):
 
     def security(self, listener: str, mechanism: str | None = None) -> Security:
         return Security(SECURED_LISTENERS[listener], mechanism, listener == "MTLS", self.certs)
+
+
+def plaintext_bootstrap(target) -> str:
+    """The plaintext listener's address: Kafka's PLAINTEXT, eosbroker's INTERNAL."""
+    return target.bootstrap if target.kind == "kafka" else f"{HOST}:{target.internal_port}"
 
 
 def start_target(kind: str, workdir):
