@@ -11,8 +11,9 @@ authorizer and ACLs:
   mechanism only), so a long-lived connection logging in with it must re-authenticate
   (KIP-368) while the other mechanisms' sessions do not end.
 
-``secured_target`` (a module fixture over TARGETS) hands out one started broker; its
-``bootstrap_for(listener)`` and ``security(listener, mechanism)`` give the client side.
+``secured_target`` (a session fixture over TARGETS, registered for tests/reference by its
+conftest) hands out one started broker; its ``bootstrap_for(listener)`` and
+``security(listener, mechanism)`` give the client side.
 """
 
 from __future__ import annotations
@@ -111,8 +112,9 @@ def _every_acl() -> AclBindingFilter:
     return AclBindingFilter(Resource.ANY, None, Pattern.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="session", params=TARGETS)
 def secured_target(request, tmp_path_factory):
+    """One target at a time, each started once: pytest orders the tests that use it by target."""
     broker = start_target(request.param, tmp_path_factory.mktemp(request.param))
     yield broker
     broker.stop()

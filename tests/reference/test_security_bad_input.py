@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from protocol.client import ClientConnection
-from tests.reference.secured_targets import TOPIC, plaintext_bootstrap, secured_target  # noqa: F401
+from tests.reference.secured_targets import TOPIC, plaintext_bootstrap
 from tests.sasl_broker import RawConnection, rss_kib
 from tests.sasl_tokens import ScramClient, oauthbearer, plain, unsecured_jws
 

@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from tests.reference import java_driver
-from tests.reference.secured_targets import REAUTH_MS, SETUP_IDS, SETUPS, TOPIC, secured_target  # noqa: F401
+from tests.reference.secured_targets import REAUTH_MS, SETUP_IDS, SETUPS, TOPIC
 
 pytestmark = pytest.mark.reference_extended
 
