@@ -248,13 +248,17 @@ class KafkaBroker:
         command = self._java(classpath, "kafka.Kafka", str(config), jvm_options=broker_jvm_options)
         os.execv(command[0], command)
 
-    def start(self, timeout: float = 180.0, port: int = 0) -> "KafkaBroker":
-        """``port``: listen there, on the controller port of the previous start (a restart)."""
+    def start(self, timeout: float = 180.0, port: int = 0, system_properties: dict[str, str] | None = None
+              ) -> "KafkaBroker":
+        """``port``: listen there, on the controller port of the previous start (a restart);
+        ``system_properties``: the broker JVM's -D options (e.g. the files OAuth may read)."""
         classpath = kafka_classpath()
         config = self._format(classpath, port, timeout=timeout)
         self._stdout = open(self.workdir / "stdout.log", "ab")
+        defines = tuple(f"-D{k}={v}" for k, v in (system_properties or {}).items())
         self.proc = subprocess.Popen(
-            self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
+            self._java(classpath, "kafka.Kafka", str(config), jvm_options=TEST_JVM_OPTIONS + defines),
+            stdout=self._stdout, stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + timeout

@@ -55,7 +55,7 @@ class SecuredEosbroker(BrokerProcess):
     """eosbroker with the listeners of SecuredKafka (each N consecutive ports with N nodes)
     beside an INTERNAL plaintext one between its nodes."""
 
-    def __init__(self, data_dir, certs, nodes: int) -> None:
+    def __init__(self, data_dir, certs, nodes: int, settings: dict[str, str] | None = None) -> None:
         first = free_port_block((len(LISTENERS) + 1) * nodes)
         self.secured_ports = {name: first + i * nodes for i, name in enumerate(LISTENERS)}
         internal = self.internal_port = first + len(LISTENERS) * nodes
@@ -69,6 +69,7 @@ class SecuredEosbroker(BrokerProcess):
             "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
             **secured_listener_settings(LISTENERS, certs),
             **AUTHORIZED,
+            **(settings or {}),
         }
         super().__init__(data_dir, overrides, nodes=nodes,
                          extra_args=[arg for entry in scram_users() for arg in ("--scram", entry)])
@@ -85,13 +86,16 @@ def plaintext_bootstrap(target) -> str:
     return target.bootstrap if target.kind == "kafka" else f"{HOST}:{target.internal_port}"
 
 
-def start_target(kind: str, workdir):
-    """A started broker of ``kind`` (one of TARGETS) with topic orders and the ACLs."""
+def start_target(kind: str, workdir, settings: dict[str, str] | None = None,
+                 kafka_system_properties: dict[str, str] | None = None):
+    """A started broker of ``kind`` (one of TARGETS) with topic orders and the ACLs;
+    ``settings``: more broker settings (both brokers take them)."""
     certs = write_certificates(workdir / "certs", clients=tuple(USERS))
     if kind == "kafka":
-        broker = KafkaBroker(workdir / "kafka", AUTHORIZED, secured=True, certs=certs).start()
+        broker = KafkaBroker(workdir / "kafka", {**AUTHORIZED, **(settings or {})}, secured=True, certs=certs)
+        broker.start(system_properties=kafka_system_properties)
     else:
-        broker = SecuredEosbroker(workdir / "data", certs, 3 if kind.endswith("3-nodes") else 1).start()
+        broker = SecuredEosbroker(workdir / "data", certs, 3 if kind.endswith("3-nodes") else 1, settings).start()
     broker.kind = kind
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_for("MTLS"), **certs.confluent_kafka("admin")})

@@ -1,15 +1,16 @@
 """Bad input on the secured listeners, asked of eosbroker (1 and 3 nodes) and Apache Kafka 4.4
 alike (secured_targets.py), frame by frame over TLS: a wrong password, an unknown user, an
 expired token, a request before authentication, a SASL token of 100 MB on SASL_SSL, and a TLS
-client on a plaintext port. Each gets Kafka's answer (the error code and message, or none)
-and the close; eosbroker logs a line for each, its memory stays bounded, and the broker goes
-on serving (a transaction committed afterwards). The same cases over SASL_PLAINTEXT and on
-the TLS port, with the client libraries, are in tests/integration/test_sasl.py and
-test_tls_listeners.py; the unsigned token where a signature is required there too (Apache
-Kafka's JWKS validator takes no file here)."""
+client on a plaintext port; and an unsigned token where a signature is required (a JWKS
+file), against a broker of each kind of its own. Each gets Kafka's answer (the error code
+and message, or none) and the close; eosbroker logs a line for each, its memory stays
+bounded, and the broker goes on serving (a transaction committed afterwards). The same
+cases over SASL_PLAINTEXT and on the TLS port, with the client libraries, are in
+tests/integration/test_sasl.py and test_tls_listeners.py."""
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import time
@@ -154,3 +155,51 @@ def test_bad_input_answered_and_closed_as_kafka_does(secured_target, case):
     producer.produce(TOPIC, b"after bad input")
     producer.commit_transaction(60)
     del producer
+
+
+# -- a token without a signature where one is required ------------------------------------
+
+ISSUER = "https://issuer.example"
+
+
+@pytest.fixture(scope="module", params=["eosbroker", "kafka"])
+def signing_target(request, tmp_path_factory):
+    """A broker whose SASL_SSL listener checks OAUTHBEARER tokens' signatures against a JWKS
+    file (Kafka's OAuthBearerValidatorCallbackHandler), and the keys that sign them."""
+    from tests.reference.secured_targets import start_target
+    from tests.sasl_tokens import SigningKeys
+
+    workdir = tmp_path_factory.mktemp(f"signed-{request.param}")
+    keys = SigningKeys()
+    jwks = workdir / "jwks.json"
+    jwks.write_text(json.dumps(keys.jwks()))
+    prefix = "listener.name.sasl_ssl.oauthbearer."
+    broker = start_target(request.param, workdir, {
+        prefix + "sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        prefix + "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+        prefix + "sasl.oauthbearer.expected.audience": "kafka",
+        prefix + "sasl.oauthbearer.expected.issuer": ISSUER,  # Kafka 4.4 starts no such listener without
+    }, kafka_system_properties={"org.apache.kafka.sasl.oauthbearer.allowed.urls": jwks.as_uri()})
+    yield broker, keys
+    broker.stop()
+
+
+def test_an_unsigned_token_where_a_signature_is_required_as_kafka(signing_target):
+    target, keys = signing_target
+    before = len(target.log_text()) if target.kind != "kafka" else 0
+    now = int(time.time())
+    claims = {"sub": "alice", "iat": now, "exp": now + 600, "aud": "kafka", "iss": ISSUER}
+    raw = TlsRawConnection(target.bootstrap_for("SASL_SSL"), target.certs)  # a signed token: served
+    assert raw.request(SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"}).error_code == 0
+    assert raw.request(SASL_AUTHENTICATE, 2, {"auth_bytes": oauthbearer(keys.sign(claims))}).error_code == 0
+    assert raw.request(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
+    raw.close()
+    unsigned = _logged_in_exchange(TlsRawConnection(target.bootstrap_for("SASL_SSL"), target.certs), "OAUTHBEARER",
+                                   oauthbearer(unsecured_jws(claims)), b"\x01")
+    assert unsigned == [0, (0, b'{"status":"invalid_token"}'), (58, '{"status":"invalid_token"}'), CLOSED]
+    if target.kind != "kafka":
+        deadline = time.monotonic() + 20
+        while "The JWT is not signed, and a signature is required" not in target.log_text()[before:]:
+            assert time.monotonic() < deadline, target.log_tail()
+            time.sleep(0.05)
