@@ -6,7 +6,8 @@
 // trusting its ca.crt; with KAFKAJS_CLIENT_CERTS=1 too, each user shows USER.crt/USER.key (mTLS).
 // KAFKAJS_TRANSACTIONS=N: N transactions, KAFKAJS_PAUSE_MS apart, on one producer (values
 // TXN_ID-i, then TXN_ID-t-i); KAFKAJS_REAUTH_THRESHOLD_MS: re-authenticate (KIP-368) that long
-// before a session ends (kafkajs's reauthenticationThreshold).
+// before a session ends (kafkajs's reauthenticationThreshold). The JSON line also counts the
+// connections the broker closed ("server_closes", from kafkajs's debug log).
 import { readFileSync } from "node:fs";
 import { Kafka, logLevel } from "kafkajs";
 
@@ -30,10 +31,15 @@ function tls(user) {
   return out;
 }
 
+let serverCloses = 0;
+const countServerCloses = () => ({ log }) => {
+  if (log.message === "Kafka server has closed connection") serverCloses++;
+};
+
 function client(user, secret) {
   return new Kafka({ clientId: `kafkajs-${user}`, brokers: [bootstrap], ssl: tls(user),
                      sasl: mechanism === "none" ? undefined : sasl(user, secret),
-                     logLevel: logLevel.NOTHING, retry: { retries: 2 },
+                     logLevel: logLevel.DEBUG, logCreator: countServerCloses, retry: { retries: 2 },
                      reauthenticationThreshold: Number(process.env.KAFKAJS_REAUTH_THRESHOLD_MS || 10000) });
 }
 
@@ -75,6 +81,9 @@ async function main() {
 }
 
 main().then(
-  (read) => { console.log(JSON.stringify({ read })); process.exit(0); },
-  (e) => { console.log(JSON.stringify({ error: { type: e.type || e.name, message: e.message } })); process.exit(0); },
+  (read) => { console.log(JSON.stringify({ read, server_closes: serverCloses })); process.exit(0); },
+  (e) => {
+    console.log(JSON.stringify({ error: { type: e.type || e.name, message: e.message }, server_closes: serverCloses }));
+    process.exit(0);
+  },
 );

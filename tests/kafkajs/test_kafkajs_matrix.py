@@ -72,6 +72,7 @@ def test_kafkajs_re_authenticates_a_long_lived_connection(secured_target):
                   KAFKAJS_PAUSE_MS=str(int(REAUTH_MS * 0.75)), KAFKAJS_REAUTH_THRESHOLD_MS=str(REAUTH_MS // 4))
     written = [f"{txn_id}-{i}" for i in range(3)] + [f"{txn_id}-{t}-{i}" for t in (1, 2) for i in range(3)]
     assert sorted(out.get("read", [])) == sorted(written), out
+    assert out["server_closes"] == 0, out  # re-authenticated in time on every connection
     if secured_target.kind != "kafka":
         log = secured_target.log_text()[before:]
         assert "re-authenticated as User:alice with SCRAM-SHA-256" in log
