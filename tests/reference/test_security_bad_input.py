@@ -1,24 +1,26 @@
 """Bad input on the secured listeners, asked of eosbroker (1 and 3 nodes) and Apache Kafka 4.4
-alike (secured_targets.py), frame by frame over TLS: a wrong password, an unknown user, an
-expired token, a request before authentication, a SASL token of 100 MB on SASL_SSL, and a TLS
-client on a plaintext port; and an unsigned token where a signature is required (a JWKS
-file), against a broker of each kind of its own. Each gets Kafka's answer (the error code
-and message, or none) and the close; eosbroker logs a line for each, its memory stays
-bounded, and the broker goes on serving (a transaction committed afterwards). The same
-cases over SASL_PLAINTEXT and on the TLS port, with the client libraries, are in
-tests/integration/test_sasl.py and test_tls_listeners.py."""
+alike (secured_targets.py), frame by frame: a wrong password, an unknown user, an expired
+token, a request before authentication and a SASL token of 100 MB on SASL_SSL; a TLS client
+on a plaintext port; a plaintext request and garbage on a TLS port; and an unsigned token
+where a signature is required (a JWKS file), against a broker of each kind of its own. Each
+gets Kafka's answer (the error code and message, a TLS alert, or none) and the close;
+eosbroker logs a line for each, its memory stays bounded, and the broker goes on serving (a
+transaction committed afterwards). The same cases over SASL_PLAINTEXT and with the client
+libraries are in tests/integration/test_sasl.py and test_tls_listeners.py."""
 
 from __future__ import annotations
 
 import json
 import socket
 import ssl
+import struct
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Producer
 
+from broker.security.tls import INTERNAL_ERROR_ALERT
 from protocol.client import ClientConnection
 from tests.reference.secured_targets import TOPIC, plaintext_bootstrap
 from tests.sasl_broker import RawConnection, rss_kib
@@ -118,6 +120,28 @@ def tls_client_on_a_plaintext_port(target) -> list:
     return [answer or CLOSED]
 
 
+def _not_tls_on_the_ssl_port(target, data: bytes) -> list:
+    host, port = target.bootstrap_for("SSL").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(data)
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    return [answer or CLOSED]
+
+
+def plaintext_client_on_a_tls_port(target) -> list:
+    api_versions = struct.pack(">hhih", 18, 0, 7, -1)
+    return _not_tls_on_the_ssl_port(target, struct.pack(">i", len(api_versions)) + api_versions)
+
+
+def garbage_instead_of_a_client_hello(target) -> list:
+    return _not_tls_on_the_ssl_port(target, bytes(range(256)) * 8)
+
+
 INVALID_CREDENTIALS = "Authentication failed during authentication due to invalid credentials with SASL mechanism "
 # case: (what the client sees, as Kafka answers it; eosbroker's log line)
 CASES = {
@@ -130,6 +154,9 @@ CASES = {
     request_before_authentication: ([CLOSED], "Unexpected Kafka request of type METADATA during SASL handshake."),
     token_of_100_mb: ([0, CLOSED], "Failing SASL authentication due to invalid receive size (a frame of 104857600 bytes"),
     tls_client_on_a_plaintext_port: ([CLOSED], "exceeds socket.request.max.bytes"),
+    # Kafka's answer to what is no TLS: a fatal internal_error alert, then the close
+    plaintext_client_on_a_tls_port: ([INTERNAL_ERROR_ALERT], "listener SSL): SSL handshake failed"),
+    garbage_instead_of_a_client_hello: ([INTERNAL_ERROR_ALERT], "listener SSL): SSL handshake failed"),
 }
 
 
