@@ -152,7 +152,8 @@ CASES = {
     expired_token: ([0, (0, b'{"status":"invalid_token"}'), (58, '{"status":"invalid_token"}'), CLOSED],
                     "was on or after the Expiration Time value"),
     request_before_authentication: ([CLOSED], "Unexpected Kafka request of type METADATA during SASL handshake."),
-    token_of_100_mb: ([0, CLOSED], "Failing SASL authentication due to invalid receive size (a frame of 104857600 bytes"),
+    token_of_100_mb: ([0, CLOSED],
+                      "Failing SASL authentication due to invalid receive size (a frame of 104857600 bytes"),
     tls_client_on_a_plaintext_port: ([CLOSED], "exceeds socket.request.max.bytes"),
     # Kafka's answer to what is no TLS: a fatal internal_error alert, then the close
     plaintext_client_on_a_tls_port: ([INTERNAL_ERROR_ALERT], "listener SSL): SSL handshake failed"),
