@@ -11,7 +11,6 @@ likewise, PEM or PKCS12. Java's JKS format is refused, naming the conversion to 
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import tempfile
 from dataclasses import dataclass, replace
@@ -290,8 +289,6 @@ HANDSHAKE_TIMEOUT_S = 60.0
 _RECEIVED = (lambda b: (b, memoryview(b)))(bytearray(256 * 1024))
 _DECRYPTED = memoryview(bytearray(256 * 1024))
 _RECORD_PAYLOAD = 16384  # the most a TLS record carries
-# The most a connection's socket is told to gather before waking the loop (SO_RCVLOWAT)
-_LOW_WATER_CAP = 256 * 1024
 
 
 def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_ended):
@@ -301,66 +298,20 @@ def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_en
     handshake ends, succeeded, failed, or cut short by the client (asyncio itself logs a
     failure only in debug mode, Kafka logs every one).
 
-    ``app_protocol.frame_bytes_missing()`` says how many more plaintext bytes the request
-    being received needs: until they can have arrived, the socket does not wake the loop
-    (SO_RCVLOWAT). Clients write a request as several TLS records, each sent on its own;
-    waking for each costs a turn of the loop, a read and a context switch.
-
     asyncio's SSLProtocol rather than uvloop's own TLS (``create_server(ssl=...)``): on a
     failed handshake uvloop closes at once, dropping the alert OpenSSL wrote, in methods a
     subclass cannot reach, and its server hands over a connection only after the handshake,
     too late to count it toward max.connections.per.ip; measured, it was no cheaper."""
     from asyncio import sslproto
 
-    class _AppTransport(sslproto._SSLProtocolTransport):
-        """What the server writes its answers to: bytes go straight to the protocol's
-        writing, and the buffered size is read in place."""
-
-        def write(self, data) -> None:
-            if data.__class__ is bytes and data:
-                self._ssl_protocol._write_appdata((data,))
-            else:
-                super().write(data)
-
-        def get_write_buffer_size(self) -> int:
-            protocol = self._ssl_protocol
-            return protocol._outgoing.pending + protocol._write_buffer_size
-
     class _ServerTls(sslproto.SSLProtocol):
         peer = "?"
-        _tls = None  # the SSL object's C side, set when the handshake completes
-
-        _socket = None
-        _low_water = 1
 
         def connection_made(self, transport) -> None:
             address = transport.get_extra_info("peername")
             self.peer = f"{address[0]}:{address[1]}" if address else "?"
-            self._socket = transport.get_extra_info("socket")
             if accepted(transport):
                 super().connection_made(transport)
-
-        def _wake_when_request_can_be_whole(self) -> None:
-            """Sets the socket's low-water mark to what the request being received still
-            lacks, less the ciphertext already held for it: a record never carries more
-            plaintext than its own length, so that many bytes are sure to come. 1 (any
-            byte wakes) between requests."""
-            missing = self._app_protocol.frame_bytes_missing()
-            low_water = min(missing - self._incoming.pending, _LOW_WATER_CAP) if missing > 0 else 1
-            if low_water < 1:
-                low_water = 1
-            if low_water != self._low_water and self._socket is not None:
-                try:
-                    self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, low_water)
-                except OSError:  # the socket is gone: nothing to wake for
-                    return
-                self._low_water = low_water
-
-        def _get_app_transport(self):
-            if self._app_transport is None and not self._app_transport_created:
-                self._app_transport = _AppTransport(self._loop, self)
-                self._app_transport_created = True
-            return super()._get_app_transport()
 
         def _on_handshake_complete(self, handshake_exc) -> None:
             if handshake_exc is not None and self._transport is not None:
@@ -371,9 +322,6 @@ def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_en
                 self._process_outgoing()
                 if not alert_written and isinstance(handshake_exc, ssl.SSLError):
                     self._transport.write(INTERNAL_ERROR_ALERT)
-            elif handshake_exc is None:
-                # ssl.SSLObject's methods are Python wrappers around these
-                self._tls = getattr(self._sslobj, "_sslobj", self._sslobj)
             super()._on_handshake_complete(handshake_exc)
 
         def __init__(self, *args, **kwargs) -> None:
@@ -382,31 +330,13 @@ def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_en
             # serves every connection (asyncio gives each its own 256 kB)
             self._ssl_buffer, self._ssl_buffer_view = _RECEIVED
 
-        def get_buffer(self, n):
-            return _RECEIVED[1]
-
-        def buffer_updated(self, nbytes) -> None:
-            """Bytes received on an established connection: decrypted and handed over in
-            place, and anything TLS wrote meanwhile sent. A handshake, shutdown, paused
-            reading or waiting writes take asyncio's path."""
-            if (self._state is not _WRAPPED or self._app_reading_paused or self._ssl_reading_paused
-                    or self._write_backlog):
-                return super().buffer_updated(nbytes)
-            self._incoming.write(_RECEIVED[1][:nbytes])
-            try:
-                self._do_read__copied()
-                if self._outgoing.pending:  # a TLS 1.3 key update answered, say
-                    self._process_outgoing()
-            except Exception as ex:
-                self._fatal_error(ex, "Fatal error on SSL protocol")
-
         def _write_appdata(self, list_of_data) -> None:
             """Responses written in one turn (the server's pipelined answers) go into one TLS
             record when small, encrypted and handed to the socket at once; anything
-            unusual (a backlog, a handshake or shutdown under way, paused writing, an
-            error) takes asyncio's path."""
+            unusual (a backlog, a handshake or shutdown under way, an error) takes
+            asyncio's path."""
             if (self._state is not _WRAPPED or self._write_backlog or self._ssl_writing_paused
-                    or self._app_writing_paused or list_of_data.__class__ not in (list, tuple)):
+                    or list_of_data.__class__ not in (list, tuple)):
                 return super()._write_appdata(list_of_data)
             if len(list_of_data) == 1:
                 data = list_of_data[0]
@@ -415,47 +345,38 @@ def server_protocol(loop, app_protocol, tls: TlsListener, accepted, handshake_en
             else:
                 return super()._write_appdata(list_of_data)
             try:
-                self._tls.write(data)  # whole or not at all (no partial writes on a memory BIO)
+                self._sslobj.write(data)  # whole or not at all (no partial writes on a memory BIO)
             except Exception:
                 return super()._write_appdata((data,))
-            # nothing is left buffered here, so no pause_writing is due
-            self._transport.write(self._outgoing.read())
+            self._process_outgoing()
 
         def _do_read__copied(self) -> None:
             """The records received, decrypted into one shared buffer and handed over as one
             copy. asyncio's own reads allocate 256 kB per record and end each turn on a
             raised SSLWantReadError; this stops when nothing is left to decrypt."""
-            tls, incoming, view = self._tls, self._incoming, _DECRYPTED
-            read, decrypted_pending = tls.read, tls.pending
+            sslobj, incoming, view = self._sslobj, self._incoming, _DECRYPTED
             room = len(view)
-            pieces = None
+            pieces = []
             filled = 0
             count = 1
             try:
-                while incoming.pending or decrypted_pending():
-                    count = read(room - filled, view[filled:])
+                while incoming.pending or sslobj.pending():
+                    count = sslobj.read(room - filled, view[filled:])
                     if not count:  # close_notify
                         break
                     filled += count
                     if filled == room:
-                        if pieces is None:
-                            pieces = []
                         pieces.append(bytes(view))
                         filled = 0
             except sslproto.SSLAgainErrors:  # a record not wholly received yet
                 pass
-            if pieces is None:
-                if filled:
-                    self._app_protocol.data_received(bytes(view[:filled]))
-            else:
-                if filled:
-                    pieces.append(bytes(view[:filled]))
-                self._app_protocol.data_received(b"".join(pieces))
+            if filled:
+                pieces.append(bytes(view[:filled]))
+            if pieces:
+                self._app_protocol.data_received(pieces[0] if len(pieces) == 1 else b"".join(pieces))
             if not count:
                 self._call_eof_received()
                 self._start_shutdown()
-            elif self._state is _WRAPPED:
-                self._wake_when_request_can_be_whole()
 
     _WRAPPED = sslproto.SSLProtocolState.WRAPPED
     waiter = loop.create_future()

@@ -71,9 +71,6 @@ class Connection:
     principal: str = "User:ANONYMOUS"
     # a SASL listener's authentication (broker.security.sasl.SaslExchange), else None
     sasl: Any = None
-    # that same exchange while requests must pass it (authentication under way, or a
-    # session that expires); None after a login that lasts, so requests skip SASL entirely
-    sasl_gate: Any = None
 
     def describe(self) -> str:
         """The connection as log lines name it: its id, peer, and principal once known."""
@@ -326,7 +323,6 @@ class Server:
                 frame = reading.next_frame() if frames else await reading.wait_frame()
                 if frame is None:
                     return
-                sasl_gate = conn.sasl_gate  # as the request finds it: the one that completes a login still limits frames
                 if not serving.is_set():
                     await serving.wait()  # paused: read, but not handled until resumed
                 if transport.is_closing() or not node.is_up:
@@ -349,8 +345,8 @@ class Server:
                 except Exception:
                     log.exception("closing connection %s: unexpected error handling a request", conn.describe())
                     return
-                if sasl_gate is not None and sasl_gate.authenticating is not reading.frames_limited:
-                    reading.limit_frames(sasl_gate.authenticating)
+                if conn.sasl is not None and conn.sasl.authenticating is not reading.frames_limited:
+                    reading.limit_frames(conn.sasl.authenticating)
                 if out is not None:
                     if not serving.is_set():  # paused while handling: the answer waits too
                         await serving.wait()
@@ -388,7 +384,7 @@ class Server:
 
     async def handle_frame(self, frame: bytes, conn: Connection) -> bytes | bytearray | None:
         broker = self.broker
-        sasl = conn.sasl_gate
+        sasl = conn.sasl
         if sasl is not None and sasl.expects_bare_token:  # after a v0 handshake: a bare token
             reply = sasl.bare_token(bytes(frame), broker.clock.now_ms(), broker.clock.monotonic())
             self._authenticated(conn)
@@ -540,8 +536,6 @@ class Server:
         sasl = conn.sasl
         if sasl.authenticating:
             return
-        if sasl.session_expiry is None:  # nothing left to check on this connection's requests
-            conn.sasl_gate = None
         conn.principal = sasl.principal
         lifetime = "" if sasl.session_expiry is None else f", session lifetime {sasl.session_lifetime_ms} ms"
         log.info("connection %s from %s %s as %s with %s%s", conn.id, conn.peer,
@@ -719,17 +713,6 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                 log.warning("closing connection %s: %s", conn.describe(), e)
             self._end()
 
-    def frame_bytes_missing(self) -> int:
-        """Bytes the request being received still lacks (at least), 0 when none is under
-        way or reading is paused."""
-        decoder = self._decoder
-        if decoder is None or self._read_paused:
-            return 0
-        size = decoder.pending_frame_size()
-        # a frame's body being gathered counts only its body; a whole frame left in the
-        # buffer (none after _cut, unless stalled) would count its prefix: never too many
-        return 0 if size is None else size - decoder.buffered
-
     def eof_received(self) -> bool:
         self._end()
         # keep the transport open: answers to requests already read still go out (TLS
@@ -789,7 +772,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         if sasl is not None:
             from broker.security.sasl import SaslExchange
 
-            self.conn.sasl = self.conn.sasl_gate = SaslExchange(sasl)
+            self.conn.sasl = SaslExchange(sasl)
             self.limit_frames(True)
         self._max_queued = max(1, config["queued.max.requests"])
         self.conn.processor = loop.create_task(server._process(self))
