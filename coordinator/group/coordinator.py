@@ -750,7 +750,7 @@ class GroupCoordinator:
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         """(error, message, group) as ConsumerGroupDescribe answers for one group."""
-        return self._typed_group(group_id, "consumer", ("classic",))
+        return self._typed_group(group_id, "consumer", ("classic", "share", "streams"))
 
     def _consumer_timers(self, group: ConsumerGroup, now_ms: int) -> list[Result]:
         results = []
