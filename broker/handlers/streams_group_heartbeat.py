@@ -57,6 +57,10 @@ def _task_ids(tasks: dict | None) -> list | None:
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items())]
 
 
+def _topic_partitions(by_topic: dict) -> list:
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+
+
 def create_internal_topics(ctx, topics: tuple[TopicInfo, ...]) -> str | None:
     """Creates the group's missing internal topics; what could not be, for the status."""
     refused, failed = [], []
@@ -110,8 +114,7 @@ async def handle(ctx, request):
     if answer.partitions_by_endpoint is not None:
         by_endpoint = [{
             "user_endpoint": {"host": e.endpoint[0], "port": e.endpoint[1]},
-            "active_partitions": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(e.active.items())],
-            "standby_partitions": [],
+            "active_partitions": _topic_partitions(e.active), "standby_partitions": _topic_partitions(e.standby),
         } for e in answer.partitions_by_endpoint]
     config = groups.coordinator.config.streams
     sent = answer.active_tasks is not None
@@ -122,7 +125,7 @@ async def handle(ctx, request):
         "acceptable_recovery_lag": config.acceptable_recovery_lag,
         "task_offset_interval": config.task_offset_interval_ms,
         "status": statuses if answer.error_code == 0 else None,
-        "active_tasks": _task_ids(answer.active_tasks), "standby_tasks": [] if sent else None,
+        "active_tasks": _task_ids(answer.active_tasks), "standby_tasks": _task_ids(answer.standby_tasks),
         "warmup_tasks": [] if sent else None,
         "endpoint_information_epoch": answer.endpoint_information_epoch,
         "partitions_by_user_endpoint": by_endpoint,

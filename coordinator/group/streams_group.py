@@ -14,23 +14,27 @@ topics are named in the answer for the broker to create, as Kafka's coordinator 
 Members move towards their target assignment as KIP-848 consumers do (the consumer
 group's reconciliation serves both): a task another member still owns is held back
 until that member reports it revoked, so a task is never processed by two members.
-Only active tasks are assigned: standby and warm-up tasks are not (the broker's
-``group.streams.num.standby.replicas`` is 0 by default in Kafka too).
+Standby tasks (the group's ``streams.num.standby.replicas``, else the broker's
+``group.streams.num.standby.replicas``, 0 by default) go to the stateful tasks, never to
+a process running the task, by Kafka 4.4's sticky assignor; a member gets its standby
+tasks at once unless another member of its process still holds the task. Kafka 4.4
+assigns no warm-up tasks.
 
 A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a timer), and
 assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
 heartbeat after it), both answered ASSIGNMENT_DELAYED, as Kafka 4.4 does.
 
-Not as Kafka 4.4 yet: standby and warm-up tasks (``group.streams.num.standby.replicas``,
-the ``streams.num.standby.replicas`` group config; task offsets are not kept), rack-aware
+Not as Kafka 4.4 yet: task offsets are not kept (Kafka ranks a member that reports a
+task's offsets as a candidate for its standby after the previous holders), rack-aware
 assignment by client tags, static members (-2 leaves as -1 does), and the KIP-1331
 topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
@@ -70,6 +74,7 @@ class StreamsGroupConfig:
     acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
     initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
     assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
+    num_standby_replicas: int = 0  # group.streams.num.standby.replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,7 @@ class StreamsMember:
     state: MemberState = MemberState.STABLE
     assigned: Tasks = field(default_factory=dict)  # active tasks
     pending_revocation: Tasks = field(default_factory=dict)  # active tasks being revoked
+    standby: Tasks = field(default_factory=dict)
 
     @property
     def classic(self) -> None:
@@ -102,7 +108,8 @@ class StreamsMember:
 
     def assignment_value(self) -> codec.CurrentAssignmentValue:
         return codec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
-                                            AssignedTasks(self.assigned), AssignedTasks(self.pending_revocation))
+                                            AssignedTasks(self.assigned, self.standby),
+                                            AssignedTasks(self.pending_revocation))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +117,8 @@ class ConfiguredTopology:
     """The topology against the cluster's topics now."""
 
     task_counts: dict[str, int]  # subtopology id -> tasks; empty unless ready
-    source_topics: dict[str, tuple[str, ...]]  # subtopology id -> its input topics (resolved)
+    stateful: frozenset[str] = frozenset()  # subtopologies with state (changelog topics): they get standbys
+    source_topics: dict[str, tuple[str, ...]] = field(default_factory=dict)  # subtopology id -> its inputs
     missing_source_topics: tuple[str, ...] = ()
     missing_internal_topics: tuple[TopicInfo, ...] = ()  # with the partition counts to create
     incorrectly_partitioned: tuple[str, ...] = ()
@@ -195,7 +203,7 @@ class StreamsGroup:
             state = MemberState(v.state) if v.state in MemberState._value2member_map_ else MemberState.UNKNOWN
             self.members[member_id] = replace(
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch, state=state,
-                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active)
+                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active, standby=v.assigned.standby)
             self.endpoint_epoch += 1
 
     def deletion_records(self) -> list[CoordinatorRecord]:
@@ -232,6 +240,7 @@ class StreamsHeartbeatRequest:
 class EndpointPartitions:
     endpoint: tuple[str, int]
     active: dict[str, frozenset[int]]  # topic name -> partitions
+    standby: dict[str, frozenset[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +250,8 @@ class StreamsHeartbeatAnswer:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    active_tasks: Tasks | None = None  # None: unchanged
+    active_tasks: Tasks | None = None  # None: unchanged (standby tasks come with them)
+    standby_tasks: Tasks | None = None
     statuses: tuple[tuple[int, str], ...] = ()
     topics_to_create: tuple[TopicInfo, ...] = ()  # missing internal topics, for the broker
     endpoint_information_epoch: int = 0
@@ -316,7 +326,8 @@ def configure(topology: Topology, topics: TopicsSnapshot) -> ConfiguredTopology:
         sources[s.subtopology_id] = tuple(names)
     referenced = {n for names in sources.values() for n in names if n in topics}
     if missing_sources:
-        return ConfiguredTopology({}, sources, tuple(sorted(missing_sources)), referenced=frozenset(referenced))
+        return ConfiguredTopology({}, source_topics=sources, missing_source_topics=tuple(sorted(missing_sources)),
+                                  referenced=frozenset(referenced))
 
     # Repartition topics: a set count, else the largest task count of the subtopologies
     # writing to them, until nothing changes (they may chain).
@@ -369,59 +380,191 @@ def configure(topology: Topology, topics: TopicsSnapshot) -> ConfiguredTopology:
             incorrect.add(name)
         else:
             referenced.add(name)
-    return ConfiguredTopology(task_counts, sources, (), tuple(missing), tuple(sorted(incorrect)), frozenset(referenced))
+    stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.changelog_topics)
+    return ConfiguredTopology(task_counts, stateful, sources, (), tuple(missing), tuple(sorted(incorrect)),
+                              frozenset(referenced))
 
 
-def assign_active_tasks(processes: dict[str, str], task_counts: dict[str, int],
-                        previous: dict[str, Tasks]) -> dict[str, Tasks]:
-    """Kafka's sticky task assignor for active tasks: every task to one member, balanced
-    (task counts differ by at most one), a member keeping what it had first, the rest to
-    the least loaded process (``processes``: member id -> process id), then member."""
-    members = sorted(processes)
-    if not members:
+class _Process:
+    """One Kafka Streams process (client) while tasks are assigned: its members (stream
+    threads) and their task counts, active and standby. Its load is tasks per member."""
+
+    def __init__(self, process_id: str) -> None:
+        self.process_id = process_id
+        self.counts: dict[str, int] = {}
+        self.active: dict[str, set[Task]] = {}
+        self.standby: dict[str, set[Task]] = {}
+        self.tasks: set[Task] = set()
+        self.task_count = 0
+
+    @property
+    def load(self) -> float:
+        return self.task_count / len(self.counts) if self.counts else -1.0
+
+    def add(self, member_id: str, task: Task, active: bool) -> int:
+        """The member's task count after taking ``task``."""
+        self.task_count += 1
+        self.tasks.add(task)
+        (self.active if active else self.standby).setdefault(member_id, set()).add(task)
+        self.counts[member_id] += 1
+        return self.counts[member_id]
+
+    def add_to_least_loaded(self, task: Task, active: bool) -> int:
+        if not self.counts:
+            return -1
+        member_id = min(self.counts, key=lambda m: (self.counts[m], m))
+        return self.add(member_id, task, active)
+
+
+Task = tuple[str, int]  # (subtopology id, partition)
+
+
+def _per_member(tasks: int, members: int) -> int:
+    return 0 if members == 0 else -(-tasks // members)
+
+
+class _Quotas:
+    """The assignor's running quotas: active tasks and all tasks per member, recomputed
+    over the members still below them whenever one reaches its quota."""
+
+    def __init__(self, active_tasks: int, all_tasks: int, members: int) -> None:
+        self.active_left, self.active_members = active_tasks, members
+        self.all_left, self.all_members = all_tasks, members
+        self.active = _per_member(active_tasks, members)
+        self.all = _per_member(all_tasks, members)
+
+    def took(self, count: int, active: bool) -> None:
+        if active and count == self.active:
+            self.active_members -= 1
+            self.active_left -= count
+            self.active = _per_member(self.active_left, self.active_members)
+        if count == self.all:
+            self.all_members -= 1
+            self.all_left -= count
+            self.all = _per_member(self.all_left, self.all_members)
+
+
+def assign_tasks(processes: dict[str, str], task_counts: dict[str, int], stateful: Iterable[str],
+                 previous: dict[str, AssignedTasks], num_standby_replicas: int = 0) -> dict[str, AssignedTasks]:
+    """Kafka 4.4's sticky task assignor (``processes``: member id -> process id).
+
+    Active tasks: a task stays with the member that had it, then goes to a member that
+    had it as a standby, while those are below their quota (tasks / members, rounded up);
+    the rest go to the least loaded process (tasks per member) and its least loaded
+    member. Standby tasks (``num_standby_replicas`` of each task of a stateful
+    subtopology, one with changelog topics) never go to a process holding the task
+    already: to the member that had the task as active or standby while below its quota,
+    else to the least loaded process without it. Ties break by id here (Kafka's by its
+    hash maps' order)."""
+    if not processes:
         return {}
-    # Partition first: a member keeping or taking a share takes it across subtopologies, as
-    # Kafka's assignor spreads each subtopology's tasks over the members.
-    tasks = sorted(((s, p) for s in task_counts for p in range(task_counts[s])), key=lambda t: (t[1], t[0]))
-    base, extra = divmod(len(tasks), len(members))
-    load = dict.fromkeys(members, 0)
-    owner: dict[tuple[str, int], str] = {}
-    quota_left = extra  # members allowed base + 1
-
-    def room(m: str) -> bool:
-        return load[m] < base or (load[m] == base and quota_left > 0)
-
-    def give(task: tuple[str, int], m: str) -> None:
-        nonlocal quota_left
-        if load[m] == base:
-            quota_left -= 1
-        owner[task] = m
-        load[m] += 1
-
-    existing = set(tasks)
-    for limit_to_base in (True, False):  # first everyone up to the base, then the extras
-        for m in members:
-            for task in sorted(((s, p) for s, ps in previous.get(m, {}).items() for p in ps),
-                               key=lambda t: (t[1], t[0])):
-                if task in existing and task not in owner and (load[m] < base if limit_to_base else room(m)):
-                    give(task, m)
-    by_process: dict[str, list[str]] = {}
-    for m in members:
-        by_process.setdefault(processes[m], []).append(m)
-
-    def process_load(process: str) -> float:
-        return sum(load[m] for m in by_process[process]) / len(by_process[process])
-
-    for task in tasks:
-        if task in owner:
+    stateful = set(stateful)
+    everything = [(s, p) for s in task_counts for p in range(task_counts[s])]
+    stateful_tasks = [(s, p) for s, p in everything if s in stateful]
+    quotas = _Quotas(len(everything), len(everything) + len(stateful_tasks) * num_standby_replicas, len(processes))
+    by_process: dict[str, _Process] = {}
+    for m in sorted(processes):
+        by_process.setdefault(processes[m], _Process(processes[m])).counts[m] = 0
+    prev_active: dict[Task, str] = {}
+    prev_standby: dict[Task, list[str]] = {}
+    for m in sorted(previous):
+        if m not in processes:
             continue
-        candidates = [m for m in members if room(m)]
-        chosen = min(candidates, key=lambda m: (process_load(processes[m]), load[m], m))
-        give(task, chosen)
-    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
-    for (s, p), m in owner.items():
-        out[m].setdefault(s, set()).add(p)
-    return {m: {s: frozenset(ps) for s, ps in ts.items()} for m, ts in out.items()}
+        for s, ps in previous[m].active.items():
+            for p in ps:
+                prev_active[(s, p)] = m
+        for s, ps in sorted(previous[m].standby.items()):
+            for p in sorted(ps):
+                prev_standby.setdefault((s, p), []).append(m)
+
+    def process_of(m: str) -> _Process:
+        return by_process[processes[m]]
+
+    def least_loaded_previous(candidates: list[str], task: Task | None) -> str | None:
+        best, best_load, best_count = None, 0.0, 0
+        for m in candidates:
+            process = process_of(m)
+            if task is not None and task in process.tasks:
+                continue
+            load, count = process.load, process.counts[m]
+            if best is None or (load < best_load and count < best_count):
+                best, best_load, best_count = m, load, count
+        return best
+
+    def give(m: str, task: Task, active: bool) -> None:
+        quotas.took(process_of(m).add(m, task, active), active)
+
+    # Active tasks: kept, then to a previous standby, then to the least loaded.
+    left = sorted(everything, key=lambda t: (t[1], t[0]))
+    for task in list(left):
+        m = prev_active.get(task)
+        if m is not None and process_of(m).counts[m] < quotas.active:
+            give(m, task, True)
+            left.remove(task)
+    for task in list(left):
+        m = least_loaded_previous(prev_standby.get(task, []), None)
+        if m is not None and process_of(m).counts[m] < quotas.active:
+            give(m, task, True)
+            left.remove(task)
+    heap = [(p.load, pid) for pid, p in by_process.items()]
+    heapq.heapify(heap)
+    for task in sorted(left):
+        _load, pid = heapq.heappop(heap)
+        quotas.took(by_process[pid].add_to_least_loaded(task, True), True)
+        heapq.heappush(heap, (by_process[pid].load, pid))
+
+    if num_standby_replicas > 0:
+        to_place: list[tuple[Task, int]] = []
+        for task in sorted(stateful_tasks, key=lambda t: (t[1], t[0]), reverse=True):
+            for placed in range(num_standby_replicas):
+                m = prev_active.get(task)
+                if m is not None and task not in process_of(m).tasks and process_of(m).counts[m] < quotas.all:
+                    give(m, task, False)
+                    continue
+                m = least_loaded_previous(prev_standby.get(task, []), task)
+                if m is not None and process_of(m).counts[m] < quotas.all:
+                    give(m, task, False)
+                    continue
+                to_place.append((task, num_standby_replicas - placed))
+                break
+        heap = [(p.load, pid) for pid, p in by_process.items()]
+        heapq.heapify(heap)
+        for task, replicas in sorted(to_place, reverse=True):
+            for _ in range(replicas):
+                if not _standby_to_least_loaded(heap, by_process, task, quotas):
+                    break  # fewer processes than replicas: as Kafka, a warning and fewer standbys
+
+    out: dict[str, AssignedTasks] = {}
+    for m in processes:
+        process = process_of(m)
+        out[m] = AssignedTasks(_by_subtopology(process.active.get(m, ())), _by_subtopology(process.standby.get(m, ())))
+    return out
+
+
+def _standby_to_least_loaded(heap: list, by_process: dict[str, _Process], task: Task, quotas: _Quotas) -> bool:
+    """A standby of ``task`` to the least loaded process not holding it (Kafka polls its
+    processes by load until one does not)."""
+    if not heap:
+        return False
+    entry = heapq.heappop(heap)
+    process = by_process[entry[1]]
+    placed = False
+    if task not in process.tasks:
+        count = process.add_to_least_loaded(task, False)
+        if count != -1:
+            placed = True
+            quotas.took(count, False)
+    elif heap:
+        placed = _standby_to_least_loaded(heap, by_process, task, quotas)
+    heapq.heappush(heap, (process.load, process.process_id))
+    return placed
+
+
+def _by_subtopology(tasks: Iterable[Task]) -> Tasks:
+    out: dict[str, set[int]] = {}
+    for s, p in tasks:
+        out.setdefault(s, set()).add(p)
+    return {s: frozenset(ps) for s, ps in out.items()}
 
 
 class StreamsGroups:
@@ -430,6 +573,9 @@ class StreamsGroups:
 
     def __init__(self, config: StreamsGroupConfig) -> None:
         self.config = config
+        # A group's standby replicas (its streams.num.standby.replicas, else the broker's);
+        # the broker sets this.
+        self.standby_replicas: Callable[[str], int] = lambda _group_id: config.num_standby_replicas
 
     def heartbeat(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
                   now_ms: int, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
@@ -525,12 +671,15 @@ class StreamsGroups:
             if has_tasks and not initial and group.last_assignment_ms is not None and now_ms < next_allowed:
                 statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             elif not (initial and has_tasks):
-                targets = _assign(group, members, configured, group_epoch, now_ms, records)
+                targets = _assign(group, members, configured, group_epoch, now_ms, records,
+                                  self.standby_replicas(group.group_id))
                 target_epoch = group_epoch
 
-        target = targets.get(member_id, AssignedTasks()).active
-        reconciled = reconcile_step(group, updated, is_new, target_epoch, target, members, request.active_tasks,
-                                    codec.current_assignment_record, records, now_ms, session_timeout_ms)
+        target = targets.get(member_id, AssignedTasks())
+        reconciled = reconcile_step(
+            group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
+            codec.current_assignment_record, records, now_ms, session_timeout_ms,
+            lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members)))
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -539,17 +688,19 @@ class StreamsGroups:
             statuses.append((SHUTDOWN_APPLICATION, f"Streams group {group.group_id} is shutting down: "
                                                    f"member {group.shutdown_requested_by} requested it."))
 
-        changed = reconciled.assigned != member.assigned or is_new
-        full = joining or request.active_tasks is not None and request.active_tasks != reconciled.assigned
+        changed = reconciled.assigned != member.assigned or reconciled.standby != member.standby or is_new
+        full = joining or request.active_tasks is not None and (
+            request.active_tasks != reconciled.assigned or request.standby_tasks != reconciled.standby)
         # Replaying a current assignment moves the endpoint epoch: this one's, if written.
         endpoint_epoch = group.endpoint_epoch + sum(1 for r in records if r.key[:2] == _CURRENT_ASSIGNMENT_KEY)
         by_endpoint = None
         if request.endpoint_information_epoch != endpoint_epoch:
-            by_endpoint = _partitions_by_endpoint(members, configured)
+            by_endpoint = _partitions_by_endpoint(members, configured, topology)
         return records, StreamsHeartbeatAnswer(
             member_id=member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=heartbeat_interval_ms,
-            active_tasks=reconciled.assigned if full or changed else None, statuses=tuple(statuses),
+            active_tasks=reconciled.assigned if full or changed else None,
+            standby_tasks=reconciled.standby if full or changed else None, statuses=tuple(statuses),
             topics_to_create=configured.missing_internal_topics if configured is not None else (),
             endpoint_information_epoch=endpoint_epoch, partitions_by_endpoint=by_endpoint), False
 
@@ -571,7 +722,7 @@ class StreamsGroups:
                 now_ms < next_allowed):
             pass  # within the assignment interval: the next heartbeat after it makes it
         else:
-            _assign(group, rest, configured, epoch, now_ms, records)
+            _assign(group, rest, configured, epoch, now_ms, records, self.standby_replicas(group.group_id))
         return records
 
     @staticmethod
@@ -596,7 +747,8 @@ class StreamsGroups:
             return []
         configured = configure(group.topology, topics) if group.topology is not None else None
         records: list[CoordinatorRecord] = []
-        _assign(group, group.members, configured, group.group_epoch, now_ms, records)
+        _assign(group, group.members, configured, group.group_epoch, now_ms, records,
+                self.standby_replicas(group.group_id))
         return records
 
     @staticmethod
@@ -615,18 +767,36 @@ class StreamsGroups:
 
 
 def _assign(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
-            epoch: int, now_ms: int, records: list[CoordinatorRecord]) -> dict[str, AssignedTasks]:
+            epoch: int, now_ms: int, records: list[CoordinatorRecord], num_standby_replicas: int
+            ) -> dict[str, AssignedTasks]:
     """The target assignment of ``members`` at ``epoch`` (no tasks while the topology is not
     ready); the records of what changed and of the new assignment epoch are added."""
-    task_counts = configured.task_counts if configured is not None and configured.ready else {}
-    active = assign_active_tasks({m.member_id: m.process_id for m in members.values()}, task_counts,
-                                 {m: t.active for m, t in group.target.items()})
-    targets = {m: AssignedTasks(tasks) for m, tasks in active.items()}
+    ready = configured is not None and configured.ready
+    targets = assign_tasks({m.member_id: m.process_id for m in members.values()},
+                           configured.task_counts if ready else {}, configured.stateful if ready else (),
+                           group.target, num_standby_replicas)
     for m, tasks in sorted(targets.items()):
         if group.target.get(m) != tasks:
             records.append(codec.target_member_record(group.group_id, m, tasks))
     records.append(codec.target_metadata_record(group.group_id, epoch, now_ms))
     return targets
+
+
+def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, members: dict[str, StreamsMember]
+                  ) -> Tasks:
+    """The member's standby tasks after a heartbeat: while it revokes active tasks, those of
+    its target it has; at the target epoch, its target's, less those another member of its
+    process still runs as active or holds as standby (as Kafka's CurrentAssignmentBuilder
+    holds them back until released)."""
+    if member.member_epoch != target_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
+        return {s: ps & target[s] for s, ps in member.standby.items() if ps & target.get(s, frozenset())}
+    held: set[tuple[str, int]] = set()
+    for other in members.values():
+        if other.member_id != member.member_id and other.process_id == member.process_id:
+            held.update((s, p) for tasks in (other.assigned, other.pending_revocation, other.standby)
+                        for s, ps in tasks.items() for p in ps)
+    out = {s: frozenset(p for p in ps if (s, p) not in held) for s, ps in target.items()}
+    return {s: ps for s, ps in out.items() if ps}
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:
@@ -654,17 +824,23 @@ def _topology_statuses(configured: ConfiguredTopology) -> list[tuple[int, str]]:
     return out
 
 
-def _partitions_by_endpoint(members: dict[str, StreamsMember], configured: ConfiguredTopology | None
-                            ) -> tuple[EndpointPartitions, ...]:
-    """Each member with an endpoint and the input partitions of its active tasks (one entry
-    per member, as Kafka answers: a client's threads each have one)."""
-    out = []
-    for m in sorted(members.values(), key=lambda m: m.member_id):
-        if m.user_endpoint is None:
-            continue
-        active: dict[str, set[int]] = {}
-        for s, ps in m.assigned.items():
-            for topic in (configured.source_topics.get(s, ()) if configured is not None else ()):
-                active.setdefault(topic, set()).update(ps)
-        out.append(EndpointPartitions(m.user_endpoint, {t: frozenset(ps) for t, ps in active.items()}))
-    return tuple(out)
+def _partitions_by_endpoint(members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
+                            topology: Topology | None) -> tuple[EndpointPartitions, ...]:
+    """Each member with an endpoint and the input partitions (source and repartition
+    topics) of its active and of its standby tasks (one entry per member, as Kafka
+    answers: a client's threads each have one)."""
+    inputs: dict[str, tuple[str, ...]] = {}
+    if configured is not None and topology is not None:
+        for s in topology.subtopologies:
+            inputs[s.subtopology_id] = (*configured.source_topics.get(s.subtopology_id, ()),
+                                        *(i.name for i in s.repartition_source_topics))
+
+    def partitions(tasks: Tasks) -> dict[str, frozenset[int]]:
+        out: dict[str, set[int]] = {}
+        for s, ps in tasks.items():
+            for topic in inputs.get(s, ()):
+                out.setdefault(topic, set()).update(ps)
+        return {t: frozenset(ps) for t, ps in out.items()}
+
+    return tuple(EndpointPartitions(m.user_endpoint, partitions(m.assigned), partitions(m.standby))
+                 for m in sorted(members.values(), key=lambda m: m.member_id) if m.user_endpoint is not None)

@@ -17,9 +17,9 @@ from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    assign_active_tasks, configure,
+    assign_tasks, configure,
 )
-from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
+from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
 
 E = ErrorCode
@@ -138,6 +138,12 @@ def test_a_second_member_gets_tasks_only_after_the_first_revokes_them():
     assert sorted(owned) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)]  # each task once
 
 
+def assign_active_tasks(processes, counts, previous):
+    """Active tasks only (no stateful subtopologies, no standbys)."""
+    out = assign_tasks(processes, counts, (), {m: AssignedTasks(t) for m, t in previous.items()})
+    return {m: t.active for m, t in out.items()}
+
+
 def test_sticky_assignor_keeps_tasks_balances_and_spreads_over_processes():
     counts = {"0": 4, "1": 2}
     first = assign_active_tasks({"a": "p1", "b": "p2"}, counts, {})
@@ -231,6 +237,9 @@ def test_group_types_are_kept_apart_and_listed():
     listed = s.coordinator.list_groups(types_filter=["streams"]).groups
     assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("g", "streams", "Stable")]
     assert s.coordinator.streams_group_describe("cg")[0] is E.group_id_not_found
+    # ConsumerGroupDescribe of a streams group's id: Kafka names the group's type.
+    assert s.coordinator.consumer_group_describe("g")[:2] == (E.group_id_not_found,
+                                                              "Group g is not a consumer group.")
 
 
 def test_a_restart_replays_the_group_and_its_members_go_on():
@@ -380,3 +389,57 @@ def test_assignments_are_made_at_most_once_an_assignment_interval():
     s.advance(1_000)
     s.hb("a", 2, active=s.group().members["a"].assigned)
     assert s.group().assignment_epoch == 4 and set(s.group().target) == {"a"}
+
+
+def test_standby_tasks_of_stateful_tasks_never_go_to_the_process_running_them():
+    counts = {"0": 2, "1": 2}  # subtopology 1 is stateful
+    two = assign_tasks({"a": "p1", "b": "p2"}, counts, {"1"}, {}, num_standby_replicas=1)
+    assert {m: two[m].standby for m in "ab"} == {"a": {"1": two["b"].active["1"]}, "b": {"1": two["a"].active["1"]}}
+    # Two threads of one process: a standby never shares the process of its active task.
+    one_process = assign_tasks({"a1": "p1", "a2": "p1"}, counts, {"1"}, {}, num_standby_replicas=1)
+    assert all(t.standby == {} for t in one_process.values())
+    # More replicas than other processes: as many as there are.
+    three = assign_tasks({"a": "p1", "b": "p2", "c": "p3"}, counts, {"1"}, {}, num_standby_replicas=5)
+    for task in (0, 1):
+        holders = [m for m, t in three.items() if task in t.standby.get("1", ())]
+        runner = next(m for m, t in three.items() if task in t.active.get("1", ()))
+        assert sorted(holders + [runner]) == ["a", "b", "c"]
+
+
+def test_a_standby_holder_takes_over_the_active_task_of_a_member_gone():
+    counts = {"1": 3}
+    before = assign_tasks({"a": "p1", "b": "p2", "c": "p3"}, counts, {"1"}, {}, num_standby_replicas=1)
+    runner = next(m for m, t in before.items() if 0 in t.active.get("1", ()))
+    standby = next(m for m, t in before.items() if 0 in t.standby.get("1", ()))
+    rest = {m: p for m, p in {"a": "p1", "b": "p2", "c": "p3"}.items() if m != runner}
+    after = assign_tasks(rest, counts, {"1"}, before, num_standby_replicas=1)
+    assert 0 in after[standby].active["1"]  # the state it kept warm
+    # and the task keeps a standby on the other process left
+    other = next(m for m in rest if m != standby)
+    assert 0 in after[other].standby.get("1", ())
+
+
+def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
+    s = Streams()
+    s.coordinator.streams.standby_replicas = lambda group_id: 1
+    s.ready("a")
+    a_alone = s.group().members["a"]
+    assert a_alone.standby == {}  # one process: nowhere to put a standby
+    b = s.hb("b", 0)
+    target = s.group().target
+    # its active tasks wait for a to revoke them; its standby tasks do not (another process runs them)
+    assert (b.active_tasks, b.standby_tasks) == ({}, target["b"].standby) and target["b"].standby
+    a = s.hb("a", 2, active=a_alone.assigned)
+    a = s.hb("a", a.member_epoch, active=target["a"].active)
+    b = s.hb("b", b.member_epoch, active={})
+    assert (b.active_tasks, b.standby_tasks) == (target["b"].active, target["b"].standby)
+    # each member stands by for the stateful task the other runs (subtopology 1)
+    assert target["a"].standby == {"1": target["b"].active["1"]}
+    assert target["b"].standby == {"1": target["a"].active["1"]}
+    a = s.hb("a", a.member_epoch, active=target["a"].active)
+    assert a.standby_tasks == target["a"].standby
+    # unchanged: nothing sent
+    again = s.hb("a", a.member_epoch, active=target["a"].active, standby_tasks=target["a"].standby)
+    assert (again.active_tasks, again.standby_tasks) == (None, None)
+    members = {m: (x.assigned, x.standby) for m, x in s.group().members.items()}
+    assert {m: x.standby for m, x in s.restart().group().members.items()} == {m: st for m, (_a, st) in members.items()}
