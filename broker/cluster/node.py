@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from broker.cluster.cluster import PAUSED, RUNNING, STOPPED, NodeRegistration
 from broker.wire.server import Server
@@ -64,7 +65,7 @@ class BrokerNode:
             self._groups.share_member_gone = b.share_member_gone
             self._groups.share_persister = lambda: self.shares.persister
             self._groups.coordinator.group_timeouts = self._group_timeouts
-            self._groups.coordinator.streams.standby_replicas = self._streams_standby_replicas
+            self._groups.coordinator.streams.group_config = self._streams_group_config
         return self._groups
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
@@ -74,10 +75,17 @@ class BrokerNode:
         return (int(group_setting(self.broker, group_id, f"{group_type}.session.timeout.ms")),
                 int(group_setting(self.broker, group_id, f"{group_type}.heartbeat.interval.ms")))
 
-    def _streams_standby_replicas(self, group_id: str) -> int:
+    def _streams_group_config(self, group_id: str):
+        """A streams group's settings with its group configs."""
         from broker.coordinators.share_service import group_setting
 
-        return int(group_setting(self.broker, group_id, "streams.num.standby.replicas"))
+        def setting(key: str) -> int:
+            return int(group_setting(self.broker, group_id, key))
+
+        return replace(self._groups.coordinator.config.streams,
+                       num_standby_replicas=setting("streams.num.standby.replicas"),
+                       initial_rebalance_delay_ms=setting("streams.initial.rebalance.delay.ms"),
+                       assignment_interval_ms=setting("streams.assignment.interval.ms"))
 
     @property
     def shares(self):

@@ -724,9 +724,9 @@ class GroupCoordinator:
             return Result(response=StreamsHeartbeatAnswer(refused.error, refused.message))
         if group is None:
             state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
-            if self.config.streams.initial_rebalance_delay_ms:
-                state.new_group_assignment_delays[request.group_id] = (
-                    now_ms + self.config.streams.initial_rebalance_delay_ms)
+            delay_ms = self.streams.group_config(request.group_id).initial_rebalance_delay_ms
+            if delay_ms:
+                state.new_group_assignment_delays[request.group_id] = now_ms + delay_ms
         return Result(records=tuple(records + changes), response=answer)
 
     def streams_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, StreamsGroup | None]:

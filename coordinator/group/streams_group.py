@@ -573,9 +573,9 @@ class StreamsGroups:
 
     def __init__(self, config: StreamsGroupConfig) -> None:
         self.config = config
-        # A group's standby replicas (its streams.num.standby.replicas, else the broker's);
-        # the broker sets this.
-        self.standby_replicas: Callable[[str], int] = lambda _group_id: config.num_standby_replicas
+        # A group's settings: the broker's with the group's configs (streams.num.standby.replicas,
+        # streams.initial.rebalance.delay.ms, streams.assignment.interval.ms); the broker sets this.
+        self.group_config: Callable[[str], StreamsGroupConfig] = lambda _group_id: config
 
     def heartbeat(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
                   now_ms: int, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
@@ -583,8 +583,9 @@ class StreamsGroups:
         """(records, answer, whether the member left). Raises Refused; ``group`` None:
         no streams group of that id yet (the records create it). The timeouts: the group's
         configs (streams.session.timeout.ms, streams.heartbeat.interval.ms), else the broker's."""
-        session_timeout_ms = session_timeout_ms or self.config.session_timeout_ms
-        heartbeat_interval_ms = heartbeat_interval_ms or self.config.heartbeat_interval_ms
+        config = self.group_config(request.group_id)
+        session_timeout_ms = session_timeout_ms or config.session_timeout_ms
+        heartbeat_interval_ms = heartbeat_interval_ms or config.heartbeat_interval_ms
         validate(request)
         member_id = request.member_id
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -654,8 +655,8 @@ class StreamsGroups:
 
         targets = group.target
         target_epoch = group.assignment_epoch
-        if is_new and not group.members and not group.assignment_epoch and self.config.initial_rebalance_delay_ms:
-            group.assignment_delayed_until = now_ms + self.config.initial_rebalance_delay_ms
+        if is_new and not group.members and not group.assignment_epoch and config.initial_rebalance_delay_ms:
+            group.assignment_delayed_until = now_ms + config.initial_rebalance_delay_ms
             group.initial_delay = True
         # As Kafka answers: tasks wait for the timer within a new group's initial rebalance
         # delay, and for a heartbeat after the interval when sooner than the assignment
@@ -667,12 +668,12 @@ class StreamsGroups:
             statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
         if group_epoch > group.assignment_epoch:
             has_tasks = configured is not None and configured.ready
-            next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+            next_allowed = (group.last_assignment_ms or 0) + config.assignment_interval_ms
             if has_tasks and not initial and group.last_assignment_ms is not None and now_ms < next_allowed:
                 statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             elif not (initial and has_tasks):
                 targets = _assign(group, members, configured, group_epoch, now_ms, records,
-                                  self.standby_replicas(group.group_id))
+                                  config.num_standby_replicas)
                 target_epoch = group_epoch
 
         target = targets.get(member_id, AssignedTasks())
@@ -717,12 +718,13 @@ class StreamsGroups:
         epoch = group.group_epoch + 1
         records.append(codec.group_metadata_record(group.group_id, epoch, new_hash, group.validated_topology_epoch))
         rest = {m: member for m, member in group.members.items() if m not in gone}
-        next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+        config = self.group_config(group.group_id)
+        next_allowed = (group.last_assignment_ms or 0) + config.assignment_interval_ms
         if rest and configured is not None and configured.ready and group.last_assignment_ms is not None and (
                 now_ms < next_allowed):
             pass  # within the assignment interval: the next heartbeat after it makes it
         else:
-            _assign(group, rest, configured, epoch, now_ms, records, self.standby_replicas(group.group_id))
+            _assign(group, rest, configured, epoch, now_ms, records, config.num_standby_replicas)
         return records
 
     @staticmethod
@@ -748,7 +750,7 @@ class StreamsGroups:
         configured = configure(group.topology, topics) if group.topology is not None else None
         records: list[CoordinatorRecord] = []
         _assign(group, group.members, configured, group.group_epoch, now_ms, records,
-                self.standby_replicas(group.group_id))
+                self.group_config(group.group_id).num_standby_replicas)
         return records
 
     @staticmethod

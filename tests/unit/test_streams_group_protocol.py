@@ -421,7 +421,7 @@ def test_a_standby_holder_takes_over_the_active_task_of_a_member_gone():
 
 def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
     s = Streams()
-    s.coordinator.streams.standby_replicas = lambda group_id: 1
+    s.coordinator.streams.group_config = lambda group_id: replace(CONFIG.streams, num_standby_replicas=1)
     s.ready("a")
     a_alone = s.group().members["a"]
     assert a_alone.standby == {}  # one process: nowhere to put a standby
