@@ -24,9 +24,14 @@ A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a t
 assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
 heartbeat after it), both answered ASSIGNMENT_DELAYED, as Kafka 4.4 does.
 
+Static members (an instance id): one leaving with epoch -2 keeps its tasks, without a
+rebalance, until its session ends; a member joining with its instance id takes them
+over under its new member id. Kafka's refusals: UNRELEASED_INSTANCE_ID (the instance id
+is a member's that has not left), FENCED_INSTANCE_ID (another member id), UNKNOWN_MEMBER_ID.
+
 Not as Kafka 4.4 yet: task offsets are not kept (Kafka ranks a member that reports a
 task's offsets as a candidate for its standby after the previous holders), rack-aware
-assignment by client tags, static members (-2 leaves as -1 does), and the KIP-1331
+assignment by client tags, and the KIP-1331
 topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
 """
 
@@ -162,6 +167,9 @@ class StreamsGroup:
                for m in self.members.values()):
             return RECONCILING
         return STABLE
+
+    def static_member(self, instance_id: str) -> StreamsMember | None:
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
     def subscribed_topics(self, topics: TopicsSnapshot) -> set[str]:
         """The topics the members read (their offsets may not be deleted): the topology's
@@ -589,17 +597,26 @@ class StreamsGroups:
         validate(request)
         member_id = request.member_id
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            if group is None or member_id not in group.members:
-                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
-            return (self.fence(group, [member_id], topics, now_ms),
-                    StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch), True)
+            return self._leave(group, request, topics, now_ms)
         joining = request.member_epoch == 0
         if group is None:
             if not joining:
                 raise Refused(E.group_id_not_found, f"Streams group {request.group_id} not found.")
             group = StreamsGroup(request.group_id)
+        records: list[CoordinatorRecord] = []
+        previous_targets = group.target
+        predecessor = _static_predecessor(group, request)
         member = group.members.get(member_id)
-        if member is None:
+        if predecessor is not None:
+            # A static member back under a new member id takes over its predecessor's tasks.
+            member = replace(predecessor, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            previous_targets = {(member_id if m == predecessor.member_id else m): t for m, t in group.target.items()}
+            records += member_tombstones(group.group_id, predecessor.member_id, codec.MEMBER_RECORDS)
+            records.append(codec.member_metadata_record(group.group_id, member_id, member.metadata_value()))
+            records.append(codec.target_member_record(group.group_id, member_id,
+                                                      previous_targets.get(member_id, AssignedTasks())))
+            records.append(codec.current_assignment_record(group.group_id, member_id, member.assignment_value()))
+        elif member is None:
             if not joining:
                 raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
             if len(group.members) >= self.config.max_size:
@@ -608,8 +625,7 @@ class StreamsGroups:
             member = StreamsMember(member_id)
         elif not joining:
             _check_epoch(member, request)
-        is_new = member_id not in group.members
-        records: list[CoordinatorRecord] = []
+        is_new = member_id not in group.members and predecessor is None
         statuses: list[tuple[int, str]] = []
 
         topology = group.topology
@@ -640,7 +656,7 @@ class StreamsGroups:
                                              f"group's topology epoch {topology.epoch}."))
         if is_new or updated.metadata_value() != member.metadata_value():
             records.append(codec.member_metadata_record(group.group_id, member_id, updated.metadata_value()))
-        members = dict(group.members)
+        members = {m: x for m, x in group.members.items() if predecessor is None or m != predecessor.member_id}
         members[member_id] = updated
 
         configured = configure(topology, topics) if topology is not None else None
@@ -653,7 +669,7 @@ class StreamsGroups:
         if configured is not None:
             statuses += _topology_statuses(configured)
 
-        targets = group.target
+        targets = previous_targets
         target_epoch = group.assignment_epoch
         if is_new and not group.members and not group.assignment_epoch and config.initial_rebalance_delay_ms:
             group.assignment_delayed_until = now_ms + config.initial_rebalance_delay_ms
@@ -672,7 +688,7 @@ class StreamsGroups:
             if has_tasks and not initial and group.last_assignment_ms is not None and now_ms < next_allowed:
                 statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             elif not (initial and has_tasks):
-                targets = _assign(group, members, configured, group_epoch, now_ms, records,
+                targets = _assign(group, members, previous_targets, configured, group_epoch, now_ms, records,
                                   config.num_standby_replicas)
                 target_epoch = group_epoch
 
@@ -705,6 +721,28 @@ class StreamsGroups:
             topics_to_create=configured.missing_internal_topics if configured is not None else (),
             endpoint_information_epoch=endpoint_epoch, partitions_by_endpoint=by_endpoint), False
 
+    def _leave(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
+               now_ms: int) -> tuple[list[CoordinatorRecord], StreamsHeartbeatAnswer, bool]:
+        """Epoch -1 or -2. A static member leaving with -2 keeps its tasks (no rebalance) for
+        a successor with its instance id until its session ends; any other leaves at once."""
+        member_id = request.member_id
+        if group is None:
+            raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}.")
+        else:
+            member = _static_member(group, request)
+        if request.shutdown_application and group.shutdown_requested_by is None:
+            group.shutdown_requested_by = member_id
+        answer = StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch)
+        if request.instance_id is not None and request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            away = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+            group.rebalance_deadlines.pop(member_id, None)
+            return [codec.current_assignment_record(group.group_id, member_id, away.assignment_value())], answer, False
+        return self.fence(group, [member_id], topics, now_ms), answer, True
+
     def fence(self, group: StreamsGroup, member_ids: Iterable[str], topics: TopicsSnapshot, now_ms: int
               ) -> list[CoordinatorRecord]:
         """Members leave or their sessions ended (all in one write: the group is only
@@ -724,7 +762,7 @@ class StreamsGroups:
                 now_ms < next_allowed):
             pass  # within the assignment interval: the next heartbeat after it makes it
         else:
-            _assign(group, rest, configured, epoch, now_ms, records, config.num_standby_replicas)
+            _assign(group, rest, group.target, configured, epoch, now_ms, records, config.num_standby_replicas)
         return records
 
     @staticmethod
@@ -749,7 +787,7 @@ class StreamsGroups:
             return []
         configured = configure(group.topology, topics) if group.topology is not None else None
         records: list[CoordinatorRecord] = []
-        _assign(group, group.members, configured, group.group_epoch, now_ms, records,
+        _assign(group, group.members, group.target, configured, group.group_epoch, now_ms, records,
                 self.group_config(group.group_id).num_standby_replicas)
         return records
 
@@ -768,17 +806,18 @@ class StreamsGroups:
             yield group.assignment_delayed_until
 
 
-def _assign(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
-            epoch: int, now_ms: int, records: list[CoordinatorRecord], num_standby_replicas: int
-            ) -> dict[str, AssignedTasks]:
+def _assign(group: StreamsGroup, members: dict[str, StreamsMember], previous: dict[str, AssignedTasks],
+            configured: ConfiguredTopology | None, epoch: int, now_ms: int, records: list[CoordinatorRecord],
+            num_standby_replicas: int) -> dict[str, AssignedTasks]:
     """The target assignment of ``members`` at ``epoch`` (no tasks while the topology is not
-    ready); the records of what changed and of the new assignment epoch are added."""
+    ready), sticky to the ``previous`` one; the records of what changed and of the new
+    assignment epoch are added."""
     ready = configured is not None and configured.ready
     targets = assign_tasks({m.member_id: m.process_id for m in members.values()},
                            configured.task_counts if ready else {}, configured.stateful if ready else (),
-                           group.target, num_standby_replicas)
+                           previous, num_standby_replicas)
     for m, tasks in sorted(targets.items()):
-        if group.target.get(m) != tasks:
+        if previous.get(m) != tasks:
             records.append(codec.target_member_record(group.group_id, m, tasks))
     records.append(codec.target_metadata_record(group.group_id, epoch, now_ms))
     return targets
@@ -799,6 +838,38 @@ def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, membe
                         for s, ps in tasks.items() for p in ps)
     out = {s: frozenset(p for p in ps if (s, p) not in held) for s, ps in target.items()}
     return {s: ps for s, ps in out.items() if ps}
+
+
+def _static_member(group: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember:
+    """The static member of the request's instance id, as Kafka checks it for a heartbeat
+    or a leave: known, and under this member id."""
+    member = group.static_member(request.instance_id or "")
+    if member is None:
+        raise Refused(E.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
+    if member.member_id != request.member_id:
+        raise Refused(E.fenced_instance_id, f"Static member {request.member_id} with instance id "
+                      f"{request.instance_id} was fenced by member {member.member_id}.")
+    return member
+
+
+def _static_predecessor(group: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember | None:
+    """The member a static member joining (epoch 0) replaces: the one of its instance id,
+    which must have left with -2 (else UNRELEASED_INSTANCE_ID, even under the same member
+    id, as Kafka 4.4 answers). A static member's other heartbeats are checked here too
+    (its epoch by the caller)."""
+    if request.instance_id is None:
+        return None
+    if request.member_epoch != 0:
+        _static_member(group, request)
+        return None
+    existing = group.static_member(request.instance_id)
+    if existing is None:
+        return None
+    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise Refused(E.unreleased_instance_id, f"Static member {request.member_id} with instance id "
+                      f"{request.instance_id} cannot join the group because the instance id is owned by "
+                      f"{existing.member_id} member.")
+    return existing
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:

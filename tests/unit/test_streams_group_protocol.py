@@ -443,3 +443,74 @@ def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
     assert (again.active_tasks, again.standby_tasks) == (None, None)
     members = {m: (x.assigned, x.standby) for m, x in s.group().members.items()}
     assert {m: x.standby for m, x in s.restart().group().members.items()} == {m: st for m, (_a, st) in members.items()}
+
+
+def static_pair() -> Streams:
+    """Two static members, a (instance i-a) and b (i-b), each running its share of the tasks."""
+    s = Streams()
+    joined = s.hb("a", 0, instance_id="i-a")
+    s.create_internal_topics(joined)
+    s.hb("a", 1, active={}, instance_id="i-a")
+    s.hb("b", 0, instance_id="i-b")
+    for _ in range(3):
+        for m in "ab":
+            member = s.group().members[m]
+            s.hb(m, member.member_epoch, active=member.assigned, instance_id=f"i-{m}")
+    assert all(s.group().members[m].assigned for m in "ab")
+    return s
+
+
+def test_a_static_member_leaving_keeps_its_tasks_for_its_successor():
+    s = static_pair()
+    group_epoch, b_tasks = s.group().group_epoch, s.group().members["b"].assigned
+    left = s.hb("b", -2, instance_id="i-b")
+    assert (left.error_code, left.member_id, left.member_epoch) == (E.none, "b", -2)
+    # No rebalance: the group epoch stays and the tasks stay b's; a gets none of them.
+    group = s.group()
+    assert (group.group_epoch, group.members["b"].member_epoch, group.members["b"].assigned) == (
+        group_epoch, -2, b_tasks)
+    a = group.members["a"]
+    assert s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a").active_tasks is None
+    # Back under a new member id with the same instance id: the same tasks, at once.
+    back = s.hb("b2", 0, instance_id="i-b")
+    assert (back.error_code, back.active_tasks) == (E.none, b_tasks)
+    assert set(s.group().members) == {"a", "b2"} and s.group().group_epoch == group_epoch
+    assert s.group().target["b2"].active == b_tasks and "b" not in s.group().target
+    again = s.restart()
+    assert set(again.group().members) == {"a", "b2"} and again.group().members["b2"].assigned == b_tasks
+
+
+def test_a_static_member_away_longer_than_its_session_loses_its_tasks():
+    s = static_pair()
+    s.hb("b", -2, instance_id="i-b")
+    for _ in range(10):  # a heartbeats; b's session (45 s) ends
+        s.advance(5_000)
+        a = s.group().members["a"]
+        s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a")
+    assert set(s.group().members) == {"a"}
+    a = s.group().members["a"]
+    s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a")
+    assert s.group().target["a"].active == tasks(s0={0, 1}, s1={0, 1})
+    assert s.hb("b3", 0, instance_id="i-b").error_code is E.none  # a new member now
+
+
+def test_static_membership_errors_are_kafkas():
+    s = static_pair()
+    a_epoch = s.group().members["a"].member_epoch
+    unreleased = s.hb("a2", 0, instance_id="i-a")
+    assert (unreleased.error_code, unreleased.error_message) == (
+        E.unreleased_instance_id,
+        "Static member a2 with instance id i-a cannot join the group because the instance id is owned by a member.")
+    # Kafka refuses the rejoin of the instance's own member id too while it has not left.
+    assert s.hb("a", 0, instance_id="i-a").error_code is E.unreleased_instance_id
+    fenced = s.hb("x", a_epoch, active={}, instance_id="i-a")
+    assert (fenced.error_code, fenced.error_message) == (
+        E.fenced_instance_id, "Static member x with instance id i-a was fenced by member a.")
+    unknown = s.hb("x", a_epoch, active={}, instance_id="i-z")
+    assert (unknown.error_code, unknown.error_message) == (E.unknown_member_id, "Instance id i-z is unknown.")
+    assert s.hb("x", -2, instance_id="i-a").error_code is E.fenced_instance_id
+    assert s.hb("x", -2, instance_id="i-z").error_code is E.unknown_member_id
+    assert s.hb("x", -1, group="nothing").error_code is E.group_id_not_found
+    # -1 of a static member: gone at once, its tasks to the others.
+    assert s.hb("a", -1, instance_id="i-a").error_code is E.none
+    assert set(s.group().members) == {"b"}

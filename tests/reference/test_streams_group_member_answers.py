@@ -1,7 +1,8 @@
 """Streams groups against Apache Kafka 4.4 and eosbroker (4.4 profile), at the wire: the
 standby tasks the sticky assignor gives with the streams.num.standby.replicas group
-config (in the heartbeat answers and StreamsGroupDescribe), and ConsumerGroupDescribe of
-the id of a streams group and of a share group. Which member gets which task may differ (ties break by hash order
+config (in the heartbeat answers and StreamsGroupDescribe), static members (leaving
+with -2, coming back, and the refusals), and ConsumerGroupDescribe of the id of a
+streams group and of a share group. Which member gets which task may differ (ties break by hash order
 in Kafka); the answers' shapes may not."""
 
 from __future__ import annotations
@@ -104,6 +105,69 @@ async def _standby_answers(port: int, app: str) -> list[tuple]:
         await wire.close()
 
 
+async def _join_with_tasks(wire: Wire, app: str, member: str, **body):
+    """A member joins a new group (no initial delay) and heartbeats until it has tasks."""
+    joined = await wire.retry(lambda: wire.request("streams_group_heartbeat", _beat(
+        app, member, 0, topology=_topology(app), **body), version=0, key=HEARTBEAT))
+    epoch, deadline = joined.member_epoch, time.monotonic() + 30
+    while True:
+        r = await wire.request("streams_group_heartbeat", _beat(app, member, epoch, **body), version=0,
+                               key=HEARTBEAT)
+        assert r.error_code == 0, err(r.error_code)
+        epoch = r.member_epoch
+        if r.active_tasks:
+            return r
+        assert time.monotonic() < deadline, "no tasks within 30 s"
+        await asyncio.sleep(0.2)
+
+
+async def _static_answers(port: int, app: str) -> list[tuple]:
+    wire = await Wire.connect(port)
+    try:
+        assert await wire.create_topic(f"{app}-input", 2) == "NONE"
+        out: list[tuple] = [("group configs", await set_group_configs(wire, app, {
+            "streams.initial.rebalance.delay.ms": "0"}))]
+        await wire.find_coordinator(app, 0)
+        first = await _join_with_tasks(wire, app, "a1", instance_id="i-a")
+        tasks, base = _tasks(first.active_tasks), first.member_epoch
+
+        async def beat(label: str, member: str, epoch: int, **body):
+            r = await wire.request("streams_group_heartbeat", _beat(app, member, epoch, **body), version=0,
+                                   key=HEARTBEAT)
+            message = r.error_message.replace(app, "<app>") if r.error_message else None
+            epoch = None if r.error_code else r.member_epoch if r.member_epoch < 0 else r.member_epoch - base
+            out.append((label, err(r.error_code), message, epoch,
+                        None if r.active_tasks is None else _tasks(r.active_tasks) == tasks))
+            return r
+
+        async def describe(label: str):
+            g = (await wire.request("streams_group_describe", {"group_ids": [app],
+                                                               "include_authorized_operations": False},
+                                    version=0, key=DESCRIBE)).groups[0]
+            out.append((label, g.group_state, g.group_epoch - base, sorted(
+                (m.member_id, m.instance_id, m.member_epoch if m.member_epoch < 0 else m.member_epoch - base,
+                 _tasks(m.assignment.active_tasks) == tasks) for m in g.members)))
+
+        await beat("another member id with the instance id", "a2", 0, instance_id="i-a", topology=_topology(app))
+        await beat("the instance's member id joining again", "a1", 0, instance_id="i-a", topology=_topology(app))
+        await beat("a heartbeat of another member id", "x", base, instance_id="i-a")
+        await beat("an unknown instance id", "x", base, instance_id="i-z")
+        await beat("-2 of another member id", "x", -2, instance_id="i-a", active_tasks=None, standby_tasks=None,
+                   warmup_tasks=None)
+        await beat("leaves with -2", "a1", -2, instance_id="i-a", active_tasks=None, standby_tasks=None,
+                   warmup_tasks=None)
+        await describe("away")
+        await beat("back under a new member id", "a2", 0, instance_id="i-a", topology=_topology(app))
+        await describe("back")
+        await beat("the old member id", "a1", base, instance_id="i-a")
+        await beat("-1 leaves", "a2", -1, instance_id="i-a", active_tasks=None, standby_tasks=None,
+                   warmup_tasks=None)
+        await describe("left")
+        return out
+    finally:
+        await wire.close()
+
+
 async def _consumer_describe_answers(port: int, app: str) -> list[tuple]:
     """ConsumerGroupDescribe of the id of a streams group and of a share group."""
     wire = await Wire.connect(port)
@@ -137,6 +201,12 @@ def _both(kafka_broker, broker_factory, answers) -> tuple[list, list]:
 
 def test_consumer_group_describe_of_streams_and_share_groups_matches_kafka(kafka_broker, broker_factory):
     kafka_answers, eos_answers = _both(kafka_broker, broker_factory, _consumer_describe_answers)
+    assert eos_answers == kafka_answers
+
+
+@pytest.mark.reference_extended  # about 5 s: internal topics and tasks, on both
+def test_static_members_match_kafka(kafka_broker, broker_factory):
+    kafka_answers, eos_answers = _both(kafka_broker, broker_factory, _static_answers)
     assert eos_answers == kafka_answers
 
 
