@@ -51,7 +51,7 @@ from coordinator.group.consumer_group import (
     metadata_hash, overdue_revocations, reconcile_step,
 )
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
-from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
+from coordinator.group.streams_log_codec import AssignedTasks, TaskEpochs, Tasks, TopicInfo, Topology
 
 E = ErrorCode
 _CURRENT_ASSIGNMENT_KEY = codec.CURRENT_ASSIGNMENT.to_bytes(2, "big")
@@ -100,6 +100,9 @@ class StreamsMember:
     assigned: Tasks = field(default_factory=dict)  # active tasks
     pending_revocation: Tasks = field(default_factory=dict)  # active tasks being revoked
     standby: Tasks = field(default_factory=dict)
+    # The epoch each active task (assigned or being revoked) was assigned at: an offset
+    # commit of an older member epoch is accepted for the tasks it had by then.
+    task_epochs: TaskEpochs = field(default_factory=dict)
 
     @property
     def classic(self) -> None:
@@ -113,8 +116,10 @@ class StreamsMember:
 
     def assignment_value(self) -> codec.CurrentAssignmentValue:
         return codec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
-                                            AssignedTasks(self.assigned, self.standby),
-                                            AssignedTasks(self.pending_revocation))
+                                            AssignedTasks(self.assigned, self.standby,
+                                                          active_epochs=_epochs_of(self.task_epochs, self.assigned)),
+                                            AssignedTasks(self.pending_revocation, active_epochs=_epochs_of(
+                                                self.task_epochs, self.pending_revocation)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +214,12 @@ class StreamsGroup:
             v = codec.decode_current_assignment(value)
             old = self.members.get(member_id, StreamsMember(member_id))
             state = MemberState(v.state) if v.state in MemberState._value2member_map_ else MemberState.UNKNOWN
+            epochs = {**v.assigned.active_epochs, **v.pending_revocation.active_epochs}
             self.members[member_id] = replace(
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch, state=state,
-                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active, standby=v.assigned.standby)
+                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active, standby=v.assigned.standby,
+                task_epochs={t: epochs.get(t, v.member_epoch) for t in _task_set(v.assigned.active,
+                                                                                 v.pending_revocation.active)})
             self.endpoint_epoch += 1
 
     def deletion_records(self) -> list[CoordinatorRecord]:
@@ -696,7 +704,8 @@ class StreamsGroups:
         reconciled = reconcile_step(
             group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
             codec.current_assignment_record, records, now_ms, session_timeout_ms,
-            lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members)))
+            lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members),
+                              task_epochs=_task_epochs(updated, m)))
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -738,7 +747,9 @@ class StreamsGroups:
             group.shutdown_requested_by = member_id
         answer = StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch)
         if request.instance_id is not None and request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            away = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+            # As Kafka: its tasks' assignment epochs go to 0 (its successor commits at a new epoch).
+            away = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={},
+                           task_epochs=dict.fromkeys(_task_set(member.assigned), 0))
             group.rebalance_deadlines.pop(member_id, None)
             return [codec.current_assignment_record(group.group_id, member_id, away.assignment_value())], answer, False
         return self.fence(group, [member_id], topics, now_ms), answer, True
@@ -767,10 +778,28 @@ class StreamsGroups:
 
     @staticmethod
     def validate_offset_commit(group: StreamsGroup, member_id: str, instance_id: str | None, member_epoch: int,
-                               transactional: bool, api_version: int) -> ErrorCode | None:
-        """An OffsetCommit or TxnOffsetCommit of a streams member: the consumer group's rules."""
-        return ConsumerGroups.validate_offset_commit(group, member_id, instance_id, member_epoch, transactional,
-                                                     api_version)
+                               transactional: bool, api_version: int
+                               ) -> ErrorCode | Callable[[str, int], ErrorCode | None] | None:
+        """An OffsetCommit or TxnOffsetCommit of a streams member: the consumer group's rules,
+        but an older member epoch is checked per partition (the function returned), as Kafka
+        4.4 does: the partition's topic is a source or repartition topic of the topology and
+        its task the member's (assigned or being revoked) since that epoch or before; else
+        STALE_MEMBER_EPOCH."""
+        member = group.members.get(member_id)
+        if member is None or member_epoch < 0 or member_epoch >= member.member_epoch:
+            return ConsumerGroups.validate_offset_commit(group, member_id, instance_id, member_epoch, transactional,
+                                                         api_version)
+        if not transactional and api_version < 9:
+            return E.unsupported_version
+        subtopology_of = {}
+        for s in group.topology.subtopologies if group.topology is not None else ():
+            for topic in (*s.source_topics, *(i.name for i in s.repartition_source_topics)):
+                subtopology_of[topic] = s.subtopology_id
+
+        def stale(topic: str, partition: int) -> ErrorCode | None:
+            epoch = member.task_epochs.get((subtopology_of.get(topic), partition))
+            return E.stale_member_epoch if epoch is None or member_epoch < epoch else None
+        return stale
 
     @staticmethod
     def validate_offset_fetch(group: StreamsGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
@@ -821,6 +850,23 @@ def _assign(group: StreamsGroup, members: dict[str, StreamsMember], previous: di
             records.append(codec.target_member_record(group.group_id, m, tasks))
     records.append(codec.target_metadata_record(group.group_id, epoch, now_ms))
     return targets
+
+
+def _task_set(*tasks: Tasks) -> set[tuple[str, int]]:
+    return {(s, p) for t in tasks for s, ps in t.items() for p in ps}
+
+
+def _epochs_of(epochs: TaskEpochs, tasks: Tasks) -> TaskEpochs:
+    return {t: epochs[t] for t in _task_set(tasks) if t in epochs}
+
+
+def _task_epochs(before: StreamsMember, after: StreamsMember) -> TaskEpochs:
+    """A task the member had keeps its assignment epoch, a new one is assigned at the
+    member's epoch now; a member done revoking tasks has all its tasks at its new epoch
+    (what Kafka 4.4 answers: it refuses commits of the epoch before for the tasks kept)."""
+    renewed = before.state is MemberState.UNREVOKED_PARTITIONS and after.member_epoch != before.member_epoch
+    return {t: after.member_epoch if renewed else before.task_epochs.get(t, after.member_epoch)
+            for t in _task_set(after.assigned, after.pending_revocation)}
 
 
 def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, members: dict[str, StreamsMember]

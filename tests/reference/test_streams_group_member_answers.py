@@ -39,12 +39,15 @@ async def set_group_configs(wire: Wire, group: str, configs: dict[str, str]) -> 
     return err(r.responses[0].error_code)
 
 
-async def _standby_answers(port: int, app: str) -> list[tuple]:
+async def _two_members_answers(port: int, app: str, standby_replicas: int) -> list[tuple]:
+    """A member alone, then a second (another process) it gives half its tasks to: their
+    active and standby tasks, the describe, and (no standbys) offset commits at older
+    member epochs."""
     wire = await Wire.connect(port)
     try:
         assert await wire.create_topic(f"{app}-input", 2) == "NONE"
         out: list[tuple] = [("group configs", await set_group_configs(wire, app, {
-            "streams.num.standby.replicas": "1", "streams.initial.rebalance.delay.ms": "0"}))]
+            "streams.num.standby.replicas": str(standby_replicas), "streams.initial.rebalance.delay.ms": "0"}))]
         await wire.find_coordinator(app, 0)
 
         async def beat(member: str, epoch: int, process: str, **body):
@@ -63,6 +66,7 @@ async def _standby_answers(port: int, app: str) -> list[tuple]:
             assert time.monotonic() < deadline, "no tasks within 30 s"
             await asyncio.sleep(0.2)
         m1_active, m1_standby = _tasks(r.active_tasks), _tasks(r.standby_tasks)
+        tasks_epoch = epoch
         out.append(("alone", _count(m1_active), _count(m1_standby), r.warmup_tasks))
 
         # m2, another process: its standby tasks come at once, its active tasks once m1 revoked them.
@@ -90,6 +94,19 @@ async def _standby_answers(port: int, app: str) -> list[tuple]:
         # Each stands by for the stateful tasks (subtopology 1, with a changelog) the other runs.
         out.append(("standby is the other's active", m1_standby.get("1") == m2_active.get("1"),
                     m2_standby.get("1") == m1_active.get("1")))
+
+        # Offset commits of an older epoch, checked per task by Kafka 4.4: m1 revoked tasks to
+        # move on, so the tasks it kept are at its new epoch too.
+        commits = (() if standby_replicas else (("commit at the tasks' epoch", tasks_epoch),
+                                                ("commit before it", tasks_epoch - 1),
+                                                ("commit at the member's epoch", epoch)))
+        for label, at in commits:
+            r = await wire.request("offset_commit", {
+                "group_id": app, "generation_id_or_member_epoch": at, "member_id": "m1", "group_instance_id": None,
+                "topics": [{"name": f"{app}-input", "partitions": [
+                    {"partition_index": p, "committed_offset": 0, "committed_leader_epoch": -1,
+                     "committed_metadata": ""} for p in (0, 1)]}]}, version=9)
+            out.append((label, sorted(err(p.error_code) for t in r.topics for p in t.partitions)))
 
         described = (await wire.request("streams_group_describe", {"group_ids": [app],
                                                                    "include_authorized_operations": False},
@@ -212,5 +229,13 @@ def test_static_members_match_kafka(kafka_broker, broker_factory):
 
 @pytest.mark.reference_extended  # about 8 s: internal topics, the assignment interval, on both
 def test_standby_tasks_match_kafka(kafka_broker, broker_factory):
-    kafka_answers, eos_answers = _both(kafka_broker, broker_factory, _standby_answers)
+    kafka_answers, eos_answers = _both(kafka_broker, broker_factory, lambda port, app: _two_members_answers(
+        port, app, standby_replicas=1))
+    assert eos_answers == kafka_answers
+
+
+@pytest.mark.reference_extended  # about 8 s: internal topics, the assignment interval, on both
+def test_task_assignment_epochs_match_kafka(kafka_broker, broker_factory):
+    kafka_answers, eos_answers = _both(kafka_broker, broker_factory, lambda port, app: _two_members_answers(
+        port, app, standby_replicas=0))
     assert eos_answers == kafka_answers

@@ -281,6 +281,15 @@ def test_record_layouts_round_trip():
     assert codec.decode_group_metadata(codec.group_metadata_record("g", 4, -5, 3).value) == (4, -5, 3)
     key = codec.decode_key(codec.CURRENT_ASSIGNMENT, codec.current_assignment_record("g", "m", None).key)
     assert (key.group, key.member) == ("g", "m")
+    current = codec.CurrentAssignmentValue(
+        5, 4, 0, AssignedTasks(tasks(s0={0, 2}), tasks(s1={1}), active_epochs={("0", 0): 3, ("0", 2): 5}),
+        AssignedTasks(tasks(s1={0}), active_epochs={("1", 0): 1}))
+    assert codec.decode_current_assignment(codec.current_assignment_record("g", "m", current).value) == current
+    # the epochs are tag 0 of an active entry: an int32 array after the partitions (0, 2)
+    assert b"\x01\x00\x09\x03\x00\x00\x00\x03\x00\x00\x00\x05" in codec.current_assignment_record(
+        "g", "m", current).value
+    target = codec.target_member_record("g", "m", AssignedTasks(tasks(s0={0})))
+    assert codec.decode_target_member(target.value) == AssignedTasks(tasks(s0={0}))
 
 
 def test_copartitioned_repartition_topics_take_the_source_count():
@@ -514,3 +523,52 @@ def test_static_membership_errors_are_kafkas():
     # -1 of a static member: gone at once, its tasks to the others.
     assert s.hb("a", -1, instance_id="i-a").error_code is E.none
     assert set(s.group().members) == {"b"}
+
+
+def test_offset_commits_of_an_older_epoch_are_checked_per_task():
+    """Kafka 4.4 keeps the epoch each active task was assigned at: a member may commit with
+    an older member epoch the offsets of tasks it has had since that epoch."""
+    s = Streams()
+    s.ready("a")  # every task at epoch 2
+    assert s.group().members["a"].task_epochs == dict.fromkeys([("0", 0), ("0", 1), ("1", 0), ("1", 1)], 2)
+
+    def commit(epoch, *partitions, transactional=False):
+        offsets = [OffsetToCommit(topic, p, 5, -1, "") for topic, p in partitions]
+        if transactional:
+            r = s.call("txn_offset_commit", transactional_id="tx", group_id="g", producer_id=7, producer_epoch=0,
+                       generation_id=epoch, member_id="a", group_instance_id=None, offsets=offsets, api_version=5)
+        else:
+            r = s.call("offset_commit", group_id="g", generation_id=epoch, member_id="a", group_instance_id=None,
+                       offsets=offsets, api_version=9)
+        return [p.error_code for t in r.topics for p in t.partitions]
+
+    # b comes and goes before a heartbeats: a moves on to epoch 4 keeping its tasks and their epochs.
+    s.hb("b", 0)
+    s.hb("b", -1)
+    every = s.group().members["a"].assigned
+    assert s.hb("a", 2, active=every).member_epoch == 4
+    assert commit(2, ("input", 0), (REPARTITION, 1), ("elsewhere", 0)) == [
+        E.none, E.none, E.stale_member_epoch]  # not a topic of the topology
+    assert commit(1, ("input", 0)) == [E.stale_member_epoch]  # before the task was assigned
+    assert commit(5, ("input", 0)) == [E.stale_member_epoch]  # newer than the member's
+    assert commit(2, ("input", 1), transactional=True) == [E.none]
+    assert s.restart().group().members["a"].task_epochs == s.group().members["a"].task_epochs  # tag 0, replayed
+
+    # c joins: a revokes half its tasks; at its next epoch its tasks kept are at that epoch.
+    s.hb("c", 0)
+    kept = s.group().target["a"].active
+    s.hb("a", 4, active=every)
+    assert commit(2, *(("input", p) for p in (0, 1))) == [E.none, E.none]  # still revoking
+    a = s.hb("a", 4, active=kept)
+    assert a.member_epoch == 5 and set(s.group().members["a"].task_epochs.values()) == {5}
+    assert commit(4, *(("input", p) for p in (0, 1))) == [E.stale_member_epoch] * 2
+    (kept_input,) = kept["0"]
+    assert commit(5, ("input", kept_input), ("input", 1 - kept_input)) == [E.none, E.none]  # its epoch: no task check
+
+
+def test_a_static_member_away_has_its_task_epochs_reset():
+    s = static_pair()
+    s.hb("b", -2, instance_id="i-b")
+    assert set(s.group().members["b"].task_epochs.values()) == {0}
+    back = s.hb("b2", 0, instance_id="i-b")
+    assert set(s.group().members["b2"].task_epochs.values()) == {0} and back.member_epoch > 0
