@@ -705,7 +705,7 @@ class StreamsGroups:
             group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
             codec.current_assignment_record, records, now_ms, session_timeout_ms,
             lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members),
-                              task_epochs=_task_epochs(updated, m)))
+                              task_epochs=_task_epochs(updated, m, target_epoch)))
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -714,9 +714,10 @@ class StreamsGroups:
             statuses.append((SHUTDOWN_APPLICATION, f"Streams group {group.group_id} is shutting down: "
                                                    f"member {group.shutdown_requested_by} requested it."))
 
-        changed = reconciled.assigned != member.assigned or reconciled.standby != member.standby or is_new
-        full = joining or request.active_tasks is not None and (
-            request.active_tasks != reconciled.assigned or request.standby_tasks != reconciled.standby)
+        # As Kafka: the tasks are sent to a member joining and when they (or their epochs) changed.
+        changed = is_new or (reconciled.assigned, reconciled.standby) != (member.assigned, member.standby) or (
+            _epochs_of(reconciled.task_epochs, reconciled.assigned) != _epochs_of(member.task_epochs, member.assigned))
+        full = joining
         # Replaying a current assignment moves the endpoint epoch: this one's, if written.
         endpoint_epoch = group.endpoint_epoch + sum(1 for r in records if r.key[:2] == _CURRENT_ASSIGNMENT_KEY)
         by_endpoint = None
@@ -860,13 +861,19 @@ def _epochs_of(epochs: TaskEpochs, tasks: Tasks) -> TaskEpochs:
     return {t: epochs[t] for t in _task_set(tasks) if t in epochs}
 
 
-def _task_epochs(before: StreamsMember, after: StreamsMember) -> TaskEpochs:
+def _task_epochs(before: StreamsMember, after: StreamsMember, target_epoch: int) -> TaskEpochs:
     """A task the member had keeps its assignment epoch, a new one is assigned at the
-    member's epoch now; a member done revoking tasks has all its tasks at its new epoch
-    (what Kafka 4.4 answers: it refuses commits of the epoch before for the tasks kept)."""
-    renewed = before.state is MemberState.UNREVOKED_PARTITIONS and after.member_epoch != before.member_epoch
-    return {t: after.member_epoch if renewed else before.task_epochs.get(t, after.member_epoch)
-            for t in _task_set(after.assigned, after.pending_revocation)}
+    member's epoch now; a member told to revoke tasks has those it keeps at the target
+    epoch, and those it revokes at theirs (what Kafka 4.4 answers: once it has moved on,
+    it refuses commits of the epoch before for the tasks kept, and sends no task
+    change)."""
+    revoking = (after.state is MemberState.UNREVOKED_PARTITIONS
+                and before.state is not MemberState.UNREVOKED_PARTITIONS)
+    epochs = {t: before.task_epochs.get(t, after.member_epoch) for t in _task_set(after.assigned,
+                                                                                  after.pending_revocation)}
+    if revoking:
+        epochs.update(dict.fromkeys(_task_set(after.assigned), target_epoch))
+    return epochs
 
 
 def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, members: dict[str, StreamsMember]

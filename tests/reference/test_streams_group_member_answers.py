@@ -174,8 +174,10 @@ async def _static_answers(port: int, app: str) -> list[tuple]:
         await beat("leaves with -2", "a1", -2, instance_id="i-a", active_tasks=None, standby_tasks=None,
                    warmup_tasks=None)
         await describe("away")
-        await beat("back under a new member id", "a2", 0, instance_id="i-a", topology=_topology(app))
+        back = await beat("back under a new member id", "a2", 0, instance_id="i-a", topology=_topology(app))
         await describe("back")
+        # Tasks are sent when they change, not because the member reports others.
+        await beat("reports no tasks", "a2", back.member_epoch, instance_id="i-a")
         await beat("the old member id", "a1", base, instance_id="i-a")
         await beat("-1 leaves", "a2", -1, instance_id="i-a", active_tasks=None, standby_tasks=None,
                    warmup_tasks=None)

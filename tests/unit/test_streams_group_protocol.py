@@ -439,17 +439,19 @@ def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
     # its active tasks wait for a to revoke them; its standby tasks do not (another process runs them)
     assert (b.active_tasks, b.standby_tasks) == ({}, target["b"].standby) and target["b"].standby
     a = s.hb("a", 2, active=a_alone.assigned)
+    assert (a.active_tasks, a.standby_tasks) == (target["a"].active, {})  # revoking: no standby yet
     a = s.hb("a", a.member_epoch, active=target["a"].active)
+    # moved on: the standby of the task it gave up (b's to run) comes
+    assert (a.active_tasks, a.standby_tasks) == (target["a"].active, target["a"].standby)
     b = s.hb("b", b.member_epoch, active={})
     assert (b.active_tasks, b.standby_tasks) == (target["b"].active, target["b"].standby)
     # each member stands by for the stateful task the other runs (subtopology 1)
     assert target["a"].standby == {"1": target["b"].active["1"]}
     assert target["b"].standby == {"1": target["a"].active["1"]}
-    a = s.hb("a", a.member_epoch, active=target["a"].active)
-    assert a.standby_tasks == target["a"].standby
-    # unchanged: nothing sent
+    # unchanged: nothing sent, whatever the member reports (as Kafka)
     again = s.hb("a", a.member_epoch, active=target["a"].active, standby_tasks=target["a"].standby)
     assert (again.active_tasks, again.standby_tasks) == (None, None)
+    assert s.hb("a", a.member_epoch, active={}).active_tasks is None
     members = {m: (x.assigned, x.standby) for m, x in s.group().members.items()}
     assert {m: x.standby for m, x in s.restart().group().members.items()} == {m: st for m, (_a, st) in members.items()}
 
@@ -554,16 +556,17 @@ def test_offset_commits_of_an_older_epoch_are_checked_per_task():
     assert commit(2, ("input", 1), transactional=True) == [E.none]
     assert s.restart().group().members["a"].task_epochs == s.group().members["a"].task_epochs  # tag 0, replayed
 
-    # c joins: a revokes half its tasks; at its next epoch its tasks kept are at that epoch.
+    # c joins: a is told to revoke half its tasks; those it keeps are at the new epoch from then.
     s.hb("c", 0)
     kept = s.group().target["a"].active
-    s.hb("a", 4, active=every)
-    assert commit(2, *(("input", p) for p in (0, 1))) == [E.none, E.none]  # still revoking
-    a = s.hb("a", 4, active=kept)
-    assert a.member_epoch == 5 and set(s.group().members["a"].task_epochs.values()) == {5}
-    assert commit(4, *(("input", p) for p in (0, 1))) == [E.stale_member_epoch] * 2
     (kept_input,) = kept["0"]
-    assert commit(5, ("input", kept_input), ("input", 1 - kept_input)) == [E.none, E.none]  # its epoch: no task check
+    s.hb("a", 4, active=every)
+    assert commit(2, ("input", kept_input), ("input", 1 - kept_input)) == [E.stale_member_epoch, E.none]
+    assert commit(4, ("input", kept_input), ("input", 1 - kept_input)) == [E.none, E.none]  # its epoch: no check
+    a = s.hb("a", 4, active=kept)
+    assert (a.member_epoch, a.active_tasks) == (5, None)  # moved on, its tasks unchanged
+    assert set(s.group().members["a"].task_epochs.values()) == {5}
+    assert commit(4, ("input", kept_input), ("input", 1 - kept_input)) == [E.stale_member_epoch] * 2
 
 
 def test_a_static_member_away_has_its_task_epochs_reset():
