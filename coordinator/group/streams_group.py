@@ -664,6 +664,9 @@ class StreamsGroups:
                                              f"group's topology epoch {topology.epoch}."))
         if is_new or updated.metadata_value() != member.metadata_value():
             records.append(codec.member_metadata_record(group.group_id, member_id, updated.metadata_value()))
+        # As Kafka: a member's topology epoch, rack, client tags or process moving starts a rebalance.
+        bump = bump or (updated.topology_epoch, updated.rack_id, dict(updated.client_tags), updated.process_id) != (
+            member.topology_epoch, member.rack_id, dict(member.client_tags), member.process_id)
         members = {m: x for m, x in group.members.items() if predecessor is None or m != predecessor.member_id}
         members[member_id] = updated
 

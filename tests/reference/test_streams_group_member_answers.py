@@ -178,6 +178,11 @@ async def _static_answers(port: int, app: str) -> list[tuple]:
         await describe("back")
         # Tasks are sent when they change, not because the member reports others.
         await beat("reports no tasks", "a2", back.member_epoch, instance_id="i-a")
+        # A member's process (or rack, client tags, topology epoch) moving bumps the group epoch.
+        await beat("same metadata", "a2", back.member_epoch, instance_id="i-a")
+        await describe("unmoved")
+        await beat("another process id", "a2", back.member_epoch, instance_id="i-a", process_id="process-9")
+        await describe("moved")
         await beat("the old member id", "a1", base, instance_id="i-a")
         await beat("-1 leaves", "a2", -1, instance_id="i-a", active_tasks=None, standby_tasks=None,
                    warmup_tasks=None)

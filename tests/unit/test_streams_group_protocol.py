@@ -483,7 +483,7 @@ def test_a_static_member_leaving_keeps_its_tasks_for_its_successor():
     a = group.members["a"]
     assert s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a").active_tasks is None
     # Back under a new member id with the same instance id: the same tasks, at once.
-    back = s.hb("b2", 0, instance_id="i-b")
+    back = s.hb("b2", 0, instance_id="i-b", process_id="process-b")  # the same process: no rebalance
     assert (back.error_code, back.active_tasks) == (E.none, b_tasks)
     assert set(s.group().members) == {"a", "b2"} and s.group().group_epoch == group_epoch
     assert s.group().target["b2"].active == b_tasks and "b" not in s.group().target
@@ -575,3 +575,16 @@ def test_a_static_member_away_has_its_task_epochs_reset():
     assert set(s.group().members["b"].task_epochs.values()) == {0}
     back = s.hb("b2", 0, instance_id="i-b")
     assert set(s.group().members["b2"].task_epochs.values()) == {0} and back.member_epoch > 0
+
+
+def test_a_members_process_rack_tags_or_topology_epoch_moving_bumps_the_group_epoch():
+    s = Streams()
+    s.ready("a")
+    epoch = s.group().group_epoch
+    a = s.group().members["a"]
+    s.hb("a", a.member_epoch, active=a.assigned, process_id=a.process_id, client_tags=(("x", "1"),))
+    assert s.group().group_epoch == epoch + 1
+    s.hb("a", s.group().members["a"].member_epoch, active=a.assigned, rebalance_timeout_ms=5_000)
+    assert s.group().group_epoch == epoch + 1  # not one that matters to the assignment
+    s.hb("a", s.group().members["a"].member_epoch, active=a.assigned, process_id="elsewhere")
+    assert s.group().group_epoch == epoch + 2
