@@ -28,6 +28,12 @@ def _tasks(task_ids) -> dict | None:
     return {t.subtopology_id: frozenset(t.partitions) for t in task_ids}
 
 
+def _offsets(task_offsets) -> dict | None:
+    if task_offsets is None:
+        return None
+    return {(t.subtopology_id, t.partition): t.offset for t in task_offsets}
+
+
 def _topic_info(info) -> TopicInfo:
     return TopicInfo(info.name, info.partitions, info.replication_factor,
                      tuple((c.key, c.value) for c in info.topic_configs))
@@ -94,6 +100,7 @@ async def handle(ctx, request):
         user_endpoint=None if endpoint is None else (endpoint.host, endpoint.port),
         client_tags=None if request.client_tags is None else tuple((t.key, t.value) for t in request.client_tags),
         shutdown_application=request.shutdown_application,
+        task_offsets=_offsets(request.task_offsets), task_end_offsets=_offsets(request.task_end_offsets),
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
     )
     groups = ctx.node.groups

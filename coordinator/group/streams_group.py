@@ -29,9 +29,12 @@ rebalance, until its session ends; a member joining with its instance id takes t
 over under its new member id. Kafka's refusals: UNRELEASED_INSTANCE_ID (the instance id
 is a member's that has not left), FENCED_INSTANCE_ID (another member id), UNKNOWN_MEMBER_ID.
 
-Not as Kafka 4.4 yet: task offsets are not kept (Kafka ranks a member that reports a
-task's offsets as a candidate for its standby after the previous holders), rack-aware
-assignment by client tags, and the KIP-1331
+The task offsets members report (their state's changelog offsets) are kept in memory,
+shown by StreamsGroupDescribe, and rank standby candidates after the previous standbys.
+
+Not as Kafka 4.4 yet: Kafka's promotion and demotion of tasks between a member's
+standby and active roles while it reconciles, rack-aware assignment by client tags, and
+the KIP-1331
 topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
 """
 
@@ -52,6 +55,8 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
 from coordinator.group.streams_log_codec import AssignedTasks, TaskEpochs, Tasks, TopicInfo, Topology
+
+TaskOffsets = dict[tuple[str, int], int]  # (subtopology id, partition) -> a changelog offset (summed)
 
 E = ErrorCode
 _CURRENT_ASSIGNMENT_KEY = codec.CURRENT_ASSIGNMENT.to_bytes(2, "big")
@@ -158,6 +163,9 @@ class StreamsGroup:
     assignment_delayed_until: int | None = None
     initial_delay: bool = False
     last_assignment_ms: int | None = None  # the last target assignment's timestamp
+    # What each member last reported of its tasks' changelogs: (offsets, end offsets) by
+    # task, memory only as on Kafka; the assignor ranks standby candidates by them.
+    task_offsets: dict[str, tuple[TaskOffsets, TaskOffsets]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -199,6 +207,7 @@ class StreamsGroup:
         elif kind == codec.MEMBER_METADATA:
             if value is None:
                 self.members.pop(member_id, None)
+                self.task_offsets.pop(member_id, None)
                 self.session_deadlines.pop(member_id, None)
                 self.rebalance_deadlines.pop(member_id, None)
                 if not self.members:
@@ -250,6 +259,8 @@ class StreamsHeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    task_offsets: TaskOffsets | None = None  # None: unchanged since the last heartbeat
+    task_end_offsets: TaskOffsets | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,7 +472,8 @@ class _Quotas:
 
 
 def assign_tasks(processes: dict[str, str], task_counts: dict[str, int], stateful: Iterable[str],
-                 previous: dict[str, AssignedTasks], num_standby_replicas: int = 0) -> dict[str, AssignedTasks]:
+                 previous: dict[str, AssignedTasks], num_standby_replicas: int = 0,
+                 task_offsets: dict[str, TaskOffsets] | None = None) -> dict[str, AssignedTasks]:
     """Kafka 4.4's sticky task assignor (``processes``: member id -> process id).
 
     Active tasks: a task stays with the member that had it, then goes to a member that
@@ -470,8 +482,9 @@ def assign_tasks(processes: dict[str, str], task_counts: dict[str, int], statefu
     member. Standby tasks (``num_standby_replicas`` of each task of a stateful
     subtopology, one with changelog topics) never go to a process holding the task
     already: to the member that had the task as active or standby while below its quota,
-    else to the least loaded process without it. Ties break by id here (Kafka's by its
-    hash maps' order)."""
+    else to the least loaded process without it. "Had it as a standby": the previous
+    standbys first, then the members reporting offsets of its state (``task_offsets``),
+    the most caught up first. Ties break by id here (Kafka's by its hash maps' order)."""
     if not processes:
         return {}
     stateful = set(stateful)
@@ -482,16 +495,21 @@ def assign_tasks(processes: dict[str, str], task_counts: dict[str, int], statefu
     for m in sorted(processes):
         by_process.setdefault(processes[m], _Process(processes[m])).counts[m] = 0
     prev_active: dict[Task, str] = {}
-    prev_standby: dict[Task, list[str]] = {}
-    for m in sorted(previous):
-        if m not in processes:
-            continue
-        for s, ps in previous[m].active.items():
+    candidates: dict[Task, list[tuple[int, int, str]]] = {}  # (not a standby, -offset sum, member)
+    for m in sorted(processes):
+        offsets = (task_offsets or {}).get(m, {})
+        standby = set()
+        for s, ps in previous.get(m, AssignedTasks()).active.items():
             for p in ps:
                 prev_active[(s, p)] = m
-        for s, ps in sorted(previous[m].standby.items()):
-            for p in sorted(ps):
-                prev_standby.setdefault((s, p), []).append(m)
+        for s, ps in previous.get(m, AssignedTasks()).standby.items():
+            for p in ps:
+                standby.add((s, p))
+                candidates.setdefault((s, p), []).append((0, -offsets.get((s, p), 0), m))
+        for task, offset in offsets.items():
+            if task not in standby:
+                candidates.setdefault(task, []).append((1, -offset, m))
+    prev_standby = {task: [m for *_rank, m in sorted(ranked)] for task, ranked in candidates.items()}
 
     def process_of(m: str) -> _Process:
         return by_process[processes[m]]
@@ -659,6 +677,11 @@ class StreamsGroups:
             client_tags=request.client_tags if request.client_tags is not None else member.client_tags,
             client_id=request.client_id, client_host=request.client_host,
         )
+        if request.task_offsets is not None or request.task_end_offsets is not None:
+            offsets, end_offsets = group.task_offsets.get(member_id, ({}, {}))
+            group.task_offsets[member_id] = (offsets if request.task_offsets is None else request.task_offsets,
+                                             end_offsets if request.task_end_offsets is None
+                                             else request.task_end_offsets)
         if topology is not None and updated.topology_epoch < topology.epoch:
             statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind the "
                                              f"group's topology epoch {topology.epoch}."))
@@ -848,7 +871,8 @@ def _assign(group: StreamsGroup, members: dict[str, StreamsMember], previous: di
     ready = configured is not None and configured.ready
     targets = assign_tasks({m.member_id: m.process_id for m in members.values()},
                            configured.task_counts if ready else {}, configured.stateful if ready else (),
-                           previous, num_standby_replicas)
+                           previous, num_standby_replicas,
+                           {m: offsets for m, (offsets, _end) in group.task_offsets.items()})
     for m, tasks in sorted(targets.items()):
         if previous.get(m) != tasks:
             records.append(codec.target_member_record(group.group_id, m, tasks))

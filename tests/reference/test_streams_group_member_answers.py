@@ -163,7 +163,9 @@ async def _static_answers(port: int, app: str) -> list[tuple]:
                                     version=0, key=DESCRIBE)).groups[0]
             out.append((label, g.group_state, g.group_epoch - base, sorted(
                 (m.member_id, m.instance_id, m.member_epoch if m.member_epoch < 0 else m.member_epoch - base,
-                 _tasks(m.assignment.active_tasks) == tasks) for m in g.members)))
+                 _tasks(m.assignment.active_tasks) == tasks,
+                 sorted((t.subtopology_id, t.partition, t.offset) for t in m.task_offsets),
+                 sorted((t.subtopology_id, t.partition, t.offset) for t in m.task_end_offsets)) for m in g.members)))
 
         await beat("another member id with the instance id", "a2", 0, instance_id="i-a", topology=_topology(app))
         await beat("the instance's member id joining again", "a1", 0, instance_id="i-a", topology=_topology(app))
@@ -178,6 +180,12 @@ async def _static_answers(port: int, app: str) -> list[tuple]:
         await describe("back")
         # Tasks are sent when they change, not because the member reports others.
         await beat("reports no tasks", "a2", back.member_epoch, instance_id="i-a")
+        # Task offsets reported are shown by the describe (memory only, as Kafka keeps them).
+        await beat("reports task offsets", "a2", back.member_epoch, instance_id="i-a",
+                   task_offsets=[{"subtopology_id": "1", "partition": 0, "offset": 42}],
+                   task_end_offsets=[{"subtopology_id": "1", "partition": 0, "offset": 50},
+                                     {"subtopology_id": "1", "partition": 1, "offset": 7}])
+        await describe("task offsets")
         # A member's process (or rack, client tags, topology epoch) moving bumps the group epoch.
         await beat("same metadata", "a2", back.member_epoch, instance_id="i-a")
         await describe("unmoved")

@@ -588,3 +588,28 @@ def test_a_members_process_rack_tags_or_topology_epoch_moving_bumps_the_group_ep
     assert s.group().group_epoch == epoch + 1  # not one that matters to the assignment
     s.hb("a", s.group().members["a"].member_epoch, active=a.assigned, process_id="elsewhere")
     assert s.group().group_epoch == epoch + 2
+
+
+def test_standby_candidates_are_previous_standbys_then_the_most_caught_up():
+    processes = {"a": "p1", "b": "p2", "c": "p3"}
+    previous = {"a": AssignedTasks(tasks(s1={0, 1, 2}))}
+    # no previous standby: the member reporting the most of the task's changelog gets it
+    offsets = {"b": {("1", 0): 5}, "c": {("1", 0): 100}}
+    out = assign_tasks(processes, {"1": 3}, {"1"}, previous, 1, offsets)
+    assert 0 in out["a"].active["1"] and out["c"].standby == tasks(s1={0})
+    # a previous standby ranks ahead of offsets reported
+    previous["b"] = AssignedTasks(standby=tasks(s1={0}))
+    out = assign_tasks(processes, {"1": 3}, {"1"}, previous, 1, offsets)
+    assert 0 in out["a"].active["1"] and 0 in out["b"].standby["1"] and 0 not in out["c"].standby.get("1", ())
+
+
+def test_task_offsets_reported_are_kept_in_memory_for_the_assignor():
+    s = Streams()
+    s.ready("a")
+    a = s.group().members["a"]
+    s.hb("a", a.member_epoch, active=a.assigned, task_offsets={("1", 0): 7}, task_end_offsets={("1", 0): 9})
+    assert s.group().task_offsets["a"] == ({("1", 0): 7}, {("1", 0): 9})
+    s.hb("a", a.member_epoch, active=a.assigned, task_end_offsets={("1", 0): 12})  # offsets unchanged (None)
+    assert s.group().task_offsets["a"] == ({("1", 0): 7}, {("1", 0): 12})
+    s.hb("a", -1)
+    assert "a" not in s.group().task_offsets
