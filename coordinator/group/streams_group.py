@@ -731,7 +731,8 @@ class StreamsGroups:
             group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
             codec.current_assignment_record, records, now_ms, session_timeout_ms,
             lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members),
-                              task_epochs=_task_epochs(updated, m, target_epoch)))
+                              task_epochs=_task_epochs(updated, m, target_epoch)),
+            _standbys_of_process(updated, members))
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -901,6 +902,14 @@ def _task_epochs(before: StreamsMember, after: StreamsMember, target_epoch: int)
     if revoking:
         epochs.update(dict.fromkeys(_task_set(after.assigned), target_epoch))
     return epochs
+
+
+def _standbys_of_process(member: StreamsMember, members: dict[str, StreamsMember]) -> dict[tuple[str, int], int]:
+    """Tasks another member of the member's process holds as standby: not its active
+    tasks yet (Kafka holds them back until released, the state being that process's)."""
+    return {(s, p): other.member_epoch for other in members.values()
+            if other.member_id != member.member_id and other.process_id == member.process_id
+            for s, ps in other.standby.items() for p in ps}
 
 
 def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, members: dict[str, StreamsMember]

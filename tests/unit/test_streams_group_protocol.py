@@ -17,7 +17,7 @@ from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    assign_tasks, configure,
+    StreamsMember, assign_tasks, configure,
 )
 from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
@@ -613,3 +613,18 @@ def test_task_offsets_reported_are_kept_in_memory_for_the_assignor():
     assert s.group().task_offsets["a"] == ({("1", 0): 7}, {("1", 0): 12})
     s.hb("a", -1)
     assert "a" not in s.group().task_offsets
+
+
+def test_an_active_task_waits_while_another_thread_of_its_process_holds_it_as_standby():
+    """As Kafka's CurrentAssignmentBuilder: the task's state is that process's standby's."""
+    s = Streams(config=INTERVAL)  # no new target assignment within the interval: the one set here stays
+    s.ready("a")
+    group = s.group()
+    group.members["a"] = replace(group.members["a"], assigned=tasks(s0={0, 1}, s1={1}))
+    group.members["b1"] = StreamsMember("b1", process_id="pb", member_epoch=group.assignment_epoch,
+                                        standby=tasks(s1={0}))
+    group.target["b2"] = AssignedTasks(tasks(s1={0}))
+    joined = s.hb("b2", 0, process_id="pb")
+    assert joined.active_tasks == {}  # held back: b1 of its process still stands by for it
+    group.members["b1"] = replace(group.members["b1"], standby={})
+    assert s.hb("b2", joined.member_epoch, active={}, process_id="pb").active_tasks == tasks(s1={0})
