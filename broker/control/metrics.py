@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from broker.control import snapshot
 from broker.control.routes import ERROR_SCHEMA
 from broker.control.operations import ControlError
-from protocol.apis import api_name
+from protocol.request_wire import api_name
 from protocol.names import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

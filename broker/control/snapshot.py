@@ -91,7 +91,7 @@ def share_partitions(broker) -> list[dict]:
     by_id = broker.cluster.topics.by_id
     out = []
     for node in broker.nodes:
-        shares = node._shares  # not started: this node leads no share-partition
+        shares = node.made("shares")  # not started: this node leads no share-partition
         for (group, topic_id, index), share in ([] if shares is None else sorted(shares.partitions.items(), key=str)):
             topic = by_id.get(topic_id)
             counts = share.counts()

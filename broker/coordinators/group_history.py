@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from coordinator.contract import CoordinatorRecord, LogCodecError, UnknownKeyVersion
 from coordinator.group import consumer_log_codec, log_codec, share_log_codec, streams_log_codec
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.group import GroupState
-from coordinator.runtime import NO_PRODUCER_ID
+from coordinator.runtime import NO_PRODUCER_ID, CoordinatorRecord, LogCodecError, UnknownKeyVersion
 
 _CLASSIC_REBALANCING = frozenset({GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE})
 # A consumer or streams group whose epoch is ahead of its target assignment or of its members.

@@ -43,7 +43,7 @@ from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.coordinator import ShareMemberGone
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
 from coordinator.group.streams_group import StreamsGroupConfig
-from coordinator.contract import Result, TimerEvent
+from coordinator.runtime import Result, TimerEvent
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from coordinator.group.streams_group import (
     MISSING_INTERNAL_TOPICS, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
 )
 from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 88
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 
 if TYPE_CHECKING:
     from coordinator.group.streams_group import StreamsGroup

@@ -78,7 +78,7 @@ from coordinator.group.messages import (
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, combined
+from coordinator.runtime import CoordinatorRecord, Result, Timer, TimerEvent, combined
 from protocol.names import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from coordinator.group import modern_group_records as layout
 from coordinator.group.modern_group_records import ValueReader, ValueWriter, record_key
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 
 GROUP_METADATA = 17
 MEMBER_METADATA = 19
