@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from functools import cached_property
 
 from broker.cluster.cluster import PAUSED, RUNNING, STOPPED, NodeRegistration
@@ -62,6 +63,7 @@ class BrokerNode:
         groups.share_member_gone = b.share_member_gone
         groups.share_persister = lambda: self.shares.persister
         groups.coordinator.group_timeouts = self._group_timeouts
+        groups.coordinator.streams.group_config = self._streams_group_config
         return groups
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
@@ -70,6 +72,18 @@ class BrokerNode:
 
         return (int(group_setting(self.broker, group_id, f"{group_type}.session.timeout.ms")),
                 int(group_setting(self.broker, group_id, f"{group_type}.heartbeat.interval.ms")))
+
+    def _streams_group_config(self, group_id: str):
+        """A streams group's settings with its group configs."""
+        from broker.coordinators.share_service import group_setting
+
+        def setting(key: str) -> int:
+            return int(group_setting(self.broker, group_id, key))
+
+        return replace(self.groups.coordinator.config.streams,
+                       num_standby_replicas=setting("streams.num.standby.replicas"),
+                       initial_rebalance_delay_ms=setting("streams.initial.rebalance.delay.ms"),
+                       assignment_interval_ms=setting("streams.assignment.interval.ms"))
 
     @cached_property
     def shares(self):

@@ -90,6 +90,7 @@ class GroupService:
                 max_size=config["group.streams.max.size"],
                 initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
                 assignment_interval_ms=config["group.streams.assignment.interval.ms"],
+                num_standby_replicas=config["group.streams.num.standby.replicas"],
             ),
         ))
         self.coordinator.topics = lambda: {
