@@ -1115,6 +1115,24 @@ def test_tv2_retry_with_the_previous_epoch_is_answered_with_the_current_one():
     assert h2.end_txn(TID, PID, EPOCH, True, TV2_V, NOW).response.error is E.concurrent_transactions
 
 
+@pytest.mark.parametrize("state", [S.PREPARE_COMMIT, S.PREPARE_ABORT])
+def test_tv2_end_while_the_markers_are_out_accepts_only_the_epoch_before_the_bump(state):
+    # Kafka 4.4's handleEndTransaction (TV2): in PrepareCommit or PrepareAbort the only
+    # valid epoch is the one the bump started from, a retry of that end; the bumped
+    # epoch is the next transaction's, fenced whichever result it asks.
+    h = owned(meta(state, epoch=EPOCH + 1, last_epoch=EPOCH))
+    same_result = state is S.PREPARE_COMMIT
+    answers = {(epoch, commit): pure(h, lambda e=epoch, c=commit: h.end_txn(TID, PID, e, c, TV2_V, NOW)).response
+               for epoch in (EPOCH - 1, EPOCH, EPOCH + 1, EPOCH + 2) for commit in (True, False)}
+    assert answers == {
+        (EPOCH, same_result): EndTxnResponse(E.concurrent_transactions),
+        (EPOCH, not same_result): EndTxnResponse(E.invalid_txn_state),
+        (EPOCH - 1, True): EndTxnResponse(E.producer_fenced), (EPOCH - 1, False): EndTxnResponse(E.producer_fenced),
+        (EPOCH + 1, True): EndTxnResponse(E.producer_fenced), (EPOCH + 1, False): EndTxnResponse(E.producer_fenced),
+        (EPOCH + 2, True): EndTxnResponse(E.producer_fenced), (EPOCH + 2, False): EndTxnResponse(E.producer_fenced),
+    }
+
+
 def test_tv2_epochs_must_match_exactly():
     h = owned(meta(S.ONGOING))
     assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.producer_fenced
@@ -1129,6 +1147,9 @@ def test_tv2_abort_without_a_transaction_bumps_the_epoch(state):
     assert result.response == EndTxnResponse(E.none, PID, EPOCH + 1)
     (markers,) = result.effects
     assert markers.topic_partitions == ()
+    # no markers to write: complete at once (while PrepareAbort, the bumped epoch is fenced)
+    assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.producer_fenced
+    h.append(h.markers_written(TID, PID, EPOCH + 1, False, NOW))
     assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.invalid_txn_state
     # Version 1 keeps its rules: no transaction, nothing to abort (CompleteAbort: a retry).
     v1 = owned(meta(state)).end_txn(TID, PID, EPOCH, False, TXN_V, NOW)
