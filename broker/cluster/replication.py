@@ -80,7 +80,7 @@ def end_of_records(records, start: int) -> int:
 class _Fetcher:
     """One follower's fetches from one leader."""
 
-    __slots__ = ("follower", "leader", "task", "kick", "settled")
+    __slots__ = ("follower", "leader", "task", "kick", "settled", "polling")
 
     def __init__(self, follower: int, leader: int) -> None:
         self.follower = follower
@@ -90,6 +90,7 @@ class _Fetcher:
         # do not long-poll, so that what the change did shows at once.
         self.kick = asyncio.Event()
         self.settled = asyncio.Event()  # since the last kick: failed, or in sync with the whole log
+        self.polling: asyncio.Future | None = None  # a long-polling fetch under way: a kick ends it
 
 
 class Replication:
@@ -208,6 +209,8 @@ class Replication:
                 fetcher.task = loop.create_task(self._run(fetcher))
             fetcher.settled.clear()
             fetcher.kick.set()
+            if fetcher.polling is not None:
+                fetcher.polling.cancel()  # its answer would wait for data: fetch again at once instead
 
     def _log_end(self, topic: str, index: int) -> int:
         try:
@@ -271,10 +274,22 @@ class Replication:
         fetcher.kick.clear()
         keys = [(topic, index, follower) for topic, index, _, _ in followed]
         sent_ms = self._now_ms()
+        request = asyncio.ensure_future(asyncio.wait_for(self.broker.network.request(
+            follower, leader, FETCH, FETCH_VERSION, body, typed=False, client_id=fetcher_client_id(follower),
+            timeout_s=None), FETCH_TIMEOUT_S))
+        if not settling:
+            fetcher.polling = request
         try:
-            answer = await asyncio.wait_for(self.broker.network.request(
-                follower, leader, FETCH, FETCH_VERSION, body, typed=False, client_id=fetcher_client_id(follower),
-                timeout_s=None), FETCH_TIMEOUT_S)
+            await asyncio.wait((request,))
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+        finally:
+            fetcher.polling = None
+        if request.cancelled():
+            return True  # ended by a kick: the next fetch does not wait
+        try:
+            answer = request.result()
         except (Unreachable, asyncio.TimeoutError) as e:
             return await self._failed(fetcher, keys, sent_ms, str(e) or "no answer in time")
         failed = self._received(follower, answer)
@@ -311,6 +326,16 @@ class Replication:
                 if follower not in state.isr or self.positions.get(key, -1) < self._log_end(topic, index):
                     return False
         return True
+
+    async def close(self) -> None:
+        """At the broker's stop: the fetchers end before the nodes do."""
+        if self._shrink_timer is not None:
+            self._shrink_timer.cancel()
+            self._shrink_timer = None
+        tasks = [f.task for f in self._fetchers.values() if f.task is not None]
+        self._stop_fetching()
+        if tasks:
+            await asyncio.wait(tasks)
 
     def _stop_fetching(self) -> None:
         current = asyncio.current_task()
