@@ -284,6 +284,7 @@ class Broker:
                 pass
         if self._transaction_verifier is not None:
             await self._transaction_verifier.close()
+        await self.replication.close()
         for node in self.nodes:
             if node.is_up:
                 await node.stop()

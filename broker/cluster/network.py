@@ -16,8 +16,8 @@ and a request to it is not answered (its handler, run as the node's work, is aba
 at the stop; an answer computed before it is dropped): the sender sees Unreachable.
 What Kafka's nodes learn from the controller (leaders, ISRs, producer id blocks) they
 read from the process's shared state (broker/cluster/cluster.py, broker/cluster/producer_ids.py), without
-a request. Replication sends no requests: the emulated followers (broker/cluster/replication.py)
-only read the same link faults to tell whether they could fetch.
+a request. Followers fetch from their leaders through here too (broker/cluster/replication.py,
+client id ``broker-N-fetcher-0``), whenever a fault is in force.
 """
 
 from __future__ import annotations
@@ -93,20 +93,26 @@ class Network:
         return None
 
     async def request(self, source: int, target: int, api_key: int, version: int, body: Any,
-                      typed: bool = True) -> Any:
+                      typed: bool = True, client_id: str | None = None, timeout_s: float | None = -1) -> Any:
         """Sends ``body`` (a dict of Kafka field names, or the kio request already built)
         from node ``source`` to node ``target`` and returns the kio response.
         Raises Unreachable, or asyncio.TimeoutError after ``request.timeout.ms`` (what
-        Kafka's inter-broker clients wait), as a TCP client would fail.
+        Kafka's inter-broker clients wait; ``timeout_s`` instead when given, None: the
+        caller times it out), as a TCP client would fail. ``client_id``: the header's
+        (``eosbroker-node-N`` unless given).
 
         ``typed=False``: a handler's dict answer comes back as that dict, not built into
         the kio response (the marker sender reads both; building it cost more than the
         rest of a marker's trip). Under the tests it is still built, which checks it."""
-        return await self.broker.clock.wait_for(self._deliver(source, target, api_key, version, body, typed),
-                                                self.broker.config["request.timeout.ms"] / 1000)
+        if timeout_s is None:
+            return await self._deliver(source, target, api_key, version, body, typed, client_id)
+        if timeout_s < 0:
+            timeout_s = self.broker.config["request.timeout.ms"] / 1000
+        return await self.broker.clock.wait_for(
+            self._deliver(source, target, api_key, version, body, typed, client_id), timeout_s)
 
     async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
-                       typed: bool = True) -> Any:
+                       typed: bool = True, client_id: str | None = None) -> Any:
         sender = self.broker.node(source)
         if sender is not None:
             if not sender.is_up:
@@ -134,7 +140,7 @@ class Network:
             conn = self._connections[source, target] = Connection(
                 next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None,
                 listener=self.broker.listeners.inter_broker)
-        header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
+        header = RequestHeader(api_key, version, next(self._correlation), client_id or f"eosbroker-node-{source}")
         ctx = RequestContext(self.broker, node, header, conn)
 
         def handle():

@@ -20,11 +20,16 @@ from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 
+# Operations on the request fault rules: replication's fetches meet the rules too.
+_FAULT_RULE_CHANGES = ("fault_add", "fault_remove", "faults_clear")
+
+
 class ControlService:
     """Operations on a running ``broker.process.Broker``; every adapter calls ``call``."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
+        self._reachability_changed = False
 
     async def call(self, name: str, raw: dict[str, Any], from_text: bool | set[str] = False,
                    by: str | None = None) -> dict:
@@ -34,9 +39,13 @@ class ControlService:
         if op is None:
             raise ControlError(f"unknown operation {name!r}", status=404)
         args = check_args(op, raw, from_text)
+        self._reachability_changed = False
         result = getattr(self, name)(**args)
         if hasattr(result, "__await__"):
             result = await result
+        if self._reachability_changed or name in _FAULT_RULE_CHANGES:
+            # the followers' next fetches show in what this answers
+            await self.broker.replication.settled()
         if op.method == "POST":  # what changed the cluster goes on the timeline
             self.broker.cluster.history.record("control", op=name, args={k: v for k, v in args.items() if v is not None},
                                                **({} if by is None else {"by": by}))
@@ -241,6 +250,7 @@ class ControlService:
 
     def _links_changed(self) -> None:
         self.broker.replication.refresh()
+        self._reachability_changed = True
 
     def network_cut(self, source: int, target: int | None = None, both: bool = False) -> dict:
         for key in self._link_keys(source, target, both):

@@ -78,6 +78,7 @@ class FaultRules:
 
     def __init__(self) -> None:
         self.on_fire = None  # (rule, seen): the event history's record of a firing
+        self.on_change = None  # (): a rule added or removed (replication fetches while any is in force)
         self.rules: dict[int, FaultRule] = {}
         self.observers: list[Callable[[RequestSeen], None]] = []
         self.firings: Counter[tuple[int, str]] = Counter()
@@ -96,12 +97,18 @@ class FaultRules:
 
         rule = FaultRule(next(self._ids), action, match or Match(), **options)
         self.rules[rule.id] = rule
+        self._changed()
         return rule
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def remove(self, rule_id: int) -> FaultRule | None:
         rule = self.rules.pop(rule_id, None)
         if rule is not None:
             rule.release()
+            self._changed()
         return rule
 
     def clear(self) -> int:
@@ -109,6 +116,7 @@ class FaultRules:
         self.rules.clear()
         for rule in rules:
             rule.release()
+        self._changed()
         return len(rules)
 
     def consult(self, seen: RequestSeen) -> FaultRule | None:

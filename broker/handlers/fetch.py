@@ -5,6 +5,8 @@ partitions. The first batch of the first partition with data is returned whole e
 when larger than the limits (KIP-74), so a consumer always makes progress.
 read_committed reads stop at the last stable offset. Fetch sessions (KIP-227) are
 declined: every answer carries session id 0, so clients send full requests.
+Another node's fetch naming its replica id is a follower's: its fetch offsets tell
+replication how far it holds each partition (broker/cluster/replication.py).
 """
 
 from __future__ import annotations
@@ -111,6 +113,18 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
     return responses, total
 
 
+def _follower_fetched(ctx, request, plan: _Plan) -> None:
+    """Tells replication how far the follower holds each partition it fetches (its fetch
+    offsets), as Kafka's leader updates its replicas' state on a follower's fetch. (A
+    client's fetch naming a replica id is served as a consumer's.)"""
+    replica_id = request.replica_state.replica_id if ctx.version >= 15 else request.replica_id
+    if replica_id < 0:
+        return
+    fetched = [(part.topic, part.index, p.fetch_offset, part.log.log_end_offset)
+               for _, entries in plan.topics for p, part in entries if not isinstance(part, dict)]
+    ctx.broker.replication.handled(replica_id, fetched)
+
+
 async def handle(ctx, request):
     if not allocator.tuned:
         allocator.keep_freed_buffers()
@@ -118,6 +132,8 @@ async def handle(ctx, request):
     if session_id != 0:
         return {"error_code": code("FETCH_SESSION_ID_NOT_FOUND"), "session_id": 0, "responses": []}
     plan = _Plan(ctx, request)
+    if ctx.connection.id < 0:  # another node's: a follower's fetch (broker/cluster/replication.py)
+        _follower_fetched(ctx, request, plan)
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes = request.max_bytes
     deadline = ctx.clock.now_ms() + max(0, ms(request.max_wait))

@@ -513,32 +513,35 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
         next_producer_id: int,
     ) -> Result[EndTxnResponse]:
-        """EndTxn v5, transaction version 2 (KIP-890 part 2), as Kafka's coordinator
-        answers it: the epoch must match exactly, except for a retry of an EndTxn that
-        already bumped it (the previous epoch, the transaction ending or ended), which is
-        answered with the current id and epoch. Ending bumps the epoch; an abort without
-        a transaction is allowed and bumps it too. An end from the last epoch but one
-        (exhausted) bumps to the last and rotates the producer id: the answer carries
-        the new id at epoch 0, which the producer holds once the markers are written; a
-        retry from the old id and epoch is answered with the new ones."""
+        """EndTxn v5, transaction version 2 (KIP-890 part 2), as Kafka 4.4's coordinator
+        answers it. While the markers of an end are being written (PrepareCommit,
+        PrepareAbort: Kafka holds the Complete state pending) every EndTxn is answered
+        CONCURRENT_TRANSACTIONS, before its producer id and epoch are looked at, whichever
+        epoch and result it names. Otherwise the epoch must match exactly, except for a
+        retry of an end that already bumped it (the previous epoch, the transaction
+        ended), which is answered with the current id and epoch. Ending bumps the epoch;
+        an abort without a transaction is allowed and bumps it too. An end from the last
+        epoch but one (exhausted) bumps to the last and rotates the producer id: the
+        answer carries the new id at epoch 0, which the producer holds once the markers
+        are written; a retry from the old id and epoch is answered with the new ones."""
         error, coordinator_epoch, md = self._lookup(transactional_id)
-        retry_on_overflow = (error is None and md is not None and md.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        if error is None and md is not None and md.state in _MARKERS_PENDING:
+            return Result(response=EndTxnResponse(E.concurrent_transactions))
+        ended = (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        retry_on_overflow = (error is None and md is not None and md.state in ended
                              and md.previous_producer_id == producer_id != md.producer_id
                              and producer_epoch == MAX_EPOCH - 1 and md.producer_epoch == 0)
         if error is None and (md is None or md.producer_id != producer_id) and not retry_on_overflow:
             error = E.invalid_producer_id_mapping
         if error is not None:
             return Result(response=EndTxnResponse(error))
-        ending = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_ABORT)
-        retry = retry_on_overflow or (md.state in ending and producer_epoch == md.producer_epoch - 1)
+        retry = retry_on_overflow or (md.state in ended and producer_epoch == md.producer_epoch - 1)
         if producer_epoch != md.producer_epoch and not retry:
             return Result(response=EndTxnResponse(E.producer_fenced))
         current = EndTxnResponse(E.none, md.producer_id, md.producer_epoch)
         done, preparing = (
             (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
         )
-        if md.state is preparing:
-            return Result(response=EndTxnResponse(E.concurrent_transactions))
         if md.state is done and retry:
             return Result(response=current)
         abort_without_txn = not commit and not retry and md.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)

@@ -1114,6 +1114,19 @@ def test_tv2_retry_with_the_previous_epoch_is_answered_with_the_current_one():
     assert h2.end_txn(TID, PID, EPOCH, True, TV2_V, NOW).response.error is E.concurrent_transactions
 
 
+@pytest.mark.parametrize("state", [S.PREPARE_COMMIT, S.PREPARE_ABORT])
+def test_tv2_end_while_the_markers_are_out_is_concurrent_whatever_it_names(state):
+    # Kafka 4.4's handleEndTransaction: the Complete state is pending while the markers
+    # are written, and a pending transition answers CONCURRENT_TRANSACTIONS before the
+    # producer id and epoch are checked: the retry, the bumped epoch, the other result.
+    h = owned(meta(state, epoch=EPOCH + 1, last_epoch=EPOCH))
+    for epoch in (EPOCH - 1, EPOCH, EPOCH + 1, EPOCH + 2):
+        for commit in (True, False):
+            assert pure(h, lambda: h.end_txn(TID, PID, epoch, commit, TV2_V, NOW)).response == \
+                EndTxnResponse(E.concurrent_transactions), (epoch, commit)
+    assert h.end_txn(TID, PID + 1, EPOCH + 1, True, TV2_V, NOW).response.error is E.concurrent_transactions
+
+
 def test_tv2_epochs_must_match_exactly():
     h = owned(meta(S.ONGOING))
     assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.producer_fenced
@@ -1128,6 +1141,7 @@ def test_tv2_abort_without_a_transaction_bumps_the_epoch(state):
     assert result.response == EndTxnResponse(E.none, PID, EPOCH + 1)
     (markers,) = result.effects
     assert markers.topic_partitions == ()
+    h.append(h.markers_written(TID, PID, EPOCH + 1, False, NOW))  # none to write: complete at once
     assert h.end_txn(TID, PID, EPOCH + 1, True, TV2_V, NOW).response.error is E.invalid_txn_state
     # Version 1 keeps its rules: no transaction, nothing to abort (CompleteAbort: a retry).
     v1 = owned(meta(state)).end_txn(TID, PID, EPOCH, False, TXN_V, NOW)
@@ -1164,6 +1178,7 @@ def test_tv2_end_at_the_exhausted_epoch_rotates_the_producer_id(commit):
     # the new id goes on at epoch 0; the old one is unknown now
     h.append(h.add_partitions_to_txn(TID, 100, 0, {("orders", 1)}, TXN_V, NOW))
     assert h.append(h.end_txn(TID, 100, 0, True, TV2_V, NOW, 101)).response == EndTxnResponse(E.none, 100, 1)
+    h.append(h.markers_written(TID, 100, 1, True, NOW))
     assert h.end_txn(TID, PID, MAX - 1, True, TV2_V, NOW, 101).response.error is E.invalid_producer_id_mapping
 
 
