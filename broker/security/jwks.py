@@ -1,9 +1,10 @@
 """Signed OAUTHBEARER tokens checked against the keys of a JWKS file, with the rules of
 Kafka's OAuthBearerValidatorCallbackHandler: the signature (RS256/384/512, ES256/384/512,
-the key chosen by ``kid``), ``exp`` required and not passed, ``iat`` not in the future
-(both within ``sasl.oauthbearer.clock.skew.seconds``), the subject from
+the key chosen by ``kid``), ``exp`` required and not passed, ``iat`` required and not in the
+future (both within ``sasl.oauthbearer.clock.skew.seconds``), the subject from
 ``sasl.oauthbearer.sub.claim.name``, and ``sasl.oauthbearer.expected.audience`` /
-``...expected.issuer`` when set. The keys are read once, at start, from
+``...expected.issuer`` matched when set (a listener sets them or opts out with
+``...allow.unverified.audience`` / ``...issuer``, as Kafka 4.4 requires). The keys are read once, at start, from
 ``sasl.oauthbearer.jwks.endpoint.url`` (a file: URL or a path)."""
 
 from __future__ import annotations
@@ -79,18 +80,27 @@ class JwksValidator:
         if now_ms - self.clock_skew_ms >= 1000 * expiry:
             raise TokenRefused(f"The JWT has expired ({expiry} seconds)")
         issued_at = _number(claims, "iat")
-        if issued_at is not None and 1000 * issued_at > now_ms + self.clock_skew_ms:
+        if issued_at is None:
+            raise TokenRefused("No Issued At (iat) claim present")
+        if 1000 * issued_at > now_ms + self.clock_skew_ms:
             raise TokenRefused(f"The JWT was issued in the future ({issued_at} seconds)")
         principal = claims.get(self.sub_claim)
         if not isinstance(principal, str) or not principal.strip():
             raise TokenRefused(f"No principal name in JWT claim: {self.sub_claim}")
         if self.audience:
             aud = claims.get("aud")
+            if aud is None:
+                raise TokenRefused("No Audience (aud) claim present")
             given = aud if isinstance(aud, list) else [aud]
             if not set(self.audience) & {a for a in given if isinstance(a, str)}:
-                raise TokenRefused(f"The JWT audience {aud!r} is none of {self.audience}")
-        if self.issuer is not None and claims.get("iss") != self.issuer:
-            raise TokenRefused(f"The JWT issuer {claims.get('iss')!r} is not {self.issuer!r}")
+                raise TokenRefused(f"Audience (aud) claim {given} doesn't contain an acceptable identifier. "
+                                   f"Expected {', '.join(self.audience)} as an aud value")
+        if self.issuer is not None:
+            iss = claims.get("iss")
+            if iss is None:
+                raise TokenRefused(f"No Issuer (iss) claim present but was expecting {self.issuer}")
+            if iss != self.issuer:
+                raise TokenRefused(f"Issuer (iss) claim value ({iss}) doesn't match expected value of {self.issuer}")
         return principal, round(expiry * 1000)
 
     def _verify(self, header: dict, signed: bytes, signature_text: str) -> None:

@@ -112,6 +112,15 @@ def listener_sasl(values: dict[str, str], listener: str, credentials) -> Listene
     return out
 
 
+_NEEDS_JWKS = ('The OAuth validator for the broker requires "sasl.oauthbearer.jwks.endpoint.url" to be configured '
+               'so that JWT signatures can be verified, but it was not set. Set "sasl.oauthbearer.jwks.endpoint.url" '
+               "to the OAuth/OIDC provider's JWKS endpoint URL for this listener, or configure a signature-verifying "
+               '"sasl.oauthbearer.jwt.validator.class".')
+_NEEDS_CLAIM = ('The OAuth validator for the broker requires "{expected}" to be configured so that the '
+                'token\'s {claim} claim can be verified, but it was not set. Set "{expected}" to {what}, '
+                'or set "{allow}" to true to accept tokens regardless of {regardless}.')
+
+
 def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], Any]:
     from broker.security.jwks import JwksError, JwksValidator, load_keys
 
@@ -119,9 +128,21 @@ def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], 
         return setting(values, name, listener, "OAUTHBEARER")
 
     url = read("sasl.oauthbearer.jwks.endpoint.url")
-    if not url:
-        raise SaslConfigError(f"listener {listener}: OAuthBearerValidatorCallbackHandler needs "
-                              "sasl.oauthbearer.jwks.endpoint.url (a file: URL of the JWKS)")
+    if url is None:
+        raise SaslConfigError(_NEEDS_JWKS)
+    # Kafka 4.4 starts no such listener that would accept any audience or issuer unless told to
+    audience = [a.strip() for a in read("sasl.oauthbearer.expected.audience") or [] if a.strip()]
+    if not audience and not read("sasl.oauthbearer.allow.unverified.audience"):
+        raise SaslConfigError(_NEEDS_CLAIM.format(
+            claim='audience ("aud")', expected="sasl.oauthbearer.expected.audience",
+            what="the audience(s) that identify this cluster", allow="sasl.oauthbearer.allow.unverified.audience",
+            regardless="their audience"))
+    issuer = (read("sasl.oauthbearer.expected.issuer") or "").strip() or None
+    if issuer is None and not read("sasl.oauthbearer.allow.unverified.issuer"):
+        raise SaslConfigError(_NEEDS_CLAIM.format(
+            claim='issuer ("iss")', expected="sasl.oauthbearer.expected.issuer",
+            what="the issuer URL of the OAuth/OIDC provider that signs the tokens",
+            allow="sasl.oauthbearer.allow.unverified.issuer", regardless="their issuer"))
     try:
         keys = load_keys(url)
     except JwksError as e:
@@ -129,8 +150,7 @@ def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], 
     except ImportError:
         raise SaslConfigError("checking signed OAUTHBEARER tokens needs the cryptography package") from None
     validator = JwksValidator(keys, read("sasl.oauthbearer.sub.claim.name"), read("sasl.oauthbearer.clock.skew.seconds"),
-                              list(read("sasl.oauthbearer.expected.audience") or []),
-                              read("sasl.oauthbearer.expected.issuer"))
+                              audience, issuer)
     return lambda: oauthbearer.OAuthBearerServer(validator)
 
 
