@@ -301,6 +301,7 @@ SASL_SETTINGS = frozenset({
     "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size", "principal.builder.class",
     "sasl.server.callback.handler.class", "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.unverified.issuer",
     "sasl.mechanism.inter.broker.protocol",
 })
 
