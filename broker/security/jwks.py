@@ -1,10 +1,12 @@
 """Signed OAUTHBEARER tokens checked against the keys of a JWKS file, with the rules of
-Kafka's OAuthBearerValidatorCallbackHandler: the signature (RS256/384/512, ES256/384/512,
-the key chosen by ``kid``), ``exp`` required and not passed, ``iat`` required and not in the
-future (both within ``sasl.oauthbearer.clock.skew.seconds``), the subject from
-``sasl.oauthbearer.sub.claim.name``, and ``sasl.oauthbearer.expected.audience`` /
-``...expected.issuer`` matched when set (a listener sets them or opts out with
-``...allow.unverified.audience`` / ``...issuer``, as Kafka 4.4 requires). The keys are read once, at start, from
+Kafka's OAuthBearerValidatorCallbackHandler (jose4j under it): the signature
+(RS256/384/512, ES256/384/512, the key chosen by ``kid``); ``exp`` and ``iat`` required,
+``exp`` not passed and not before ``iat`` or ``nbf``, ``nbf`` reached (within
+``sasl.oauthbearer.clock.skew.seconds``; an ``iat`` in the future is let be, as jose4j lets
+it be); the subject from ``sasl.oauthbearer.sub.claim.name``; the audience and issuer
+matched against ``sasl.oauthbearer.expected.audience`` / ``...expected.issuer`` when set (a
+listener sets them or opts out with ``...allow.unverified.audience`` / ``...issuer``, as
+Kafka 4.4 requires). The keys are read once, at start, from
 ``sasl.oauthbearer.jwks.endpoint.url`` (a file: URL or a path)."""
 
 from __future__ import annotations
@@ -82,8 +84,17 @@ class JwksValidator:
         issued_at = _number(claims, "iat")
         if issued_at is None:
             raise TokenRefused("No Issued At (iat) claim present")
-        if 1000 * issued_at > now_ms + self.clock_skew_ms:
-            raise TokenRefused(f"The JWT was issued in the future ({issued_at} seconds)")
+        # as jose4j under Kafka: an iat in the future is let be, an exp before iat or nbf is not
+        if expiry < issued_at:
+            raise TokenRefused(f"The Expiration Time (exp={expiry}) claim value cannot be before the Issued At "
+                               f"(iat={issued_at}) claim value")
+        not_before = _number(claims, "nbf")
+        if not_before is not None and expiry < not_before:
+            raise TokenRefused(f"The Expiration Time (exp={expiry}) claim value cannot be before the Not Before "
+                               f"(nbf={not_before}) claim value")
+        if not_before is not None and now_ms + self.clock_skew_ms < 1000 * not_before:
+            raise TokenRefused(f"The JWT is not yet valid as the evaluation time {now_ms // 1000} is before the "
+                               f"Not Before (nbf={not_before}) claim time")
         principal = claims.get(self.sub_claim)
         if not isinstance(principal, str) or not principal.strip():
             raise TokenRefused(f"No principal name in JWT claim: {self.sub_claim}")
@@ -93,12 +104,14 @@ class JwksValidator:
                 raise TokenRefused("No Audience (aud) claim present")
             given = aud if isinstance(aud, list) else [aud]
             if not set(self.audience) & {a for a in given if isinstance(a, str)}:
-                raise TokenRefused(f"Audience (aud) claim {given} doesn't contain an acceptable identifier. "
-                                   f"Expected {', '.join(self.audience)} as an aud value")
+                expected = (self.audience[0] if len(self.audience) == 1
+                            else f"one of [{', '.join(self.audience)}]")
+                raise TokenRefused(f"Audience (aud) claim [{', '.join(map(str, given))}] doesn't contain an "
+                                   f"acceptable identifier. Expected {expected} as an aud value")
         if self.issuer is not None:
             iss = claims.get("iss")
             if iss is None:
-                raise TokenRefused(f"No Issuer (iss) claim present but was expecting {self.issuer}")
+                raise TokenRefused("No Issuer (iss) claim present")
             if iss != self.issuer:
                 raise TokenRefused(f"Issuer (iss) claim value ({iss}) doesn't match expected value of {self.issuer}")
         return principal, round(expiry * 1000)
