@@ -32,17 +32,20 @@ class SaslConfigError(ValueError):
     """SASL settings that cannot be served (Kafka's message where Kafka refuses them too)."""
 
 
-def setting(values: dict[str, str], name: str, listener: str | None = None, mechanism: str | None = None) -> Any:
+def setting(values: dict[str, str], name: str, listener: str | None = None, mechanism: str | None = None,
+            only_under_mechanism: bool = False) -> Any:
     """The typed value of Kafka setting ``name`` for a listener and mechanism, as
-    Kafka's valuesWithPrefixOverride finds it; Kafka's default when none is given."""
+    Kafka's valuesWithPrefixOverride finds it; Kafka's default when none is given.
+    ``only_under_mechanism``: read only ``listener.name.<listener>.<mechanism>.<name>``."""
     by_lower = {key.lower(): value for key, value in values.items()}
     keys = []
     if listener is not None:
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
         if mechanism is not None:
             keys.append(f"{prefix}{mechanism.lower()}.{name}")
-        keys.append(prefix + name)
-    if name != "sasl.jaas.config":  # a broker reads the JAAS text only under a listener and mechanism prefix
+        if not only_under_mechanism:
+            keys.append(prefix + name)
+    if name != "sasl.jaas.config" and not only_under_mechanism:  # a broker reads JAAS text only under a prefix
         keys.append(name)
     for key in keys:
         if key in by_lower:
@@ -87,7 +90,8 @@ def listener_sasl(values: dict[str, str], listener: str, credentials) -> Listene
                        max_receive_size=setting(values, "sasl.server.max.receive.size", listener))
     for mechanism in out.mechanisms:
         out.max_reauth_ms[mechanism] = setting(values, "connections.max.reauth.ms", listener, mechanism)
-        handler = setting(values, "sasl.server.callback.handler.class", listener, mechanism)
+        # Kafka's SaslChannelBuilder looks for it under the mechanism's prefix only: elsewhere it is let be
+        handler = setting(values, "sasl.server.callback.handler.class", listener, mechanism, only_under_mechanism=True)
         if handler is not None and not (mechanism == "OAUTHBEARER" and handler in (UNSECURED_VALIDATOR,
                                                                                    *JWKS_VALIDATORS)):
             raise SaslConfigError(f"listener {listener}: sasl.server.callback.handler.class {handler} for "

@@ -426,3 +426,20 @@ def test_the_jwks_is_read_from_a_file_at_start(credentials, tmp_path):
     with pytest.raises(SaslConfigError, match="cannot read its keys"):
         exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
                                  prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path}/missing.json"})
+
+
+def test_a_callback_handler_is_read_only_under_its_listener_and_mechanism_as_in_kafka(credentials, signing_keys,
+                                                                                       tmp_path):
+    import json
+
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(signing_keys.jwks()))
+    # Kafka's SaslChannelBuilder reads listener.name.<l>.<mechanism>.sasl.server.callback.handler.class
+    # only: the same class bare or under the listener alone leaves the unsecured validator in place
+    for key in ("sasl.server.callback.handler.class",
+                "listener.name.sasl_plaintext.sasl.server.callback.handler.class"):
+        ex = exchange(credentials, **{key: JWKS_HANDLER, "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}",
+                                      **EXPECTED})
+        logged_in(ex, "OAUTHBEARER", oauthbearer(unsecured_jws({"sub": "dave", "exp": NOW_MS // 1000 + 60,
+                                                                "scope": "kafka"})))
+        assert ex.principal == "User:dave", key
