@@ -7,13 +7,15 @@ it be); the subject from ``sasl.oauthbearer.sub.claim.name``; the audience and i
 matched against ``sasl.oauthbearer.expected.audience`` / ``...expected.issuer`` when set (a
 listener sets them or opts out with ``...allow.unverified.audience`` / ``...issuer``, as
 Kafka 4.4 requires). The keys are read once, at start, from
-``sasl.oauthbearer.jwks.endpoint.url`` (a file: URL or a path)."""
+``sasl.oauthbearer.jwks.endpoint.url`` (a file: URL, refused with Kafka's messages as Kafka
+refuses it)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+import os
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -35,11 +37,24 @@ def load_keys(url: str) -> dict[str | None, object]:
     """The public keys of a JWKS file by ``kid``; JwksError if it cannot be read."""
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+    url = url.strip()
+    option = "The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url"
+    if not url:
+        raise JwksError(f"{option} value is required")
     parsed = urlparse(url)
-    if parsed.scheme not in ("", "file"):
+    if parsed.scheme.lower() in ("http", "https"):
         raise JwksError(f"sasl.oauthbearer.jwks.endpoint.url {url}: eosbroker reads the keys from a file "
                         "(file:/path/to/jwks.json), not over the network")
-    path = Path(unquote(parsed.path) if parsed.scheme == "file" else url)
+    if parsed.scheme.lower() != "file":  # Kafka's wording, from java.net.URL's refusal
+        reason = f"unknown protocol: {parsed.scheme.lower()}" if parsed.scheme else f"no protocol: {url}"
+        raise JwksError(f"{option} contains a URL ({url}) that is malformed: {reason}")
+    path = Path(unquote(parsed.path)).absolute()
+    if not path.exists():
+        raise JwksError(f"{option} contains a file ({path}) that doesn't exist")
+    if not os.access(path, os.R_OK):
+        raise JwksError(f"{option} contains a file ({path}) that doesn't have read permission")
+    if path.is_dir():
+        raise JwksError(f"{option} references a directory ({path}), not a file")
     try:
         document = json.loads(path.read_text())
         keys = {}

@@ -423,9 +423,22 @@ def test_the_jwks_is_read_from_a_file_at_start(credentials, tmp_path):
     with pytest.raises(SaslConfigError, match="reads the keys from a file"):
         exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
                                  prefix + "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"})
+    option = "The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url "
+    (tmp_path / "not-json").write_text("{")
+    for url, message in ((f"file://{tmp_path}/missing.json", f"contains a file ({tmp_path}/missing.json) that "
+                                                              "doesn't exist"),
+                         (f"file://{tmp_path}", f"references a directory ({tmp_path}), not a file"),
+                         (f"{tmp_path}/jwks.json", f"contains a URL ({tmp_path}/jwks.json) that is malformed: "
+                                                   f"no protocol: {tmp_path}/jwks.json"),
+                         ("ftp://idp/jwks", "contains a URL (ftp://idp/jwks) that is malformed: unknown protocol: ftp"),
+                         (" ", "value is required")):
+        with pytest.raises(SaslConfigError) as refused:
+            exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
+                                     prefix + "sasl.oauthbearer.jwks.endpoint.url": url})
+        assert str(refused.value) == option + message
     with pytest.raises(SaslConfigError, match="cannot read its keys"):
         exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
-                                 prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path}/missing.json"})
+                                 prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path}/not-json"})
 
 
 def test_a_callback_handler_is_read_only_under_its_listener_and_mechanism_as_in_kafka(credentials, signing_keys,
