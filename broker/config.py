@@ -302,6 +302,7 @@ SASL_SETTINGS = frozenset({
     "sasl.server.callback.handler.class", "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
     "sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.unverified.issuer",
+    "sasl.oauthbearer.scope.claim.name",
     "sasl.mechanism.inter.broker.protocol",
 })
 

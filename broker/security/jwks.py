@@ -76,9 +76,10 @@ def load_keys(url: str) -> dict[str | None, object]:
 
 class JwksValidator:
     def __init__(self, keys: dict, sub_claim: str = "sub", clock_skew_s: int = 30,
-                 audience: list[str] | None = None, issuer: str | None = None) -> None:
+                 audience: list[str] | None = None, issuer: str | None = None, scope_claim: str = "scope") -> None:
         self.keys = keys
         self.sub_claim = sub_claim
+        self.scope_claim = scope_claim
         self.clock_skew_ms = clock_skew_s * 1000
         self.audience = [a for a in audience or [] if a]
         self.issuer = issuer
@@ -129,7 +130,25 @@ class JwksValidator:
                 raise TokenRefused("No Issuer (iss) claim present")
             if iss != self.issuer:
                 raise TokenRefused(f"Issuer (iss) claim value ({iss}) doesn't match expected value of {self.issuer}")
+        self._check_scope(claims.get(self.scope_claim))
         return principal, round(expiry * 1000)
+
+    def _check_scope(self, scope) -> None:
+        """Kafka's ClaimValidationUtils.validateScopes: each scope a string with more than
+        whitespace, none twice (a string is one scope; no scope claim is none)."""
+        scopes = [scope] if isinstance(scope, str) else scope if isinstance(scope, list) else []
+        seen = set()
+        for element in scopes:
+            if not isinstance(element, str):
+                raise TokenRefused(f"Could not extract the '{self.scope_claim}' claim from the access token")
+            if not element:
+                raise TokenRefused(f"{self.scope_claim} value must be non-empty")
+            if not element.strip():
+                raise TokenRefused(f"{self.scope_claim} value must not contain only whitespace")
+            if element.strip() in seen:
+                raise TokenRefused(f"{self.scope_claim} value must not contain duplicates - {element.strip()} "
+                                   "already present")
+            seen.add(element.strip())
 
     def _verify(self, header: dict, signed: bytes, signature_text: str) -> None:
         from cryptography.exceptions import InvalidSignature

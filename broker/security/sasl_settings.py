@@ -154,7 +154,7 @@ def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], 
     except ImportError:
         raise SaslConfigError("checking signed OAUTHBEARER tokens needs the cryptography package") from None
     validator = JwksValidator(keys, read("sasl.oauthbearer.sub.claim.name"), read("sasl.oauthbearer.clock.skew.seconds"),
-                              audience, issuer)
+                              audience, issuer, read("sasl.oauthbearer.scope.claim.name"))
     return lambda: oauthbearer.OAuthBearerServer(validator)
 
 

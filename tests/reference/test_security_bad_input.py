@@ -233,11 +233,12 @@ def test_an_unsigned_token_where_a_signature_is_required_as_kafka(signing_target
             time.sleep(0.05)
 
 
-@pytest.mark.parametrize("wrong", [{"iss": "https://elsewhere.example"}, {"aud": "web"}, {"iat": None}],
-                         ids=["issuer", "audience", "no iat"])
+@pytest.mark.parametrize("wrong", [{"iss": "https://elsewhere.example"}, {"aud": "web"}, {"iat": None},
+                                   {"scope": ["kafka", "kafka"]}],
+                         ids=["issuer", "audience", "no iat", "a scope twice"])
 def test_a_signed_token_with_a_wrong_claim_as_kafka(signing_target, wrong):
-    """Signed by the JWKS's key, but for another issuer or audience, or without iat: the
-    same JSON challenge, failure and close from both brokers."""
+    """Signed by the JWKS's key, but for another issuer or audience, without iat or with a
+    scope twice: the same JSON challenge, failure and close from both brokers."""
     target, keys = signing_target
     now = int(time.time())
     claims = {"sub": "alice", "iat": now, "exp": now + 600, "aud": "kafka", "iss": ISSUER, **wrong}

@@ -345,6 +345,10 @@ def test_unsigned_forged_or_expired_tokens_are_refused_where_a_signature_is_requ
         "unknown key": (signing_keys.sign(good, kid="other"), "No key with kid 'other' in the JWKS"),
         "no iat": (signing_keys.sign({k: v for k, v in good.items() if k != "iat"}), "No Issued At (iat) claim"),
         "not yet valid": (signing_keys.sign({**good, "nbf": NOW_MS // 1000 + 31}), "The JWT is not yet valid"),
+        "a scope twice": (signing_keys.sign({**good, "scope": ["kafka", " kafka"]}),
+                          "scope value must not contain duplicates - kafka already present"),
+        "a blank scope": (signing_keys.sign({**good, "scope": ["kafka", " "]}),
+                          "scope value must not contain only whitespace"),
         "exp before iat": (signing_keys.sign({**good, "iat": good["exp"] + 1}),
                            "The Expiration Time (exp=1800000600) claim value cannot be before the Issued At"),
     }
