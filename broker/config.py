@@ -304,6 +304,8 @@ SASL_SETTINGS = frozenset({
     "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size", "principal.builder.class",
     "sasl.server.callback.handler.class", "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.unverified.issuer",
+    "sasl.oauthbearer.scope.claim.name",
     "sasl.mechanism.inter.broker.protocol",
 })
 
@@ -327,7 +329,15 @@ def _sasl_in_effect(key: str) -> bool:
 
     name = kafka_setting_name(key)
     setting = kafka_setting(name) if name is not None else None
-    return setting is not None and setting.name in SASL_SETTINGS and key != "sasl.jaas.config"
+    return (setting is not None and setting.name in SASL_SETTINGS and key != "sasl.jaas.config"
+            and not _callback_handler_ignored(key))
+
+
+def _callback_handler_ignored(key: str) -> bool:
+    """sasl.server.callback.handler.class outside ``listener.name.<l>.<mechanism>.``, where
+    Kafka's SaslChannelBuilder does not look for it."""
+    name = "sasl.server.callback.handler.class"
+    return key.endswith(name) and key.count(".") != name.count(".") + 4
 
 
 def kafka_setting_name(key: str) -> str | None:
@@ -431,6 +441,8 @@ class BrokerConfig:
             tls_names = set()
 
         def takes_effect(key: str) -> bool:
+            if _callback_handler_ignored(key):
+                return False
             if key in in_effect or _unprefixed(key) not in TLS_SETTINGS:
                 return key in in_effect
             if key.startswith("listener.name."):

@@ -32,17 +32,20 @@ class SaslConfigError(ValueError):
     """SASL settings that cannot be served (Kafka's message where Kafka refuses them too)."""
 
 
-def setting(values: dict[str, str], name: str, listener: str | None = None, mechanism: str | None = None) -> Any:
+def setting(values: dict[str, str], name: str, listener: str | None = None, mechanism: str | None = None,
+            only_under_mechanism: bool = False) -> Any:
     """The typed value of Kafka setting ``name`` for a listener and mechanism, as
-    Kafka's valuesWithPrefixOverride finds it; Kafka's default when none is given."""
+    Kafka's valuesWithPrefixOverride finds it; Kafka's default when none is given.
+    ``only_under_mechanism``: read only ``listener.name.<listener>.<mechanism>.<name>``."""
     by_lower = {key.lower(): value for key, value in values.items()}
     keys = []
     if listener is not None:
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
         if mechanism is not None:
             keys.append(f"{prefix}{mechanism.lower()}.{name}")
-        keys.append(prefix + name)
-    if name != "sasl.jaas.config":  # a broker reads the JAAS text only under a listener and mechanism prefix
+        if not only_under_mechanism:
+            keys.append(prefix + name)
+    if name != "sasl.jaas.config" and not only_under_mechanism:  # a broker reads JAAS text only under a prefix
         keys.append(name)
     for key in keys:
         if key in by_lower:
@@ -87,7 +90,8 @@ def listener_sasl(values: dict[str, str], listener: str, credentials) -> Listene
                        max_receive_size=setting(values, "sasl.server.max.receive.size", listener))
     for mechanism in out.mechanisms:
         out.max_reauth_ms[mechanism] = setting(values, "connections.max.reauth.ms", listener, mechanism)
-        handler = setting(values, "sasl.server.callback.handler.class", listener, mechanism)
+        # Kafka's SaslChannelBuilder looks for it under the mechanism's prefix only: elsewhere it is let be
+        handler = setting(values, "sasl.server.callback.handler.class", listener, mechanism, only_under_mechanism=True)
         if handler is not None and not (mechanism == "OAUTHBEARER" and handler in (UNSECURED_VALIDATOR,
                                                                                    *JWKS_VALIDATORS)):
             raise SaslConfigError(f"listener {listener}: sasl.server.callback.handler.class {handler} for "
@@ -112,6 +116,15 @@ def listener_sasl(values: dict[str, str], listener: str, credentials) -> Listene
     return out
 
 
+_NEEDS_JWKS = ('The OAuth validator for the broker requires "sasl.oauthbearer.jwks.endpoint.url" to be configured '
+               'so that JWT signatures can be verified, but it was not set. Set "sasl.oauthbearer.jwks.endpoint.url" '
+               "to the OAuth/OIDC provider's JWKS endpoint URL for this listener, or configure a signature-verifying "
+               '"sasl.oauthbearer.jwt.validator.class".')
+_NEEDS_CLAIM = ('The OAuth validator for the broker requires "{expected}" to be configured so that the '
+                'token\'s {claim} claim can be verified, but it was not set. Set "{expected}" to {what}, '
+                'or set "{allow}" to true to accept tokens regardless of {regardless}.')
+
+
 def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], Any]:
     from broker.security.jwks import JwksError, JwksValidator, load_keys
 
@@ -119,9 +132,21 @@ def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], 
         return setting(values, name, listener, "OAUTHBEARER")
 
     url = read("sasl.oauthbearer.jwks.endpoint.url")
-    if not url:
-        raise SaslConfigError(f"listener {listener}: OAuthBearerValidatorCallbackHandler needs "
-                              "sasl.oauthbearer.jwks.endpoint.url (a file: URL of the JWKS)")
+    if url is None:
+        raise SaslConfigError(_NEEDS_JWKS)
+    # Kafka 4.4 starts no such listener that would accept any audience or issuer unless told to
+    audience = [a.strip() for a in read("sasl.oauthbearer.expected.audience") or [] if a.strip()]
+    if not audience and not read("sasl.oauthbearer.allow.unverified.audience"):
+        raise SaslConfigError(_NEEDS_CLAIM.format(
+            claim='audience ("aud")', expected="sasl.oauthbearer.expected.audience",
+            what="the audience(s) that identify this cluster", allow="sasl.oauthbearer.allow.unverified.audience",
+            regardless="their audience"))
+    issuer = (read("sasl.oauthbearer.expected.issuer") or "").strip() or None
+    if issuer is None and not read("sasl.oauthbearer.allow.unverified.issuer"):
+        raise SaslConfigError(_NEEDS_CLAIM.format(
+            claim='issuer ("iss")', expected="sasl.oauthbearer.expected.issuer",
+            what="the issuer URL of the OAuth/OIDC provider that signs the tokens",
+            allow="sasl.oauthbearer.allow.unverified.issuer", regardless="their issuer"))
     try:
         keys = load_keys(url)
     except JwksError as e:
@@ -129,8 +154,7 @@ def _jwks_server_factory(values: dict[str, str], listener: str) -> Callable[[], 
     except ImportError:
         raise SaslConfigError("checking signed OAUTHBEARER tokens needs the cryptography package") from None
     validator = JwksValidator(keys, read("sasl.oauthbearer.sub.claim.name"), read("sasl.oauthbearer.clock.skew.seconds"),
-                              list(read("sasl.oauthbearer.expected.audience") or []),
-                              read("sasl.oauthbearer.expected.issuer"))
+                              audience, issuer, read("sasl.oauthbearer.scope.claim.name"))
     return lambda: oauthbearer.OAuthBearerServer(validator)
 
 

@@ -412,11 +412,13 @@ def test_signed_tokens_against_a_jwks(tmp_path):
         prefix + "sasl.server.callback.handler.class":
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
         prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path / 'jwks.json'}",
-        prefix + "sasl.oauthbearer.expected.audience": "kafka"})
+        prefix + "sasl.oauthbearer.expected.audience": "kafka",
+        prefix + "sasl.oauthbearer.expected.issuer": "https://issuer.example"})
     try:
-        def signed(_config):
+        def signed(_config, issuer="https://issuer.example"):
             expiry = time.time() + 600
-            return keys.sign({"sub": "alice", "exp": expiry, "aud": "kafka"}), expiry
+            return keys.sign({"sub": "alice", "iat": int(time.time()), "exp": expiry, "aud": "kafka",
+                              "iss": issuer}), expiry
 
         settings = {"bootstrap.servers": jwks_broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                     "sasl.mechanism": "OAUTHBEARER"}
@@ -430,6 +432,11 @@ def test_signed_tokens_against_a_jwks(tmp_path):
         unsigned = {**settings, "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=bob"}
         assert '{"status":"invalid_token"}' in _login_error(unsigned)
         jwks_broker.wait_for_log("The JWT is not signed, and a signature is required")
+        # signed by the JWKS's key, but for another issuer
+        elsewhere = {**settings, "oauth_cb": lambda config: signed(config, "https://elsewhere.example")}
+        assert '{"status":"invalid_token"}' in _login_error(elsewhere)
+        jwks_broker.wait_for_log("Issuer (iss) claim value (https://elsewhere.example) doesn't match expected value "
+                                 "of https://issuer.example")
     finally:
         jwks_broker.stop()
 
@@ -445,6 +452,12 @@ def test_signed_tokens_against_a_jwks(tmp_path):
     ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
      "requirement failed: sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when "
      "SASL is used for inter-broker communication"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+      "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+      "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "file:/nonexistent/jwks.json",
+      "sasl.oauthbearer.expected.audience": "kafka"},
+     'The OAuth validator for the broker requires "sasl.oauthbearer.expected.issuer" to be configured so that the '
+     'token\'s issuer ("iss") claim can be verified, but it was not set.'),
     ({"principal.builder.class": "com.example.Builder"},
      "principal.builder.class: eosbroker builds principals as Kafka's "
      "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder does"),

@@ -231,3 +231,28 @@ def test_an_unsigned_token_where_a_signature_is_required_as_kafka(signing_target
         while "The JWT is not signed, and a signature is required" not in target.log_text()[before:]:
             assert time.monotonic() < deadline, target.log_tail()
             time.sleep(0.05)
+
+
+@pytest.mark.parametrize("wrong", [{"iss": "https://elsewhere.example"}, {"aud": "web"}, {"iat": None},
+                                   {"scope": ["kafka", "kafka"]}],
+                         ids=["issuer", "audience", "no iat", "a scope twice"])
+def test_a_signed_token_with_a_wrong_claim_as_kafka(signing_target, wrong):
+    """Signed by the JWKS's key, but for another issuer or audience, without iat or with a
+    scope twice: the same JSON challenge, failure and close from both brokers."""
+    target, keys = signing_target
+    now = int(time.time())
+    claims = {"sub": "alice", "iat": now, "exp": now + 600, "aud": "kafka", "iss": ISSUER, **wrong}
+    token = keys.sign({k: v for k, v in claims.items() if v is not None})
+    refused = _logged_in_exchange(TlsRawConnection(target.bootstrap_for("SASL_SSL"), target.certs), "OAUTHBEARER",
+                                  oauthbearer(token), b"\x01")
+    assert refused == [0, (0, b'{"status":"invalid_token"}'), (58, '{"status":"invalid_token"}'), CLOSED]
+
+
+def test_a_signed_token_issued_in_the_future_is_served_as_by_kafka(signing_target):
+    target, keys = signing_target  # jose4j checks iat only when asked to, and Kafka does not ask
+    now = int(time.time())
+    token = keys.sign({"sub": "alice", "iat": now + 300, "exp": now + 600, "aud": "kafka", "iss": ISSUER})
+    raw = TlsRawConnection(target.bootstrap_for("SASL_SSL"), target.certs)
+    assert raw.request(SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"}).error_code == 0
+    assert raw.request(SASL_AUTHENTICATE, 2, {"auth_bytes": oauthbearer(token)}).error_code == 0
+    raw.close()

@@ -142,14 +142,17 @@ def jwks_listener(tmp_path_factory):
     return keys, listener_sasl({
         **SETTINGS, prefix + "sasl.server.callback.handler.class":
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-        prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}"}, "SASL_PLAINTEXT", None)
+        prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}",
+        prefix + "sasl.oauthbearer.expected.audience": "kafka",
+        prefix + "sasl.oauthbearer.expected.issuer": "https://issuer"}, "SASL_PLAINTEXT", None)
 
 
 @FUZZ
 @given(st.data())
 def test_any_token_against_a_jwks_is_answered_or_refused(jwks_listener, data):
     keys, listener = jwks_listener
-    valid = keys.sign({"sub": "alice", "exp": NOW_MS // 1000 + 60}, data.draw(st.sampled_from(["RS256", "ES256"])))
+    valid = keys.sign({"sub": "alice", "iat": NOW_MS // 1000, "exp": NOW_MS // 1000 + 60, "aud": "kafka",
+                       "iss": "https://issuer"}, data.draw(st.sampled_from(["RS256", "ES256"])))
     token = data.draw(st.one_of(st.text(alphabet="abcXYZ019-_.", max_size=400), st.just(valid).map(
         lambda t: t[:data.draw(st.integers(0, len(t)))] + data.draw(st.text(alphabet="A-_.=", max_size=8)))))
     ex = sasl.SaslExchange(listener)

@@ -114,10 +114,13 @@ def test_an_unused_tls_entry_in_the_protocol_map_is_fine():
 
 
 def test_every_kafka_setting_name_is_accepted_type_checked_and_listed_as_without_effect():
+    handler = "sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer." \
+              "OAuthBearerValidatorCallbackHandler"  # Kafka reads it under a listener and mechanism only
     config = BrokerConfig.load(None, ["num.network.threads=3", "log.dirs=/tmp/kafka-logs",
-                                      "listener.name.internal.ssl.keystore.type=PEM", "listeners=PLAINTEXT://:0"])
+                                      "listener.name.internal.ssl.keystore.type=PEM", "listeners=PLAINTEXT://:0",
+                                      handler, f"listener.name.internal.oauthbearer.{handler}"])
     assert config.without_effect() == ["listener.name.internal.ssl.keystore.type", "log.dirs",
-                                       "num.network.threads"]
+                                       "num.network.threads", "sasl.server.callback.handler.class"]
     assert config.kafka_values["listener.name.internal.ssl.keystore.type"] == "PEM"
     with pytest.raises(ConfigError, match="^Invalid value three for configuration num.network.threads: "
                                           "Not a number of type INT$"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.kafka_settings import KafkaSettingRefused
 from broker.security.scram_credentials import ScramCredentials
 from broker.security import sasl
 from broker.security.jaas import JaasError, parse_jaas
@@ -289,6 +290,11 @@ def test_re_authentication_cannot_change_principal_or_mechanism(credentials):
 # -- OAUTHBEARER with a JWKS -------------------------------------------------------------
 
 JWKS_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+JWKS_PREFIX = "listener.name.sasl_plaintext.oauthbearer."
+ISSUER = "https://issuer"
+# what Kafka 4.4 needs of a listener checking signed tokens: an audience and an issuer to expect
+EXPECTED = {JWKS_PREFIX + "sasl.oauthbearer.expected.audience": "kafka",
+            JWKS_PREFIX + "sasl.oauthbearer.expected.issuer": ISSUER}
 
 
 @pytest.fixture(scope="module")
@@ -303,30 +309,48 @@ def jwks_exchange(credentials, signing_keys, tmp_path, **settings):
 
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(signing_keys.jwks()))
-    prefix = "listener.name.sasl_plaintext.oauthbearer."
-    return exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER,
-                                    prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}", **settings})
+    return exchange(credentials, **{JWKS_PREFIX + "sasl.server.callback.handler.class": JWKS_HANDLER,
+                                    JWKS_PREFIX + "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}",
+                                    **EXPECTED, **settings})
+
+
+def claims(**more):
+    return {"sub": "carol", "iat": NOW_MS // 1000, "exp": NOW_MS // 1000 + 600, "aud": "kafka", "iss": ISSUER, **more}
 
 
 @pytest.mark.parametrize("alg", ["RS256", "ES256"])
 def test_a_token_signed_with_a_jwks_key_logs_in(credentials, signing_keys, tmp_path, alg):
     ex = jwks_exchange(credentials, signing_keys, tmp_path)
-    jws = signing_keys.sign({"sub": "carol", "exp": NOW_MS // 1000 + 600, "iat": NOW_MS // 1000}, alg)
+    jws = signing_keys.sign(claims(), alg)
     assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["session_lifetime_ms"] == 600_000
+    assert ex.principal == "User:carol"
+
+
+def test_an_iat_in_the_future_is_let_be_as_kafka_lets_it_be(credentials, signing_keys, tmp_path):
+    ex = jwks_exchange(credentials, signing_keys, tmp_path)  # jose4j checks iat only when told to
+    logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims(iat=NOW_MS // 1000 + 300))))
     assert ex.principal == "User:carol"
 
 
 def test_unsigned_forged_or_expired_tokens_are_refused_where_a_signature_is_required(credentials, signing_keys,
                                                                                       tmp_path):
-    good = {"sub": "carol", "exp": NOW_MS // 1000 + 600}
+    good = claims()
     forged = signing_keys.sign(good).split(".")
-    forged[1] = unsecured_jws({"sub": "admin", "exp": NOW_MS // 1000 + 600}).split(".")[1]
+    forged[1] = unsecured_jws(claims(sub="admin")).split(".")[1]
     cases = {
         "unsigned": (unsecured_jws(good), "The JWT is not signed, and a signature is required"),
         "alg none, signed": (unsecured_jws(good, signature="c2ln"), "Unsupported or missing JWT algorithm 'none'"),
         "forged": (".".join(forged), "The JWT signature does not match the JWKS key"),
         "expired": (signing_keys.sign({**good, "exp": NOW_MS // 1000 - 31}), "The JWT has expired"),
         "unknown key": (signing_keys.sign(good, kid="other"), "No key with kid 'other' in the JWKS"),
+        "no iat": (signing_keys.sign({k: v for k, v in good.items() if k != "iat"}), "No Issued At (iat) claim"),
+        "not yet valid": (signing_keys.sign({**good, "nbf": NOW_MS // 1000 + 31}), "The JWT is not yet valid"),
+        "a scope twice": (signing_keys.sign({**good, "scope": ["kafka", " kafka"]}),
+                          "scope value must not contain duplicates - kafka already present"),
+        "a blank scope": (signing_keys.sign({**good, "scope": ["kafka", " "]}),
+                          "scope value must not contain only whitespace"),
+        "exp before iat": (signing_keys.sign({**good, "iat": good["exp"] + 1}),
+                           "The Expiration Time (exp=1800000600) claim value cannot be before the Issued At"),
     }
     for name, (jws, reason) in cases.items():
         ex = jwks_exchange(credentials, signing_keys, tmp_path)
@@ -337,26 +361,102 @@ def test_unsigned_forged_or_expired_tokens_are_refused_where_a_signature_is_requ
 
 
 def test_expected_audience_and_issuer(credentials, signing_keys, tmp_path):
-    prefix = "listener.name.sasl_plaintext.oauthbearer."
-    settings = {prefix + "sasl.oauthbearer.expected.audience": "kafka,other",
-                prefix + "sasl.oauthbearer.expected.issuer": "https://issuer"}
-    claims = {"sub": "carol", "exp": NOW_MS // 1000 + 600, "aud": ["kafka"], "iss": "https://issuer"}
+    settings = {JWKS_PREFIX + "sasl.oauthbearer.expected.audience": "kafka,other"}
     ex = jwks_exchange(credentials, signing_keys, tmp_path, **settings)
-    logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims)))
+    logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims(aud=["web", "other"]))))
     assert ex.principal == "User:carol"
-    for wrong in ({"aud": "web"}, {"iss": "https://elsewhere"}):
-        ex = jwks_exchange(credentials, signing_keys, tmp_path, **settings)
-        answer = logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign({**claims, **wrong})))
-        assert answer["auth_bytes"] == b'{"status":"invalid_token"}'
+    cases = {"aud": ("web", "Audience (aud) claim [web] doesn't contain an acceptable identifier. "
+                            "Expected one of [kafka, other] as an aud value"),
+             "iss": ("https://elsewhere", "Issuer (iss) claim value (https://elsewhere) doesn't match expected "
+                                          "value of https://issuer")}
+    for claim, (value, reason) in cases.items():
+        for token in (claims(**{claim: value}), {k: v for k, v in claims().items() if k != claim}):
+            ex = jwks_exchange(credentials, signing_keys, tmp_path, **settings)
+            answer = logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(token)))
+            assert answer["auth_bytes"] == b'{"status":"invalid_token"}'
+            assert ex.last_refusal == (reason if claim in token else
+                                       "No Audience (aud) claim present" if claim == "aud" else
+                                       "No Issuer (iss) claim present")
+            with pytest.raises(SaslFailure, match='{"status":"invalid_token"}'):
+                ex.authenticate(b"\x01", 2, NOW_MS, 0.0)
+
+
+def test_a_listener_checking_signatures_needs_an_audience_and_an_issuer_as_in_kafka(credentials, signing_keys,
+                                                                                     tmp_path):
+    unset = {name: "" for name in EXPECTED}
+    audience = ('The OAuth validator for the broker requires "sasl.oauthbearer.expected.audience" to be configured '
+                'so that the token\'s audience ("aud") claim can be verified, but it was not set. Set '
+                '"sasl.oauthbearer.expected.audience" to the audience(s) that identify this cluster, or set '
+                '"sasl.oauthbearer.allow.unverified.audience" to true to accept tokens regardless of their audience.')
+    issuer = ('The OAuth validator for the broker requires "sasl.oauthbearer.expected.issuer" to be configured so '
+              'that the token\'s issuer ("iss") claim can be verified, but it was not set. Set '
+              '"sasl.oauthbearer.expected.issuer" to the issuer URL of the OAuth/OIDC provider that signs the tokens, '
+              'or set "sasl.oauthbearer.allow.unverified.issuer" to true to accept tokens regardless of their issuer.')
+    allow_audience = {"sasl.oauthbearer.allow.unverified.audience": "true"}  # the bare name counts too
+    allow_issuer = {"listener.name.sasl_plaintext.sasl.oauthbearer.allow.unverified.issuer": "true"}
+    refused = [(unset, audience),  # Kafka asks for the audience first
+               ({**unset, JWKS_PREFIX + "sasl.oauthbearer.expected.issuer": ISSUER}, audience),
+               ({**unset, **allow_audience}, issuer),
+               ({**unset, **allow_audience, JWKS_PREFIX + "sasl.oauthbearer.expected.issuer": "  "}, issuer),
+               ({**unset, JWKS_PREFIX + "sasl.oauthbearer.allow.unverified.audience": "false", **allow_issuer},
+                audience)]
+    for settings, message in refused:
+        with pytest.raises(SaslConfigError) as refusal:
+            jwks_exchange(credentials, signing_keys, tmp_path, **settings)
+        assert str(refusal.value) == message, settings
+    # opted out: any audience and issuer, or none, is served
+    ex = jwks_exchange(credentials, signing_keys, tmp_path, **unset, **allow_audience, **allow_issuer)
+    logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign({"sub": "carol", "iat": NOW_MS // 1000,
+                                                                  "exp": NOW_MS // 1000 + 600, "aud": "web"})))
+    assert ex.principal == "User:carol"
+    # opted out but set: what is set is still checked, as Kafka does
+    ex = jwks_exchange(credentials, signing_keys, tmp_path, **allow_audience, **allow_issuer)
+    assert logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims(iss="https://elsewhere"))))[
+        "auth_bytes"] == b'{"status":"invalid_token"}'
+    with pytest.raises(KafkaSettingRefused, match="Invalid value yes for configuration sasl.oauthbearer.allow."
+                                                  "unverified.audience: Expected value to be either true or false"):
+        jwks_exchange(credentials, signing_keys, tmp_path, **unset,
+                      **{"sasl.oauthbearer.allow.unverified.audience": "yes"})
 
 
 def test_the_jwks_is_read_from_a_file_at_start(credentials, tmp_path):
     prefix = "listener.name.sasl_plaintext.oauthbearer."
-    with pytest.raises(SaslConfigError, match="needs sasl.oauthbearer.jwks.endpoint.url"):
-        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER})
+    with pytest.raises(SaslConfigError, match='requires "sasl.oauthbearer.jwks.endpoint.url" to be configured so '
+                                              'that JWT signatures can be verified'):
+        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED})
     with pytest.raises(SaslConfigError, match="reads the keys from a file"):
-        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER,
+        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
                                  prefix + "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"})
+    option = "The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url "
+    (tmp_path / "not-json").write_text("{")
+    for url, message in ((f"file://{tmp_path}/missing.json", f"contains a file ({tmp_path}/missing.json) that "
+                                                              "doesn't exist"),
+                         (f"file://{tmp_path}", f"references a directory ({tmp_path}), not a file"),
+                         (f"{tmp_path}/jwks.json", f"contains a URL ({tmp_path}/jwks.json) that is malformed: "
+                                                   f"no protocol: {tmp_path}/jwks.json"),
+                         ("ftp://idp/jwks", "contains a URL (ftp://idp/jwks) that is malformed: unknown protocol: ftp"),
+                         (" ", "value is required")):
+        with pytest.raises(SaslConfigError) as refused:
+            exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
+                                     prefix + "sasl.oauthbearer.jwks.endpoint.url": url})
+        assert str(refused.value) == option + message
     with pytest.raises(SaslConfigError, match="cannot read its keys"):
-        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER,
-                                 prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path}/missing.json"})
+        exchange(credentials, **{prefix + "sasl.server.callback.handler.class": JWKS_HANDLER, **EXPECTED,
+                                 prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path}/not-json"})
+
+
+def test_a_callback_handler_is_read_only_under_its_listener_and_mechanism_as_in_kafka(credentials, signing_keys,
+                                                                                       tmp_path):
+    import json
+
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(signing_keys.jwks()))
+    # Kafka's SaslChannelBuilder reads listener.name.<l>.<mechanism>.sasl.server.callback.handler.class
+    # only: the same class bare or under the listener alone leaves the unsecured validator in place
+    for key in ("sasl.server.callback.handler.class",
+                "listener.name.sasl_plaintext.sasl.server.callback.handler.class"):
+        ex = exchange(credentials, **{key: JWKS_HANDLER, "sasl.oauthbearer.jwks.endpoint.url": f"file://{path}",
+                                      **EXPECTED})
+        logged_in(ex, "OAUTHBEARER", oauthbearer(unsecured_jws({"sub": "dave", "exp": NOW_MS // 1000 + 60,
+                                                                "scope": "kafka"})))
+        assert ex.principal == "User:dave", key

@@ -43,7 +43,8 @@ def test_kafkas_other_names_are_listed_with_what_they_do():
     tail = _output().split("\n\n", 1)[1]
     in_effect = set(tail.split("These take effect:", 1)[1].split(".\n", 1)[0].replace("#", " ").replace(",", " ").split())
     assert {"advertised.listeners", "controller.listener.names", "inter.broker.listener.name",
-            "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms"} <= in_effect
+            "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms",
+            "sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.unverified.issuer"} <= in_effect
     listed = tail.split("no effect in eosbroker:", 1)[1].replace("#", " ").replace(",", " ").split()
     assert {"num.network.threads", "log.dirs", "controller.quorum.voters"} <= set(listed)
     assert not set(listed) & (set(SETTINGS) | {"listeners", "log.retention.hours"})
