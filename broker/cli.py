@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,9 +41,28 @@ class CommandError(Exception):
     """A failure after the options were accepted: ``Error: ...`` and exit status 1."""
 
 
+class _LineFormatter(logging.Formatter):
+    """The log line's format; its time text is made once per second, not once per line
+    (the transaction coordinator writes a few lines per transaction)."""
+
+    _second = None
+    _second_text = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._second_text = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = second
+        return self.default_msec_format % (self._second_text, record.msecs)
+
+
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    # The format names no caller, thread or process: the records need not look them up.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _int_in(low: int, high: int):

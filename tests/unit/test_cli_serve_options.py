@@ -3,6 +3,7 @@ lists `serve` beside the tools and hands its arguments over."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker import cli
 from broker.cli import quick_parse, serve_parser
 from broker.commands import main
 from broker.program import run
@@ -181,3 +183,16 @@ def test_serve_leaves_the_collector_on_after_refusing_its_options(tmp_path):
     with pytest.raises(SystemExit):
         run(["serve", "--port", "x", "--data-dir", str(tmp_path / "data")])
     assert gc.isenabled()
+
+
+def test_the_log_lines_time_text_is_the_standard_formatters():
+    """The broker's line formatter makes its time text once per second: every line
+    still reads as logging's own formatter would write it, within a second and
+    across one."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    ours, standard = cli._LineFormatter(fmt), logging.Formatter(fmt)
+    for created in (1_700_000_000.001, 1_700_000_000.999, 1_700_000_001.0, 1_700_000_001.5, 1_700_003_600.25,
+                    1_700_000_000.5):
+        record = logging.LogRecord("broker.x", logging.INFO, __file__, 1, "transaction %s", ("t",), None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert ours.format(record) == standard.format(record)
