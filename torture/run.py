@@ -70,8 +70,11 @@ LOSABLE_APIS = (0, 1, 10, 22, 24, 25, 26, 28, 8)
 # librdkafka counts these requests per transaction and asserts (aborting the process,
 # rdkafka_txnmgr.c txn_req_cnt > 0) when one fails after its transaction ended, which
 # only a broker that answers later requests on the connection but not this one can
-# cause; a Kafka broker answers each connection's requests in order.
-CLOSE_ONLY_APIS = (24, 25)
+# cause; a Kafka broker answers each connection's requests in order. Produce too: a
+# dropped answer while later batches on the connection are answered makes librdkafka's
+# idempotent producer time the request out and bump its epoch, then resend the batch
+# under the new epoch from sequence 0, which no broker can tell from new records.
+CLOSE_ONLY_APIS = (0, 24, 25)
 START_TIMEOUT_S = 120.0  # recovery on a loaded machine
 
 
