@@ -10,7 +10,7 @@ import struct
 
 from broker.log.cleaner import clean
 from broker.log.partition import Partition
-from broker.log.partition_log import LEGACY_TXN_INDEX_FILE, LogConfig
+from broker.log.partition_log import LEGACY_TXN_INDEX_FILE, LogConfig, PartitionLog
 from broker.log.segment import TXN_ENTRY, TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex, segment_path
 from protocol import crc
 from tests.unit.test_producer_state import NOW, data_batch
@@ -169,3 +169,36 @@ def test_the_per_partition_file_of_older_versions_is_moved_into_the_segments(tmp
     assert [t.producer_id for t in again.aborted_overlapping(0, 4)] == [PID, OTHER]
     assert again.aborted_transactions(0, again.log.read(0, 1 << 20)) == [
         {"producer_id": PID, "first_offset": 0}, {"producer_id": OTHER, "first_offset": 2}]
+
+
+def _two_aborts_to_merge(directory) -> Partition:
+    p = _open(directory, cleanup_policy="compact")
+    for pid in (PID, OTHER):
+        p.append_from_client(data_batch(pid=pid, seq=0, transactional=True), NOW)
+        p.write_marker(pid, 0, False, 0, NOW)
+        p.log.roll()
+    p.append_from_client(data_batch(pid=OTHER, seq=1), NOW)  # the active segment
+    return p
+
+
+def test_a_crash_at_any_file_operation_of_a_clean_keeps_the_aborts_indexed(tmp_path, monkeypatch):
+    from tests.unit.test_cleaner import Crash, count_file_ops
+
+    expected = [AbortedTxn(1, 0, PID, 2), AbortedTxn(3, 2, OTHER, 4)]
+    calls = count_file_ops(monkeypatch, None)
+    clean(_two_aborts_to_merge(tmp_path / "ref").log, NOW)
+    monkeypatch.undo()
+    assert any(c.startswith("replace 00000000000000000000.txnindex") for c in calls)
+    for crash_at in range(len(calls)):
+        directory = tmp_path / f"crash-{crash_at}"
+        log_ = _two_aborts_to_merge(directory).log
+        count_file_ops(monkeypatch, crash_at)
+        try:
+            clean(log_, NOW)
+        except Crash:
+            pass
+        monkeypatch.undo()
+        # reopened from the files alone: no replay of producer state here
+        reopened = PartitionLog.open(directory, LogConfig(cleanup_policy="compact"), NOW)
+        assert reopened.aborted_overlapping(0, 5) == expected, f"crash at {crash_at} ({calls[crash_at]})"
+        reopened.close()
