@@ -151,6 +151,7 @@ class PartitionLog:
         self._closed = False
         self.roll_listeners: list[Callable[[int], None]] = []
         self._newest_abort_marker = max(s.txn_index.newest_marker for s in segments)
+        self._abort_coming = False  # between ready_for_abort and add_aborted
         self.update_config(config)
 
     # opening and recovery ------------------------------------------------
@@ -303,6 +304,9 @@ class PartitionLog:
         self._bases.append(base_offset)
         self._active = new
         self._dir_unflushed = True
+        if self._abort_coming:  # the marker rolled the log: its index is the new segment's
+            new.txn_index.ready()
+            self._abort_coming = False
         for listener in self.roll_listeners:
             listener(base_offset)
         return new
@@ -545,13 +549,16 @@ class PartitionLog:
         i = bisect_right(self._bases, last_offset) - 1
         if i < 0 or last_offset >= self._active.next_offset:
             raise ValueError(f"marker offset {last_offset} is outside the log")
+        self._abort_coming = False
         if self._segments[i].txn_index.add(AbortedTxn(last_offset, first_offset, producer_id, last_stable_offset)):
             self._newest_abort_marker = max(self._newest_abort_marker, last_offset)
 
     def ready_for_abort(self) -> None:
         """Opens the active segment's aborted-transaction index now, so that indexing a
-        marker about to be appended cannot fail for want of a descriptor."""
+        marker about to be appended cannot fail for want of a descriptor (should the
+        marker roll the log, the new segment's is opened with it)."""
         self._active.txn_index.ready()
+        self._abort_coming = True
 
     def any_aborted_ending_at_or_after(self, offset: int) -> bool:
         """Whether some aborted transaction's marker is at or after ``offset`` (only those

@@ -202,3 +202,16 @@ def test_a_crash_at_any_file_operation_of_a_clean_keeps_the_aborts_indexed(tmp_p
         reopened = PartitionLog.open(directory, LogConfig(cleanup_policy="compact"), NOW)
         assert reopened.aborted_overlapping(0, 5) == expected, f"crash at {crash_at} ({calls[crash_at]})"
         reopened.close()
+
+
+def test_an_abort_marker_that_rolls_the_log_has_the_new_segments_index_opened_before_it(tmp_path):
+    p = _open(tmp_path / "t-0", segment_bytes=150)
+    p.append_from_client(data_batch(pid=PID, seq=0, count=3, transactional=True), NOW)
+    rolled_to: list[int] = []
+    p.log.roll_listeners.append(rolled_to.append)
+    opened_at_roll: list[bool] = []
+    p.log.roll_listeners.append(lambda base: opened_at_roll.append(p.log._active.txn_index._file.is_open))
+    p.write_marker(PID, 0, False, 0, NOW)
+    assert rolled_to == [p.log.log_end_offset - 1] and opened_at_roll == [True]
+    # the old segment's file was made by the readying, empty
+    assert _txn_files(tmp_path / "t-0") == {0: [], rolled_to[0]: [(0, PID, 0, rolled_to[0], rolled_to[0] + 1)]}
