@@ -579,7 +579,8 @@ class PartitionLog:
         return found
 
     def aborted_count(self) -> int:
-        return sum(len(seg.txn_index) for seg in self._segments)
+        """The aborted transactions indexed whose marker is at or past the log start."""
+        return len(self.aborted_overlapping(self._log_start_offset, LONG_MAX))
 
     def _recompute_newest_abort_marker(self) -> None:
         self._newest_abort_marker = max(seg.txn_index.newest_marker for seg in self._segments)

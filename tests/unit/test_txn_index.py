@@ -85,6 +85,9 @@ def test_each_abort_is_indexed_in_the_segment_holding_its_marker(tmp_path):
     assert p.aborted_overlapping(2, 3) == [AbortedTxn(3, 2, OTHER, 4)]
     assert [t.producer_id for t in p.aborted_overlapping(0, 4)] == [PID, OTHER]
     assert p.aborted_overlapping(4, 10) == []
+    assert p.log.aborted_count() == 2
+    p.log.delete_records_before(2)  # the log start passes PID's marker; its segment stays
+    assert p.log.aborted_count() == 1
     p.close()
     assert [t.producer_id for t in _open(directory).aborted_overlapping(0, 4)] == [PID, OTHER]
 
