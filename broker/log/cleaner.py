@@ -403,7 +403,8 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
             writer.write_indexes()
             # an aborted transaction stays indexed while its marker stays: without the
             # marker a read_committed consumer would skip the producer's later records
-            writer.write_txn_index([e for seg in group for e in seg.txn_index.entries() if e.last_offset in kept_markers])
+            writer.write_txn_index([e for seg in group for e in seg.txn_index.entries()
+                                    if e.last_offset in kept_markers])
             yield Fsync(writer.fd)
             writer.close()
         except BaseException:
