@@ -23,7 +23,7 @@ def batches(partition, topic: str, from_offset: int, max_batches: int) -> dict:
             break
         records = decode_records(batch)
         aborted = {(a.producer_id, a.first_offset, a.last_offset)
-                   for a in partition.aborted.overlapping(batch.base_offset, batch.last_offset + 1)}
+                   for a in partition.aborted_overlapping(batch.base_offset, batch.last_offset + 1)}
         b = {"base_offset": batch.base_offset, "last_offset": batch.last_offset,
              "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
              "base_sequence": batch.base_sequence, "last_sequence": batch.last_sequence,

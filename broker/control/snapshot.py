@@ -69,7 +69,7 @@ def partitions(broker) -> list[dict]:
             "log_start_offset": p.log_start_offset, "last_stable_offset": p.last_stable_offset,
             "high_watermark": p.high_watermark,
             "open_transactions": len(p.producer_state.open_transactions()),
-            "aborted_transactions": len(p.aborted),
+            "aborted_transactions": p.log.aborted_count(),
         })
     return out
 

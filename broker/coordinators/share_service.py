@@ -213,7 +213,7 @@ class ShareService:
         aborted = []
         if settings.read_committed and batches:
             aborted = [AbortedRange(t.producer_id, t.first_offset, t.last_offset)
-                       for t in part.aborted.overlapping(batches[0].base_offset, batches[-1].next_offset)]
+                       for t in part.aborted_overlapping(batches[0].base_offset, batches[-1].next_offset)]
         acquired = share.acquire(member_id, metas, self.clock.now_ms(), settings.lock_ms, max_records,
                                  settings.max_in_flight, aborted)
         self._wake.set()

@@ -58,7 +58,8 @@ from protocol.records import (
 
 from broker.log.partition_log import CLEANED_SUFFIX, PartitionLog
 from broker.log.segment import (
-    INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX, LogSegment, OffsetIndex, TimeIndex, segment_path,
+    INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, AbortedTxn, LogSegment,
+    OffsetIndex, TimeIndex, TransactionIndex, segment_path,
 )
 
 log = logging.getLogger(__name__)
@@ -375,6 +376,7 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
             return _interrupted(first_dirty)
         writer = _CleanedSegment(log_.directory, group[0].base_offset, config.index_interval_bytes)
         writer.changed = len(group) > 1  # merging segments is a change worth a swap
+        kept_markers: set[int] = set()
         try:
             for seg in group:
                 deletes_until = retain_deletes_until[id(seg)]
@@ -384,6 +386,8 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
                         writer.changed = True
                     else:
                         writer.write(out, batch)
+                        if batch.is_control:
+                            kept_markers.add(batch.base_offset)
                     budget -= batch.size
                     if budget <= 0:
                         yield None
@@ -397,6 +401,10 @@ def clean_in_steps(log_: PartitionLog, now_ms: int, *, checkpoint: int | None = 
                 totals.bytes_after += sum(s.size for s in group)
                 continue
             writer.write_indexes()
+            # an aborted transaction stays indexed while its marker stays: without the
+            # marker a read_committed consumer would skip the producer's later records
+            writer.write_txn_index([e for seg in group for e in seg.txn_index.entries()
+                                    if e.last_offset in kept_markers])
             yield Fsync(writer.fd)
             writer.close()
         except BaseException:
@@ -608,6 +616,11 @@ class _CleanedSegment:
         for index in self._indexes:
             index.flush()
 
+    def write_txn_index(self, entries: list[AbortedTxn]) -> None:
+        """Writes and fsyncs the .txnindex, empty too: a swap finished after a crash
+        must not leave the first old segment's file in place."""
+        TransactionIndex.write_file(self._path(TXN_INDEX_SUFFIX), entries)
+
     def close(self) -> None:
         for index in self._indexes:
             index.close()
@@ -618,5 +631,5 @@ class _CleanedSegment:
 
     def discard(self) -> None:
         self.close()
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             self._path(suffix).unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from broker.log.partition_log import AppendInfo, LogConfig, PartitionLog
 from broker.log.producer_snapshots import (delete_snapshots_after, encode_snapshot, load_latest_snapshot,
                                               snapshot_path, write_snapshot, write_snapshot_bytes)
 from broker.log.producer_state import CompletedTxn, ProducerStateManager
-from broker.log.txn_index import AbortedTxnIndex
+from broker.log.segment import AbortedTxn
 from protocol.records import RecordBatch, build_control_batch, iter_batches
 
 log = logging.getLogger(__name__)
@@ -61,13 +61,11 @@ class RecoveryCheckpoint:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager,
-                 aborted: AbortedTxnIndex) -> None:
+    def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
         self.producer_state = producer_state
-        self.aborted = aborted
         self._waiters: list[asyncio.Future] = []
         # Duplicates that matched a batch of an already-ended transaction (a client
         # reused a sequence after an abort): a metric, and a WARN each time.
@@ -90,14 +88,12 @@ class Partition:
 
     def truncate_to(self, offset: int) -> int:
         """Drops the records from ``offset`` on (whole batches), as an unclean leader
-        election loses them: the producer state and the aborted-transaction index are
-        rebuilt for the log that is left, as Kafka's truncateAndReload does. Returns the
-        new log end offset."""
+        election loses them (the segments' aborted-transaction indexes with them): the
+        producer state is rebuilt for the log that is left, as Kafka's truncateAndReload
+        does. Returns the new log end offset."""
         self.log.truncate_to(offset)
         end = self.log.log_end_offset
-        self.aborted.truncate_to(end)
-        self.producer_state, _ = _load_producer_state(self.log, self.aborted,
-                                                      self.producer_state.emulate_older_than_2_5)
+        self.producer_state, _ = _load_producer_state(self.log, self.producer_state.emulate_older_than_2_5)
         if self.recovery_point is not None and self.recovery_point > end:
             self.recovery_point = end
         # epochs that began past the new end never had records here
@@ -114,13 +110,11 @@ class Partition:
              recovery_point: int | None = None) -> "Partition":
         log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown, recovery_point)
         try:
-            aborted = AbortedTxnIndex(directory)
-            aborted.truncate_to(log_.log_end_offset)
-            state, start = _load_producer_state(log_, aborted, emulate_older_than_2_5)
+            state, start = _load_producer_state(log_, emulate_older_than_2_5)
         except BaseException:
             log_.close()
             raise
-        part = cls(topic, index, log_, state, aborted)
+        part = cls(topic, index, log_, state)
         if clean_shutdown or start == log_.log_end_offset:
             part.recovery_point = log_.log_end_offset  # flushed at close, a snapshot there
         elif recovery_point is not None and recovery_point <= log_.log_end_offset:
@@ -152,7 +146,7 @@ class Partition:
 
     def aborted_transactions(self, fetch_offset: int, data: bytes) -> list[dict]:
         """The aborted transactions whose records fall in the batches just read."""
-        if not self.aborted.any_ending_at_or_after(fetch_offset):
+        if not self.log.any_aborted_ending_at_or_after(fetch_offset):
             return []  # the usual case: no need to walk the batches for their end
         end = fetch_offset
         for batch in iter_batches(data):
@@ -160,7 +154,11 @@ class Partition:
         if end == fetch_offset:
             return []
         return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
-                for t in self.aborted.overlapping(fetch_offset, end)]
+                for t in self.aborted_overlapping(fetch_offset, end)]
+
+    def aborted_overlapping(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, end)."""
+        return self.log.aborted_overlapping(start, end)
 
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                      now_ms: int, transaction_version: int = 0) -> None:
@@ -174,18 +172,18 @@ class Partition:
             raise ProduceRejected(check.error, check.message)
         batch = RecordBatch(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms), 0)
         if not commit:
-            self.aborted.ready()  # a failure for want of a descriptor comes before the marker
+            self.log.ready_for_abort()  # a failure for want of a descriptor comes before the marker
         info = self.log.append(batch, now_ms)
         completed = self.producer_state.complete_transaction(
             producer_id, producer_epoch, info.base_offset, commit, coordinator_epoch, now_ms)
         if completed is not None and completed.is_aborted:
-            self.aborted.add(completed.producer_id, completed.first_offset, completed.last_offset)
+            _index_abort(self.log, self.producer_state, completed)
         self.wake_fetchers()
         if self.on_offsets_moved is not None:
             self.on_offsets_moved(self, None)
 
     def log_start_moved(self) -> None:
-        self.aborted.delete_before(self.log.log_start_offset)
+        # the aborted-transaction index goes with the segments; reads start past the rest
         if self.on_offsets_moved is not None:  # an LSO below the new start moves up
             self.on_offsets_moved(self, None)
 
@@ -260,14 +258,12 @@ class Partition:
                                                   fsync=sync), self.log.directory)
         except OSError:
             log.exception("could not write the producer state snapshot of %s-%d", self.topic, self.index)
-        self.aborted.close()
         unsynced += self.log.close(sync)
         return [] if sync else unsynced
 
     def discard(self) -> None:
         """Closes files without a snapshot: the partition is being deleted."""
         self.wake_fetchers()
-        self.aborted.close()
         self.log.close()
 
     # long-poll fetch support -------------------------------------------------
@@ -291,8 +287,16 @@ class Partition:
             pass
 
 
-def _load_producer_state(log_: PartitionLog, aborted: AbortedTxnIndex,
-                         emulate_older_than_2_5: bool) -> tuple[ProducerStateManager, int]:
+def _index_abort(log_: PartitionLog, state: ProducerStateManager, completed: CompletedTxn) -> None:
+    """Indexes an aborted transaction with the LSO once it ended (Kafka's
+    ProducerStateManager.lastStableOffset(completedTxn)): the oldest transaction still
+    open, else the offset after the marker."""
+    first_unstable = state.first_unstable_offset()
+    lso = completed.last_offset + 1 if first_unstable is None else first_unstable
+    log_.add_aborted(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+
+
+def _load_producer_state(log_: PartitionLog, emulate_older_than_2_5: bool) -> tuple[ProducerStateManager, int]:
     """The producer state of the log as it is: the newest snapshot not past its end,
     then the batches after it replayed (aborted transactions found again indexed);
     and the offset the replay started from."""
@@ -305,7 +309,7 @@ def _load_producer_state(log_: PartitionLog, aborted: AbortedTxnIndex,
     if start < log_.log_end_offset:
         def on_completed(txn: CompletedTxn) -> None:
             if txn.is_aborted:
-                aborted.add(txn.producer_id, txn.first_offset, txn.last_offset)
+                _index_abort(log_, state, txn)
 
         state.rebuild(log_.batches(start), on_completed)
     return state, start

@@ -1,7 +1,7 @@
 """A partition's log on disk: a directory of segments, as Kafka lays it out.
 
-data/<topic>-<partition>/00000000000000000000.log (.index, .timeindex), one segment
-per base offset, plus ``log-start-offset`` (written atomically). Batches are stored as
+data/<topic>-<partition>/00000000000000000000.log (.index, .timeindex, .txnindex), one
+segment per base offset, plus ``log-start-offset`` (written atomically). Batches are stored as
 the producer sent them, with the base offset and partition leader epoch rewritten in
 place; appending never decodes records.
 
@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from broker.log.files import fsync_dir, replace_atomically
+from protocol import crc
 from protocol.records import LOG_OVERHEAD, RecordBatch
 
-from broker.log.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
+from broker.log.segment import (INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, AbortedTxn,
+                                LogSegment, segment_path)
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +39,18 @@ LONG_MAX = 2**63 - 1
 # Either, both, or neither (Kafka 4.2+: no retention, no compaction, only DeleteRecords frees space)
 _CLEANUP_POLICIES = {"delete", "compact"}
 _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
-# Compaction writes <base>.log.cleaned (+ .index.cleaned, .timeindex.cleaned), renames
+# Compaction writes <base>.log.cleaned (+ .index, .timeindex, .txnindex .cleaned), renames
 # them to .swap (the commit point is the .log.swap rename), then into place.
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# the order of the swap's renames: the .log last, the commit point
+_SWAP_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
+# The aborted-transaction index of older versions: one file per partition, entries of
+# (producer id, first offset, last offset, CRC-32C of the three); moved into the
+# segments' .txnindex files when the log opens.
+LEGACY_TXN_INDEX_FILE = "aborted-transactions.index"
+_LEGACY_TXN_ENTRY = struct.Struct(">qqqI")
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
 _INT32 = struct.Struct(">i")
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # the first three header fields
@@ -141,6 +150,8 @@ class PartitionLog:
         self._dir_unflushed = False
         self._closed = False
         self.roll_listeners: list[Callable[[int], None]] = []
+        self._newest_abort_marker = max(s.txn_index.newest_marker for s in segments)
+        self._abort_coming = False  # between ready_for_abort and add_aborted
         self.update_config(config)
 
     # opening and recovery ------------------------------------------------
@@ -154,24 +165,29 @@ class PartitionLog:
         active segment limits recovery to the batches from it on."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        if os.listdir(directory):  # a new partition has nothing to recover: skip the scans
+        names = os.listdir(directory)
+        if names:  # a new partition has nothing to recover: skip the scans
             _finish_interrupted_cleaning(directory)
             _remove_leftovers(directory)
-        bases = sorted(int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
+            names = os.listdir(directory)
+        bases = sorted(int(name[: -len(LOG_SUFFIX)]) for name in names
                        if name.endswith(LOG_SUFFIX) and _is_segment_name(name))
+        txn_indexed = {name for name in names if name.endswith(TXN_INDEX_SUFFIX)}
         segments: list[LogSegment] = []
         try:
             for i, base in enumerate(bases[:-1]):
-                seg = LogSegment(directory, base)
+                seg = LogSegment(directory, base, f"{base:020d}{TXN_INDEX_SUFFIX}" in txn_indexed)
                 segments.append(seg)
                 why = seg.load_indexes(bases[i + 1], config.index_interval_bytes)
                 if why is not None:
                     log.info("partition dir %s: rebuilt indexes of segment %d (%s)", directory, base, why)
             if bases:
-                active = LogSegment(directory, bases[-1])
+                active = LogSegment(directory, bases[-1], f"{bases[-1]:020d}{TXN_INDEX_SUFFIX}" in txn_indexed)
                 segments.append(active)
                 if not (clean_shutdown and _load_active_after_clean_shutdown(directory, active)):
                     _recover_active(directory, active, config.index_interval_bytes, recovery_point)
+                # markers lost with a torn tail; producer state's replay adds back those that are left
+                active.txn_index.truncate_to(active.next_offset)
                 if active.size:
                     first = active.batch_at(0).max_timestamp
                     active.roll_base_ms = first if first >= 0 else now_ms
@@ -185,6 +201,8 @@ class PartitionLog:
         stored_start = _read_log_start_offset(directory)
         log_start_offset = max(stored_start if stored_start is not None else 0, segments[0].base_offset)
         self = cls(directory, config, segments, log_start_offset, now_ms)
+        if LEGACY_TXN_INDEX_FILE in names:
+            self._migrate_legacy_txn_index()
         if log_start_offset > log_end_offset:
             # The tail holding the log start was lost: start again empty there, as Kafka does.
             log.warning(
@@ -286,6 +304,9 @@ class PartitionLog:
         self._bases.append(base_offset)
         self._active = new
         self._dir_unflushed = True
+        if self._abort_coming:  # the marker rolled the log: its index is the new segment's
+            new.txn_index.ready()
+            self._abort_coming = False
         for listener in self.roll_listeners:
             listener(base_offset)
         return new
@@ -304,7 +325,9 @@ class PartitionLog:
     def unflushed_files(self) -> tuple[Path, ...]:
         """The files a recovery-point checkpoint fsyncs: segments written since their
         last flush (their indexes are checked against the log at recovery)."""
-        return tuple(seg.log_path for seg in self._segments if seg.unflushed)
+        return tuple(path for seg in self._segments
+                     for path in ((seg.log_path,) if seg.unflushed else ()) +
+                     ((seg.txn_index.path,) if seg.txn_index.unflushed else ()))
 
     # reading -------------------------------------------------------------
     def _check_offset(self, offset: int) -> None:
@@ -454,6 +477,7 @@ class PartitionLog:
         for seg in doomed:
             seg.delete()
         self._dir_unflushed = True
+        self._recompute_newest_abort_marker()
         if self._bases[0] > self._log_start_offset:
             self._set_log_start_offset(self._bases[0])
         return count
@@ -468,6 +492,7 @@ class PartitionLog:
             del self._segments[:count]
             del self._bases[:count]
             self._dir_unflushed = True
+            self._recompute_newest_abort_marker()
         return count
 
     def truncate_to(self, offset: int) -> None:
@@ -492,6 +517,8 @@ class PartitionLog:
         if position is not None:
             seg.truncate_bytes(position)
         seg.rebuild_indexes(self._index_interval, validate=False, inactive=False)
+        seg.txn_index.truncate_to(seg.next_offset)
+        self._recompute_newest_abort_marker()
         if seg.size == 0:
             seg.roll_base_ms = None
         elif seg.roll_base_ms is None:
@@ -513,6 +540,74 @@ class PartitionLog:
         self._active = seg
         self._flushed_offset = offset
         self._dir_unflushed = True
+        self._newest_abort_marker = -1
+
+    # the aborted-transaction index, kept per segment -------------------------------
+    def add_aborted(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+        """Indexes an aborted transaction in the segment holding its marker
+        (``last_offset``); an entry already there is not added again."""
+        i = bisect_right(self._bases, last_offset) - 1
+        if i < 0 or last_offset >= self._active.next_offset:
+            raise ValueError(f"marker offset {last_offset} is outside the log")
+        self._abort_coming = False
+        if self._segments[i].txn_index.add(AbortedTxn(last_offset, first_offset, producer_id, last_stable_offset)):
+            self._newest_abort_marker = max(self._newest_abort_marker, last_offset)
+
+    def ready_for_abort(self) -> None:
+        """Opens the active segment's aborted-transaction index now, so that indexing a
+        marker about to be appended cannot fail for want of a descriptor (should the
+        marker roll the log, the new segment's is opened with it)."""
+        self._active.txn_index.ready()
+        self._abort_coming = True
+
+    def any_aborted_ending_at_or_after(self, offset: int) -> bool:
+        """Whether some aborted transaction's marker is at or after ``offset`` (only those
+        can overlap a read from there)."""
+        return self._newest_abort_marker >= offset
+
+    def aborted_overlapping(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, end), from the segment
+        holding ``start`` on (a marker comes after its records), as Kafka's
+        collectAbortedTransactions; stops at the segment whose entries show that every
+        transaction begun below ``end`` has ended."""
+        found: list[AbortedTxn] = []
+        if self._newest_abort_marker < start:
+            return found
+        for seg in self._segments[max(bisect_right(self._bases, start) - 1, 0):]:
+            if seg.txn_index.collect(start, end, found):
+                break
+        return found
+
+    def aborted_count(self) -> int:
+        """The aborted transactions indexed whose marker is at or past the log start."""
+        return len(self.aborted_overlapping(self._log_start_offset, LONG_MAX))
+
+    def _recompute_newest_abort_marker(self) -> None:
+        self._newest_abort_marker = max(seg.txn_index.newest_marker for seg in self._segments)
+
+    def _migrate_legacy_txn_index(self) -> None:
+        """Moves the entries of an older version's per-partition file into the segments
+        holding their markers, then removes it. Entries whose marker is outside the log
+        are dropped: retention or truncation took their records."""
+        path = self._directory / LEGACY_TXN_INDEX_FILE
+        data = path.read_bytes()
+        moved = dropped = 0
+        for pos in range(0, len(data) - _LEGACY_TXN_ENTRY.size + 1, _LEGACY_TXN_ENTRY.size):
+            pid, first, last, stored_crc = _LEGACY_TXN_ENTRY.unpack_from(data, pos)
+            if crc.crc32c(data[pos: pos + _LEGACY_TXN_ENTRY.size - 4]) != stored_crc:
+                break  # a torn tail: what it held comes back with the replay of the log
+            if self._bases[0] <= last < self._active.next_offset and first <= last:
+                self.add_aborted(pid, first, last, -1)  # the LSO of the time is not known
+                moved += 1
+            else:
+                dropped += 1
+        for seg in self._segments:
+            seg.txn_index.flush()
+        path.unlink()
+        fsync_dir(self._directory)
+        log.info("partition dir %s: moved %d aborted transactions from %s into the segments' %s files "
+                 "(%d outside the log dropped); removed it", self._directory, moved, LEGACY_TXN_INDEX_FILE,
+                 TXN_INDEX_SUFFIX, dropped)
 
     def _set_log_start_offset(self, offset: int) -> None:
         self._log_start_offset = offset
@@ -526,8 +621,8 @@ class PartitionLog:
 
     def replace_segments(self, old: Sequence[LogSegment]) -> bool:
         """Swaps ``old`` (consecutive inactive segments) for the cleaned segment the
-        cleaner wrote, fsynced, as <old[0] base>.log.cleaned, .index.cleaned and
-        .timeindex.cleaned.
+        cleaner wrote, fsynced, as <old[0] base>.log.cleaned, .index.cleaned,
+        .timeindex.cleaned and .txnindex.cleaned.
 
         Returns False, deleting the cleaned files, when ``old`` is no longer a run of
         inactive segments of this open log (retention, truncation or close got there
@@ -547,7 +642,7 @@ class PartitionLog:
                 segment_path(directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
             return False
         next_base = self._bases[end]
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # the .log last: the commit point
+        for suffix in _SWAP_ORDER:
             os.replace(
                 segment_path(directory, base, suffix + CLEANED_SUFFIX),
                 segment_path(directory, base, suffix + SWAP_SUFFIX),
@@ -557,7 +652,7 @@ class PartitionLog:
             seg.close()
         for seg in old[1:]:
             seg.delete()
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in _SWAP_ORDER:
             os.replace(segment_path(directory, base, suffix + SWAP_SUFFIX), segment_path(directory, base, suffix))
         fsync_dir(directory)
         new = LogSegment(directory, base)
@@ -566,6 +661,7 @@ class PartitionLog:
             log.warning("partition dir %s: rebuilt indexes of cleaned segment %d (%s)", directory, base, why)
         self._segments[i:end] = [new]
         self._bases[i:end] = [base]
+        self._recompute_newest_abort_marker()
         return True
 
     def close(self, sync: bool = True) -> list[Path]:
@@ -579,9 +675,7 @@ class PartitionLog:
             self.flush()
         else:
             for seg in self._segments:
-                if seg.unflushed:
-                    unsynced += (seg.log_path, seg.index_path, seg.time_index_path)
-                    seg.unflushed = False
+                unsynced += seg.unflushed_paths()
             if self._dir_unflushed:
                 unsynced.append(self._directory)
                 self._dir_unflushed = False
@@ -615,6 +709,10 @@ def _finish_interrupted_cleaning(directory: Path) -> None:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             segment_path(directory, base, suffix).unlink(missing_ok=True)
             segment_path(directory, base, suffix + SWAP_SUFFIX).unlink(missing_ok=True)
+        # The cleaned .txnindex is renamed before the .log: still a .swap, or in place.
+        txn_swap = segment_path(directory, base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+        if txn_swap.exists():
+            os.replace(txn_swap, segment_path(directory, base, TXN_INDEX_SUFFIX))
         os.replace(path, segment_path(directory, base, LOG_SUFFIX))
         changed = True
         log.warning("partition dir %s: completed the interrupted swap of cleaned segment %d", directory, base)
@@ -647,7 +745,7 @@ def _remove_leftovers(directory: Path) -> None:
     for p in directory.glob("*.tmp"):
         if _is_segment_name(p.name):
             p.unlink()
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         for p in directory.glob("*" + suffix):
             if _is_segment_name(p.name) and not p.with_suffix(LOG_SUFFIX).exists():
                 p.unlink()

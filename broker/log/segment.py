@@ -1,7 +1,8 @@
-"""One log segment: a .log file of whole v2 batches plus its two sparse indexes.
+"""One log segment: a .log file of whole v2 batches plus its indexes: two sparse ones
+and the aborted-transaction index.
 
 Files are named by the segment's base offset, 20 digits (00000000000000000000.log,
-.index, .timeindex), as Kafka names them. The segment appends bytes, keeps the index
+.index, .timeindex, .txnindex), as Kafka names them. The segment appends bytes, keeps the index
 bookkeeping Kafka's LogSegment keeps (bytes since the last index entry, the largest
 timestamp and the offset that first reached it), and reads by position with os.pread.
 It never decodes records; batch headers are read with struct.
@@ -17,15 +18,22 @@ gives the same bytes on disk without a resize step at roll. Both indexes are spa
 
 Lookups are floor searches with bisect: the entry at or below the target, from which
 the segment scans forward a short way.
+
+``.txnindex`` (Kafka's TransactionIndex): one entry per aborted transaction whose ABORT
+marker lies in this segment: (version: int16 = 0, producer id: int64, first offset:
+int64, last offset (the marker): int64, last stable offset after it: int64). The file
+is made at the first abort; it goes with the segment (retention, truncation, cleaning).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
@@ -36,9 +44,12 @@ from broker.log.files import replace_atomically
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 INT32_MAX = 0x7FFFFFFF
 OFFSET_ENTRY = struct.Struct(">ii")  # an .index entry
 TIME_ENTRY = struct.Struct(">qi")  # a .timeindex entry
+TXN_ENTRY = struct.Struct(">hqqqq")  # a .txnindex entry
+TXN_ENTRY_VERSION = 0
 NO_TIMESTAMP = -1
 
 _HEAD = struct.Struct(">qi")  # base offset, batch length
@@ -46,6 +57,8 @@ _INT32 = struct.Struct(">i")
 _LAST_OFFSET_DELTA = 23
 _SCAN_CHUNK = 16 * 1024
 _ITER_CHUNK = 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
@@ -67,9 +80,12 @@ class LogSegment:
         "bytes_since_last_index_entry",
         "roll_base_ms",
         "unflushed",
+        "txn_index",
     )
 
-    def __init__(self, directory: Path, base_offset: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, txn_index_on_disk: bool = True) -> None:
+        """``txn_index_on_disk``: whether a .txnindex may exist (the caller listed the
+        directory); False spares a look for it."""
         self.directory = directory
         self.base_offset = base_offset
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
@@ -86,6 +102,9 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.roll_base_ms: int | None = None  # segment.ms counts from here
         self.unflushed = False
+        txn_path = segment_path(directory, base_offset, TXN_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex.load(txn_path, base_offset) if txn_index_on_disk else \
+            TransactionIndex(txn_path, base_offset)
 
     @property
     def fd(self) -> int:
@@ -101,7 +120,8 @@ class LogSegment:
     @classmethod
     def create(cls, directory: Path, base_offset: int) -> LogSegment:
         """A new empty segment (any leftover files of the same name are emptied)."""
-        seg = cls(directory, base_offset)
+        seg = cls(directory, base_offset, txn_index_on_disk=False)
+        seg.txn_index.path.unlink(missing_ok=True)  # a leftover of the same name
         if seg.size:
             os.ftruncate(seg.fd, 0)
             seg.size = 0
@@ -473,16 +493,27 @@ class LogSegment:
             self.offset_index.flush()
             self.time_index.flush()
             self.unflushed = False
+        self.txn_index.flush()
+
+    def unflushed_paths(self) -> list[Path]:
+        """The segment's files written since their last fsync."""
+        paths = [self.log_path, self.index_path, self.time_index_path] if self.unflushed else []
+        if self.txn_index.unflushed:
+            paths.append(self.txn_index.path)
+            self.txn_index.unflushed = False
+        self.unflushed = False
+        return paths
 
     def close(self) -> None:
         for index in (self.offset_index, self.time_index):
             if index is not None:
                 index.close()
+        self.txn_index.close()
         self._file.close()
 
     def delete(self) -> None:
         self.close()
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             try:
                 os.unlink(segment_path(self.directory, self.base_offset, suffix))
             except FileNotFoundError:
@@ -687,3 +718,140 @@ class TimeIndex(_SparseIndex):
         """Offset of the last entry whose timestamp is <= ``timestamp`` (base offset if none)."""
         i = bisect_right(self._keys, timestamp) - 1
         return self.base_offset + (self._values[i] if i >= 0 else 0)
+
+
+# -- the aborted-transaction index ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AbortedTxn:
+    """An aborted transaction: ordered by its marker's offset."""
+
+    last_offset: int
+    first_offset: int
+    producer_id: int
+    # the LSO once it ended: every transaction that began below it had ended by then
+    # (-1: unknown, for entries carried over from the per-partition file)
+    last_stable_offset: int = -1
+
+
+def _encode_txn(e: AbortedTxn) -> bytes:
+    return TXN_ENTRY.pack(TXN_ENTRY_VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+
+
+class TransactionIndex:
+    """The aborted transactions whose ABORT marker is in one segment, sorted by marker
+    offset, in memory; each new one appended to the file (opened through the descriptor
+    pool only to append or fsync)."""
+
+    __slots__ = ("path", "base_offset", "_file", "_entries", "_known", "unflushed")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._file = PooledFile(path)  # the file is made by the first add
+        self._entries: list[AbortedTxn] = []
+        self._known: set[tuple[int, int]] | None = None  # (producer id, marker offset); most segments have none
+        self.unflushed = False
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int) -> TransactionIndex:
+        """Reads the file if there is one; a torn or nonsensical tail is cut off with a
+        warning (what it held comes back when producer state replays the log after its
+        snapshot, as the entry's marker is there)."""
+        index = cls(path, base_offset)
+        try:
+            data = _read_file(path)
+        except FileNotFoundError:
+            return index
+        good = 0
+        for pos in range(0, len(data) - TXN_ENTRY.size + 1, TXN_ENTRY.size):
+            version, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
+            if version != TXN_ENTRY_VERSION or last < base_offset or first > last:
+                break
+            index._insert(AbortedTxn(last, first, pid, lso))
+            good = pos + TXN_ENTRY.size
+        if good != len(data):
+            log.warning("%s: dropping %d bytes of a torn or corrupt tail", path, len(data) - good)
+            with open(path, "r+b") as f:
+                f.truncate(good)
+        return index
+
+    def _insert(self, entry: AbortedTxn) -> None:
+        if self._known is None:
+            self._known = set()
+        self._known.add((entry.producer_id, entry.last_offset))
+        if not self._entries or entry > self._entries[-1]:
+            self._entries.append(entry)
+        else:
+            insort(self._entries, entry)
+
+    def add(self, entry: AbortedTxn) -> bool:
+        """Appends an entry unless it is already here (a replay finds it again); returns
+        whether it was new."""
+        if self._known is not None and (entry.producer_id, entry.last_offset) in self._known:
+            return False
+        os.write(self._file.fd, _encode_txn(entry))
+        self._insert(entry)
+        self.unflushed = True
+        return True
+
+    def ready(self) -> None:
+        """Opens the file now, so that an ``add`` that follows cannot fail for want of a
+        descriptor."""
+        self._file.fd
+
+    def entries(self) -> list[AbortedTxn]:
+        return list(self._entries)
+
+    @property
+    def newest_marker(self) -> int:
+        """The offset of the newest marker indexed here, -1 if none."""
+        return self._entries[-1].last_offset if self._entries else -1
+
+    def collect(self, start: int, end: int, into: list[AbortedTxn]) -> bool:
+        """Adds to ``into`` the transactions with records in [start, end) (marker at or
+        after ``start``, first offset below ``end``); returns whether the search is
+        complete: an entry's LSO reached ``end``, so every transaction that began
+        below ``end`` has its marker here or before (Kafka's TxnIndexSearchResult)."""
+        entries = self._entries
+        complete = False
+        for i in range(bisect_left(entries, AbortedTxn(start, -1, -1, -1)), len(entries)):
+            e = entries[i]
+            if e.first_offset < end:
+                into.append(e)
+            if e.last_stable_offset >= end:
+                complete = True
+        return complete
+
+    def truncate_to(self, offset: int) -> None:
+        """Forgets the transactions whose marker is at or past ``offset``."""
+        if self._entries and self._entries[-1].last_offset >= offset:
+            self.rewrite([e for e in self._entries if e.last_offset < offset])
+
+    def rewrite(self, entries: list[AbortedTxn]) -> None:
+        self._file.close()
+        if entries:
+            replace_atomically(self.path, b"".join(map(_encode_txn, entries)), fsync=False)
+        else:
+            self.path.unlink(missing_ok=True)
+        self._entries = sorted(entries)
+        self._known = {(e.producer_id, e.last_offset) for e in entries} or None
+        self._file = PooledFile(self.path)
+        self.unflushed = bool(entries)
+
+    @staticmethod
+    def write_file(path: Path, entries: Iterable[AbortedTxn]) -> None:
+        """Writes and fsyncs a file holding ``entries`` (the cleaner's cleaned copy)."""
+        replace_atomically(path, b"".join(map(_encode_txn, sorted(entries))), fsync=True)
+
+    def flush(self) -> None:
+        if self.unflushed:
+            os.fsync(self._file.fd)
+            self.unflushed = False
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __len__(self) -> int:
+        return len(self._entries)

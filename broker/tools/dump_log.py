@@ -1,7 +1,8 @@
 """``eosbroker dump-log``: print what a partition's files hold, like kafka-dump-log.sh.
 
 Reads the files directly (no broker needed): segments (.log), offset indexes (.index),
-time indexes (.timeindex), the aborted-transaction index and producer state
+time indexes (.timeindex), aborted-transaction indexes (.txnindex, and the per-partition
+file of older versions) and producer state
 snapshots (.snapshot). Corrupt or truncated data is reported with the position where
 it starts; the exit code is then 1.
 
@@ -21,9 +22,9 @@ import click
 from protocol import crc
 
 from broker.cluster.topics import read_topic_entries
-from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY
+from broker.log.partition_log import LEGACY_TXN_INDEX_FILE as ABORTED_TXN_INDEX_NAME
+from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, TXN_ENTRY_VERSION
 from broker.log.producer_snapshots import CorruptSnapshot, decode_snapshot
-from broker.log.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
 from coordinator.runtime import LogCodecError
 from coordinator.group import log_codec as group_log_codec
 from coordinator.partitioning import partition_for
@@ -84,10 +85,10 @@ class Dump:
             dump = self.aborted_txn_index
         else:
             dump = {".log": self.segment, ".index": self.offset_index, ".timeindex": self.time_index,
-                    ".snapshot": self.snapshot}.get(path.suffix)
+                    ".txnindex": self.txn_index, ".snapshot": self.snapshot}.get(path.suffix)
         if dump is None:
             self.failed = True
-            click.echo(f"Unsupported file {path}: expected .log, .index, .timeindex, .snapshot "
+            click.echo(f"Unsupported file {path}: expected .log, .index, .timeindex, .txnindex, .snapshot "
                        f"or {ABORTED_TXN_INDEX_NAME}", err=True)
             return
         try:
@@ -183,6 +184,15 @@ class Dump:
                 return self.corrupt(path, pos, "entry CRC mismatch")
             self.line(f"producerId: {producer_id} firstOffset: {first} lastOffset: {last}")
         self._whole_entries(path, data, _ABORTED_ENTRY.size)
+
+    def txn_index(self, path: Path, data: bytes) -> None:
+        for pos in range(0, len(data) - len(data) % TXN_ENTRY.size, TXN_ENTRY.size):
+            version, producer_id, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
+            if version != TXN_ENTRY_VERSION:
+                return self.corrupt(path, pos, f"unknown entry version {version}")
+            self.line(f"version: {version} producerId: {producer_id} firstOffset: {first} lastOffset: {last} "
+                      f"lastStableOffset: {lso}")
+        self._whole_entries(path, data, TXN_ENTRY.size)
 
     def _whole_entries(self, path: Path, data: bytes, entry_size: int) -> None:
         extra = len(data) % entry_size

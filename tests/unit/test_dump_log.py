@@ -7,12 +7,12 @@ import pytest
 from click.testing import CliRunner
 
 from broker.commands import main
-from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY
+from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY, AbortedTxn, TransactionIndex
 from broker.log.producer_snapshots import write_snapshot
 from broker.log.producer_state import ProducerStateManager
-from broker.log.txn_index import AbortedTxnIndex
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
 from coordinator.transaction.metadata import TransactionState
+from protocol import crc
 from protocol.records import RecordBatch, build_batch, build_control_batch
 
 T0 = 1_700_000_000_000
@@ -147,11 +147,30 @@ def test_indexes(tmp_path):
     ]
 
 
-def test_aborted_transaction_index(tmp_path):
-    index = AbortedTxnIndex(tmp_path)
-    index.add(42, 0, 2)
-    index.add(43, 3, 9)
+def test_transaction_index(tmp_path):
+    path = tmp_path / "00000000000000000000.txnindex"
+    index = TransactionIndex(path, 0)
+    index.add(AbortedTxn(2, 0, 42, 3))
+    index.add(AbortedTxn(9, 3, 43, 10))
+    index.close()
+    result = dump(path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:] == [
+        "version: 0 producerId: 42 firstOffset: 0 lastOffset: 2 lastStableOffset: 3",
+        "version: 0 producerId: 43 firstOffset: 3 lastOffset: 9 lastStableOffset: 10"]
+    data = bytearray(path.read_bytes())
+    data[35] = 7  # the second entry's version
+    path.write_bytes(data)
+    result = dump(path)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[1:] == [
+        "version: 0 producerId: 42 firstOffset: 0 lastOffset: 2 lastStableOffset: 3"]
+    assert result.stderr == f"Corruption in {path} at position 34: unknown entry version 7\n"
+
+
+def test_aborted_transaction_index_of_older_versions(tmp_path):
     path = tmp_path / "aborted-transactions.index"
+    path.write_bytes(_legacy_entry(42, 0, 2) + _legacy_entry(43, 3, 9))
     result = dump(path)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1:] == ["producerId: 42 firstOffset: 0 lastOffset: 2",
@@ -163,6 +182,11 @@ def test_aborted_transaction_index(tmp_path):
     assert result.exit_code == 1
     assert result.stdout.splitlines()[1:] == ["producerId: 42 firstOffset: 0 lastOffset: 2"]
     assert result.stderr == f"Corruption in {path} at position 28: entry CRC mismatch\n"
+
+
+def _legacy_entry(pid: int, first: int, last: int) -> bytes:
+    fields = struct.pack(">qqq", pid, first, last)
+    return fields + struct.pack(">I", crc.crc32c(fields))
 
 
 def test_producer_snapshot(tmp_path):
@@ -190,7 +214,7 @@ def test_missing_and_unsupported_files(tmp_path):
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"Cannot read {tmp_path / 'nope.log'}: No such file or directory",
-        f"Unsupported file {other}: expected .log, .index, .timeindex, .snapshot or aborted-transactions.index",
+        f"Unsupported file {other}: expected .log, .index, .timeindex, .txnindex, .snapshot or aborted-transactions.index",
     ]
     assert result.stdout == ""  # neither is said to be dumped
 
