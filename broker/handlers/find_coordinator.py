@@ -22,11 +22,13 @@ from broker.security.acls import (
     allowed,
 )
 from broker.errors import code
+from protocol.answer_wire import answer_type
 from protocol.names import (
     CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, SHARE_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE,
 )
 
 API_KEY = 10
+Answer = answer_type(API_KEY)
 
 
 def _denied(ctx, key: str, key_type: int):
@@ -45,6 +47,7 @@ def _share_key_valid(key: str) -> bool:
 
 
 def _answer(ctx, key: str, key_type: int) -> dict:
+    """The coordinator of one key: the fields v0-v3 answer with, and each of v4+'s coordinators."""
     shares_on = "share.version" in ctx.broker.apis.features
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) and not (key_type == SHARE_KEY_TYPE and shares_on):
         return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
@@ -74,5 +77,6 @@ def _answer(ctx, key: str, key_type: int) -> dict:
 async def handle(ctx, request):
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if ctx.version >= 4:
-        return {"coordinators": [{"key": k} | _answer(ctx, k, key_type) for k in request.coordinator_keys]}
-    return _answer(ctx, request.key, key_type)
+        return Answer(coordinators=[Answer.Coordinator(key=k, **_answer(ctx, k, key_type))
+                                    for k in request.coordinator_keys])
+    return Answer(coordinators=(), **_answer(ctx, request.key, key_type))
