@@ -341,6 +341,9 @@ def answer_type(api_key: int) -> type:
 
     for name in structs:
         make(name)
+    for name, known in structs.items():  # each struct's nested structs, for answer_from
+        types[name]._nested = {attr: types[kind.type_.__name__] for attr, (f, _) in known.items()
+                               if isinstance(kind := classify_field(f), (EntityField, EntityTupleField))}
     answer = types[top]
     for name, nested in types.items():
         if nested is not answer:
@@ -350,6 +353,23 @@ def answer_type(api_key: int) -> type:
 
 
 _ANSWER_TYPES: set[type] = set()
+
+
+def answer_from(kind: type, value: Any):
+    """``value`` as an answer of ``kind`` (an ``answer_type`` or one of its nested types):
+    a message the coordinators hand back, a dataclass with Kafka's field names (nested
+    alike), converted field by field; a field ``kind`` lacks fails as at construction."""
+    if value.__class__ is kind:
+        return value
+    nested = kind._nested
+    given = {}
+    for f in fields(value):
+        v = getattr(value, f.name)
+        inner = nested.get(f.name)
+        if inner is not None and v is not None:
+            v = [answer_from(inner, x) for x in v] if isinstance(v, (list, tuple)) else answer_from(inner, v)
+        given[f.name] = v
+    return kind(**given)
 
 
 def is_answer(value: Any) -> bool:
