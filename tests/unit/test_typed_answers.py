@@ -18,14 +18,11 @@ from protocol.answer_wire import answer_from, answer_type
 
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
 UNTYPED = frozenset({
-    "alter_configs", "alter_partition_reassignments", "alter_share_group_offsets", "alter_user_scram_credentials",
-    "consumer_group_describe", "consumer_group_heartbeat", "create_acls", "create_partitions", "create_topics",
-    "delete_acls", "delete_share_group_offsets", "delete_share_group_state", "delete_topics", "describe_acls",
-    "describe_configs", "describe_log_dirs", "describe_share_group_offsets", "describe_user_scram_credentials",
-    "elect_leaders", "incremental_alter_configs", "initialize_share_group_state", "list_partition_reassignments",
-    "read_share_group_state", "read_share_group_state_summary", "share_acknowledge", "share_fetch",
-    "share_group_describe", "share_group_heartbeat", "streams_group_describe", "streams_group_heartbeat",
-    "write_share_group_state",
+    "alter_configs", "alter_share_group_offsets", "consumer_group_describe", "consumer_group_heartbeat",
+    "delete_share_group_offsets", "delete_share_group_state", "describe_configs", "describe_share_group_offsets",
+    "incremental_alter_configs", "initialize_share_group_state", "read_share_group_state",
+    "read_share_group_state_summary", "share_acknowledge", "share_fetch", "share_group_describe",
+    "share_group_heartbeat", "streams_group_describe", "streams_group_heartbeat", "write_share_group_state",
 })
 
 
