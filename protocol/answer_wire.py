@@ -1,19 +1,19 @@
 """The answer side of the wire, sans-IO: the answers handlers build, and their encoding
 into response frames behind one encoder (``response_frame_encoder``).
 
-``build`` turns a nested dict with Kafka's field names into the kio dataclass of a
-version: fields the version lacks are dropped, fields it has but the dict omits take
-their schema default (or a zero value). Millisecond ints become timedeltas/datetimes
-where kio wants them. ``build`` + ``encode`` walk a message field by field through
-kio's writers: per response, thousands of calls (phantom-type checks, one BytesIO write
-per field). For the APIs every transaction or produce request touches, the encoder
-compiles the response schema of one version, once, into a Python function that reads
-the answer with ``build``'s rules and writes the bytes kio would write, packing runs of
-fixed-size fields with one ``struct`` call. Anything a layout does not expect (a value
-of another type, an out-of-range number, an unknown error code) makes it give up, and
-the generic path answers instead. Under the tests (``EOSBROKER_CHECK_FIELDS=1``) every
-response goes both ways and the bytes must be equal, so the whole suite checks the
-layouts against kio.
+Handlers build an answer of their API's ``answer_type``: an immutable type made from
+kio's schemas, whose fields are the union over the API's versions, so a misspelt or
+missing field fails where the answer is built. For the APIs every transaction or produce
+request touches, the encoder compiles the response schema of one version, once, into a
+Python function that reads the answer's attributes and writes the bytes kio would
+write, packing runs of fixed-size fields with one ``struct`` call. Anything else (an
+API without a layout, a value a layout does not expect, a dict from a handler not yet
+typed, a kio message) goes the generic way: ``build`` turns it into the kio dataclass
+of the version (fields the version lacks are dropped, millisecond ints become
+timedeltas/datetimes where kio wants them) and kio's writers encode it. Under the tests
+(``EOSBROKER_CHECK_FIELDS=1``) a dict's keys are checked against every version's fields,
+and every answer a layout writes is written by kio too and the bytes must be equal, so
+the whole suite checks the layouts against kio.
 """
 
 from __future__ import annotations
@@ -689,6 +689,10 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
             write(answer, frame)
         except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
             return generic(correlation_id, answer)
+        if CHECK_FIELD_NAMES:
+            expected = encode(kio_response(api_key, version, answer))
+            if expected != frame[head:]:
+                raise AssertionError(f"layout of api {api_key} v{version} wrote {frame[head:]!r}, kio {expected!r}")
         fill_response_head(frame, correlation_id, flexible_header)
         return frame
 
