@@ -39,12 +39,14 @@ async def handle(ctx, request):
             results.append(result)
             continue
         if t.name in seen:
-            result = result._replace(error_code=code("INVALID_REQUEST"), error_message=f"Create topics request from client contains a duplicate topic: {t.name}")
+            result = result._replace(error_code=code("INVALID_REQUEST"), error_message=(
+                f"Create topics request from client contains a duplicate topic: {t.name}"))
             results.append(result)
             continue
         seen.add(t.name)
         if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, t.name)):
-            result = result._replace(error_code=code("TOPIC_AUTHORIZATION_FAILED"), error_message="Authorization failed.")
+            result = result._replace(error_code=code("TOPIC_AUTHORIZATION_FAILED"),
+                                     error_message="Authorization failed.")
             results.append(result)
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None

@@ -145,7 +145,8 @@ async def handle(ctx, request):
                 result = result._replace(configs=entries(ctx, keys, with_synonyms))
         elif r.resource_type == GROUP:
             if not r.resource_name:
-                result = result._replace(error_code=code("INVALID_REQUEST"), error_message="Group name must not be empty")
+                result = result._replace(error_code=code("INVALID_REQUEST"),
+                                         error_message="Group name must not be empty")
             else:
                 result = result._replace(configs=_group_entries(ctx, r.resource_name, keys, with_synonyms))
         else:

@@ -94,5 +94,6 @@ async def handle(ctx, request):
             return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, error), Answer))
     answer = await commit_offsets(ctx, request, commit, Answer)
     if ended:
-        return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state), Answer))
+        return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state),
+                                             Answer))
     return answer
