@@ -1,19 +1,19 @@
 """The answer side of the wire, sans-IO: the answers handlers build, and their encoding
 into response frames behind one encoder (``response_frame_encoder``).
 
-``build`` turns a nested dict with Kafka's field names into the kio dataclass of a
-version: fields the version lacks are dropped, fields it has but the dict omits take
-their schema default (or a zero value). Millisecond ints become timedeltas/datetimes
-where kio wants them. ``build`` + ``encode`` walk a message field by field through
-kio's writers: per response, thousands of calls (phantom-type checks, one BytesIO write
-per field). For the APIs every transaction or produce request touches, the encoder
-compiles the response schema of one version, once, into a Python function that reads
-the answer with ``build``'s rules and writes the bytes kio would write, packing runs of
-fixed-size fields with one ``struct`` call. Anything a layout does not expect (a value
-of another type, an out-of-range number, an unknown error code) makes it give up, and
-the generic path answers instead. Under the tests (``EOSBROKER_CHECK_FIELDS=1``) every
-response goes both ways and the bytes must be equal, so the whole suite checks the
-layouts against kio.
+Handlers build an answer of their API's ``answer_type``: an immutable type made from
+kio's schemas, whose fields are the union over the API's versions, so a misspelt or
+missing field fails where the answer is built. For the APIs every transaction or produce
+request touches, the encoder compiles the response schema of one version, once, into a
+Python function that reads the answer's attributes and writes the bytes kio would
+write, packing runs of fixed-size fields with one ``struct`` call. Anything else (an
+API without a layout, a value a layout does not expect, a dict from a handler not yet
+typed, a kio message) goes the generic way: ``build`` turns it into the kio dataclass
+of the version (fields the version lacks are dropped, millisecond ints become
+timedeltas/datetimes where kio wants them) and kio's writers encode it. Under the tests
+(``EOSBROKER_CHECK_FIELDS=1``) a dict's keys are checked against every version's fields,
+and every answer a layout writes is written by kio too and the bytes must be equal, so
+the whole suite checks the layouts against kio.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import datetime
 import io
 import os
 import struct
+from collections import namedtuple
 from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
 from importlib import import_module
@@ -37,7 +38,7 @@ from kio.serial.writers import write_tagged_field
 from kio.static.constants import EntityType
 
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
-from protocol.request_wire import request_class, write_unsigned_varint as _uvarint
+from protocol.request_wire import KAFKA_4_0, request_class, write_unsigned_varint as _uvarint
 
 ZERO_UUID = UUID(int=0)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -153,8 +154,11 @@ def _names_in_any_version(cls: type) -> frozenset[str]:
 CHECK_FIELD_NAMES = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
 
 
-def build(cls: type, data: dict[str, Any]):
-    """Builds ``cls`` from ``data``; keys of other versions are ignored, unknown keys are a bug."""
+def build(cls: type, data):
+    """Builds ``cls`` from ``data`` (a dict, or an answer of an ``answer_type``); fields of
+    other versions are ignored, unknown keys are a bug."""
+    if data.__class__ is not dict:
+        data = data._asdict()
     plan = _plan(cls)
     if CHECK_FIELD_NAMES and not data.keys() <= {n for p in plan for n in p[:2]}:
         unknown = set(data) - _names_in_any_version(cls)
@@ -257,6 +261,123 @@ def fill_response_head(frame: bytearray, correlation_id: int, flexible_header: b
 
 
 # ---------------------------------------------------------------------------
+# Answer types
+
+
+def _kafka_name(f) -> str:
+    """A field's Kafka name: kio drops the ``_ms`` of time fields, answers keep it."""
+    return f.name + "_ms" if f.metadata.get("kafka_type") in _TIME_TYPES else f.name
+
+
+@cache
+def answer_type(api_key: int) -> type:
+    """The type a handler builds its answer of: an immutable named tuple whose fields are
+    the union of the API's response fields over every version the broker serves, by Kafka's names
+    (time fields in milliseconds, with ``_ms``); each nested struct is a type of its own,
+    an attribute of this one (``answer_type(0).PartitionProduceResponse``). A misspelt or
+    missing field fails at construction. A field has a default only where Kafka's schema
+    gives one, where only older versions have it, for tagged fields, and for
+    ``throttle_time_ms`` (the broker never throttles); every other field must be given."""
+    served = KAFKA_4_0.get(api_key)
+    versions = [v for v in sorted(schema_name_map[api_key_map[api_key]]) if served is None or v <= served[3]]
+    structs: dict[str, dict[str, tuple]] = {}  # struct name -> Kafka name -> (field, newest version seen)
+    newest: dict[str, int] = {}
+    top = None
+    for version in versions:
+        cls = response_class(api_key, version)
+        top = cls.__name__
+        seen: set[type] = set()
+        todo = [cls]
+        while todo:
+            entity = todo.pop()
+            if entity in seen:
+                continue
+            seen.add(entity)
+            newest[entity.__name__] = version
+            known = structs.setdefault(entity.__name__, {})
+            for f in fields(entity):
+                if f.name.startswith("__"):
+                    continue
+                known[_kafka_name(f)] = (f, version)
+                kind = classify_field(f)
+                if isinstance(kind, (EntityField, EntityTupleField)):
+                    todo.append(kind.type_)
+    types: dict[str, type] = {}
+
+    def make(name: str) -> type:
+        """The answer type of one struct, the types of the structs its defaults hold first."""
+        if name in types:
+            return types[name]
+        required, defaults = [], {}
+        for attr, (f, version) in structs[name].items():
+            kafka_type = f.metadata.get("kafka_type")
+            if f.default is not MISSING:
+                defaults[attr] = f.default
+            elif f.default_factory is not MISSING:  # type: ignore[misc]
+                defaults[attr] = f.default_factory()  # type: ignore[misc]
+            elif attr == "throttle_time_ms" or "tag" in f.metadata or version < newest[name]:
+                defaults[attr] = _zero(kafka_type, classify_field(f))
+            else:
+                required.append(attr)
+                continue
+            defaults[attr] = as_answer(defaults[attr])
+        types[name] = namedtuple(name, required + list(defaults), defaults=tuple(defaults.values()))
+        types[name].__module__ = __name__
+        return types[name]
+
+    def as_answer(value: Any) -> Any:
+        """A kio default as an answer holds it: times in milliseconds, error codes as ints,
+        a struct as its answer type."""
+        if is_dataclass(value):
+            return make(type(value).__name__)(**{_kafka_name(f): as_answer(getattr(value, f.name))
+                                                 for f in fields(value) if not f.name.startswith("__")})
+        if isinstance(value, tuple):
+            return tuple(as_answer(v) for v in value)
+        if isinstance(value, (datetime.timedelta, datetime.datetime)):
+            return ms(value)
+        if isinstance(value, ErrorCode):
+            return int(value)
+        return value
+
+    for name in structs:
+        make(name)
+    for name, known in structs.items():  # each struct's nested structs, for answer_from
+        types[name]._nested = {attr: types[kind.type_.__name__] for attr, (f, _) in known.items()
+                               if isinstance(kind := classify_field(f), (EntityField, EntityTupleField))}
+    answer = types[top]
+    for name, nested in types.items():
+        if nested is not answer:
+            setattr(answer, name, nested)
+    _ANSWER_TYPES.update(types.values())
+    return answer
+
+
+_ANSWER_TYPES: set[type] = set()
+
+
+def answer_from(kind: type, value: Any):
+    """``value`` as an answer of ``kind`` (an ``answer_type`` or one of its nested types):
+    a message the coordinators hand back, a dataclass with Kafka's field names (nested
+    alike), converted field by field; a field ``kind`` lacks fails as at construction."""
+    if value.__class__ is kind:
+        return value
+    nested = kind._nested
+    given = {}
+    for f in fields(value):
+        v = getattr(value, f.name)
+        inner = nested.get(f.name)
+        if inner is not None and v is not None:
+            v = [answer_from(inner, x) for x in v] if isinstance(v, (list, tuple)) else answer_from(inner, v)
+        given[f.name] = v
+    return kind(**given)
+
+
+def is_answer(value: Any) -> bool:
+    """Whether ``value`` is an answer of an ``answer_type`` (or one of its nested types)."""
+    return value.__class__ in _ANSWER_TYPES
+
+
+# ---------------------------------------------------------------------------
 # The compiled layouts
 
 # Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
@@ -307,11 +428,10 @@ def _uuid_bytes(v) -> bytes:
 
 
 def _scalar(kafka_type: str, optional: bool, var: str) -> str:
-    """The expression that turns a dict value into what struct packs: the usual types
+    """The expression that turns an answer's value into what struct packs: the usual types
     pass inline, anything else goes through the helper that converts it or gives up."""
     if kafka_type == "error_code":
-        return f"({var} if {var}.__class__ is _ErrorCode or ({var}.__class__ is int and {var} in _ERROR_CODES)" \
-               f" else _error_code({var}))"
+        return f"({var} if {var}.__class__ is int and {var} in _ERROR_CODES else _error_code({var}))"
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
         return f"({var} if {var}.__class__ is int else _timedelta_ms({var}))"
     if kafka_type == "datetime_i64":
@@ -320,45 +440,18 @@ def _scalar(kafka_type: str, optional: bool, var: str) -> str:
     return var
 
 
-def _packed_default(kafka_type: str | None, default: Any) -> Any:
-    """A time field's default as the milliseconds it packs to: converted once, here."""
-    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(default, datetime.timedelta):
-        return _timedelta_ms(default)
-    if kafka_type == "datetime_i64" and isinstance(default, datetime.datetime):
-        return _datetime_ms(default)
-    return default
-
-
-def _default(f, kind) -> Any:
-    """What ``build`` puts in a field the dict leaves out, in the dataclass's terms."""
-    if f.default is not MISSING:
-        return f.default
-    if f.default_factory is not MISSING:  # type: ignore[misc]
-        return f.default_factory()  # type: ignore[misc]
-    return _zero(f.metadata.get("kafka_type"), kind)
-
-
 class _Compiler:
-    """Writes one ``_w_<n>(d, buf)`` function per entity class into ``lines``."""
+    """Writes one ``_w_<n>(d, buf)`` function per entity class into ``lines``: ``d`` is an
+    answer of the entity's answer type, read by attribute."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.env: dict[str, Any] = {
-            "_GiveUp": GiveUp, "_MISSING": MISSING, "_uvarint": _uvarint, "_error_code": _error_code,
-            "_timedelta_ms": _timedelta_ms, "_datetime_ms": _datetime_ms, "_ErrorCode": ErrorCode,
-            "_ERROR_CODES": _ERROR_CODES, "_uuid_bytes": _uuid_bytes, "_dict": dict,
-            "_kio_entity": self._kio_entity,
+            "_GiveUp": GiveUp, "_uvarint": _uvarint, "_error_code": _error_code,
+            "_timedelta_ms": _timedelta_ms, "_datetime_ms": _datetime_ms,
+            "_ERROR_CODES": _ERROR_CODES, "_uuid_bytes": _uuid_bytes, "_tagged": _tagged,
         }
         self.names: dict[type, str] = {}
-
-    @staticmethod
-    def _kio_entity(cls: type, v, buf: bytearray, nullable: bool) -> None:
-        """A nested value that is already a dataclass: kio writes it, as build keeps it."""
-        if not is_dataclass(v):
-            raise GiveUp(f"{cls.__name__} given as {type(v).__name__}")
-        out = BytesIO()
-        entity_writer(cls, nullable=nullable)(out, v)
-        buf += out.getvalue()
 
     def const(self, value: Any) -> str:
         name = f"_c{len(self.env)}"
@@ -370,7 +463,7 @@ class _Compiler:
             return self.names[cls]
         name = self.names[cls] = f"_w_{len(self.names)}"
         flexible = bool(cls.__flexible__)
-        body: list[str] = ["g = d.get"]
+        body: list[str] = []
         pending: list[tuple[str, str]] = []  # fixed-size fields not yet packed: (struct code, expression)
         tagged = []
 
@@ -386,20 +479,15 @@ class _Compiler:
                 tagged.append((f, kind))
                 continue
             kafka_type = f.metadata.get("kafka_type")
-            alias = f.name + "_ms" if kafka_type in _TIME_TYPES else None
-            default = self.const(_packed_default(kafka_type, _default(f, kind)))
             var = f"v{i}"
-            body.append(f"{var} = g({f.name!r}, _MISSING)")
-            if alias is not None:
-                body.append(f"if {var} is _MISSING: {var} = g({alias!r}, _MISSING)")
-            body.append(f"if {var} is _MISSING: {var} = {default}")
+            body.append(f"{var} = d.{_kafka_name(f)}")
             optional = is_optional(f)
             if isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
                 pack_pending()
                 self.array(body, var, kind, kafka_type, flexible)
             elif isinstance(kind, EntityField):
                 pack_pending()
-                self.nested(body, var, kind.type_, optional, indent="")
+                self.nested(body, var, kind.type_, optional)
             elif kafka_type in _FIXED:
                 value = _scalar(kafka_type, optional, var)
                 if optional and value == var:
@@ -412,20 +500,18 @@ class _Compiler:
         if flexible:
             self.tags(body, cls, tagged)
         self.lines.append(f"def {name}(d, buf):")
-        self.lines.append("    if d.__class__ is not _dict: return _kio_entity(" + self.const(cls) + ", d, buf, False)")
-        self.lines.extend("    " + line for line in body)
+        self.lines.extend("    " + line for line in body or ["pass"])
         return name
 
-    def nested(self, body: list[str], var: str, cls: type, optional: bool, indent: str) -> None:
+    def nested(self, body: list[str], var: str, cls: type, optional: bool) -> None:
         writer = self.entity(cls)
         if optional:
-            body.append(f"{indent}if {var} is None: buf.append(0xFF)")
-            body.append(f"{indent}elif {var}.__class__ is not _dict: _kio_entity({self.const(cls)}, {var}, buf, True)")
-            body.append(f"{indent}else:")
-            body.append(f"{indent}    buf.append(1)")
-            body.append(f"{indent}    {writer}({var}, buf)")
+            body.append(f"if {var} is None: buf.append(0xFF)")
+            body.append("else:")
+            body.append("    buf.append(1)")
+            body.append(f"    {writer}({var}, buf)")
         else:
-            body.append(f"{indent}{writer}({var}, buf)")
+            body.append(f"{writer}({var}, buf)")
 
     def variable(self, body: list[str], var: str, kafka_type: str, optional: bool, flexible: bool, indent: str) -> None:
         """string, bytes, records and uuid: kio's writers for them, inlined."""
@@ -478,25 +564,35 @@ class _Compiler:
             self.variable(body, item, kafka_type, False, flexible, indent="        ")
 
     def tags(self, body: list[str], cls: type, tagged: list) -> None:
-        """Tagged fields are rare and small: kio's own rule (skip a default value) and writers."""
+        """Tagged fields are rare and small: kio's own rule (skip a default value) and writers.
+        An answer whose tagged fields are all the answer type's defaults (the usual case)
+        gets the empty tagged section without a call."""
         if not tagged:
             body.append("buf.append(0)")
             return
         plan = []
+        usual = []
         for f, kind in sorted(tagged, key=lambda fk: fk[0].metadata["tag"]):
-            name, alias, conversion, _, _ = field_plan(cls, f.name)
+            _name, _alias, conversion, _, _ = field_plan(cls, f.name)
             writer = get_field_writer(f, flexible=True, is_request_header=False, is_tag=True)
-            absent = getattr(build(cls, {}), f.name)
-            plan.append((name, alias, conversion, f.metadata["tag"], writer, f.default, get_tagged_field_default(f),
-                         absent))
+            plan.append((_kafka_name(f), conversion, f.metadata["tag"], writer, f.default, get_tagged_field_default(f)))
+            usual.append(f"d.{_kafka_name(f)} is {self.const(_tagged_absent(cls, f))}")
         call = f"_tagged({self.const(tuple(plan))}, d, buf)"
-        if all(_skipped(absent, default, implicit) for *_, default, implicit, absent in plan):
-            names = [n for name, alias, *_ in plan for n in (name, alias) if n is not None]
-            body.append(f"if {' and '.join(f'{n!r} not in d' for n in names)}: buf.append(0)")
+        absent_skipped = all(_skipped(convert(conversion[0], conversion[1], _tagged_absent(cls, f)), default, implicit)
+                             for (f, kind), (_, conversion, _, _, default, implicit) in zip(
+                                 sorted(tagged, key=lambda fk: fk[0].metadata["tag"]), plan))
+        if absent_skipped:
+            body.append(f"if {' and '.join(usual)}: buf.append(0)")
             body.append(f"else: {call}")
         else:
             body.append(call)
-        self.env["_tagged"] = _tagged
+
+
+def _tagged_absent(cls: type, f) -> Any:
+    """A tagged field's default in its answer type."""
+    answer = answer_type(cls.__api_key__)
+    kind = answer if answer.__name__ == cls.__name__ else getattr(answer, cls.__name__)
+    return kind._field_defaults[_kafka_name(f)]
 
 
 def _skipped(value, default, implicit) -> bool:
@@ -504,16 +600,11 @@ def _skipped(value, default, implicit) -> bool:
     return value == default or (default is MISSING and value == implicit)
 
 
-def _tagged(plan: tuple, d: dict, buf: bytearray) -> None:
+def _tagged(plan: tuple, d, buf: bytearray) -> None:
     """kio's tagged section: the fields whose value is not their default, by tag."""
     written = []
-    for name, alias, (kind, arg), tag, writer, default, implicit, absent in plan:
-        if name in d:
-            value = convert(kind, arg, d[name])
-        elif alias is not None and alias in d:
-            value = convert(kind, arg, d[alias])
-        else:
-            value = absent
+    for attr, (kind, arg), tag, writer, default, implicit in plan:
+        value = convert(kind, arg, getattr(d, attr))
         if _skipped(value, default, implicit):
             continue
         out = BytesIO()
@@ -535,8 +626,8 @@ def _compiled(cls: type):
 
 @cache
 def _response_writer(api_key: int, version: int):
-    """The compiled layout writer ``(data, buf)`` of ``api_key``'s response in ``version``,
-    or None for APIs answered the generic way."""
+    """The compiled layout writer ``(answer, buf)`` of ``api_key``'s response in
+    ``version``, or None for APIs answered the generic way."""
     if api_key not in HOT_APIS:
         return None
     try:
@@ -547,46 +638,59 @@ def _response_writer(api_key: int, version: int):
 
 @cache
 def encoder(api_key: int, version: int):
-    """The layout of ``api_key``'s response in ``version`` (a function dict -> bytes), or
+    """The layout of ``api_key``'s response in ``version`` (a function answer -> bytes), or
     None for APIs answered the generic way."""
     write = _response_writer(api_key, version)
     if write is None:
         return None
 
-    def encode(data: dict) -> bytearray:
+    def encode(answer) -> bytearray:
         buf = bytearray()
-        write(data, buf)
+        write(answer, buf)
         return buf
 
     return encode
 
 
+def kio_response(api_key: int, version: int, answer):
+    """The kio response of ``version`` for an answer in any form: an answer type's, a
+    dict (what handlers not yet typed return), or the kio message itself."""
+    if is_dataclass(answer):
+        return answer
+    return build_response(api_key, version, answer)
+
+
 @cache
 def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
-    """``encode(correlation_id, data)``: the whole response frame for a handler's dict,
-    its body by the layout when the API has one, else (or when the layout gives up) by
-    build + kio. Looked up once per API version: the request path calls it for every
-    response. The layout writes the body after room for the size and header, so the
-    body (a Fetch answer can be a megabyte of records) is not copied again into a frame."""
-    def body_by_kio(data: dict) -> bytes:
-        return encode(build_response(api_key, version, data))
-
-    def generic(correlation_id: int, data: dict) -> bytes:
-        return encode_response_frame(correlation_id, flexible_header, body_by_kio(data))
+    """``encode(correlation_id, answer)``: the whole response frame for a handler's
+    answer, the one encoder every answer goes through. An answer of the API's
+    ``answer_type`` is written by the layout when the API has one (and the layout takes
+    it), anything else (another form, or what a layout gives up on) by build + kio; an
+    ``EncodedBody`` is framed as is. Looked up once per API version: the request path
+    calls it for every response. The layout writes the body after room for the size and
+    header, so the body (a Fetch answer can be a megabyte of records) is not copied again
+    into a frame."""
+    def generic(correlation_id: int, answer) -> bytes:
+        if answer.__class__ is EncodedBody:
+            return encode_response_frame(correlation_id, flexible_header, answer)
+        return encode_response_frame(correlation_id, flexible_header, encode(kio_response(api_key, version, answer)))
 
     write = _response_writer(api_key, version)
     if write is None:
         return generic
+    typed = answer_type(api_key)
     head = response_head_size(flexible_header)
 
-    def by_layout(correlation_id: int, data: dict) -> bytearray | bytes:
+    def by_layout(correlation_id: int, answer) -> bytearray | bytes:
+        if answer.__class__ is not typed:
+            return generic(correlation_id, answer)
         frame = bytearray(head)
         try:
-            write(data, frame)
+            write(answer, frame)
         except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
-            return generic(correlation_id, data)
+            return generic(correlation_id, answer)
         if CHECK_FIELD_NAMES:
-            expected = body_by_kio(data)
+            expected = encode(kio_response(api_key, version, answer))
             if expected != frame[head:]:
                 raise AssertionError(f"layout of api {api_key} v{version} wrote {frame[head:]!r}, kio {expected!r}")
         fill_response_head(frame, correlation_id, flexible_header)
@@ -595,7 +699,7 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
     return by_layout
 
 
-def encode_response(api_key: int, version: int, data: dict) -> bytes:
-    """The response body for a handler's dict (the frame of ``response_frame_encoder``
+def encode_response(api_key: int, version: int, answer) -> bytes:
+    """The response body for a handler's answer (the frame of ``response_frame_encoder``
     after its size and header)."""
-    return bytes(response_frame_encoder(api_key, version, False)(0, data)[response_head_size(False):])
+    return bytes(response_frame_encoder(api_key, version, False)(0, answer)[response_head_size(False):])

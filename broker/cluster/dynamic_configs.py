@@ -207,22 +207,22 @@ class DynamicConfigs:
         write_json(self._path, data, indent=1, sort_keys=True)
 
 
-def answer_alter_configs(ctx, request, incremental: bool) -> dict:
-    """The response of AlterConfigs and IncrementalAlterConfigs: each resource altered on
-    its own, its error (if any) in its own entry."""
+def answer_alter_configs(ctx, request, incremental: bool, answer: type):
+    """The answer (of type ``answer``, the API's answer type) of AlterConfigs and
+    IncrementalAlterConfigs: each resource altered on its own, its error (if any) in its own entry."""
     responses = []
     for r in request.resources:
-        result = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
-                  "resource_name": r.resource_name}
+        result = answer.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=r.resource_type,
+                                                     resource_name=r.resource_name)
         changes = [ConfigChange(c.name, c.value, c.config_operation) if incremental else ConfigChange(c.name, c.value)
                    for c in r.configs]
         try:
             ctx.broker.dynamic_configs.alter(ctx.cluster, r.resource_type, r.resource_name, changes,
                                              incremental=incremental, validate_only=request.validate_only)
         except ConfigChangeError as e:
-            result.update(error_code=code(e.error_name), error_message=str(e))
+            result = result._replace(error_code=code(e.error_name), error_message=str(e))
         responses.append(result)
-    return {"responses": responses}
+    return answer(responses=responses)
 
 
 def _apply(current: dict[str, str], changes: list[ConfigChange], defs: dict[str, ConfigDef] | None,

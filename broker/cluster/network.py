@@ -101,9 +101,9 @@ class Network:
         caller times it out), as a TCP client would fail. ``client_id``: the header's
         (``eosbroker-node-N`` unless given).
 
-        ``typed=False``: a handler's dict answer comes back as that dict, not built into
+        ``typed=False``: a handler's answer comes back as the handler built it, not as
         the kio response (the marker sender reads both; building it cost more than the
-        rest of a marker's trip). Under the tests it is still built, which checks it."""
+        rest of a marker's trip)."""
         if timeout_s is None:
             return await self._deliver(source, target, api_key, version, body, typed, client_id)
         if timeout_s < 0:
@@ -176,10 +176,10 @@ class Network:
                 await asyncio.Event().wait()
         if isinstance(result, EncodedBody):  # an answer the handler keeps encoded (ApiVersions)
             return answer_wire.decode_response(api_key, version, result)
-        if isinstance(result, dict) and (typed or answer_wire.CHECK_FIELD_NAMES):
-            built = answer_wire.build_response(api_key, version, result)
-            if typed:
-                return built
+        if typed and result is not None:
+            return answer_wire.kio_response(api_key, version, result)
+        if isinstance(result, dict) and answer_wire.CHECK_FIELD_NAMES:
+            answer_wire.build_response(api_key, version, result)
         return result
 
 

@@ -13,28 +13,28 @@ from broker.security.acls import (
 from coordinator.group.consumer_group import HeartbeatAnswer
 
 
-async def heartbeat(ctx, request, beat: Callable[[Any, int], HeartbeatAnswer]) -> dict:
+async def heartbeat(ctx, request, beat: Callable[[Any, int], HeartbeatAnswer], answer: type):
     """ConsumerGroupHeartbeat and ShareGroupHeartbeat: READ on the group and DESCRIBE on
     every subscribed topic (clients may not learn of topics they cannot describe, as
-    Kafka checks), then ``beat(coordinator, now_ms)`` through the group service."""
+    Kafka checks), then ``beat(coordinator, now_ms)`` through the group service; the
+    answer is of type ``answer`` (the API's answer type)."""
     groups = ctx.node.groups
     names = request.subscribed_topic_names
     if not allowed(ctx, READ, GROUP, request.group_id):
-        answer = HeartbeatAnswer(GROUP_DENIED)
+        beaten = HeartbeatAnswer(GROUP_DENIED)
     elif names and not all(allowed(ctx, DESCRIBE, TOPIC, n) for n in names):
-        answer = HeartbeatAnswer(TOPIC_DENIED)
+        beaten = HeartbeatAnswer(TOPIC_DENIED)
     else:
-        answer = await groups.run(request.group_id or "", lambda: beat(groups.coordinator, ctx.clock.now_ms()),
+        beaten = await groups.run(request.group_id or "", lambda: beat(groups.coordinator, ctx.clock.now_ms()),
                                   HeartbeatAnswer)
     assignment = None
-    if answer.assignment is not None:
-        assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(ps)}
-                                           for topic_id, ps in sorted(answer.assignment.items(), key=str)]}
-    return {
-        "throttle_time": 0, "error_code": answer.error_code, "error_message": answer.error_message,
-        "member_id": answer.member_id, "member_epoch": answer.member_epoch,
-        "heartbeat_interval": answer.heartbeat_interval_ms, "assignment": assignment,
-    }
+    if beaten.assignment is not None:
+        assignment = answer.Assignment(topic_partitions=[
+            answer.TopicPartitions(topic_id=topic_id, partitions=sorted(ps))
+            for topic_id, ps in sorted(beaten.assignment.items(), key=str)])
+    return answer(error_code=beaten.error_code, error_message=beaten.error_message, member_id=beaten.member_id,
+                  member_epoch=beaten.member_epoch, heartbeat_interval_ms=beaten.heartbeat_interval_ms,
+                  assignment=assignment)
 
 
 def topic_assignment(partitions, topic_names: dict) -> dict:

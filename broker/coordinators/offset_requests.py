@@ -1,6 +1,7 @@
 """What the offset APIs' handlers share (OffsetCommit, TxnOffsetCommit, OffsetDelete): partitions
 Kafka refuses before asking the group coordinator, and the per-partition ``topics`` of
-the response in request order."""
+the response in request order. ``answer`` is the API's answer type (``answer_type``),
+whose nested types are named after it: ``<answer>Topic`` and ``<answer>Partition``."""
 
 from __future__ import annotations
 
@@ -17,19 +18,19 @@ from coordinator.runtime import Result
 from protocol.names import TopicPartition
 
 
-def refused_by_acls(ctx, request) -> dict | None:
+def refused_by_acls(ctx, request, answer: type):
     """OffsetCommit and TxnOffsetCommit with the authorizer on, checked as Kafka does:
     READ on the group (else every partition GROUP_AUTHORIZATION_FAILED). None: go on."""
     if allowed(ctx, READ, GROUP, request.group_id):
         return None
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, GROUP_DENIED))}
+    return answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, GROUP_DENIED), answer))
 
 
-async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result]) -> dict:
+async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result], answer: type):
     """OffsetCommit and TxnOffsetCommit: ``commit(offsets)`` (the group coordinator's
     handler) runs on the partitions of known topics the client may READ; the others get
-    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. Returns the response's ``topics``."""
+    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. Returns the answer."""
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
     unknown = unknown_partitions(ctx.cluster, partitions) | denied
@@ -43,7 +44,7 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
         response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets),
                                              lambda error: _every_offset_failed(offsets, error))
         errors.update(partition_errors(response))
-    return {"topics": errors_by_topic(partitions, errors)}
+    return answer(topics=errors_by_topic(partitions, errors, answer))
 
 
 def _every_offset_failed(offsets: list[OffsetToCommit], error) -> OffsetCommitResponse:
@@ -61,12 +62,15 @@ def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> se
     return {tp for tp in partitions if not cluster.has_partition(*tp)}
 
 
-def errors_by_topic(partitions: list[TopicPartition], errors: dict[TopicPartition, Any]) -> list[dict]:
-    """``topics`` of an OffsetCommit-like response, in request order."""
-    topics: dict[str, list[dict]] = {}
+def errors_by_topic(partitions: list[TopicPartition], errors: dict[TopicPartition, Any], answer: type) -> list:
+    """``topics`` of an OffsetCommit-like answer, in request order."""
+    topic_type = getattr(answer, answer.__name__ + "Topic")
+    partition_type = getattr(answer, answer.__name__ + "Partition")
+    topics: dict[str, list] = {}
     for topic, partition in partitions:
-        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": errors[(topic, partition)]})
-    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
+        topics.setdefault(topic, []).append(partition_type(partition_index=partition,
+                                                           error_code=errors[(topic, partition)]))
+    return [topic_type(name=t, partitions=ps) for t, ps in topics.items()]
 
 
 def partition_errors(response) -> dict[TopicPartition, Any]:

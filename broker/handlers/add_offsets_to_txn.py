@@ -3,17 +3,19 @@ so its offsets (TxnOffsetCommit) commit or abort with it."""
 
 
 from broker.security.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from protocol.answer_wire import answer_type
 
 API_KEY = 25
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
-        return {"error_code": TRANSACTIONAL_ID_DENIED}
+        return Answer(error_code=TRANSACTIONAL_ID_DENIED)
     if not allowed(ctx, READ, GROUP, request.group_id):
-        return {"error_code": GROUP_DENIED}
+        return Answer(error_code=GROUP_DENIED)
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.add_offsets_to_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, ctx.version,
         ctx.clock.now_ms()))
-    return {"error_code": response.error}
+    return Answer(error_code=response.error)

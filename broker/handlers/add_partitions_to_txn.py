@@ -22,17 +22,20 @@ from broker.security.acls import (
     allowed,
 )
 from broker.errors import code
+from protocol.answer_wire import answer_type
 from protocol.names import INTERNAL_TOPICS
 
 API_KEY = 24
+Answer = answer_type(API_KEY)
 FIRST_BROKER_VERSION = 4
 
 
-def _by_topic(errors: dict) -> list[dict]:
-    topics: dict[str, list[dict]] = {}
+def _by_topic(errors: dict) -> list:
+    topics: dict[str, list] = {}
     for (topic, partition), error in errors.items():
-        topics.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": error})
-    return [{"name": t, "results_by_partition": ps} for t, ps in topics.items()]
+        topics.setdefault(topic, []).append(
+            Answer.AddPartitionsToTxnPartitionResult(partition_index=partition, partition_error_code=error))
+    return [Answer.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in topics.items()]
 
 
 def _refused(ctx, transactional_id: str, partitions: list) -> dict | None:
@@ -69,12 +72,13 @@ async def handle(ctx, request):
     if ctx.version < FIRST_BROKER_VERSION:
         errors = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
-        return {"results_by_topic_v3_and_below": _by_topic(errors)}
+        return Answer(error_code=0, results_by_transaction=(), results_by_topic_v3_and_below=_by_topic(errors))
     if not allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
-        return {"error_code": CLUSTER_DENIED, "results_by_transaction": []}
+        return Answer(error_code=CLUSTER_DENIED, results_by_transaction=())
     results = []
     for txn in request.transactions:
         errors = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
                             txn.verify_only)
-        results.append({"transactional_id": txn.transactional_id, "topic_results": _by_topic(errors)})
-    return {"error_code": 0, "results_by_transaction": results}
+        results.append(Answer.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                       topic_results=_by_topic(errors)))
+    return Answer(error_code=0, results_by_transaction=results)

@@ -5,8 +5,10 @@ from collections import Counter
 
 from broker.errors import code
 from broker.security.scram_credentials import CredentialError
+from protocol.answer_wire import answer_type
 
 API_KEY = 51
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -34,5 +36,6 @@ async def handle(ctx, request):
     results = []
     for user in dict.fromkeys(name for name, _ in keys):
         error_name, message = errors.get(user, ("NONE", None))
-        results.append({"user": user, "error_code": code(error_name), "error_message": message})
-    return {"results": results}
+        results.append(Answer.AlterUserScramCredentialsResult(user=user, error_code=code(error_name),
+                                                              error_message=message))
+    return Answer(results=results)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import weakref
 
 from protocol import answer_wire
-from protocol.answer_wire import EncodedBody
+from protocol.answer_wire import answer_type, EncodedBody
 
 API_KEY = 18
+Answer = answer_type(API_KEY)
 
 # ApiTable -> (its features when the bodies were encoded, {version: body})
 _ENCODED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -34,18 +35,16 @@ def encoded_answer(apis, version: int) -> EncodedBody:
     return body
 
 
-def answer(apis) -> dict:
+def answer(apis):
     features = apis.features
     supported = apis.supported_features
-    return {
-        "error_code": 0,
-        "api_keys": [
-            {"api_key": r.api_key, "min_version": r.advertised_min, "max_version": r.max}
-            for r in apis.ranges.values()
-        ],
-        "supported_features": [{"name": n, "min_version": 0, "max_version": level}
-                               for n, level in supported.items()],
-        "finalized_features_epoch": 1 if supported else -1,
-        "finalized_features": [{"name": n, "min_version_level": level, "max_version_level": level}
-                               for n, level in features.items()],
-    }
+    return Answer(
+        error_code=0,
+        api_keys=[Answer.ApiVersion(api_key=r.api_key, min_version=r.advertised_min, max_version=r.max)
+                  for r in apis.ranges.values()],
+        supported_features=[Answer.SupportedFeatureKey(name=n, min_version=0, max_version=level)
+                            for n, level in supported.items()],
+        finalized_features_epoch=1 if supported else -1,
+        finalized_features=[Answer.FinalizedFeatureKey(name=n, min_version_level=level, max_version_level=level)
+                            for n, level in features.items()],
+    )

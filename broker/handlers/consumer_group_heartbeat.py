@@ -5,9 +5,10 @@ v1 members bring their own member id."""
 
 from broker.coordinators.group_requests import heartbeat
 from coordinator.group.consumer_group import HeartbeatRequest
-from protocol.answer_wire import ms
+from protocol.answer_wire import answer_type, ms
 
 API_KEY = 68
+Answer = answer_type(API_KEY)
 
 
 def _owned(topic_partitions):
@@ -28,4 +29,5 @@ async def handle(ctx, request):
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
         api_version=ctx.version,
     )
-    return await heartbeat(ctx, request, lambda coordinator, now_ms: coordinator.consumer_group_heartbeat(beat, now_ms))
+    return await heartbeat(ctx, request, lambda coordinator, now_ms: coordinator.consumer_group_heartbeat(beat, now_ms),
+                           Answer)

@@ -3,8 +3,10 @@
 from broker.security.acls import CLUSTER, CLUSTER_NAME, CREATE, TOPIC, allowed
 from broker.errors import code
 from broker.cluster.topics import TopicError, effective_topic_config
+from protocol.answer_wire import answer_type
 
 API_KEY = 19
+Answer = answer_type(API_KEY)
 
 # Kafka's controller refuses a request that would create more partitions than this
 # (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH): one request must not exhaust memory.
@@ -30,24 +32,26 @@ async def handle(ctx, request):
     seen = set()
     too_many = _requested_partitions(request, cluster.config["num.partitions"]) > MAX_PARTITIONS_PER_REQUEST
     for t in request.topics:
-        result = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
-                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        result = Answer.CreatableTopicResult(name=t.name, topic_id=None, error_code=0, error_message=None,
+                                             num_partitions=-1, replication_factor=-1, configs=None)
         if too_many:
-            result.update(error_code=code("POLICY_VIOLATION"), error_message=TOO_MANY_PARTITIONS)
+            result = result._replace(error_code=code("POLICY_VIOLATION"), error_message=TOO_MANY_PARTITIONS)
             results.append(result)
             continue
         if t.name in seen:
-            result.update(error_code=code("INVALID_REQUEST"), error_message=f"Create topics request from client contains a duplicate topic: {t.name}")
+            result = result._replace(error_code=code("INVALID_REQUEST"), error_message=(
+                f"Create topics request from client contains a duplicate topic: {t.name}"))
             results.append(result)
             continue
         seen.add(t.name)
         if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, t.name)):
-            result.update(error_code=code("TOPIC_AUTHORIZATION_FAILED"), error_message="Authorization failed.")
+            result = result._replace(error_code=code("TOPIC_AUTHORIZATION_FAILED"),
+                                     error_message="Authorization failed.")
             results.append(result)
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
-            result.update(error_code=code("INVALID_REQUEST"), error_message=(
+            result = result._replace(error_code=code("INVALID_REQUEST"), error_message=(
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at "
                 "the same time."))
             results.append(result)
@@ -63,22 +67,22 @@ async def handle(ctx, request):
                 replication = (t.replication_factor if t.replication_factor != -1
                                else cluster.default_replication_factor())
         except TopicError as e:
-            result.update(error_code=code(e.error_name), error_message=str(e))
+            result = result._replace(error_code=code(e.error_name), error_message=str(e))
             results.append(result)
             continue
         if info is not None:
             configs = effective_topic_config(info, cluster.config)
-            result.update(
+            result = result._replace(
                 topic_id=info.topic_id,
                 num_partitions=info.partitions,
                 replication_factor=replication,
                 configs=[
-                    {"name": k, "value": v, "read_only": False,
-                     "config_source": 1 if k in info.configs else 5, "is_sensitive": False}
+                    Answer.CreatableTopicConfigs(name=k, value=v, read_only=False,
+                                                 config_source=1 if k in info.configs else 5, is_sensitive=False)
                     for k, v in sorted(configs.items())
                 ],
             )
         else:  # validate_only: report what would be created
-            result.update(num_partitions=partitions, replication_factor=replication)
+            result = result._replace(num_partitions=partitions, replication_factor=replication)
         results.append(result)
-    return { "topics": results}
+    return Answer(topics=results)

@@ -5,18 +5,21 @@ from broker.security.acl_ids import AclError
 from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
 from broker.errors import code
 from broker.handlers.describe_acls import acl_filter
+from protocol.answer_wire import answer_type
 
 API_KEY = 31
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
     if not allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
-        return {"filter_results": [{"error_code": code("CLUSTER_AUTHORIZATION_FAILED"),
-                                    "error_message": "Cluster authorization failed.", "matching_acls": []}
-                                   for _ in request.filters]}
+        return Answer(filter_results=[Answer.DeleteAclsFilterResult(
+            error_code=code("CLUSTER_AUTHORIZATION_FAILED"), error_message="Cluster authorization failed.",
+            matching_acls=()) for _ in request.filters])
     if not ctx.broker.authorizer.enabled:
-        return {"filter_results": [{"error_code": code("SECURITY_DISABLED"), "error_message": "No Authorizer is configured.",
-                                    "matching_acls": []} for _ in request.filters]}
+        return Answer(filter_results=[Answer.DeleteAclsFilterResult(
+            error_code=code("SECURITY_DISABLED"), error_message="No Authorizer is configured.", matching_acls=())
+            for _ in request.filters])
     filters, errors = [], {}
     for i, raw in enumerate(request.filters):
         f = acl_filter(raw)
@@ -29,11 +32,13 @@ async def handle(ctx, request):
     results = []
     for i in range(len(request.filters)):
         if i in errors:
-            results.append({"error_code": code("INVALID_REQUEST"), "error_message": errors[i], "matching_acls": []})
+            results.append(Answer.DeleteAclsFilterResult(error_code=code("INVALID_REQUEST"), error_message=errors[i],
+                                                         matching_acls=()))
             continue
-        results.append({"error_code": 0, "error_message": None, "matching_acls": [
-            {"error_code": 0, "error_message": None, "resource_type": b.resource_type,
-             "resource_name": b.resource_name, "pattern_type": b.pattern_type, "principal": b.principal,
-             "host": b.host, "operation": b.operation, "permission_type": b.permission_type}
-            for b in next(deleted)]})
-    return {"filter_results": results}
+        results.append(Answer.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[
+            Answer.DeleteAclsMatchingAcl(
+                error_code=0, error_message=None, resource_type=b.resource_type, resource_name=b.resource_name,
+                pattern_type=b.pattern_type, principal=b.principal, host=b.host, operation=b.operation,
+                permission_type=b.permission_type)
+            for b in next(deleted)]))
+    return Answer(filter_results=results)

@@ -8,8 +8,10 @@ the error."""
 from broker.security.acls import DELETE, GROUP, GROUP_DENIED, allowed
 from coordinator.group.messages import DeletableGroupResult, DeleteGroupsResponse
 from kio.schema.errors import ErrorCode
+from protocol.answer_wire import answer_type
 
 API_KEY = 42
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -33,7 +35,7 @@ async def handle(ctx, request):
             groups.coordinator.delete_groups(ids)), lambda error, ids=partition_groups: DeleteGroupsResponse(
             tuple(DeletableGroupResult(g, error) for g in ids)))
         errors.update((r.group_id, r.error_code) for r in response.results)
-    return {"results": [{"group_id": g, "error_code": errors[g]} for g in request.groups_names]}
+    return Answer(results=[Answer.DeletableGroupResult(group_id=g, error_code=errors[g]) for g in request.groups_names])
 
 
 async def _delete_share_state(ctx, group_id: str) -> ErrorCode:

@@ -2,9 +2,10 @@
 
 from broker.errors import code
 from broker.cluster.topics import TopicError
-from protocol.answer_wire import ZERO_UUID
+from protocol.answer_wire import answer_type, ZERO_UUID
 
 API_KEY = 20
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -18,14 +19,15 @@ async def handle(ctx, request):
         if name is None and topic_id not in (None, ZERO_UUID):
             info = cluster.topics.by_id.get(topic_id)
             if info is None:
-                responses.append({"name": None, "topic_id": topic_id, "error_code": code("UNKNOWN_TOPIC_ID"),
-                                  "error_message": None})
+                responses.append(Answer.DeletableTopicResult(name=None, topic_id=topic_id,
+                                                             error_code=code("UNKNOWN_TOPIC_ID"), error_message=None))
                 continue
             name = info.name
         try:
             info = cluster.delete_topic(name)
-            responses.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None})
+            responses.append(Answer.DeletableTopicResult(name=name, topic_id=info.topic_id, error_code=0,
+                                                         error_message=None))
         except TopicError as e:
-            responses.append({"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": code(e.error_name),
-                              "error_message": str(e)})
-    return { "responses": responses}
+            responses.append(Answer.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID,
+                                                         error_code=code(e.error_name), error_message=str(e)))
+    return Answer(responses=responses)

@@ -8,8 +8,10 @@ from broker.errors import code
 from broker.kafka_settings import REQUIRED, kafka_setting
 from broker.cluster.topic_configs import TOPIC_CONFIGS
 from broker.cluster.topics import effective_topic_config
+from protocol.answer_wire import answer_type
 
 API_KEY = 32
+Answer = answer_type(API_KEY)
 TOPIC, BROKER, GROUP = 2, 4, 32
 # ConfigSource ids (DescribeConfigsResponse.json)
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 2, 3, 4, 5, 8
@@ -21,11 +23,12 @@ CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
 
 
-def _entry(name, value, source, synonyms, kind, doc, read_only=False) -> dict:
-    return {"name": name, "value": None if value is None else _render(value), "read_only": read_only,
-            "config_source": source, "is_sensitive": False,
-            "synonyms": synonyms, "config_type": CONFIG_TYPE_IDS.get(kind, 0) if isinstance(kind, str)
-            else _TYPES.get(kind, 0), "documentation": doc or None}
+def _entry(name, value, source, synonyms: list[dict], kind, doc, read_only=False):
+    return Answer.DescribeConfigsResourceResult(
+        name=name, value=None if value is None else _render(value), read_only=read_only, config_source=source,
+        is_sensitive=False, synonyms=[Answer.DescribeConfigsSynonym(**s) for s in synonyms],
+        config_type=CONFIG_TYPE_IDS.get(kind, 0) if isinstance(kind, str) else _TYPES.get(kind, 0),
+        documentation=doc or None)
 
 
 _render = properties_text
@@ -44,7 +47,7 @@ def _broker_synonyms(config, key: str) -> list[dict]:
     return out
 
 
-def _topic_entries(ctx, name: str, keys, with_synonyms: bool) -> list[dict]:
+def _topic_entries(ctx, name: str, keys, with_synonyms: bool) -> list:
     cluster = ctx.cluster
     info = cluster.topics.by_name[name]
     values = effective_topic_config(info, cluster.config)
@@ -65,7 +68,7 @@ def _topic_entries(ctx, name: str, keys, with_synonyms: bool) -> list[dict]:
     return out
 
 
-def _broker_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
+def _broker_entries(ctx, keys, with_synonyms: bool) -> list:
     config = ctx.cluster.config
     out = []
     for key, value in sorted(config.items()):
@@ -91,7 +94,7 @@ def _broker_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
     return out
 
 
-def _cluster_default_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
+def _cluster_default_entries(ctx, keys, with_synonyms: bool) -> list:
     """The cluster-wide default resource ("") lists only what is set there, as Kafka's does."""
     _, default = ctx.broker.dynamic_configs.broker_overrides()
     out = []
@@ -105,7 +108,7 @@ def _cluster_default_entries(ctx, keys, with_synonyms: bool) -> list[dict]:
     return out
 
 
-def _group_entries(ctx, group: str, keys, with_synonyms: bool) -> list[dict]:
+def _group_entries(ctx, group: str, keys, with_synonyms: bool) -> list:
     dynamic = ctx.broker.dynamic_configs
     out = []
     for key, definition in sorted(GROUP_CONFIGS.items()):
@@ -125,28 +128,29 @@ async def handle(ctx, request):
     with_synonyms = getattr(request, "include_synonyms", False)
     for r in request.resources:
         keys = set(r.configuration_keys) if r.configuration_keys is not None else None
-        result = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
-                  "resource_name": r.resource_name, "configs": []}
+        result = Answer.DescribeConfigsResult(error_code=0, error_message=None, resource_type=r.resource_type,
+                                              resource_name=r.resource_name, configs=())
         if r.resource_type == TOPIC:
             if r.resource_name not in ctx.cluster.topics.by_name:
-                result.update(error_code=code("UNKNOWN_TOPIC_OR_PARTITION"),
-                              error_message=f"Topic {r.resource_name} does not exist")
+                result = result._replace(error_code=code("UNKNOWN_TOPIC_OR_PARTITION"),
+                                         error_message=f"Topic {r.resource_name} does not exist")
             else:
-                result["configs"] = _topic_entries(ctx, r.resource_name, keys, with_synonyms)
+                result = result._replace(configs=_topic_entries(ctx, r.resource_name, keys, with_synonyms))
         elif r.resource_type == BROKER:
             if r.resource_name not in ("", str(ctx.connection.node_id)):
-                result.update(error_code=code("INVALID_REQUEST"),
-                              error_message=f"Unexpected broker id, expected {ctx.connection.node_id}")
+                result = result._replace(error_code=code("INVALID_REQUEST"),
+                                         error_message=f"Unexpected broker id, expected {ctx.connection.node_id}")
             else:
                 entries = _cluster_default_entries if r.resource_name == "" else _broker_entries
-                result["configs"] = entries(ctx, keys, with_synonyms)
+                result = result._replace(configs=entries(ctx, keys, with_synonyms))
         elif r.resource_type == GROUP:
             if not r.resource_name:
-                result.update(error_code=code("INVALID_REQUEST"), error_message="Group name must not be empty")
+                result = result._replace(error_code=code("INVALID_REQUEST"),
+                                         error_message="Group name must not be empty")
             else:
-                result["configs"] = _group_entries(ctx, r.resource_name, keys, with_synonyms)
+                result = result._replace(configs=_group_entries(ctx, r.resource_name, keys, with_synonyms))
         else:
-            result.update(error_code=code("INVALID_REQUEST"),
-                          error_message=f"Unsupported resource type {r.resource_type}")
+            result = result._replace(error_code=code("INVALID_REQUEST"),
+                                     error_message=f"Unsupported resource type {r.resource_type}")
         results.append(result)
-    return {"results": results}
+    return Answer(results=results)

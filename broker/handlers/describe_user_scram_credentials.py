@@ -4,8 +4,10 @@ from collections import Counter
 
 from broker.errors import code
 from broker.security.scram_credentials import CredentialError
+from protocol.answer_wire import answer_type
 
 API_KEY = 50
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -15,15 +17,17 @@ async def handle(ctx, request):
     twice = {n for n, count in Counter(names).items() if count > 1}
     results = []
     for name in dict.fromkeys(names):
-        result = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
+        result = Answer.DescribeUserScramCredentialsResult(user=name, error_code=0, error_message=None,
+                                                           credential_infos=())
         if name in twice:
-            result.update(error_code=code("DUPLICATE_RESOURCE"),
-                          error_message=f"Cannot describe SCRAM credentials for the same user twice in a single "
-                                        f"request: {name}")
+            result = result._replace(error_code=code("DUPLICATE_RESOURCE"),
+                                     error_message=f"Cannot describe SCRAM credentials for the same user twice in a "
+                                                   f"single request: {name}")
         else:
             try:
-                result["credential_infos"] = [{"mechanism": m, "iterations": i} for m, i in credentials.describe(name)]
+                result = result._replace(credential_infos=[Answer.CredentialInfo(mechanism=m, iterations=i)
+                                                           for m, i in credentials.describe(name)])
             except CredentialError as e:
-                result.update(error_code=code(e.error_name), error_message=str(e))
+                result = result._replace(error_code=code(e.error_name), error_message=str(e))
         results.append(result)
-    return {"error_code": 0, "error_message": None, "results": results}
+    return Answer(error_code=0, error_message=None, results=results)

@@ -8,8 +8,10 @@ one). With no partitions listed, only partitions whose election was needed are
 reported, as Kafka does."""
 
 from broker.errors import code
+from protocol.answer_wire import answer_type
 
 API_KEY = 43
+Answer = answer_type(API_KEY)
 PREFERRED, UNCLEAN = 0, 1
 
 
@@ -41,17 +43,17 @@ async def handle(ctx, request):
     cluster = ctx.cluster
     election_type = getattr(request, "election_type", PREFERRED)
     if election_type not in (PREFERRED, UNCLEAN):
-        return {"error_code": code("INVALID_REQUEST"), "replica_election_results": []}
+        return Answer(error_code=code("INVALID_REQUEST"), replica_election_results=())
     everything = request.topic_partitions is None
     wanted = (sorted(cluster.partition_keys()) if everything
               else [(t.topic, p) for t in request.topic_partitions for p in t.partitions])
-    results: dict[str, list[dict]] = {}
+    results: dict[str, list] = {}
     for topic, index in wanted:
         error, message = _elect(cluster, topic, index, election_type)
         if everything and error == "ELECTION_NOT_NEEDED":
             continue
-        results.setdefault(topic, []).append({"partition_id": index, "error_code": code(error),
-                                              "error_message": message})
+        results.setdefault(topic, []).append(Answer.PartitionResult(partition_id=index, error_code=code(error),
+                                                                    error_message=message))
     cluster.replicas.save()
-    return {"error_code": 0, "replica_election_results": [
-        {"topic": t, "partition_result": ps} for t, ps in results.items()]}
+    return Answer(error_code=0, replica_election_results=[
+        Answer.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in results.items()])

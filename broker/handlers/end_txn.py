@@ -9,14 +9,16 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from protocol.answer_wire import answer_type
 
 API_KEY = 26
+Answer = answer_type(API_KEY)
 log = logging.getLogger(__name__)
 
 
 async def handle(ctx, request):
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
-        return {"error_code": TRANSACTIONAL_ID_DENIED, "producer_id": -1, "producer_epoch": -1}
+        return Answer(error_code=TRANSACTIONAL_ID_DENIED, producer_id=-1, producer_epoch=-1)
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
@@ -28,5 +30,4 @@ async def handle(ctx, request):
                  request.producer_epoch, "nothing" if md is None else
                  f"{md.state.state_name} (producer {md.producer_id}, epoch {md.producer_epoch}, partitions "
                  f"{sorted(md.topic_partitions)})")
-    return {"error_code": response.error, "producer_id": response.producer_id,
-            "producer_epoch": response.producer_epoch}
+    return Answer(error_code=response.error, producer_id=response.producer_id, producer_epoch=response.producer_epoch)

@@ -19,25 +19,27 @@ from broker.security.acls import READ, TOPIC, allowed
 from broker.errors import code
 from broker.log.descriptors import storage_error
 from broker.log.partition_log import OffsetOutOfRange
-from protocol.answer_wire import ZERO_UUID, ms
+from protocol.answer_wire import ZERO_UUID, answer_type, ms
 
 log = logging.getLogger(__name__)
 
 API_KEY = 1
+Answer = answer_type(API_KEY)
+_Partition = Answer.PartitionData
 KIP_951_VERSION = 16  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 READ_COMMITTED = 1
 
 
-def _partition_error(index: int, error: str) -> dict:
-    return {"partition_index": index, "error_code": code(error), "high_watermark": -1, "last_stable_offset": -1,
-            "log_start_offset": -1, "aborted_transactions": None, "records": b""}
+def _partition_error(index: int, error: str) -> _Partition:
+    return _Partition(partition_index=index, error_code=code(error), high_watermark=-1, last_stable_offset=-1,
+                      log_start_offset=-1, aborted_transactions=None, records=b"")
 
 
 class _Plan:
     """The request resolved once: each (response topic, partition request, Partition or error)."""
 
     def __init__(self, ctx, request) -> None:
-        self.topics: list[tuple[dict, list]] = []
+        self.topics: list[tuple[tuple, list]] = []  # ((topic, topic id), its entries)
         self.leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers (KIP-951)
         registry = ctx.cluster.topics
         by_id = ctx.version >= 13
@@ -60,26 +62,27 @@ class _Plan:
                     continue
                 failed = _partition_error(p.partition, error)
                 if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
-                    failed["current_leader"] = ctx.current_leader(name, p.partition)
-                    self.leaders.add(failed["current_leader"]["leader_id"])
+                    failed = failed._replace(current_leader=Answer.LeaderIdAndEpoch(
+                        **ctx.current_leader(name, p.partition)))
+                    self.leaders.add(failed.current_leader.leader_id)
                 entries.append((p, failed))
-            self.topics.append(({"topic": name, "topic_id": getattr(t, "topic_id", ZERO_UUID)}, entries))
+            self.topics.append(((name, getattr(t, "topic_id", ZERO_UUID)), entries))
 
     def partitions(self):
         for _, entries in self.topics:
             for _, target in entries:
-                if not isinstance(target, dict):
+                if target.__class__ is not _Partition:
                     yield target
 
 
-def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int]:
+def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list, int]:
     responses = []
     total = 0
     min_one = True
-    for topic, entries in plan.topics:
+    for (topic, topic_id), entries in plan.topics:
         partitions = []
         for p, part in entries:
-            if isinstance(part, dict):
+            if part.__class__ is _Partition:
                 partitions.append(part)
                 continue
             high_watermark = part.high_watermark
@@ -99,17 +102,20 @@ def _read(plan: _Plan, max_bytes: int, committed: bool) -> tuple[list[dict], int
             if data:
                 min_one = False
                 total += len(data)
-            partitions.append({
-                "partition_index": p.partition,
-                "error_code": 0,
-                "high_watermark": high_watermark,
-                "last_stable_offset": last_stable,
-                "log_start_offset": part.log_start_offset,
-                "aborted_transactions": part.aborted_transactions(p.fetch_offset, data) if committed else None,
-                "preferred_read_replica": -1,
-                "records": data,
-            })
-        responses.append(topic | {"partitions": partitions})
+            aborted = None
+            if committed:
+                aborted = [Answer.AbortedTransaction(**t) for t in part.aborted_transactions(p.fetch_offset, data)]
+            partitions.append(_Partition(
+                partition_index=p.partition,
+                error_code=0,
+                high_watermark=high_watermark,
+                last_stable_offset=last_stable,
+                log_start_offset=part.log_start_offset,
+                aborted_transactions=aborted,
+                preferred_read_replica=-1,
+                records=data,
+            ))
+        responses.append(Answer.FetchableTopicResponse(topic=topic, topic_id=topic_id, partitions=partitions))
     return responses, total
 
 
@@ -130,7 +136,7 @@ async def handle(ctx, request):
         allocator.keep_freed_buffers()
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
-        return {"error_code": code("FETCH_SESSION_ID_NOT_FOUND"), "session_id": 0, "responses": []}
+        return Answer(error_code=code("FETCH_SESSION_ID_NOT_FOUND"), session_id=0, responses=())
     plan = _Plan(ctx, request)
     if ctx.connection.id < 0:  # another node's: a follower's fetch (broker/cluster/replication.py)
         _follower_fetched(ctx, request, plan)
@@ -140,12 +146,12 @@ async def handle(ctx, request):
     while True:
         responses, total = _read(plan, max_bytes, committed)
         remaining = deadline - ctx.clock.now_ms()
-        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        errors = any(p.error_code for t in responses for p in t.partitions)
         if total >= request.min_bytes or errors or remaining <= 0:
-            out = {"error_code": 0, "session_id": 0, "responses": responses}
-            if ctx.version >= KIP_951_VERSION:
-                out["node_endpoints"] = ctx.node_endpoints(plan.leaders) if plan.leaders else []
-            return out
+            if ctx.version >= KIP_951_VERSION and plan.leaders:
+                return Answer(error_code=0, session_id=0, responses=responses, node_endpoints=[
+                    Answer.NodeEndpoint(**b) for b in ctx.node_endpoints(plan.leaders)])
+            return Answer(error_code=0, session_id=0, responses=responses)
         waiters = [part.waiter() for part in plan.partitions()]
         if not waiters:
             await ctx.clock.sleep(remaining / 1000)

@@ -22,11 +22,13 @@ from broker.security.acls import (
     allowed,
 )
 from broker.errors import code
+from protocol.answer_wire import answer_type
 from protocol.names import (
     CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, SHARE_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE,
 )
 
 API_KEY = 10
+Answer = answer_type(API_KEY)
 
 
 def _denied(ctx, key: str, key_type: int):
@@ -44,18 +46,16 @@ def _share_key_valid(key: str) -> bool:
     return len(parts) == 3 and all(parts) and parts[2].lstrip("-").isdigit()
 
 
-def _answer(ctx, key: str, key_type: int) -> dict:
+def _answer(ctx, key: str, key_type: int):
+    """The coordinator of one key: each of v4+'s coordinators, and what v0-v3 answer with."""
     shares_on = "share.version" in ctx.broker.apis.features
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) and not (key_type == SHARE_KEY_TYPE and shares_on):
-        return {"error_code": code("INVALID_REQUEST"), "error_message": f"unknown key type {key_type}",
-                "node_id": -1, "host": "", "port": -1}
+        return _no_coordinator(key, code("INVALID_REQUEST"), f"unknown key type {key_type}")
     if key_type == SHARE_KEY_TYPE and not _share_key_valid(key):
-        return {"error_code": code("INVALID_REQUEST"), "error_message": "Invalid coordinator key.",
-                "node_id": -1, "host": "", "port": -1}
+        return _no_coordinator(key, code("INVALID_REQUEST"), "Invalid coordinator key.")
     denied = _denied(ctx, key, key_type)
     if denied is not None:
-        return {"error_code": denied, "error_message": DENIED_MESSAGES[denied] if ctx.version < 4 else None,
-                "node_id": -1, "host": "", "port": -1}
+        return _no_coordinator(key, denied, DENIED_MESSAGES[denied] if ctx.version < 4 else None)
     # Transactions create their topic here; groups on their first request (as before).
     topic = {TRANSACTION_KEY_TYPE: TRANSACTION_STATE, SHARE_KEY_TYPE: SHARE_GROUP_STATE}.get(key_type, CONSUMER_OFFSETS)
     if key_type != GROUP_KEY_TYPE or topic in ctx.cluster.topics.by_name:
@@ -65,14 +65,20 @@ def _answer(ctx, key: str, key_type: int) -> dict:
     # COORDINATOR_NOT_AVAILABLE (it looks the node up by the request's listener)
     address = ctx.address(node) if node is not None and node.is_up else None
     if address is None:
-        return {"error_code": code("COORDINATOR_NOT_AVAILABLE"), "error_message": None,
-                "node_id": -1, "host": "", "port": -1}
-    return {"error_code": 0, "error_message": None, "node_id": node.node_id, "host": address[0],
-            "port": address[1]}
+        return _no_coordinator(key, code("COORDINATOR_NOT_AVAILABLE"), None)
+    return Answer.Coordinator(key=key, error_code=0, error_message=None, node_id=node.node_id, host=address[0],
+                              port=address[1])
+
+
+def _no_coordinator(key: str, error_code: int, error_message: str | None):
+    return Answer.Coordinator(key=key, error_code=error_code, error_message=error_message, node_id=-1, host="",
+                              port=-1)
 
 
 async def handle(ctx, request):
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if ctx.version >= 4:
-        return {"coordinators": [{"key": k} | _answer(ctx, k, key_type) for k in request.coordinator_keys]}
-    return _answer(ctx, request.key, key_type)
+        return Answer(coordinators=[_answer(ctx, k, key_type) for k in request.coordinator_keys])
+    c = _answer(ctx, request.key, key_type)
+    return Answer(coordinators=(), error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
+                  host=c.host, port=c.port)

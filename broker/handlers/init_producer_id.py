@@ -9,18 +9,19 @@ mapping would get and reports whether it took it.
 
 from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
 from broker.errors import code
-from protocol.answer_wire import ms
+from protocol.answer_wire import answer_type, ms
 
 API_KEY = 22
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
     if request.transactional_id is None:
         if not may_write_idempotently(ctx):
-            return {"error_code": code("CLUSTER_AUTHORIZATION_FAILED"), "producer_id": -1, "producer_epoch": -1}
-        return {"error_code": 0, "producer_id": ctx.broker.producer_ids.next_producer_id(), "producer_epoch": 0}
+            return Answer(error_code=code("CLUSTER_AUTHORIZATION_FAILED"), producer_id=-1, producer_epoch=-1)
+        return Answer(error_code=0, producer_id=ctx.broker.producer_ids.next_producer_id(), producer_epoch=0)
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
-        return {"error_code": code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), "producer_id": -1, "producer_epoch": -1}
+        return Answer(error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), producer_id=-1, producer_epoch=-1)
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.init_producer_id(
         request.transactional_id,
@@ -31,5 +32,4 @@ async def handle(ctx, request):
         ctx.clock.now_ms(),
         ctx.broker.producer_ids.peek(),
     ), reason="fenced")
-    return {"error_code": response.error, "producer_id": response.producer_id,
-            "producer_epoch": response.producer_epoch}
+    return Answer(error_code=response.error, producer_id=response.producer_id, producer_epoch=response.producer_epoch)

@@ -2,19 +2,18 @@
 v4+); static members (group.instance.id) from v5. The answer usually waits for the
 rest of the group (or the initial rebalance delay), parked in the group service."""
 
-import dataclasses
-
 from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import JoinProtocol
 from coordinator.group.messages import JoinGroupResponse
-from protocol.answer_wire import ms
+from protocol.answer_wire import answer_from, answer_type, ms
 
 API_KEY = 11  # READ on the group, as Kafka checks
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
     if not allowed(ctx, READ, GROUP, request.group_id):
-        return dataclasses.asdict(JoinGroupResponse(GROUP_DENIED).for_version(ctx.version))
+        return answer_from(Answer, JoinGroupResponse(GROUP_DENIED).for_version(ctx.version))
     groups = ctx.node.groups
     session_timeout_ms = ms(request.session_timeout)
     # v0 has no rebalance timeout: the session timeout serves as both, as on Kafka.
@@ -28,4 +27,4 @@ async def handle(ctx, request):
         client_id=ctx.header.client_id or "", client_host=client_host, api_version=ctx.version,
         reply_to=answer, now_ms=ctx.clock.now_ms()),
         lambda error: JoinGroupResponse(error, member_id=request.member_id))
-    return dataclasses.asdict(response.for_version(ctx.version))
+    return answer_from(Answer, response.for_version(ctx.version))

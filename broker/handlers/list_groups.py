@@ -1,11 +1,11 @@
 """ListGroups (16): every group this node coordinates; states filter from v4, types
 filter from v5 ("classic", "consumer", "share" and "streams" groups)."""
 
-import dataclasses
-
 from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP, allowed
+from protocol.answer_wire import answer_from, answer_type
 
 API_KEY = 16
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -13,7 +13,7 @@ async def handle(ctx, request):
     await groups.ready()
     response = groups.coordinator.list_groups(getattr(request, "states_filter", ()),
                                               getattr(request, "types_filter", ()))
-    listed = dataclasses.asdict(response)
+    listed = answer_from(Answer, response)
     if not allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):  # else only the groups it may describe
-        listed["groups"] = [g for g in listed["groups"] if allowed(ctx, DESCRIBE, GROUP, g["group_id"])]
+        listed = listed._replace(groups=[g for g in listed.groups if allowed(ctx, DESCRIBE, GROUP, g.group_id)])
     return listed

@@ -12,10 +12,12 @@ from broker.security.acls import DESCRIBE, TOPIC, allowed
 from broker.errors import code
 from broker.log.descriptors import storage_error
 from protocol.records import record_at_or_after_timestamp, record_with_max_timestamp
+from protocol.answer_wire import answer_type
 
 log = logging.getLogger(__name__)
 
 API_KEY = 2
+Answer = answer_type(API_KEY)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
 
@@ -55,19 +57,19 @@ async def handle(ctx, request):
                                             current_leader_epoch=getattr(p, "current_leader_epoch", -1))
             if not describable:
                 part, error = None, "TOPIC_AUTHORIZATION_FAILED"
-            result = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
-                      "leader_epoch": -1}
+            result = Answer.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
+                                                         timestamp=-1, offset=-1, leader_epoch=-1)
             if error is not None:
-                result["error_code"] = code(error)
+                result = result._replace(error_code=code(error))
             elif p.timestamp < 0 and p.timestamp not in (LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED):
-                result["error_code"] = code("INVALID_REQUEST")
+                result = result._replace(error_code=code("INVALID_REQUEST"))
             else:
                 try:
                     offset, timestamp = _lookup(part, p.timestamp, committed)
-                    result.update(offset=offset, timestamp=timestamp, leader_epoch=part.log.leader_epoch)
+                    result = result._replace(offset=offset, timestamp=timestamp, leader_epoch=part.log.leader_epoch)
                 except OSError as e:  # out of file descriptors, a failing disk
                     log.warning("list offsets of %s-%d failed: %s", t.name, p.partition_index, storage_error(e))
-                    result["error_code"] = code("KAFKA_STORAGE_ERROR")
+                    result = result._replace(error_code=code("KAFKA_STORAGE_ERROR"))
             partitions.append(result)
-        topics.append({"name": t.name, "partitions": partitions})
-    return {"topics": topics}
+        topics.append(Answer.ListOffsetsTopicResponse(name=t.name, partitions=partitions))
+    return Answer(topics=topics)

@@ -3,8 +3,10 @@ serves, filtered by state, producer id, duration (v1) and id pattern (v2), and w
 authorizer on to the ids the client may describe, as in Kafka."""
 
 from broker.security.acls import DESCRIBE, TRANSACTIONAL_ID, allowed
+from protocol.answer_wire import answer_type
 
 API_KEY = 66
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -15,11 +17,12 @@ async def handle(ctx, request):
         transactional_id_pattern=getattr(request, "transactional_id_pattern", None),
         now_ms=ctx.clock.now_ms(),
     )
-    return {
-        "error_code": response.error,
-        "unknown_state_filters": list(response.unknown_state_filters),
-        "transaction_states": [
-            {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": t.state}
+    return Answer(
+        error_code=response.error,
+        unknown_state_filters=list(response.unknown_state_filters),
+        transaction_states=[
+            Answer.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                                    transaction_state=t.state)
             for t in response.transaction_states if allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
         ],
-    }
+    )

@@ -16,14 +16,15 @@ from broker.security.acls import (
 )
 from broker.errors import ProtocolViolation, code
 from broker.cluster.topics import TopicError, validate_topic_name
-from protocol.answer_wire import ZERO_UUID
+from protocol.answer_wire import answer_type, ZERO_UUID
 
 API_KEY = 3
+Answer = answer_type(API_KEY)
 _LEADER_NOT_AVAILABLE = code("LEADER_NOT_AVAILABLE")
 _LISTENER_NOT_FOUND = code("LISTENER_NOT_FOUND")
 
 
-def _partitions(ctx, topic) -> list[dict]:
+def _partitions(ctx, topic) -> list:
     cluster = ctx.cluster
     out = []
     up = {n.node_id for n in cluster.live_nodes}
@@ -35,32 +36,33 @@ def _partitions(ctx, topic) -> list[dict]:
         leader, error = state.leader, 0 if state.leader != -1 else _LEADER_NOT_AVAILABLE
         if leader in unlisted:
             leader, error = -1, _LISTENER_NOT_FOUND if ctx.version >= 6 else _LEADER_NOT_AVAILABLE
-        out.append({
-            "error_code": error,
-            "partition_index": i,
-            "leader_id": leader,
-            "leader_epoch": state.leader_epoch,
-            "replica_nodes": state.replicas,
-            "isr_nodes": state.isr,
-            "offline_replicas": [r for r in state.replicas if r not in up],
-        })
+        out.append(Answer.MetadataResponsePartition(
+            error_code=error,
+            partition_index=i,
+            leader_id=leader,
+            leader_epoch=state.leader_epoch,
+            replica_nodes=state.replicas,
+            isr_nodes=state.isr,
+            offline_replicas=[r for r in state.replicas if r not in up],
+        ))
     return out
 
 
-def _topic(ctx, topic, with_operations: bool = False) -> dict:
-    return {
-        "error_code": 0,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.is_internal,
-        "partitions": _partitions(ctx, topic),
-        "topic_authorized_operations": authorized_operations(ctx, TOPIC, topic.name) if with_operations
+def _topic(ctx, topic, with_operations: bool = False):
+    return Answer.MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=_partitions(ctx, topic),
+        topic_authorized_operations=authorized_operations(ctx, TOPIC, topic.name) if with_operations
         else NOT_REQUESTED,
-    }
+    )
 
 
-def _error_topic(name, error: str, topic_id=ZERO_UUID) -> dict:
-    return {"error_code": code(error), "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
+def _error_topic(name, error: str, topic_id=ZERO_UUID):
+    return Answer.MetadataResponseTopic(error_code=code(error), name=name, topic_id=topic_id, is_internal=False,
+                                        partitions=())
 
 
 async def handle(ctx, request):
@@ -104,12 +106,13 @@ async def handle(ctx, request):
                 # Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; we
                 # elect leaders at once, so clients can use it right away.
             topics.append(_topic(ctx, info, ops) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
-    return {
-        "brokers": ctx.brokers(),  # on the listener the request came in on
-        "cluster_id": cluster.cluster_id,
-        "controller_id": cluster.controller_id,
-        "topics": topics,
-        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+    return Answer(
+        # on the listener the request came in on
+        brokers=[Answer.MetadataResponseBroker(**b) for b in ctx.brokers()],
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id,
+        topics=topics,
+        cluster_authorized_operations=authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
         if getattr(request, "include_cluster_authorized_operations", False) else NOT_REQUESTED,
-        "error_code": 0,
-    }
+        error_code=0,
+    )

@@ -6,13 +6,15 @@ from broker.security.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC
 from broker.errors import code
 from broker.coordinators.offset_requests import errors_by_topic, partition_errors, unknown_partitions
 from coordinator.group.messages import OffsetDeleteResponse
+from protocol.answer_wire import answer_type
 
 API_KEY = 47
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
     if not allowed(ctx, DELETE, GROUP, request.group_id):
-        return {"error_code": GROUP_DENIED, "topics": []}
+        return Answer(error_code=GROUP_DENIED, topics=())
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
     unknown = unknown_partitions(ctx.cluster, partitions) | denied
@@ -24,7 +26,7 @@ async def handle(ctx, request):
     response = await groups.run(request.group_id, lambda: groups.coordinator.offset_delete(
         group_id=request.group_id, topics=list(topics.items())), OffsetDeleteResponse)
     if response.error_code:
-        return {"error_code": response.error_code, "topics": []}
+        return Answer(error_code=response.error_code, topics=())
     errors = (dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
               | partition_errors(response))
-    return {"error_code": 0, "topics": errors_by_topic(partitions, errors)}
+    return Answer(error_code=0, topics=errors_by_topic(partitions, errors, Answer))

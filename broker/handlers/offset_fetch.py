@@ -7,8 +7,10 @@ import dataclasses
 from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, allowed
 from coordinator.group import OffsetFetchGroup
 from coordinator.group.messages import FetchedPartition, FetchedTopic, OffsetFetchResponseGroup
+from protocol.answer_wire import answer_from, answer_type
 
 API_KEY = 9
+Answer = answer_type(API_KEY)
 FIRST_VERSION_WITH_GROUP_ERROR = 2
 FIRST_BATCHED_VERSION = 8
 
@@ -47,12 +49,13 @@ async def handle(ctx, request):
     if ctx.version >= FIRST_BATCHED_VERSION:
         answered = _fetch(ctx, [_wanted(g.group_id, g.topics, getattr(g, "member_id", None),
                                         getattr(g, "member_epoch", -1)) for g in request.groups], require_stable)
-        return {"groups": [dataclasses.asdict(g) for g in answered]}
+        return Answer(groups=[answer_from(Answer.OffsetFetchResponseGroup, g) for g in answered])
     (group,) = _fetch(ctx, [_wanted(request.group_id, request.topics)], require_stable)
-    topics = [dataclasses.asdict(t) for t in group.topics]
+    topics = [answer_from(Answer.OffsetFetchResponseTopic, t) for t in group.topics]
     if ctx.version < FIRST_VERSION_WITH_GROUP_ERROR and group.error_code:
         # v1 has no group-level error: each requested partition carries it.
-        topics = [{"name": t.name, "partitions": [
-            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": group.error_code}
-            for p in t.partition_indexes]} for t in request.topics]
-    return {"topics": topics, "error_code": group.error_code}
+        topics = [Answer.OffsetFetchResponseTopic(name=t.name, partitions=[
+            Answer.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="",
+                                                error_code=group.error_code)
+            for p in t.partition_indexes]) for t in request.topics]
+    return Answer(groups=(), topics=topics, error_code=group.error_code)

@@ -26,7 +26,7 @@ from broker.log.partition import ProduceRejected
 from broker.log.descriptors import storage_error
 from protocol import answer_wire, request_wire
 from protocol.request_wire import RequestHeader
-from protocol.answer_wire import encode_response_frame
+from protocol.answer_wire import answer_type, encode_response_frame
 from protocol.names import INTERNAL_TOPICS
 from protocol.records import (
     RECORD_BATCH_OVERHEAD,
@@ -37,6 +37,8 @@ from protocol.records import (
 )
 
 API_KEY = 0
+Answer = answer_type(API_KEY)
+_Partition = Answer.PartitionProduceResponse
 KIP_951_VERSION = 10  # current_leader and node_endpoints in NOT_LEADER_OR_FOLLOWER answers
 _ATTRIBUTES_LOW_BYTE = 22  # attributes are the big-endian int16 at 21; the flags are in its low byte
 
@@ -48,25 +50,31 @@ _NO_LOG_START = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION
 
 
 def _error(index: int, error: str, log_start_offset: int = -1, message: str | None = None,
-           record_errors: tuple[tuple[int, str], ...] = ()) -> dict:
-    return {
-        "index": index,
-        "error_code": code(error),
-        "base_offset": -1,
-        "log_append_time": None,
-        "log_start_offset": -1 if error in _NO_LOG_START else log_start_offset,
-        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors],
-        "error_message": message,
-    }
+           record_errors: tuple[tuple[int, str], ...] = ()) -> _Partition:
+    return _Partition(
+        index=index,
+        error_code=code(error),
+        base_offset=-1,
+        log_append_time_ms=None,
+        log_start_offset=-1 if error in _NO_LOG_START else log_start_offset,
+        record_errors=[Answer.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                       for i, m in record_errors],
+        error_message=message,
+    )
 
 
-def _not_led(ctx, topic: str, index: int, error: str) -> dict:
+def _not_led(ctx, topic: str, index: int, error: str) -> _Partition:
     if error == "NOT_LEADER_OR_FOLLOWER" and ctx.version >= KIP_951_VERSION:
-        return _error(index, error) | {"current_leader": ctx.current_leader(topic, index)}
+        return _error(index, error)._replace(current_leader=Answer.LeaderIdAndEpoch(**ctx.current_leader(topic, index)))
     return _error(index, error)
 
 
-def _validate(ctx, topic: str, data) -> dict | tuple:
+def _names_leader(answer: _Partition) -> bool:
+    """Whether a partition's answer names its leader (KIP-951)."""
+    return answer.current_leader.leader_id >= 0 or answer.current_leader.leader_epoch >= 0
+
+
+def _validate(ctx, topic: str, data) -> _Partition | tuple:
     """(partition, batch) ready for verification and append, or the partition's error answer."""
     cluster = ctx.cluster
     if not allowed(ctx, WRITE, TOPIC, topic):
@@ -86,7 +94,7 @@ def _validate(ctx, topic: str, data) -> dict | tuple:
     return partition, batch
 
 
-def _append(ctx, index: int, partition, batch, now: int, acks: int, guarded: bool, verification) -> dict:
+def _append(ctx, index: int, partition, batch, now: int, acks: int, guarded: bool, verification) -> _Partition:
     """Appends a validated batch. acks=all is refused first while the partition has fewer
     replicas in sync than min.insync.replicas, as Kafka's appendRecordsToLeader: nothing
     is appended and no producer state changes, so an idempotent retry is not a duplicate.
@@ -109,15 +117,15 @@ def _append(ctx, index: int, partition, batch, now: int, acks: int, guarded: boo
     except OSError as e:  # disk full, read-only or failing: nothing was appended
         log.warning("produce to %s-%d failed: %s", partition.topic, index, storage_error(e))
         return _error(index, "KAFKA_STORAGE_ERROR", partition.log_start_offset, f"append failed: {e}")
-    return {
-        "index": index,
-        "error_code": 0,
-        "base_offset": appended.base_offset,
-        "log_append_time": appended.log_append_time if appended.log_append_time >= 0 else None,
-        "log_start_offset": appended.log_start_offset,
-        "record_errors": [],
-        "error_message": None,
-    }
+    return _Partition(
+        index=index,
+        error_code=0,
+        base_offset=appended.base_offset,
+        log_append_time_ms=appended.log_append_time if appended.log_append_time >= 0 else None,
+        log_start_offset=appended.log_start_offset,
+        record_errors=(),
+        error_message=None,
+    )
 
 
 def _has_transactional_records(request) -> bool:
@@ -130,7 +138,7 @@ def _has_transactional_records(request) -> bool:
     )
 
 
-def _unverified_answer(ctx, index: int, underlying: ErrorCode, log_start_offset: int) -> dict:
+def _unverified_answer(ctx, index: int, underlying: ErrorCode, log_start_offset: int) -> _Partition:
     """The Produce answer for a partition the coordinator's answer (``underlying``) did not
     verify, with ReplicaManager's message."""
     from broker.coordinators import txn_verification as tv
@@ -203,10 +211,10 @@ async def handle(ctx, request):
     if request.transactional_id is None and _has_transactional_records(request):
         # Kafka answers the whole request so: transactional records need a transactional id
         # (whose authorization is checked, hence the name).
-        return {"responses": [
-            {"name": topic.name, "partition_responses": [
-                _error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") for data in topic.partition_data]}
-            for topic in request.topic_data]}
+        return Answer(responses=[
+            Answer.TopicProduceResponse(name=topic.name, partition_responses=[
+                _error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") for data in topic.partition_data])
+            for topic in request.topic_data])
     txn_denied = request.transactional_id is not None and not allowed(
         ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id)
     # [topic, index, partition, batch, its results list and place there, verification]
@@ -221,14 +229,14 @@ async def handle(ctx, request):
                 results.append(_error(data.index, "INVALID_REQUIRED_ACKS"))
             else:
                 checked = _validate(ctx, topic.name, data)
-                if type(checked) is dict:
-                    if "current_leader" in checked:
-                        leaders.add(checked["current_leader"]["leader_id"])
+                if checked.__class__ is _Partition:
+                    if _names_leader(checked):
+                        leaders.add(checked.current_leader.leader_id)
                     results.append(checked)
                 else:
                     ready.append([topic.name, data.index, checked[0], checked[1], (results, len(results)), None])
                     results.append(None)
-        responses.append({"name": topic.name, "partition_responses": results})
+        responses.append(Answer.TopicProduceResponse(name=topic.name, partition_responses=results))
     unverified = None
     if request.transactional_id is not None and ready:
         unverified = await _verify(ctx, request.transactional_id, ready, now)
@@ -241,36 +249,36 @@ async def handle(ctx, request):
             results[at] = _unverified_answer(ctx, index, error, partition.log_start_offset)
         elif unverified is not None and (moved := ctx.led_partition(topic, index)[1]) is not None:
             results[at] = _not_led(ctx, topic, index, moved)  # the leadership moved while the coordinator answered
-            if "current_leader" in results[at]:
-                leaders.add(results[at]["current_leader"]["leader_id"])
+            if _names_leader(results[at]):
+                leaders.add(results[at].current_leader.leader_id)
         else:
             guarded = guarding and bool(batch.header.attributes & TRANSACTIONAL_FLAG)
             results[at] = _append(ctx, index, partition, batch, now, acks, guarded, verification)
     if acks == -1 and not ctx.broker.replication.quiet():
         await _wait_for_isr(ctx, request, responses)
     if acks == 0:
-        failed = [(t["name"], p) for t in responses for p in t["partition_responses"] if p["error_code"]]
+        failed = [(t.name, p) for t in responses for p in t.partition_responses if p.error_code]
         if failed:
             name, p = failed[0]
-            raise ProtocolViolation(f"acks=0 produce to {name}-{p['index']} failed with {p['error_code'].name}")
+            raise ProtocolViolation(f"acks=0 produce to {name}-{p.index} failed with {ErrorCode(p.error_code).name}")
         return None
-    if not leaders:  # the tagged field's default, written as nothing: cheaper to leave out than to encode
-        return {"responses": responses}
-    return {"responses": responses, "node_endpoints": ctx.node_endpoints(leaders)}
+    if not leaders:  # the tagged field's default, written as nothing
+        return Answer(responses=responses)
+    return Answer(responses=responses,
+                  node_endpoints=[Answer.NodeEndpoint(**b) for b in ctx.node_endpoints(leaders)])
 
 
-async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:
+async def _wait_for_isr(ctx, request, responses: list) -> None:
     """acks=all: each appended partition waits for its high watermark
     (broker/cluster/replication.py); a partition that could not be replicated in time
     answers REQUEST_TIMED_OUT instead."""
-    appended = [p for t in responses for p in t["partition_responses"] if not p["error_code"]]
-    names = [t["name"] for t in responses for p in t["partition_responses"] if not p["error_code"]]
+    appended = [(t, at) for t in responses for at, p in enumerate(t.partition_responses) if not p.error_code]
     timeout_s = max(answer_wire.ms(request.timeout), 0) / 1000
-    errors = await asyncio.gather(*(ctx.broker.replication.wait_for_isr(name, p["index"], timeout_s)
-                                    for name, p in zip(names, appended)))
-    for p, error in zip(appended, errors):
+    errors = await asyncio.gather(*(
+        ctx.broker.replication.wait_for_isr(t.name, t.partition_responses[at].index, timeout_s) for t, at in appended))
+    for (t, at), error in zip(appended, errors):
         if error is not None:
-            p.update(_error(p["index"], error))
+            t.partition_responses[at] = _error(t.partition_responses[at].index, error)
 
 
 def unsupported_v2_response(header: RequestHeader, frame: bytes, pos: int) -> bytes:
@@ -280,16 +288,8 @@ def unsupported_v2_response(header: RequestHeader, frame: bytes, pos: int) -> by
     v2 request, and the v2 and v3 responses share one layout.
     """
     request = request_wire.decode_request(API_KEY, 3, b"\xff\xff" + frame[pos:])
-    body = answer_wire.encode(
-        answer_wire.build_response(
-            API_KEY,
-            3,
-            {
-                "responses": [
-                    {"name": t.name, "partition_responses": [_error(p.index, "UNSUPPORTED_VERSION") for p in t.partition_data]}
-                    for t in request.topic_data
-                ]
-            },
-        )
-    )
+    body = answer_wire.encode_response(API_KEY, 3, Answer(responses=[
+        Answer.TopicProduceResponse(name=t.name, partition_responses=[
+            _error(p.index, "UNSUPPORTED_VERSION") for p in t.partition_data])
+        for t in request.topic_data]))
     return encode_response_frame(header.correlation_id, False, body)

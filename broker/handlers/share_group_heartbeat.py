@@ -4,8 +4,10 @@ assignor; -1 leaves."""
 
 from broker.coordinators.group_requests import heartbeat
 from coordinator.group.share_group import ShareHeartbeatRequest
+from protocol.answer_wire import answer_type
 
 API_KEY = 76
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -15,4 +17,5 @@ async def handle(ctx, request):
         rack_id=request.rack_id, subscribed_topic_names=None if names is None else tuple(names),
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
     )
-    return await heartbeat(ctx, request, lambda coordinator, now_ms: coordinator.share_group_heartbeat(beat, now_ms))
+    return await heartbeat(ctx, request, lambda coordinator, now_ms: coordinator.share_group_heartbeat(beat, now_ms),
+                           Answer)

@@ -21,9 +21,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
 from broker.coordinators.offset_requests import commit_offsets, errors_by_topic, refused_by_acls
+from protocol.answer_wire import answer_type
 from protocol.names import CONSUMER_OFFSETS
 
 API_KEY = 28
+Answer = answer_type(API_KEY)
 FIRST_VERSION_WITH_MEMBER = 3
 # The offsets batch carries no sequence a verification could hold back.
 _ANY_SEQUENCE = 2**31 - 1
@@ -58,8 +60,8 @@ async def _verify(ctx, request, offsets_partition: int):
 async def handle(ctx, request):
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
         partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-        return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, TRANSACTIONAL_ID_DENIED))}
-    refused = refused_by_acls(ctx, request)
+        return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, TRANSACTIONAL_ID_DENIED), Answer))
+    refused = refused_by_acls(ctx, request, Answer)
     if refused is not None:
         return refused
     member = ctx.version >= FIRST_VERSION_WITH_MEMBER
@@ -89,8 +91,9 @@ async def handle(ctx, request):
     if verified:
         error, verification = await _verify(ctx, request, offsets_partition)
         if error is not ErrorCode.none:
-            return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, error))}
-    answer = await commit_offsets(ctx, request, commit)
+            return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, error), Answer))
+    answer = await commit_offsets(ctx, request, commit, Answer)
     if ended:
-        return {"topics": errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state))}
+        return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state),
+                                             Answer))
     return answer

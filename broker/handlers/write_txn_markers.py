@@ -17,11 +17,13 @@ from broker.security.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED,
 from broker.errors import code
 from broker.log.partition import ProduceRejected
 from broker.log.descriptors import storage_error
+from protocol.answer_wire import answer_type
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
 
 API_KEY = 27
+Answer = answer_type(API_KEY)
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +59,17 @@ def _may_write(ctx) -> bool:
 
 async def handle(ctx, request):
     if not _may_write(ctx):
-        return {"markers": [{"producer_id": m.producer_id, "topics": [
-            {"name": t.name, "partitions": [{"partition_index": i, "error_code": CLUSTER_DENIED}
-                                            for i in t.partition_indexes]} for t in m.topics]}
-            for m in request.markers]}
+        return Answer(markers=[Answer.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            Answer.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                Answer.WritableTxnMarkerPartitionResult(partition_index=i, error_code=CLUSTER_DENIED)
+                for i in t.partition_indexes]) for t in m.topics])
+            for m in request.markers])
     now = ctx.clock.now_ms()
     markers = []
     for marker in request.markers:
-        topics = [{"name": t.name, "partitions": [
-            {"partition_index": i, "error_code": await _write(ctx, marker, t.name, i, now)}
-            for i in t.partition_indexes]} for t in marker.topics]
-        markers.append({"producer_id": marker.producer_id, "topics": topics})
-    return {"markers": markers}
+        topics = [Answer.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            Answer.WritableTxnMarkerPartitionResult(partition_index=i,
+                                                    error_code=await _write(ctx, marker, t.name, i, now))
+            for i in t.partition_indexes]) for t in marker.topics]
+        markers.append(Answer.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    return Answer(markers=markers)

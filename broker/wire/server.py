@@ -542,15 +542,14 @@ class Server:
             return None
         out = None
         if result is not None:
-            if result.__class__ is EncodedBody:  # an answer kept encoded (ApiVersions): no error in it to count
-                out = encode_response_frame(header.correlation_id, route.flexible_response, result)
-                result = None
-            elif isinstance(result, dict) and observer is None:  # the observer is given the typed message
+            if observer is None:
                 out = route.answer(header.correlation_id, result)
-            else:
-                if isinstance(result, dict):
-                    result = answer_wire.build_response(api_key, version, result)
-                out = encode_response_frame(header.correlation_id, route.flexible_response, answer_wire.encode(result))
+            elif result.__class__ is EncodedBody:  # an answer kept encoded (ApiVersions): no error in it to count
+                out = route.answer(header.correlation_id, result)
+                result = None
+            else:  # the observer counts the error codes of the kio response
+                result = answer_wire.kio_response(api_key, version, result)
+                out = route.answer(header.correlation_id, result)
         if observer is not None:
             try:
                 observer(api_key, version, broker.clock.monotonic() - started, len(frame),
@@ -578,8 +577,7 @@ class Server:
                     raise failure
                 answer = error_answer(api_key, version, request, failure.error_code)
                 if answer is not None:
-                    failure.frame = encode_response_frame(header.correlation_id, route.flexible_response,
-                                                          answer_wire.encode(answer))
+                    failure.frame = route.answer(header.correlation_id, answer)
             raise
         try:
             route, request = self._decoded(header, frame, pos)
@@ -601,8 +599,6 @@ class Server:
             if failure.answer is not None:
                 failure.frame = route.answer(header.correlation_id, failure.answer)
             raise
-        if result.__class__ is EncodedBody:
-            return encode_response_frame(header.correlation_id, route.flexible_response, result)
         return route.answer(header.correlation_id, result)
 
     def _decoded(self, header: RequestHeader, frame: bytes, pos: int):

@@ -25,28 +25,30 @@ HOT = [(key, version) for key in sorted(answer_wire.HOT_APIS)
        for version in range(ApiTable(set(KAFKA_4_0)).get(key).accepted_min, ApiTable(set(KAFKA_4_0)).get(key).max + 1)]
 
 
-def as_dict(message, plain: bool, tagged: bool = True):
-    """A dataclass as the dict a handler would return: Kafka's field names, nested dicts;
-    with ``plain``, error codes and times as the ints handlers use (``_ms`` names); without
-    ``tagged``, every tagged field left out, as handlers mostly leave them."""
-    out = {}
+def as_answer(api_key: int, message, plain: bool, tagged: bool = True):
+    """A kio message as the answer a handler builds (``answer_type``): Kafka's field names,
+    nested answers; with ``plain``, error codes and times as the ints handlers use; without
+    ``tagged``, every tagged field left at its answer type's default, as handlers mostly
+    leave them. Fields this version lacks are given None: the layout never reads them."""
+    top = answer_wire.answer_type(api_key)
+    kind = top if type(message).__name__ == top.__name__ else getattr(top, type(message).__name__)
+    values = dict.fromkeys(kind._fields)
     for f in dataclasses.fields(message):
+        name = f.name + "_ms" if f.metadata.get("kafka_type") in answer_wire._TIME_TYPES else f.name
         if not tagged and "tag" in f.metadata:
+            values[name] = kind._field_defaults[name]
             continue
         value = getattr(message, f.name)
-        name = f.name
         if dataclasses.is_dataclass(value):
-            value = as_dict(value, plain, tagged)
+            value = as_answer(api_key, value, plain, tagged)
         elif isinstance(value, tuple):
-            value = [as_dict(v, plain, tagged) if dataclasses.is_dataclass(v) else v for v in value]
+            value = tuple(as_answer(api_key, v, plain, tagged) if dataclasses.is_dataclass(v) else v for v in value)
         elif plain and isinstance(value, ErrorCode):
             value = int(value)
         elif plain and isinstance(value, (datetime.timedelta, datetime.datetime)):
             value = answer_wire.ms(value)
-            if f.metadata.get("kafka_type") in answer_wire._TIME_TYPES:
-                name += "_ms"
-        out[name] = value
-    return out
+        values[name] = value
+    return kind(**values)
 
 
 @pytest.mark.parametrize(("api_key", "version"), HOT, ids=[f"{api_key_map[k]}-v{v}" for k, v in HOT])
@@ -60,19 +62,19 @@ def test_layout_writes_what_kio_writes(api_key, version, data):
         expected = answer_wire.encode(message)
     except Exception:  # kio refuses some drawn values (a string too long for int16...)
         return
-    assert encode(as_dict(message, plain=False)) == expected
-    plain = as_dict(message, plain=True)
+    assert encode(as_answer(api_key, message, plain=False)) == expected
+    plain = as_answer(api_key, message, plain=True)
     assert encode(plain) == answer_wire.encode(answer_wire.build_response(api_key, version, plain))
 
 
 @pytest.mark.parametrize(("api_key", "version"), HOT, ids=[f"{api_key_map[k]}-v{v}" for k, v in HOT])
 @settings(max_examples=10 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_tagged_fields_left_out_of_the_dict_are_written_as_kio_writes_their_defaults(api_key, version, data):
-    """The layouts write an empty tagged section without a call when the dict names no
-    tagged field: the bytes must be build + kio's for the same dict."""
+def test_tagged_fields_left_at_their_defaults_are_written_as_kio_writes_them(api_key, version, data):
+    """The layouts write an empty tagged section without a call when every tagged field
+    holds its answer type's default: the bytes must be build + kio's for the same answer."""
     message = data.draw(st.from_type(answer_wire.response_class(api_key, version)))
-    plain = as_dict(message, plain=True, tagged=False)
+    plain = as_answer(api_key, message, plain=True, tagged=False)
     try:
         expected = answer_wire.encode(answer_wire.build_response(api_key, version, plain))
     except Exception:  # kio refuses some drawn values (a string too long for int16...)
@@ -80,54 +82,72 @@ def test_tagged_fields_left_out_of_the_dict_are_written_as_kio_writes_their_defa
     assert answer_wire.encoder(api_key, version)(plain) == expected
 
 
-def test_missing_fields_take_the_builders_defaults():
-    for api_key, version in HOT:
-        assert answer_wire.encoder(api_key, version)({}) == answer_wire.encode(answer_wire.build_response(api_key, version, {}))
+def test_a_misspelt_or_missing_field_fails_at_construction():
+    end_txn = answer_wire.answer_type(26)
+    with pytest.raises(TypeError):
+        end_txn(error_code=0, producer_id=1, producer_epch=0)
+    with pytest.raises(TypeError):
+        end_txn(producer_id=1, producer_epoch=0)  # error_code has no default
+    partition = answer_wire.answer_type(0).PartitionProduceResponse
+    with pytest.raises(TypeError):
+        partition(index=0, error_code=0)  # base_offset has no default
+    assert end_txn(error_code=0).throttle_time_ms == 0  # the broker never throttles
 
 
-def test_nested_dataclasses_are_written_by_kio():
+def test_an_answer_with_a_nested_dict_or_kio_message_goes_the_generic_way():
+    produce = answer_wire.answer_type(0)
     topic = answer_wire.build(answer_wire.response_class(0, 9).__dataclass_fields__["responses"].type.__args__[0],
-                           {"name": "t", "partition_responses": [{"index": 3, "error_code": 0, "base_offset": 7}]})
-    data = {"responses": [topic], "throttle_time_ms": 5}
-    assert answer_wire.encoder(0, 9)(data) == answer_wire.encode(answer_wire.build_response(0, 9, data))
+                              {"name": "t", "partition_responses": [{"index": 3, "error_code": 0, "base_offset": 7}]})
+    for nested in (topic, {"name": "t", "partition_responses": [{"index": 3, "error_code": 0, "base_offset": 7}]}):
+        answer = produce(responses=(nested,), throttle_time_ms=5)
+        assert answer_wire.encode_response(0, 9, answer) == answer_wire.encode(
+            answer_wire.build_response(0, 9, {"responses": [topic], "throttle_time_ms": 5}))
+
+
+def _produce_answer(**partition):
+    produce = answer_wire.answer_type(0)
+    return produce(responses=(produce.TopicProduceResponse(name="t", partition_responses=(
+        produce.PartitionProduceResponse(index=0, **partition),)),))
 
 
 def test_tagged_fields_written_only_when_not_default():
-    data = {"responses": [{"name": "t", "partition_responses": [
-        {"index": 0, "error_code": 6, "current_leader": {"leader_id": 2, "leader_epoch": 4}}]}],
-        "node_endpoints": [{"node_id": 2, "host": "h", "port": 1, "rack": None}]}
-    body = answer_wire.encoder(0, 11)(data)
-    assert body == answer_wire.encode(answer_wire.build_response(0, 11, data))
-    assert body != answer_wire.encoder(0, 11)({"responses": data["responses"][:0]})
+    produce = answer_wire.answer_type(0)
+    fields = dict(error_code=6, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1, record_errors=(),
+                  error_message=None)
+    answer = _produce_answer(**fields, current_leader=produce.LeaderIdAndEpoch(leader_id=2, leader_epoch=4))
+    answer = answer._replace(node_endpoints=(produce.NodeEndpoint(node_id=2, host="h", port=1, rack=None),))
+    body = answer_wire.encoder(0, 11)(answer)
+    assert body == answer_wire.encode(answer_wire.build_response(0, 11, answer))
+    plain = _produce_answer(**fields)
+    assert answer_wire.encoder(0, 11)(plain) == answer_wire.encode(answer_wire.build_response(0, 11, plain))
+    assert body != answer_wire.encoder(0, 11)(plain)
 
 
 @pytest.mark.parametrize("version", range(10, 14))
 def test_produce_answer_without_node_endpoints_is_the_empty_list_on_the_wire(version):
     """The Produce handler leaves out node_endpoints when no partition names a leader:
-    the bytes must be those of the empty list it used to send, by layout and by kio."""
-    responses = [{"name": "t", "partition_responses": [
-        {"index": 0, "error_code": 0, "base_offset": 7, "log_append_time": None, "log_start_offset": 0,
-         "record_errors": [], "error_message": None}]}]
-    with_empty = {"responses": responses, "node_endpoints": []}
-    expected = answer_wire.encode(answer_wire.build_response(0, version, with_empty))
-    assert answer_wire.encode_response(0, version, {"responses": responses}) == expected
-    assert answer_wire.encode(answer_wire.build_response(0, version, {"responses": responses})) == expected
+    the bytes must be those of the empty list, by layout and by kio."""
+    answer = _produce_answer(error_code=0, base_offset=7, log_append_time_ms=-1, log_start_offset=0,
+                             record_errors=(), error_message=None)
+    expected = answer_wire.encode(answer_wire.build_response(0, version, answer._replace(node_endpoints=())))
+    assert answer_wire.encode_response(0, version, answer) == expected
+    assert answer_wire.encode(answer_wire.build_response(0, version, answer)) == expected
 
 
 @pytest.mark.parametrize("value", [9999, "0", None])
 def test_a_value_the_layout_does_not_expect_goes_the_generic_way(value):
     """An unknown error code, a string, a None: the layout gives up and build + kio
     answer (or fail) exactly as before."""
-    data = {"error_code": value, "producer_id": 1, "producer_epoch": 0}
+    answer = answer_wire.answer_type(22)(error_code=value, producer_id=1, producer_epoch=0)
     with pytest.raises(answer_wire.GiveUp):
-        answer_wire.encoder(22, 4)(data)
+        answer_wire.encoder(22, 4)(answer)
     try:
-        expected = answer_wire.encode(answer_wire.build_response(22, 4, data))
+        expected = answer_wire.encode(answer_wire.build_response(22, 4, answer))
     except Exception as e:
         with pytest.raises(type(e)):
-            answer_wire.encode_response(22, 4, data)
+            answer_wire.encode_response(22, 4, answer)
     else:
-        assert answer_wire.encode_response(22, 4, data) == expected
+        assert answer_wire.encode_response(22, 4, answer) == expected
 
 
 def test_other_apis_have_no_layout():

@@ -1,0 +1,73 @@
+"""Handlers answer with their API's answer type (protocol.answer_wire.answer_type), so a
+misspelt or missing field fails where the answer is built, not on the wire. Read from
+each handler module: it names its type (``Answer = answer_type(API_KEY)``), returns no
+dict display and turns no dataclass into a dict. The handlers listed in UNTYPED still
+answer with dicts (the encoder builds those through kio); the list only shrinks."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from importlib import import_module
+from pathlib import Path
+
+import pytest
+
+from broker.handlers import _MODULES
+from protocol.answer_wire import answer_from, answer_type
+
+HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
+UNTYPED = frozenset({
+    "alter_share_group_offsets", "consumer_group_describe", "delete_share_group_offsets",
+    "delete_share_group_state", "describe_share_group_offsets", "initialize_share_group_state",
+    "read_share_group_state", "read_share_group_state_summary", "share_acknowledge", "share_fetch",
+    "share_group_describe", "streams_group_describe", "streams_group_heartbeat", "write_share_group_state",
+})
+
+
+def _dict_answers(path: Path) -> list[str]:
+    """``return {"field": ...}`` statements (a dict display keyed by names, as answers
+    were written) and ``asdict`` calls of a module, by line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict) and any(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys):
+            found.append(f"line {node.lineno}: returns a dict")
+        elif isinstance(node, ast.Call) and "asdict" in ast.unparse(node.func):
+            found.append(f"line {node.lineno}: {ast.unparse(node.func)}")
+    return found
+
+
+def test_untyped_names_handler_modules():
+    assert UNTYPED <= set(_MODULES.values())
+
+
+@pytest.mark.parametrize(("api_key", "name"), sorted(_MODULES.items()), ids=[name for _, name in sorted(_MODULES.items())])
+def test_a_handler_answers_with_its_answer_type(api_key, name):
+    module = import_module(f"broker.handlers.{name}")
+    if name in UNTYPED:
+        assert getattr(module, "Answer", None) is None, f"{name} is typed now: take it off UNTYPED"
+        return
+    assert getattr(module, "Answer", None) is answer_type(api_key)
+    assert _dict_answers(HANDLERS_DIR / f"{name}.py") == []
+
+
+def test_the_check_sees_a_dict_answer(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import dataclasses\ndef handle(r):\n    if r:\n        return {'error_code': 0}\n"
+                     "    return dataclasses.asdict(r)\n")
+    assert _dict_answers(probe) == ["line 4: returns a dict", "line 5: dataclasses.asdict"]
+
+
+def test_a_coordinator_message_with_a_field_the_answer_lacks_fails_conversion():
+    @dataclasses.dataclass
+    class Misspelt:
+        error_cod: int
+
+    @dataclasses.dataclass
+    class Heartbeat:
+        error_code: int
+
+    with pytest.raises(TypeError):
+        answer_from(answer_type(12), Misspelt(0))
+    assert answer_from(answer_type(12), Heartbeat(7)) == answer_type(12)(error_code=7)
