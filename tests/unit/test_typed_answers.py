@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.handlers import _MODULES
+from broker.wire.server import _MODULES
 from protocol.answer_wire import answer_from, answer_type
 
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
