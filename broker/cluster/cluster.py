@@ -316,6 +316,16 @@ class Cluster:
         except OSError:
             return 0
 
+    def unopened_log_end(self, topic: str, index: int) -> int | None:
+        """The log end offset of a partition not opened this run, where it is known
+        without opening it: 0 for a topic created this run (nothing wrote to it), the
+        recorded recovery point after a clean shutdown (it was the log end at that stop,
+        and nothing has written since); None otherwise (after a crash the log may hold
+        more than its recovery point)."""
+        if topic in self.created_this_run:
+            return 0
+        return self._start_points.get((topic, index)) if self._clean_start else None
+
     @property
     def clean_start(self) -> bool:
         """Whether the last run ended with a clean shutdown (open_all tells)."""
