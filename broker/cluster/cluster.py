@@ -118,7 +118,7 @@ class Cluster:
         return self.replicas.leader_of(topic, partition)
 
     def leadership(self, topic: str, partition: int) -> Leadership | None:
-        return self.replicas.partitions.get((topic, partition))
+        return self.replicas.get(topic, partition)
 
     def node(self, node_id: int) -> NodeRegistration | None:
         for n in self.nodes:  # a plain loop (no generator): asked several times per transaction
@@ -140,7 +140,7 @@ class Cluster:
 
     def open_all(self) -> None:
         """Readies every known partition for its first use without opening it: its
-        leadership assigned, what a crash left half made (a topic's directories without
+        leadership declared (assigned when first asked for), what a crash left half made (a topic's directories without
         its registry entry, or the reverse) removed or completed. Only the coordinator
         topics' partitions are opened now, as their coordinators load at start.
 
@@ -151,15 +151,14 @@ class Cluster:
         started = self.clock.now_ms()
         self._clean_start = self._take_clean_shutdown_marker()
         self._repair_half_made_topics()
-        for topic in list(self.topics.by_name.values()):
-            replication_factor = self.default_replication_factor(_replication_setting(topic.name))
-            for i in range(topic.partitions):
-                self.replicas.assign(topic.name, i, replication_factor)
-        self.replicas.save_assigned()
+        for topic in self.topics.by_name.values():  # leaderships assigned when first asked for
+            self.replicas.declare(topic.name, topic.partitions,
+                                  self.default_replication_factor(_replication_setting(topic.name)))
         for name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
             topic = self.topics.by_name.get(name)
             for i in range(topic.partitions if topic is not None else 0):
                 self._open_partition(topic, i)
+        self.replicas.save_assigned()
         if self.partitions:  # else the file holds what it held
             self._write_recovery_points()
         known = sum(t.partitions for t in self.topics.by_name.values())
@@ -280,7 +279,7 @@ class Cluster:
         if self.history.enabled and topic.name not in INTERNAL_TOPICS:  # the timeline draws users' partitions
             part.on_offsets_moved = self.history.offsets_moved
             self.history.opened(part)  # an LSO held from before this run: no move will tell it
-        leadership = self.replicas.partitions.get(key)
+        leadership = self.replicas.get(topic.name, index)
         if leadership is not None:
             part.set_leader_epoch(leadership.leader_epoch)
         return part
@@ -395,7 +394,7 @@ class Cluster:
         its ISR is smaller than min.insync.replicas capped at its replica count (Kafka's
         effectiveMinIsr: a setting above the replication factor refuses nothing). While
         this holds, the high watermark does not advance either (replication.py)."""
-        state = self.replicas.partitions.get((topic, index))
+        state = self.replicas.get(topic, index)
         if state is None or len(state.isr) >= len(state.replicas):  # the usual case: no config looked up
             return None
         min_isr = min(self.min_insync_replicas(topic), len(state.replicas))
@@ -517,7 +516,7 @@ class Cluster:
                                                    f"{count} would not be an increase.")
         first = topic.partitions
         additional = count - first
-        replication_factor = len(self.replicas.partitions[(name, 0)].replicas)
+        replication_factor = len(self.replicas.get(name, 0).replicas)
         if assignments is not None:
             if len(assignments) != additional:
                 raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"Attempted to add {additional} additional partition(s), "

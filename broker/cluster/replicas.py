@@ -64,6 +64,9 @@ class ReplicaState:
         self._stored: dict[str, list] = {}
         self._forgotten: set[str] = set()  # stored names forgotten since the last save
         self._assigned: set[tuple[str, int]] = set()  # assigned other than stored, since save_assigned
+        # topic -> (partitions, replication factor): leaderships assigned when one of the
+        # topic's is first asked for (``declare``)
+        self._declared: dict[str, tuple[int, int]] = {}
         self._journal = JsonJournal(self.path, separators=(",", ":"))
         try:
             self._stored = self._journal.load()
@@ -95,6 +98,34 @@ class ReplicaState:
             self._assigned.add((topic, index))  # differs from what is stored: for save_assigned
         return state
 
+    def declare(self, topic: str, partitions: int, replication_factor: int) -> None:
+        """The topic's partitions get their leaderships (``assign``) when one of them is
+        first asked for (``get``), or all at once before a change of the nodes: a start
+        does no work per partition. What they get then is what they would have got now:
+        it follows from the stored leaderships and the nodes, which are all up at start
+        and change only after every declared topic is assigned."""
+        self._declared[topic] = (partitions, replication_factor)
+
+    def get(self, topic: str, index: int) -> Leadership | None:
+        """The partition's leadership; None for a partition neither assigned nor declared."""
+        state = self.partitions.get((topic, index))
+        if state is None and topic in self._declared:
+            self._assign_declared(topic)
+            state = self.partitions.get((topic, index))
+        return state
+
+    def _assign_declared(self, topic: str) -> None:
+        count, replication_factor = self._declared.pop(topic)
+        for i in range(count):
+            if (topic, i) not in self.partitions:
+                self.assign(topic, i, replication_factor)
+
+    def assign_all(self) -> dict[tuple[str, int], Leadership]:
+        """Every partition's leadership, the declared ones assigned now."""
+        while self._declared:
+            self._assign_declared(next(iter(self._declared)))
+        return self.partitions
+
     def save_assigned(self) -> None:
         """``save`` for the partitions ``assign`` gave another leadership than the stored
         one: a start that assigns every partition compares only those."""
@@ -107,6 +138,7 @@ class ReplicaState:
                     NO_LEADER)
 
     def forget(self, topic: str, index: int) -> None:
+        self._declared.pop(topic, None)
         self.partitions.pop((topic, index), None)
         if self._stored.pop(f"{topic}-{index}", None) is not None:
             self._forgotten.add(f"{topic}-{index}")
@@ -138,7 +170,7 @@ class ReplicaState:
         self._journal.compact(self._stored)
 
     def leader_of(self, topic: str, index: int) -> int:
-        state = self.partitions.get((topic, index))
+        state = self.get(topic, index)
         return NO_LEADER if state is None else state.leader
 
     # -- changes -------------------------------------------------------------------------
@@ -146,7 +178,7 @@ class ReplicaState:
     def set_leader(self, topic: str, index: int, leader: int, reason: str) -> bool:
         """Makes ``leader`` (an ISR member, or NO_LEADER) lead the partition with a new
         epoch; False if it already does."""
-        state = self.partitions[(topic, index)]
+        state = self.get(topic, index)
         if state.leader == leader:
             return False
         before = state.leader
@@ -160,9 +192,10 @@ class ReplicaState:
     def node_down(self, node_id: int) -> list[tuple[str, int]]:
         """The node leaves every ISR; partitions it led move to the next ISR member
         (or go offline). Returns the partitions whose leader changed."""
+        partitions = self.assign_all()  # before the change: as a start would have assigned them
         self.up.discard(node_id)
         moved = []
-        for (topic, index), state in self.partitions.items():
+        for (topic, index), state in partitions.items():
             if node_id in state.isr:
                 state.isr.remove(node_id)
             if state.leader == node_id:
@@ -173,9 +206,10 @@ class ReplicaState:
 
     def node_up(self, node_id: int) -> list[tuple[str, int]]:
         """The node rejoins the ISR of its replicas and leads the offline ones."""
+        partitions = self.assign_all()  # before the change: as a start would have assigned them
         self.up.add(node_id)
         moved = []
-        for (topic, index), state in self.partitions.items():
+        for (topic, index), state in partitions.items():
             if node_id in state.replicas and node_id not in state.isr:
                 state.isr = [r for r in state.replicas if r in state.isr or r == node_id]
             if state.leader == NO_LEADER and node_id in state.isr:
@@ -189,6 +223,7 @@ class ReplicaState:
     def add_node(self, node_id: int) -> None:
         """A new node: new topics spread over it too; it holds nothing yet (as a new
         Kafka broker, until partitions are reassigned to it)."""
+        self.assign_all()  # as they would have been before it joined
         self.node_ids.append(node_id)
         self.up.add(node_id)
 
@@ -201,7 +236,7 @@ class ReplicaState:
         the replacement, which catches up from the node before it leaves). Raises
         RemovalRefused when a partition's only in-sync copy is on a node that is down."""
         load = {c: 0 for c in candidates}
-        for state in self.partitions.values():
+        for state in self.assign_all().values():
             for r in state.replicas:
                 if r in load:
                     load[r] += 1
@@ -244,8 +279,8 @@ class ReplicaState:
     def elect_preferred(self, partitions: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
         """Gives each partition back to its first replica where that one is in the ISR."""
         moved = []
-        for key in partitions if partitions is not None else list(self.partitions):
-            state = self.partitions[key]
+        for key in partitions if partitions is not None else list(self.assign_all()):
+            state = self.get(*key)
             preferred = state.replicas[0]
             if preferred in state.isr and self.set_leader(*key, preferred, "preferred leader election"):
                 moved.append(key)
@@ -259,7 +294,7 @@ class ReplicaState:
 
         rng = rng or random.Random()
         moved = []
-        for key, state in self.partitions.items():
+        for key, state in self.assign_all().items():
             others = [r for r in state.isr if r != state.leader]
             if others and self.set_leader(*key, rng.choice(others), "shuffle"):
                 moved.append(key)
@@ -270,7 +305,7 @@ class ReplicaState:
     def reassign(self, topic: str, index: int, replicas: list[int] | None, leader: int | None) -> Leadership:
         """New replicas and/or leader for a partition (the leader must be one of its
         replicas and up)."""
-        state = self.partitions[(topic, index)]
+        state = self.get(topic, index)
         if replicas is not None:
             state.replicas = list(replicas)
             state.isr = [r for r in state.replicas if r in self.up]

@@ -106,13 +106,13 @@ class Replication:
         """Drops from the ISR every follower behind for longer than replica.lag.time.max.ms."""
         self._shrink_timer = None
         now = self.broker.clock.monotonic()
-        partitions = self.broker.cluster.replicas.partitions
+        replicas = self.broker.cluster.replicas
         for key, since in list(self.behind_since.items()):
             if now - since < self._lag_s:
                 continue
             topic, index, follower = key
             del self.behind_since[key]
-            state = partitions.get((topic, index))
+            state = replicas.get(topic, index)
             if state is None or follower not in state.isr or follower == state.leader \
                     or self.can_fetch(follower, state.leader):
                 continue
