@@ -140,9 +140,11 @@ class Cluster:
 
     def open_all(self) -> None:
         """Readies every known partition for its first use without opening it: its
-        leadership declared (assigned when first asked for), what a crash left half made (a topic's directories without
-        its registry entry, or the reverse) removed or completed. Only the coordinator
-        topics' partitions are opened now, as their coordinators load at start.
+        leadership declared (assigned when first asked for); after an unclean shutdown,
+        what a crash left half made (a topic's directories without its registry entry,
+        or the reverse) removed or completed (a clean stop did that before leaving its
+        marker: a start after it lists no directory). Only the coordinator topics'
+        partitions are opened now, as their coordinators load at start.
 
         A partition opened later recovers as it would have here: after a clean shutdown
         its index files are trusted; otherwise its active segment is validated from its
@@ -150,7 +152,8 @@ class Cluster:
         """
         started = self.clock.now_ms()
         self._clean_start = self._take_clean_shutdown_marker()
-        self._repair_half_made_topics()
+        if not self._clean_start:  # a clean stop repaired before it left its marker
+            self._repair_half_made_topics()
         for topic in self.topics.by_name.values():  # leaderships assigned when first asked for
             self.replicas.declare(topic.name, topic.partitions,
                                   self.default_replication_factor(_replication_setting(topic.name)))
@@ -643,6 +646,12 @@ class Cluster:
                 log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "
                          "validated at the next start", unchecked)
                 return
+        try:  # what a create or delete that failed midway could not remove: the next start trusts the marker
+            self._repair_half_made_topics()
+        except OSError as e:
+            log.warning("no clean-shutdown marker: could not check the partition directories (%s); the next "
+                        "start does", e)
+            return
         replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
 
 
