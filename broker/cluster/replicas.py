@@ -61,19 +61,28 @@ class ReplicaState:
 
     def __post_init__(self) -> None:
         self.up = set(self.node_ids)
-        self._stored: dict[str, list] = {}
+        self._stored_value: dict[str, list] | None = None  # read when first needed (``_stored``)
         self._forgotten: set[str] = set()  # stored names forgotten since the last save
         self._assigned: set[tuple[str, int]] = set()  # assigned other than stored, since save_assigned
         # topic -> (partitions, replication factor): leaderships assigned when one of the
         # topic's is first asked for (``declare``)
         self._declared: dict[str, tuple[int, int]] = {}
         self._journal = JsonJournal(self.path, separators=(",", ":"))
-        try:
-            self._stored = self._journal.load()
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable %s (%s): partition leaders are assigned afresh", self.path, e)
+
+    @property
+    def _stored(self) -> dict[str, list]:
+        """The recorded leaderships ("topic-index" -> [replicas, leader epoch, leader]),
+        read when a leadership is first assigned or saved: a start that asks for none (no
+        coordinator topic, a Metadata for brokers only) parses no line per partition."""
+        if self._stored_value is None:
+            self._stored_value = {}
+            try:
+                self._stored_value = self._journal.load()
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError) as e:
+                log.warning("ignoring unreadable %s (%s): partition leaders are assigned afresh", self.path, e)
+        return self._stored_value
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -167,7 +176,8 @@ class ReplicaState:
 
     def compact(self) -> None:
         """At a clean stop: the journal folded into the file, for a quick next start."""
-        self._journal.compact(self._stored)
+        if self._stored_value is not None:  # else nothing was read, nor changed
+            self._journal.compact(self._stored_value)
 
     def leader_of(self, topic: str, index: int) -> int:
         state = self.get(topic, index)

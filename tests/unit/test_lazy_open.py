@@ -112,7 +112,8 @@ def test_a_start_after_a_clean_stop_replays_no_journal_and_reads_no_recovery_poi
     monkeypatch.setattr(cluster_module, "read_recovery_points", lambda path: (reads.append(path), real_read(path))[1])
     cluster = _start(tmp_path)
     assert cluster.clean_start and cluster.partitions == {} and reads == []
-    assert cluster.replicas.partitions == {}  # no leadership assigned before one is asked for
+    # no leadership assigned, nor the recorded ones read, before one is asked for
+    assert cluster.replicas.partitions == {} and cluster.replicas._stored_value is None
     assert cluster.leader_of("t", 2) == 1  # the registry and the leaderships are there
     assert set(cluster.replicas.partitions) == {("t", 0), ("t", 1), ("t", 2)}
     assert cluster.partition("t", 0).log.log_end_offset == 1 and len(reads) == 1
