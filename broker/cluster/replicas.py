@@ -169,8 +169,8 @@ class ReplicaState:
             if self._stored.get(name) != value:
                 changed[name] = value
         removed, self._forgotten = self._forgotten, set()
-        if not changed and not removed and not self._stored and not self._journal.exists():
-            return  # nothing to keep and no file: reading none gives the same empty state
+        if not changed and not removed:
+            return  # nothing to record (and no empty file written: reading none gives the same state)
         self._stored.update(changed)
         self._journal.change(self._stored, changed, removed)
 
