@@ -143,8 +143,9 @@ class Cluster:
         leadership declared (assigned when first asked for); after an unclean shutdown,
         what a crash left half made (a topic's directories without its registry entry,
         or the reverse) removed or completed (a clean stop did that before leaving its
-        marker: a start after it lists no directory). Only the coordinator topics'
-        partitions are opened now, as their coordinators load at start.
+        marker: a start after it lists no directory). The coordinator topics' partitions
+        open as their coordinators load them, in the background once the listeners are
+        up (broker.coordinators.coordinator_topic).
 
         A partition opened later recovers as it would have here: after a clean shutdown
         its index files are trusted; otherwise its active segment is validated from its
@@ -157,17 +158,10 @@ class Cluster:
         for topic in self.topics.by_name.values():  # leaderships assigned when first asked for
             self.replicas.declare(topic.name, topic.partitions,
                                   self.default_replication_factor(_replication_setting(topic.name)))
-        for name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
-            topic = self.topics.by_name.get(name)
-            for i in range(topic.partitions if topic is not None else 0):
-                self._open_partition(topic, i)
-        self.replicas.save_assigned()
-        if self.partitions:  # else the file holds what it held
-            self._write_recovery_points()
         known = sum(t.partitions for t in self.topics.by_name.values())
         if known:
-            log.info("%d partitions known, %d opened at start in %d ms after %s; the others open on first use",
-                     known, len(self.partitions), self.clock.now_ms() - started,
+            log.info("%d partitions known, readied in %d ms after %s; each opens on first use (a coordinator "
+                     "topic's as its coordinator loads it)", known, self.clock.now_ms() - started,
                      "a clean shutdown (index files trusted)" if self._clean_start
                      else "an unclean shutdown (active segments validated beyond their recovery points)")
 

@@ -63,7 +63,6 @@ class ReplicaState:
         self.up = set(self.node_ids)
         self._stored_value: dict[str, list] | None = None  # read when first needed (``_stored``)
         self._forgotten: set[str] = set()  # stored names forgotten since the last save
-        self._assigned: set[tuple[str, int]] = set()  # assigned other than stored, since save_assigned
         # topic -> (partitions, replication factor): leaderships assigned when one of the
         # topic's is first asked for (``declare``)
         self._declared: dict[str, tuple[int, int]] = {}
@@ -103,8 +102,6 @@ class ReplicaState:
         leader = isr[0] if isr else NO_LEADER
         epoch = 0 if stored is None else stored[1] + (leader != stored[2])
         state = self.partitions[(topic, index)] = Leadership(list(replicas), isr, leader, epoch)
-        if stored is None or leader != stored[2] or replicas is not stored[0]:
-            self._assigned.add((topic, index))  # differs from what is stored: for save_assigned
         return state
 
     def declare(self, topic: str, partitions: int, replication_factor: int) -> None:
@@ -135,11 +132,6 @@ class ReplicaState:
             self._assign_declared(next(iter(self._declared)))
         return self.partitions
 
-    def save_assigned(self) -> None:
-        """``save`` for the partitions ``assign`` gave another leadership than the stored
-        one: a start that assigns every partition compares only those."""
-        self.save(self._assigned)
-
     def first_leader(self, index: int) -> int:
         """The leader ``assign`` gives partition ``index`` of a new topic."""
         n = len(self.node_ids)
@@ -156,11 +148,6 @@ class ReplicaState:
         """Records the leaderships of ``keys`` ((topic, index) pairs; every partition's
         when None) that changed since they were last recorded, and the partitions
         forgotten since: a journal line each, not the whole file."""
-        if keys is None:
-            self._assigned.clear()
-        else:
-            keys = list(keys)
-            self._assigned.difference_update(keys)
         items = (self.partitions.items() if keys is None
                  else ((k, self.partitions[k]) for k in keys if k in self.partitions))
         changed = {}
