@@ -55,10 +55,12 @@ def _fill(bootstrap: str, topics: dict[str, int], megabytes: int, timeout_s: flo
     keys = [(t, p) for t, n in topics.items() for p in range(n)]
     sent = dict.fromkeys(keys, 0)
     tally = DeliveryTally()
-    # a record may wait for its partition's first open (20,000 of them): the whole fill's time, not 5 min
+    # A record may wait for its partition's first open (20,000 of them): the whole fill's
+    # time, not 5 min; idempotent, so a Produce retried after its request timed out (a
+    # loaded machine) is not written twice.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20, "acks": "all",
-                         "on_delivery": tally, "log_level": 4, "queue.buffering.max.kbytes": 1 << 20,
-                         "message.timeout.ms": int(timeout_s * 1000)})
+                         "enable.idempotence": True, "on_delivery": tally, "log_level": 4,
+                         "queue.buffering.max.kbytes": 1 << 20, "message.timeout.ms": int(timeout_s * 1000)})
     value = os.urandom(RECORD_BYTES)
     deadline = time.perf_counter() + timeout_s
     for n in range(max(len(keys), megabytes * 1_000_000 // RECORD_BYTES)):
