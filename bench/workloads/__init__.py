@@ -2,7 +2,7 @@
 and one line here; ``resources`` stays last so it covers the others."""
 
 from bench.workloads import (
-    concurrent_transactions, consume, idempotent_produce, idle_connections, many_transactional_producers, partition_scaling, produce, resources, sasl_ssl, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_id_scaling, txn_state_startup,
+    concurrent_transactions, consume, idempotent_produce, idle_connections, many_transactional_producers, partition_restart, partition_scaling, produce, resources, sasl_ssl, spark_stream, spark_write, startup, startup_3_nodes, transactions, txn_id_scaling, txn_state_startup,
 )
 from bench.workloads.base import Metric, RunContext, Settings, Target, Workload, WorkloadFailed
 
@@ -20,6 +20,7 @@ WORKLOADS: tuple[Workload, ...] = (
     spark_write.WORKLOAD,
     spark_stream.WORKLOAD,
     partition_scaling.WORKLOAD,
+    partition_restart.WORKLOAD,
     txn_id_scaling.WORKLOAD,
     many_transactional_producers.WORKLOAD,
     resources.WORKLOAD,

@@ -118,7 +118,7 @@ class Cluster:
         return self.replicas.leader_of(topic, partition)
 
     def leadership(self, topic: str, partition: int) -> Leadership | None:
-        return self.replicas.partitions.get((topic, partition))
+        return self.replicas.get(topic, partition)
 
     def node(self, node_id: int) -> NodeRegistration | None:
         for n in self.nodes:  # a plain loop (no generator): asked several times per transaction
@@ -140,9 +140,12 @@ class Cluster:
 
     def open_all(self) -> None:
         """Readies every known partition for its first use without opening it: its
-        leadership assigned, what a crash left half made (a topic's directories without
-        its registry entry, or the reverse) removed or completed. Only the coordinator
-        topics' partitions are opened now, as their coordinators load at start.
+        leadership declared (assigned when first asked for); after an unclean shutdown,
+        what a crash left half made (a topic's directories without its registry entry,
+        or the reverse) removed or completed (a clean stop did that before leaving its
+        marker: a start after it lists no directory). The coordinator topics' partitions
+        open as their coordinators load them, in the background once the listeners are
+        up (broker.coordinators.coordinator_topic).
 
         A partition opened later recovers as it would have here: after a clean shutdown
         its index files are trusted; otherwise its active segment is validated from its
@@ -150,22 +153,15 @@ class Cluster:
         """
         started = self.clock.now_ms()
         self._clean_start = self._take_clean_shutdown_marker()
-        self._repair_half_made_topics()
-        for topic in list(self.topics.by_name.values()):
-            replication_factor = self.default_replication_factor(_replication_setting(topic.name))
-            for i in range(topic.partitions):
-                self.replicas.assign(topic.name, i, replication_factor)
-        self.replicas.save_assigned()
-        for name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
-            topic = self.topics.by_name.get(name)
-            for i in range(topic.partitions if topic is not None else 0):
-                self._open_partition(topic, i)
-        if self.partitions:  # else the file holds what it held
-            self._write_recovery_points()
+        if not self._clean_start:  # a clean stop repaired before it left its marker
+            self._repair_half_made_topics()
+        for topic in self.topics.by_name.values():  # leaderships assigned when first asked for
+            self.replicas.declare(topic.name, topic.partitions,
+                                  self.default_replication_factor(_replication_setting(topic.name)))
         known = sum(t.partitions for t in self.topics.by_name.values())
         if known:
-            log.info("%d partitions known, %d opened at start in %d ms after %s; the others open on first use",
-                     known, len(self.partitions), self.clock.now_ms() - started,
+            log.info("%d partitions known, readied in %d ms after %s; each opens on first use (a coordinator "
+                     "topic's as its coordinator loads it)", known, self.clock.now_ms() - started,
                      "a clean shutdown (index files trusted)" if self._clean_start
                      else "an unclean shutdown (active segments validated beyond their recovery points)")
 
@@ -280,7 +276,7 @@ class Cluster:
         if self.history.enabled and topic.name not in INTERNAL_TOPICS:  # the timeline draws users' partitions
             part.on_offsets_moved = self.history.offsets_moved
             self.history.opened(part)  # an LSO held from before this run: no move will tell it
-        leadership = self.replicas.partitions.get(key)
+        leadership = self.replicas.get(topic.name, index)
         if leadership is not None:
             part.set_leader_epoch(leadership.leader_epoch)
         return part
@@ -315,6 +311,16 @@ class Cluster:
                 return sum(e.stat().st_size for e in entries if e.name.endswith(".log") and e.name[:20].isdigit())
         except OSError:
             return 0
+
+    def unopened_log_end(self, topic: str, index: int) -> int | None:
+        """The log end offset of a partition not opened this run, where it is known
+        without opening it: 0 for a topic created this run (nothing wrote to it), the
+        recorded recovery point after a clean shutdown (it was the log end at that stop,
+        and nothing has written since); None otherwise (after a crash the log may hold
+        more than its recovery point)."""
+        if topic in self.created_this_run:
+            return 0
+        return self._start_points.get((topic, index)) if self._clean_start else None
 
     @property
     def clean_start(self) -> bool:
@@ -385,7 +391,7 @@ class Cluster:
         its ISR is smaller than min.insync.replicas capped at its replica count (Kafka's
         effectiveMinIsr: a setting above the replication factor refuses nothing). While
         this holds, the high watermark does not advance either (replication.py)."""
-        state = self.replicas.partitions.get((topic, index))
+        state = self.replicas.get(topic, index)
         if state is None or len(state.isr) >= len(state.replicas):  # the usual case: no config looked up
             return None
         min_isr = min(self.min_insync_replicas(topic), len(state.replicas))
@@ -507,7 +513,7 @@ class Cluster:
                                                    f"{count} would not be an increase.")
         first = topic.partitions
         additional = count - first
-        replication_factor = len(self.replicas.partitions[(name, 0)].replicas)
+        replication_factor = len(self.replicas.get(name, 0).replicas)
         if assignments is not None:
             if len(assignments) != additional:
                 raise TopicError("INVALID_REPLICA_ASSIGNMENT", f"Attempted to add {additional} additional partition(s), "
@@ -634,6 +640,12 @@ class Cluster:
                 log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "
                          "validated at the next start", unchecked)
                 return
+        try:  # what a create or delete that failed midway could not remove: the next start trusts the marker
+            self._repair_half_made_topics()
+        except OSError as e:
+            log.warning("no clean-shutdown marker: could not check the partition directories (%s); the next "
+                        "start does", e)
+            return
         replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
 
 

@@ -61,16 +61,27 @@ class ReplicaState:
 
     def __post_init__(self) -> None:
         self.up = set(self.node_ids)
-        self._stored: dict[str, list] = {}
+        self._stored_value: dict[str, list] | None = None  # read when first needed (``_stored``)
         self._forgotten: set[str] = set()  # stored names forgotten since the last save
-        self._assigned: set[tuple[str, int]] = set()  # assigned other than stored, since save_assigned
+        # topic -> (partitions, replication factor): leaderships assigned when one of the
+        # topic's is first asked for (``declare``)
+        self._declared: dict[str, tuple[int, int]] = {}
         self._journal = JsonJournal(self.path, separators=(",", ":"))
-        try:
-            self._stored = self._journal.load()
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable %s (%s): partition leaders are assigned afresh", self.path, e)
+
+    @property
+    def _stored(self) -> dict[str, list]:
+        """The recorded leaderships ("topic-index" -> [replicas, leader epoch, leader]),
+        read when a leadership is first assigned or saved: a start that asks for none (no
+        coordinator topic, a Metadata for brokers only) parses no line per partition."""
+        if self._stored_value is None:
+            self._stored_value = {}
+            try:
+                self._stored_value = self._journal.load()
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError) as e:
+                log.warning("ignoring unreadable %s (%s): partition leaders are assigned afresh", self.path, e)
+        return self._stored_value
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -91,14 +102,35 @@ class ReplicaState:
         leader = isr[0] if isr else NO_LEADER
         epoch = 0 if stored is None else stored[1] + (leader != stored[2])
         state = self.partitions[(topic, index)] = Leadership(list(replicas), isr, leader, epoch)
-        if stored is None or leader != stored[2] or replicas is not stored[0]:
-            self._assigned.add((topic, index))  # differs from what is stored: for save_assigned
         return state
 
-    def save_assigned(self) -> None:
-        """``save`` for the partitions ``assign`` gave another leadership than the stored
-        one: a start that assigns every partition compares only those."""
-        self.save(self._assigned)
+    def declare(self, topic: str, partitions: int, replication_factor: int) -> None:
+        """The topic's partitions get their leaderships (``assign``) when one of them is
+        first asked for (``get``), or all at once before a change of the nodes: a start
+        does no work per partition. What they get then is what they would have got now:
+        it follows from the stored leaderships and the nodes, which are all up at start
+        and change only after every declared topic is assigned."""
+        self._declared[topic] = (partitions, replication_factor)
+
+    def get(self, topic: str, index: int) -> Leadership | None:
+        """The partition's leadership; None for a partition neither assigned nor declared."""
+        state = self.partitions.get((topic, index))
+        if state is None and topic in self._declared:
+            self._assign_declared(topic)
+            state = self.partitions.get((topic, index))
+        return state
+
+    def _assign_declared(self, topic: str) -> None:
+        count, replication_factor = self._declared.pop(topic)
+        for i in range(count):
+            if (topic, i) not in self.partitions:
+                self.assign(topic, i, replication_factor)
+
+    def assign_all(self) -> dict[tuple[str, int], Leadership]:
+        """Every partition's leadership, the declared ones assigned now."""
+        while self._declared:
+            self._assign_declared(next(iter(self._declared)))
+        return self.partitions
 
     def first_leader(self, index: int) -> int:
         """The leader ``assign`` gives partition ``index`` of a new topic."""
@@ -107,6 +139,7 @@ class ReplicaState:
                     NO_LEADER)
 
     def forget(self, topic: str, index: int) -> None:
+        self._declared.pop(topic, None)
         self.partitions.pop((topic, index), None)
         if self._stored.pop(f"{topic}-{index}", None) is not None:
             self._forgotten.add(f"{topic}-{index}")
@@ -115,11 +148,6 @@ class ReplicaState:
         """Records the leaderships of ``keys`` ((topic, index) pairs; every partition's
         when None) that changed since they were last recorded, and the partitions
         forgotten since: a journal line each, not the whole file."""
-        if keys is None:
-            self._assigned.clear()
-        else:
-            keys = list(keys)
-            self._assigned.difference_update(keys)
         items = (self.partitions.items() if keys is None
                  else ((k, self.partitions[k]) for k in keys if k in self.partitions))
         changed = {}
@@ -128,17 +156,18 @@ class ReplicaState:
             if self._stored.get(name) != value:
                 changed[name] = value
         removed, self._forgotten = self._forgotten, set()
-        if not changed and not removed and not self._stored and not self._journal.exists():
-            return  # nothing to keep and no file: reading none gives the same empty state
+        if not changed and not removed:
+            return  # nothing to record (and no empty file written: reading none gives the same state)
         self._stored.update(changed)
         self._journal.change(self._stored, changed, removed)
 
     def compact(self) -> None:
         """At a clean stop: the journal folded into the file, for a quick next start."""
-        self._journal.compact(self._stored)
+        if self._stored_value is not None:  # else nothing was read, nor changed
+            self._journal.compact(self._stored_value)
 
     def leader_of(self, topic: str, index: int) -> int:
-        state = self.partitions.get((topic, index))
+        state = self.get(topic, index)
         return NO_LEADER if state is None else state.leader
 
     # -- changes -------------------------------------------------------------------------
@@ -146,7 +175,7 @@ class ReplicaState:
     def set_leader(self, topic: str, index: int, leader: int, reason: str) -> bool:
         """Makes ``leader`` (an ISR member, or NO_LEADER) lead the partition with a new
         epoch; False if it already does."""
-        state = self.partitions[(topic, index)]
+        state = self.get(topic, index)
         if state.leader == leader:
             return False
         before = state.leader
@@ -160,9 +189,10 @@ class ReplicaState:
     def node_down(self, node_id: int) -> list[tuple[str, int]]:
         """The node leaves every ISR; partitions it led move to the next ISR member
         (or go offline). Returns the partitions whose leader changed."""
+        partitions = self.assign_all()  # before the change: as a start would have assigned them
         self.up.discard(node_id)
         moved = []
-        for (topic, index), state in self.partitions.items():
+        for (topic, index), state in partitions.items():
             if node_id in state.isr:
                 state.isr.remove(node_id)
             if state.leader == node_id:
@@ -173,9 +203,10 @@ class ReplicaState:
 
     def node_up(self, node_id: int) -> list[tuple[str, int]]:
         """The node rejoins the ISR of its replicas and leads the offline ones."""
+        partitions = self.assign_all()  # before the change: as a start would have assigned them
         self.up.add(node_id)
         moved = []
-        for (topic, index), state in self.partitions.items():
+        for (topic, index), state in partitions.items():
             if node_id in state.replicas and node_id not in state.isr:
                 state.isr = [r for r in state.replicas if r in state.isr or r == node_id]
             if state.leader == NO_LEADER and node_id in state.isr:
@@ -189,6 +220,7 @@ class ReplicaState:
     def add_node(self, node_id: int) -> None:
         """A new node: new topics spread over it too; it holds nothing yet (as a new
         Kafka broker, until partitions are reassigned to it)."""
+        self.assign_all()  # as they would have been before it joined
         self.node_ids.append(node_id)
         self.up.add(node_id)
 
@@ -201,7 +233,7 @@ class ReplicaState:
         the replacement, which catches up from the node before it leaves). Raises
         RemovalRefused when a partition's only in-sync copy is on a node that is down."""
         load = {c: 0 for c in candidates}
-        for state in self.partitions.values():
+        for state in self.assign_all().values():
             for r in state.replicas:
                 if r in load:
                     load[r] += 1
@@ -244,8 +276,8 @@ class ReplicaState:
     def elect_preferred(self, partitions: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
         """Gives each partition back to its first replica where that one is in the ISR."""
         moved = []
-        for key in partitions if partitions is not None else list(self.partitions):
-            state = self.partitions[key]
+        for key in partitions if partitions is not None else list(self.assign_all()):
+            state = self.get(*key)
             preferred = state.replicas[0]
             if preferred in state.isr and self.set_leader(*key, preferred, "preferred leader election"):
                 moved.append(key)
@@ -259,7 +291,7 @@ class ReplicaState:
 
         rng = rng or random.Random()
         moved = []
-        for key, state in self.partitions.items():
+        for key, state in self.assign_all().items():
             others = [r for r in state.isr if r != state.leader]
             if others and self.set_leader(*key, rng.choice(others), "shuffle"):
                 moved.append(key)
@@ -270,7 +302,7 @@ class ReplicaState:
     def reassign(self, topic: str, index: int, replicas: list[int] | None, leader: int | None) -> Leadership:
         """New replicas and/or leader for a partition (the leader must be one of its
         replicas and up)."""
-        state = self.partitions[(topic, index)]
+        state = self.get(topic, index)
         if replicas is not None:
             state.replicas = list(replicas)
             state.isr = [r for r in state.replicas if r in self.up]

@@ -184,7 +184,7 @@ class Replication:
         cluster = self.broker.cluster
         up = cluster.replicas.up
         pairs = set()
-        for (topic, index), state in cluster.replicas.partitions.items():
+        for (topic, index), state in cluster.replicas.assign_all().items():
             leader = state.leader
             if leader < 0:
                 continue
@@ -239,7 +239,7 @@ class Replication:
         cluster = self.broker.cluster
         by_name = cluster.topics.by_name
         out = []
-        for (topic, index), state in cluster.replicas.partitions.items():
+        for (topic, index), state in cluster.replicas.assign_all().items():
             if state.leader == leader and follower in state.replicas:
                 info = by_name.get(topic)
                 if info is not None:
@@ -305,18 +305,17 @@ class Replication:
 
     def _in_sync(self, keys: list[Key]) -> bool:
         """Each of the follower's partitions: in the ISR, its copy holding the whole log."""
-        partitions = self.broker.cluster.replicas.partitions
+        replicas = self.broker.cluster.replicas
         for key in keys:
-            state = partitions.get(key[:2])
+            state = replicas.get(*key[:2])
             if state is not None and (key[2] not in state.isr or self.positions.get(key, -1) < self._log_end(*key[:2])):
                 return False
         return True
 
     def _all_caught_up(self) -> bool:
         """Every follower that is up in its partitions' ISR, holding the whole log."""
-        partitions = self.broker.cluster.replicas.partitions
         up = self.broker.cluster.replicas.up
-        for (topic, index), state in partitions.items():
+        for (topic, index), state in self.broker.cluster.replicas.assign_all().items():
             if state.leader < 0:
                 continue
             for follower in state.replicas:
@@ -402,7 +401,7 @@ class Replication:
         watermark."""
         replicas = self.broker.cluster.replicas
         for topic, index, fetch_offset, log_end in fetched:
-            state = replicas.partitions.get((topic, index))
+            state = replicas.get(topic, index)
             if state is None or follower not in state.replicas or follower == state.leader:
                 continue
             key = (topic, index, follower)
@@ -435,10 +434,10 @@ class Replication:
         self._shrink_timer = self._shrink_due = None
         now_ms = self._now_ms()
         cluster = self.broker.cluster
-        partitions = cluster.replicas.partitions
+        replicas = cluster.replicas
         for key, since in self.progress.take_out_of_sync(now_ms):
             topic, index, follower = key
-            state = partitions.get((topic, index))
+            state = replicas.get(topic, index)
             if state is None or follower not in state.isr or follower == state.leader:
                 continue
             leader = cluster.node(state.leader)

@@ -32,8 +32,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from broker.control import snapshot
-from broker.control.routes import ERROR_SCHEMA
 from broker.control.operations import ControlError
+from broker.control.routes import ERROR_SCHEMA
+from broker.log.descriptors import POOL
 from protocol.request_wire import api_name
 from protocol.names import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 
@@ -157,8 +158,13 @@ class StateCollector:
         partitions = snapshot.partitions(broker)
         for p in partitions:
             key = [p["topic"], str(p["partition"])]
+            if not p["opened"]:  # not opened for a scrape: only its end, where known
+                if p["log_end_offset"] is not None:
+                    log_end.add_metric(key, p["log_end_offset"])
+                    high.add_metric(key, p["high_watermark"])
+                continue
             log_start.add_metric(key, p["log_start_offset"])
-            log_end.add_metric(key, p["high_watermark"])
+            log_end.add_metric(key, p["log_end_offset"])
             high.add_metric(key, p["high_watermark"])
             lso.add_metric(key, p["last_stable_offset"])
             lag.add_metric(key, p["high_watermark"] - p["last_stable_offset"])
@@ -167,8 +173,15 @@ class StateCollector:
         yield from (log_start, log_end, high, lso, lag, open_txns, aborted)
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions (Kafka: ReplicaManager PartitionCount)",
                                 value=len(partitions))
+        # Kafka has no such metrics: partitions open on first use here, and their files
+        # through a bounded pool (log.open.files.max).
+        yield GaugeMetricFamily("eosbroker_partitions_opened",
+                                "Partitions opened since start (the others open on first use; a scrape opens none)",
+                                value=len(broker.cluster.partitions))
+        yield GaugeMetricFamily("eosbroker_log_open_files",
+                                "Segment and index files open now (at most log.open.files.max)", value=len(POOL))
         yield GaugeMetricFamily("kafka_server_replicamanager_produceridcount",
-                                "Producer ids with state in some partition (Kafka: ReplicaManager ProducerIdCount)",
+                                "Producer ids with state in some opened partition (Kafka: ReplicaManager ProducerIdCount)",
                                 value=len({p.producer_id for part in broker.cluster.partitions.values()
                                            for p in part.producer_state.entries().values()}))
         transactions = snapshot.transactions(broker, now_ms)

@@ -55,19 +55,25 @@ def transactions(broker, now_ms: int) -> list[dict]:
 
 
 def partitions(broker) -> list[dict]:
+    """Every partition; one not opened this run is not opened for this (a scrape would
+    undo the lazy open): ``opened`` False, its log end offset (and high watermark) given
+    where known without reading the log (``Cluster.unopened_log_end``), the rest None."""
     cluster = broker.cluster
+    opened = cluster.partitions
     out = []
     for topic, index in sorted(cluster.partition_keys()):
-        try:
-            p = cluster.partition(topic, index)  # the control API's view opens what no client has
-        except OSError as e:
+        p = opened.get((topic, index))
+        if p is None:
+            end = cluster.unopened_log_end(topic, index)
             out.append({"topic": topic, "partition": index, "leader": cluster.leader_of(topic, index),
-                        "error": str(e)})
+                        "opened": False, "log_start_offset": None, "last_stable_offset": None,
+                        "high_watermark": end, "log_end_offset": end,
+                        "open_transactions": None, "aborted_transactions": None})
             continue
         out.append({
-            "topic": topic, "partition": index, "leader": cluster.leader_of(topic, index),
+            "topic": topic, "partition": index, "leader": cluster.leader_of(topic, index), "opened": True,
             "log_start_offset": p.log_start_offset, "last_stable_offset": p.last_stable_offset,
-            "high_watermark": p.high_watermark,
+            "high_watermark": p.high_watermark, "log_end_offset": p.log.log_end_offset,
             "open_transactions": len(p.producer_state.open_transactions()),
             "aborted_transactions": p.log.aborted_count(),
         })

@@ -36,6 +36,8 @@ from protocol.records import RecordBatch
 
 log = logging.getLogger(__name__)
 
+_REOPEN_DELAY_S = 1  # between attempts to open a coordinator partition that failed to open
+
 # Never sleep longer than this between looks at the timers: a safety net, not a schedule.
 _MAX_TIMER_SLEEP_S = 30.0
 
@@ -135,6 +137,16 @@ class CoordinatorTopic:
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
             await asyncio.sleep(0)  # the previous load may have ended in this very turn
+        # Opened here, in its turn, rather than before the listener starts: a restart
+        # answers its first requests without waiting for every coordinator partition.
+        while True:
+            try:
+                self.cluster.partition(self.topic, partition)
+                break
+            except OSError as e:  # out of descriptors, a failing disk: requests keep getting LOAD_IN_PROGRESS
+                log.error("%s of node %d: cannot open %s-%d to load it (%s); trying again in %d s", self.name,
+                          self.node_id, self.topic, partition, e, _REOPEN_DELAY_S)
+                await self.clock.sleep(_REOPEN_DELAY_S)
         started = self.clock.now_ms()
         records = self.runtime.load(partition, started)
         if self.on_partition_loaded is not None:

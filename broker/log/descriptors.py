@@ -2,6 +2,11 @@
 aborted-transaction indexes) are opened on demand and the least recently used are
 closed once ``capacity`` of them are open.
 
+Every partition's files go through it, the coordinator topics' included: nothing is
+pinned. The active segment of a partition being written stays open by being the most
+recently used; closed, it is reopened for appending (O_APPEND) at its next write, and a
+coordinator reads its partition's log once, when it loads.
+
 One table per process, as the descriptor limit is per process. Closing a file loses
 nothing written to it (the page cache keeps it; an fsync through a later descriptor
 flushes it). Only the event loop thread uses the table; code that holds a descriptor

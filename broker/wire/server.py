@@ -32,7 +32,6 @@ from broker.cluster.cluster import Cluster
 from broker.wire.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
 from broker.faults.requests import DROPPED, FaultClose, run_request
-from broker.security.principal_mapping import PrincipalMappingError
 from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import answer_wire, request_wire
 from protocol.request_wire import (
@@ -761,6 +760,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             return
         self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
         if self.tls is not None:
+            # here: a broker without TLS listeners does not compile the rules' grammar at start
+            from broker.security.principal_mapping import PrincipalMappingError
+
             try:
                 self._principal = self.tls.principal(transport.get_extra_info("ssl_object"))
             except PrincipalMappingError as e:  # Kafka closes it: the principal cannot be built

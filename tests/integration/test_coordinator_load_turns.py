@@ -1,5 +1,5 @@
-"""A restarted broker answers while its coordinators load: partitions load one per
-event-loop turn, so Metadata and ApiVersions are not queued behind the whole of
+"""A restarted broker answers while its coordinators load: partitions open and load one
+per event-loop turn, so Metadata and ApiVersions are not queued behind the whole of
 ``__transaction_state`` (requests for a partition not loaded yet get
 COORDINATOR_LOAD_IN_PROGRESS meanwhile, as in Kafka).
 
@@ -54,6 +54,8 @@ async def test_partitions_load_one_per_loop_turn_and_metadata_is_answered_meanwh
     ticker = asyncio.create_task(count_turns())
     try:
         await broker.start()  # the transaction coordinator starts loading its partitions
+        # each opens in its load's turn: none before the listener is up
+        opened_at_start = [key for key in broker.cluster.partitions if key[0] == "__transaction_state"]
         node = broker.nodes[0]
         topic = node.transactions.topic
         runtime_load = topic.runtime.load
@@ -76,3 +78,35 @@ async def test_partitions_load_one_per_loop_turn_and_metadata_is_answered_meanwh
     assert len(turns_at_load) == PARTITIONS
     assert all(b > a for a, b in zip(turns_at_load, turns_at_load[1:])), turns_at_load
     assert answered_while_loading == [True]
+    assert opened_at_start == []
+
+
+async def test_a_coordinator_partition_that_cannot_open_is_tried_again(tmp_path, caplog):
+    """Out of descriptors (or a failing disk) when its load opens it: the partition stays
+    loading (its requests get COORDINATOR_LOAD_IN_PROGRESS), the log says why, and the
+    load tries again and completes."""
+    await _fill(tmp_path)
+    broker = Broker(_config(), tmp_path, "127.0.0.1", 0)
+    real_partition = broker.cluster.partition
+    refused = []
+
+    def partition(topic, index):
+        if (topic, index) == ("__transaction_state", 0) and not refused:
+            refused.append(index)
+            raise OSError(24, "Too many open files")
+        return real_partition(topic, index)
+
+    broker.cluster.partition = partition
+    await broker.start()
+    try:
+        topic = broker.nodes[0].transactions.topic
+
+        async def loaded() -> None:
+            while topic.state_of(0) != "loaded":
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(loaded(), 30)
+    finally:
+        await broker.stop()
+    assert refused == [0]
+    assert "cannot open __transaction_state-0 to load it (" in caplog.text and "trying again" in caplog.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 import uuid
 
@@ -111,3 +112,44 @@ def test_out_of_descriptors_answers_kafka_storage_error_and_keeps_the_connection
     text = broker.log_text()
     assert "out of file descriptors" in text and "raise the limit" in text
     assert "Traceback" not in text
+
+
+def test_coordinator_partitions_keep_no_descriptor_beyond_the_cap(tmp_path):
+    """The 100 partitions of __transaction_state and __consumer_offsets go through the
+    pool like any other (their active segments included): with log.open.files.max at its
+    floor, a transaction and a group's offsets are written and read back while at most
+    that many storage files are open."""
+    cap = 16
+    broker = BrokerProcess(tmp_path / "data", {"log.open.files.max": cap}).start()
+    try:
+        topic = f"capped-{uuid.uuid4().hex[:6]}"
+        broker.create_topic(topic)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"v", partition=0)
+        producer.commit_transaction(30)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                             "isolation.level": "read_committed", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.value() == b"v"
+        consumer.commit(message, asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        consumer.close()
+        assert committed[0].offset == message.offset() + 1
+        pid = broker.proc.pid
+        storage = [t for fd in os.listdir(f"/proc/{pid}/fd")
+                   if (t := _target(pid, fd)) and re.search(r"/\d{20}\.(log|index|timeindex)$", t)]
+        assert any("/__consumer_offsets-" in t for t in storage)
+        assert len(storage) <= cap, storage
+        assert "Traceback" not in broker.log_text()
+    finally:
+        broker.kill()
+
+
+def _target(pid: int, fd: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:  # closed meanwhile
+        return None

@@ -105,7 +105,7 @@ def test_kill_9_during_create_topics_is_repaired_at_start(broker_factory):
     ghost = f"ghost-{uuid.uuid4().hex[:6]}"
     kept = f"kept-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(kept, 3, 1)])[kept].result(30)
-    broker.stop()
+    broker.kill()
     for p in range(4):
         (broker.data_dir / f"{ghost}-{p}").mkdir()
     (broker.data_dir / f"{ghost}-0" / f"{0:020d}.log").write_bytes(b"")

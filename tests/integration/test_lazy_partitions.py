@@ -51,7 +51,7 @@ def test_restarts_answer_metadata_without_opening_partitions(tmp_path):
 
         for kill in (False, True):
             seen, started = _restart(broker, kill)
-            assert f"{total} partitions known, 0 opened at start" in started
+            assert f"{total} partitions known, readied in" in started
             assert ("unclean" in started) == kill
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             listed = admin.list_topics(timeout=10).topics
@@ -98,7 +98,7 @@ def test_retention_and_compaction_reach_partitions_nobody_touched(tmp_path):
         # restarted with the duties running often; no client touches either partition
         broker.overrides.update({"log.retention.check.interval.ms": 200, "log.cleaner.backoff.ms": 200})
         seen, started = _restart(broker, kill=False)
-        assert "0 opened at start" in started
+        assert "partitions known, readied in" in started
         _wait_for(broker, rf"retention deleted 1 segments of {deleted}-0", seen)
         _wait_for(broker, rf"cleaned {compacted}-0: \d+ -> \d+ bytes, \d+ records removed", seen)
 
@@ -107,3 +107,61 @@ def test_retention_and_compaction_reach_partitions_nobody_touched(tmp_path):
         consumer.close()
     finally:
         broker.kill()
+
+
+def _series(text: str, name: str) -> dict[tuple[str, str], float]:
+    """{(topic, partition): value} of a per-partition gauge in a /metrics answer."""
+    found = {}
+    for m in re.finditer(rf'^{name}\{{partition="(\d+)",topic="([^"]+)"\}} (\S+)$', text, re.M):
+        found[(m.group(2), m.group(1))] = float(m.group(3))
+    return found
+
+
+def test_a_scrape_opens_no_partition(tmp_path):
+    """/metrics and the console's state report a partition nobody used without opening
+    it: its log end where known without reading the log, nothing else."""
+    import json
+    import urllib.request
+
+    from broker.testing import InProcessBroker
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(b.admin_url + path, timeout=30) as answer:
+            return answer.read().decode()
+
+    b = InProcessBroker(tmp_path / "data", admin=True).start()
+    try:
+        topic = f"scraped-{uuid.uuid4().hex[:6]}"
+        b.create_topic(topic, partitions=40)
+        producer = Producer({"bootstrap.servers": b.bootstrap})
+        producer.produce(topic, b"v", partition=0)
+        assert producer.flush(30) == 0
+        opened = set(b.broker.cluster.partitions)
+        assert (topic, 0) in opened and (topic, 1) not in opened
+
+        for restarted in (False, True):
+            text = get("/metrics")
+            state = json.loads(get("/console/state"))
+            assert set(b.broker.cluster.partitions) == opened, "a scrape opened partitions"
+            assert f"eosbroker_partitions_opened {float(len(opened))}" in text
+            assert _series(text, "kafka_log_log_logendoffset")[(topic, "0")] == 1
+            assert _series(text, "kafka_log_log_logstartoffset").get((topic, "0")) == (None if restarted else 0)
+            assert (topic, "1") not in _series(text, "kafka_log_log_logstartoffset")
+            assert (topic, "1") not in _series(text, "eosbroker_partition_last_stable_offset")
+            rows = {p["partition"]: p for p in state["partitions"] if p["topic"] == topic}
+            assert len(rows) == 40 and rows[0]["opened"] == (not restarted) and not rows[1]["opened"]
+            if not restarted:
+                # created this run and never opened: empty, so its end is known
+                assert _series(text, "kafka_log_log_logendoffset")[(topic, "1")] == 0
+                assert rows[1]["high_watermark"] == 0
+                b.restart()
+                opened = set(b.broker.cluster.partitions)  # the coordinator partitions, if any
+                assert (topic, 0) not in opened
+            else:
+                # after a clean stop: partition 0's end is its recorded recovery point;
+                # partition 1 has none recorded, so its end is not known without opening it
+                assert rows[0]["log_end_offset"] == 1 and rows[0]["log_start_offset"] is None
+                assert rows[1]["log_end_offset"] is None
+                assert (topic, "1") not in _series(text, "kafka_log_log_logendoffset")
+    finally:
+        b.stop()

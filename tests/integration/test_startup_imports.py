@@ -29,7 +29,9 @@ NOT_BEFORE_FIRST_USE = ("broker.log.partition", "broker.log.partition_log", "bro
                         "protocol.records", "broker.coordinators.transaction_service", "broker.coordinators.group_service",
                         "broker.control", "broker.control.service", "broker.faults.scenarios", "broker.tools", "coordinator.transaction",
                         "coordinator.group", "broker.faults.rules", "broker.faults.fields",
-                        "broker.security.acl_bindings")
+                        "broker.security.acl_bindings",
+                        # the certificate principal mapping: with the first TLS connection
+                        "broker.security.principal_mapping")
 
 
 def _logged(import_log: str) -> set[str]:

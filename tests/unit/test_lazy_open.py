@@ -112,7 +112,32 @@ def test_a_start_after_a_clean_stop_replays_no_journal_and_reads_no_recovery_poi
     monkeypatch.setattr(cluster_module, "read_recovery_points", lambda path: (reads.append(path), real_read(path))[1])
     cluster = _start(tmp_path)
     assert cluster.clean_start and cluster.partitions == {} and reads == []
+    # no leadership assigned, nor the recorded ones read, before one is asked for
+    assert cluster.replicas.partitions == {} and cluster.replicas._stored_value is None
     assert cluster.leader_of("t", 2) == 1  # the registry and the leaderships are there
+    assert set(cluster.replicas.partitions) == {("t", 0), ("t", 1), ("t", 2)}
     assert cluster.partition("t", 0).log.log_end_offset == 1 and len(reads) == 1
     assert cluster.partition("t", 0).recovery_point == 1
     cluster.close()
+
+
+def test_a_clean_stop_repairs_half_made_topics_so_the_next_start_lists_no_directory(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    cluster = _start(tmp_path)
+    cluster.create_topic("t", 2)
+    (tmp_path / "ghost-0").mkdir()  # what a create that failed midway could not remove
+    (tmp_path / "ghost-0" / f"{0:020d}.log").write_bytes(b"")
+    cluster.close()
+    assert not (tmp_path / "ghost-0").exists() and (tmp_path / "t-1").is_dir()
+
+    scans = []
+    real_scan = Cluster._repair_half_made_topics
+    monkeypatch.setattr(Cluster, "_repair_half_made_topics", lambda self: (scans.append(1), real_scan(self))[1])
+    cluster = _start(tmp_path)
+    assert cluster.clean_start and scans == []
+    cluster.close()
+    assert scans == [1]  # again at the stop
+
+    (tmp_path / "meta" / "clean-shutdown").unlink()  # as a kill -9 leaves it
+    _start(tmp_path).close()
+    assert scans == [1, 1]  # at the unclean start (its stop leaves no marker: t's partitions were not validated)

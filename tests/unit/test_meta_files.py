@@ -81,3 +81,38 @@ def test_json_and_random_load_when_first_used(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # this checkout's broker
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_declared_leaderships_are_what_a_start_would_have_assigned(tmp_path):
+    """A start declares each topic's leaderships and assigns them when one is first asked
+    for; a change of the nodes assigns every declared one first, so each gets what it
+    would have got at start: the same leaders, epochs and recorded file."""
+    import shutil
+
+    stored = tmp_path / "stored"
+    stored.mkdir()
+    before = ReplicaState(stored / "partitions.json", [0, 1, 2])
+    for i in range(4):
+        before.assign("t", i, 2)
+    before.set_leader("t", 1, before.partitions[("t", 1)].replicas[1], "a failover before the stop")
+    before.save()
+
+    def started(name: str, lazy: bool) -> ReplicaState:
+        shutil.copytree(stored, tmp_path / name)
+        state = ReplicaState(tmp_path / name / "partitions.json", [0, 1, 2])
+        if lazy:
+            state.declare("t", 4, 2)
+        else:
+            for i in range(4):
+                state.assign("t", i, 2)
+        return state
+
+    eager, lazy = started("eager", False), started("lazy", True)
+    assert lazy.partitions == {} and lazy.get("u", 0) is None
+    assert lazy.get("t", 1) == eager.partitions[("t", 1)]  # the failover's leader back on its first replica
+    assert set(lazy.partitions) == {("t", i) for i in range(4)}
+
+    eager, lazy = started("eager-2", False), started("lazy-2", True)
+    assert eager.node_down(0) == lazy.node_down(0)
+    assert eager.partitions == lazy.partitions
+    assert eager._journal.load() == lazy._journal.load()
