@@ -679,7 +679,7 @@ class GroupCoordinator:
         error, state = self._serving(group_id)
         if error is not None:
             return Result(response=error)
-        if state.holds(group_id, ("classic", "consumer")):
+        if state.holds(group_id, ("classic", "consumer", "streams")):
             return Result(response=E.group_id_not_found)
         group = state.share_groups.get(group_id) or ShareGroup(group_id)
         return Result(records=tuple(self.share.state_changed(group, partitions, initialized)), response=E.none)

@@ -146,14 +146,18 @@ class ShareGroup:
             _without_empty(initializing), _without_empty(initialized), {}))
 
     def deletion_records(self) -> list[CoordinatorRecord]:
-        """Tombstones of every record of the group, in the order Kafka deletes them."""
-        records = []
-        for member_id in self.members:
-            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
-        records += [codec.target_metadata_record(self.group_id, None),
-                    codec.state_partition_metadata_record(self.group_id, None),
-                    codec.group_metadata_record(self.group_id, None)]
-        return records
+        """Tombstones of every record of the group, in the order Kafka 4.4 deletes them
+        (ShareGroup.createGroupTombstoneRecords): the members' current and target
+        assignments (and target assignments left of members no longer there), the target
+        assignment epoch, the members' subscriptions, the state metadata, the group epoch."""
+        members = list(self.members)
+        targets = members + [m for m in self.target if m not in self.members]
+        return [*(codec.current_assignment_record(self.group_id, m, None) for m in members),
+                *(codec.target_member_record(self.group_id, m, None) for m in targets),
+                codec.target_metadata_record(self.group_id, None),
+                *(codec.member_metadata_record(self.group_id, m, None) for m in members),
+                codec.state_partition_metadata_record(self.group_id, None),
+                codec.group_metadata_record(self.group_id, None)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,8 +357,12 @@ class ShareGroups:
         records = member_tombstones(group.group_id, member_id, codec.MEMBER_RECORDS)
         rest = {n for m in group.members.values() if m.member_id != member_id
                 for n in m.subscribed_topic_names if n in topics}
-        records.append(codec.group_metadata_record(group.group_id, group.group_epoch + 1,
-                                                   metadata_hash(topics, rest)))
+        group_epoch = group.group_epoch + 1
+        records.append(codec.group_metadata_record(group.group_id, group_epoch, metadata_hash(topics, rest)))
+        if group.members.keys() <= {member_id}:
+            # The last member gone: nothing is left to assign, so the target assignment is
+            # at the new epoch at once (Kafka 4.4 writes it, with timestamp 0).
+            records.append(codec.target_metadata_record(group.group_id, group_epoch))
         return records
 
     @staticmethod

@@ -30,14 +30,15 @@ async def _answers(port: int, topic: str) -> list[tuple]:
             out.append((label, err(r.error_code), r.member_epoch if r.error_code == 0 else None))
             return r
 
-        async def describe(label: str, group_id: str):
+        async def describe(label: str, group_id: str, epochs: bool = False):
             r = await wire.request("share_group_describe", {"group_ids": [group_id],
                                                             "include_authorized_operations": False},
                                    version=1, key=DESCRIBE)
             g = r.groups[0]
             out.append((label, err(g.error_code), g.group_state if g.error_code == 0 else None,
                         g.assignor_name if g.error_code == 0 else None,
-                        sorted(m.member_id == member for m in g.members)))
+                        sorted(m.member_id == member for m in g.members),
+                        g.group_epoch - g.assignment_epoch if epochs else None))
 
         await heartbeat("empty member id", member_id="")
         await heartbeat("no topics at join", subscribed_topic_names=[])
@@ -70,7 +71,7 @@ async def _answers(port: int, topic: str) -> list[tuple]:
         out.append(("consumer heartbeat on a share group", err(consumer.error_code)))
         await describe("share group", group)
         await heartbeat("leave", member_epoch=-1)
-        await describe("after leaving", group)
+        await describe("after leaving", group, epochs=True)  # the last one gone: the assignment epoch follows
         return out
     finally:
         await wire.close()

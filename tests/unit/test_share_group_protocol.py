@@ -214,6 +214,48 @@ def test_an_empty_share_group_can_be_deleted_and_stays_deleted_after_replay():
     assert s.restart().group() is None
 
 
+def test_the_last_member_leaving_brings_the_assignment_epoch_to_the_new_group_epoch():
+    """As Kafka 4.4's shareGroupFenceMember: an empty group has nothing to assign, so its
+    target assignment epoch is the group epoch the leaving wrote; not so while others stay."""
+    s = Shares()
+    s.joined("a")
+    s.hb("b", 0)
+    s.hb("b", -1)
+    assert (s.group().group_epoch, s.group().assignment_epoch) == (5, 4)
+    before = len(s.appended)
+    s.hb("a", -1)
+    assert kinds(s.appended[before:]) == [codec.CURRENT_ASSIGNMENT, codec.TARGET_MEMBER, codec.MEMBER_METADATA,
+                                          codec.GROUP_METADATA, codec.TARGET_METADATA]
+    assert (s.group().state, s.group().group_epoch, s.group().assignment_epoch) == ("Empty", 6, 6)
+    replayed = s.restart().group()
+    assert (replayed.group_epoch, replayed.assignment_epoch) == (6, 6)
+
+
+def test_a_deleted_share_group_leaves_only_tombstones_in_the_order_kafka_writes_them():
+    s = Shares()
+    s.joined("a")
+    s.hb("b", 0)
+    s.hb("b", -1)
+    s.hb("a", -1)
+    before = len(s.appended)
+    assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.none
+    assert kinds(s.appended[before:]) == [codec.TARGET_METADATA, codec.STATE_PARTITION_METADATA,
+                                          codec.GROUP_METADATA]
+    latest = {r.key: r.value for r in s.appended}  # what compaction keeps of each key
+    assert latest and all(value is None for value in latest.values())
+
+
+def test_a_share_state_outcome_for_a_group_id_of_another_type_is_refused():
+    from tests.unit.test_streams_group_protocol import Streams
+
+    s = Streams()
+    s.ready()
+    before = len(s.appended)
+    answer = s.runtime.run(0, lambda: s.coordinator.share_group_state_changed("g", {T: frozenset({0})}, True), s.now)
+    assert answer is E.group_id_not_found and len(s.appended) == before
+    assert s.coordinator.share_group("g") is None
+
+
 def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized():
     s = Shares()
     s.joined("a")
