@@ -64,6 +64,7 @@ class BrokerNode:
             self._groups.share_member_gone = b.share_member_gone
             self._groups.share_persister = lambda: self.shares.persister
             self._groups.coordinator.group_timeouts = self._group_timeouts
+            self._groups.coordinator.share_assignment_interval = self._share_assignment_interval
         return self._groups
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
@@ -72,6 +73,11 @@ class BrokerNode:
 
         return (int(group_setting(self.broker, group_id, f"{group_type}.session.timeout.ms")),
                 int(group_setting(self.broker, group_id, f"{group_type}.heartbeat.interval.ms")))
+
+    def _share_assignment_interval(self, group_id: str) -> int:
+        from broker.coordinators.share_service import group_setting
+
+        return int(group_setting(self.broker, group_id, "share.assignment.interval.ms"))
 
     @property
     def shares(self):

@@ -83,7 +83,8 @@ class GroupService:
                 max_size=config["group.consumer.max.size"],
                 migration_policy=config["group.consumer.migration.policy"],
             ),
-            share=ShareGroupConfig(max_size=config["group.share.max.size"]),
+            share=ShareGroupConfig(max_size=config["group.share.max.size"],
+                                   assignment_interval_ms=config["group.share.assignment.interval.ms"]),
             streams=StreamsGroupConfig(
                 session_timeout_ms=config["group.streams.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],

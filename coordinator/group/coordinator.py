@@ -164,6 +164,8 @@ class GroupCoordinator:
         # A share or streams group's (session timeout, heartbeat interval), by group type
         # ("share", "streams") and id: its group configs or the broker's; the broker sets this.
         self.group_timeouts: Callable[[str, str], tuple[int, int]] = self._configured_timeouts
+        # A share group's share.assignment.interval.ms (None: the broker's); the broker sets this.
+        self.share_assignment_interval: Callable[[str], int | None] = lambda _group_id: None
 
     def _configured_timeouts(self, group_type: str, _group_id: str) -> tuple[int, int]:
         config = self.config.share if group_type == "share" else self.config.streams
@@ -660,8 +662,9 @@ class GroupCoordinator:
                                                                    ("classic", "consumer", "streams")):
                 raise Refused(E.group_id_not_found, _not_a(request.group_id, "share"))
             session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
-            records, answer, left, initialize = self.share.heartbeat(group, request, self.topics(), now_ms,
-                                                                     session_timeout_ms, interval_ms)
+            records, answer, left, initialize = self.share.heartbeat(
+                group, request, self.topics(), now_ms, session_timeout_ms, interval_ms,
+                self.share_assignment_interval(request.group_id))
         except Refused as refused:
             return Result(response=HeartbeatAnswer(refused.error, refused.message))
         if group is None:

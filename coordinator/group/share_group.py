@@ -16,6 +16,11 @@ once done they are recorded initialized, and the next heartbeat, finding initial
 partitions nobody is assigned, moves the group epoch and assigns them. So a new group's
 first member is answered epoch 2 with nothing, then epoch 3 with its partitions, as on
 Kafka 4.4.
+
+As on Kafka 4.4, a target assignment is computed at most once per
+``share.assignment.interval.ms`` (group.share.assignment.interval.ms) after the last one:
+a heartbeat that moves the group epoch sooner answers the last target assignment (its
+epoch, and nothing for a member not in it), and a later heartbeat computes the new one.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class ShareGroupConfig:
     # group.share.initialize.retry.interval.ms: share-partitions still initializing this
     # long after they were asked (the node asking died, say) are asked again
     initialize_retry_interval_ms: int = 30_000
+    assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (group config overrides)
 
 
 @dataclass(slots=True)
@@ -84,6 +90,7 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assignment_timestamp_ms: int = 0  # when the target assignment was computed (0: no wait after it)
     metadata_hash: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
@@ -106,7 +113,8 @@ class ShareGroup:
         if kind == codec.GROUP_METADATA:
             self.group_epoch, self.metadata_hash = codec.decode_group_metadata(value)
         elif kind == codec.TARGET_METADATA:
-            self.assignment_epoch = 0 if value is None else codec.decode_target_metadata(value)
+            self.assignment_epoch, timestamp = (0, None) if value is None else codec.decode_target_metadata(value)
+            self.assignment_timestamp_ms = timestamp or 0
         elif kind == codec.STATE_PARTITION_METADATA:
             metadata = codec.decode_state_partition_metadata(value) if value is not None else None
             self.initialized = {} if metadata is None else metadata.initialized
@@ -221,6 +229,13 @@ def _without_empty(a: codec.NamedPartitions) -> codec.NamedPartitions:
     return {t: (n, ps) for t, (n, ps) in a.items() if ps}
 
 
+def _may_assign(last_assignment_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Whether a new target assignment may be computed now (Kafka 4.4's
+    canComputeNextTargetAssignment): the last one has no time, there is no interval, or
+    the interval since the last one has passed."""
+    return last_assignment_ms == 0 or interval_ms == 0 or now_ms >= last_assignment_ms + interval_ms
+
+
 def validate(request: ShareHeartbeatRequest) -> None:
     """The checks Kafka makes before looking at the group; raises Refused."""
     if not request.group_id:
@@ -244,11 +259,12 @@ class ShareGroups:
         self._topics = topics  # the cluster's topics (names for the state metadata record)
 
     def heartbeat(self, group: ShareGroup | None, request: ShareHeartbeatRequest, topics: TopicsSnapshot,
-                  now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int
+                  now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int,
+                  assignment_interval_ms: int | None = None
                   ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, bool, InitializeShareState | None]:
         """(records, answer, whether the member left, the share-partitions to initialize).
         Raises Refused. ``group`` is None for a group that does not exist yet; the records
-        create it."""
+        create it. ``assignment_interval_ms``: the group's (None: the broker's)."""
         validate(request)
         member_id = request.member_id
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -297,7 +313,10 @@ class ShareGroups:
             records.append(codec.group_metadata_record(group.group_id, group_epoch, new_hash))
         target = group.target
         assignment_epoch = group.assignment_epoch
-        if group_epoch > group.assignment_epoch:
+        if assignment_interval_ms is None:
+            assignment_interval_ms = self.config.assignment_interval_ms
+        if group_epoch > group.assignment_epoch and _may_assign(group.assignment_timestamp_ms, assignment_interval_ms,
+                                                                now_ms):
             target = self._assign(members, group.target, topics, group.initialized)
             for m, partitions in sorted(target.items()):
                 if group.target.get(m) != partitions:

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.timeout(180)
 LOCK_MS = 15_000  # the least Kafka's group.share.min.record.lock.duration.ms allows
 PROFILE = {"emulate.kafka.version": "4.4"}
 # A new group's partitions come a heartbeat after its first (once their state is
-# initialized, as on Kafka): a short heartbeat interval keeps the tests quick.
-QUICK = {**PROFILE, "group.share.heartbeat.interval.ms": 500}
+# initialized, as on Kafka), and no sooner than the assignment interval after the first
+# assignment: a short heartbeat interval and no assignment interval keep the tests quick.
+QUICK = {**PROFILE, "group.share.heartbeat.interval.ms": 500, "group.share.assignment.interval.ms": 0}
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -388,3 +389,37 @@ def test_share_partitions_in_metrics_the_console_and_the_history(share_broker, t
     assert {e["protocol"] for e in moves} == {"share"}
     assert moves[0]["joined"] == shown["members"] and moves[-1]["left"] == shown["members"]
     assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]
+
+
+def test_a_groups_assignment_interval_holds_its_next_assignment_on_the_brokers_clock(broker_factory, topic_name):
+    """share.assignment.interval.ms (a group config here): after the first target
+    assignment, the one giving the member its initialized partitions waits until the
+    interval has passed on the broker's clock, as Kafka 4.4 computes at most one per interval."""
+    broker = broker_factory({**QUICK, "share.coordinator.state.topic.num.partitions": 1}, admin=True)
+    create(broker.bootstrap, topic_name)
+    group = new_group(broker.bootstrap, share_assignment_interval_ms="60000")
+    member = uuid.uuid4().hex[:22]
+
+    def heartbeat(epoch: int, topics=None):
+        r = _request(broker, 76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                     "rack_id": None, "subscribed_topic_names": topics})
+        assert r.error_code == 0, r
+        return r
+
+    def epochs() -> tuple[int, int]:
+        (g,) = _request(broker, 77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+        return g.group_epoch, g.assignment_epoch
+
+    assert heartbeat(0, [topic_name]).member_epoch == 2  # the first assignment: at once (nothing to wait for)
+    deadline = time.monotonic() + 30
+    while epochs() != (3, 2):  # its partitions initialized: the group epoch moves, the assignment waits
+        assert time.monotonic() < deadline, epochs()
+        assert heartbeat(2).member_epoch == 2
+        time.sleep(0.1)
+    for _ in range(2):  # 40 s of the 60: still waiting (heartbeats keep the session)
+        broker.control().clock_advance(by="20s")
+        assert heartbeat(2).member_epoch == 2
+    broker.control().clock_advance(by="20s")
+    assigned = heartbeat(2)
+    assert assigned.member_epoch == 3 and [sorted(t.partitions) for t in assigned.assignment.topic_partitions] == [[0]]
+    assert epochs() == (3, 3)

@@ -7,6 +7,7 @@ recovery by replaying the records Kafka writes for share groups."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
@@ -23,14 +24,16 @@ E = ErrorCode
 T = uuid.UUID(int=1)
 U = uuid.UUID(int=2)
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfig(),
-                     share=ShareGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000, max_size=3))
+                     share=ShareGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000, max_size=3,
+                                            assignment_interval_ms=0))
+INTERVAL = replace(CONFIG, share=replace(CONFIG.share, assignment_interval_ms=1_000))
 
 
 class Shares(Runtime):
-    def __init__(self, topics=None, **kwargs) -> None:
+    def __init__(self, topics=None, config=CONFIG, **kwargs) -> None:
         self.gone: list[ShareMemberGone] = []
         self.initialize: list[InitializeShareState] = []  # asked of the share coordinator
-        super().__init__(CONFIG, **kwargs)
+        super().__init__(config, **kwargs)
         self.topic_table = dict(topics or {"t": (T, 2)})
         self.coordinator.topics = lambda: self.topic_table
 
@@ -44,7 +47,7 @@ class Shares(Runtime):
             super()._perform(effect)
 
     def restart(self) -> "Shares":
-        return Shares(self.topic_table, now_ms=self.now, log=type(self.log)(self.log.partitions))
+        return Shares(self.topic_table, self.config, now_ms=self.now, log=type(self.log)(self.log.partitions))
 
     def hb(self, member: str, epoch: int, group: str = "g", **fields):
         if epoch == 0:
@@ -254,6 +257,32 @@ def test_a_share_state_outcome_for_a_group_id_of_another_type_is_refused():
     answer = s.runtime.run(0, lambda: s.coordinator.share_group_state_changed("g", {T: frozenset({0})}, True), s.now)
     assert answer is E.group_id_not_found and len(s.appended) == before
     assert s.coordinator.share_group("g") is None
+
+
+def test_a_target_assignment_waits_for_the_assignment_interval_after_the_last_one():
+    """As Kafka 4.4: a heartbeat moving the group epoch within share.assignment.interval.ms
+    of the last target assignment answers that one (a joining member gets its epoch and
+    nothing); the first heartbeat after the interval computes the new one."""
+    s = Shares(config=INTERVAL)
+    s.hb("a", 0)  # a new group: nothing computed before, so at once (epoch 2)
+    s.initialized()
+    s.now += 500
+    assert (s.hb("a", 2).member_epoch, s.group().group_epoch) == (2, 3)  # within the interval: waits
+    s.now += 500
+    assert (s.hb("a", 2).member_epoch, s.hb("a", 3).assignment) == (3, None)
+    assert s.group().members["a"].assigned == parts(0, 1)
+    joined = s.hb("b", 0)
+    assert (joined.member_epoch, joined.assignment) == (3, {})  # the last assignment's epoch, nothing
+    assert (s.group().group_epoch, s.group().assignment_epoch) == (4, 3)
+    s.now += 999
+    assert s.hb("b", 3).member_epoch == 3
+    s.now += 1
+    assert (s.hb("b", 3).member_epoch, s.group().assignment_epoch) == (4, 4)
+    assert s.restart().group().assignment_timestamp_ms == s.now  # replayed from the record
+    s.hb("b", -1)
+    s.hb("a", -1)  # the last one gone: an assignment time of 0, so the next join assigns at once
+    assert s.group().assignment_timestamp_ms == 0
+    assert s.hb("c", 0).member_epoch == 7
 
 
 def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized():
