@@ -61,7 +61,6 @@ class BrokerNode:
 
             b = self.broker
             self._groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
-            self._groups.share_member_gone = b.share_member_gone
             self._groups.share_persister = lambda: self.shares.persister
             self._groups.coordinator.group_timeouts = self._group_timeouts
             self._groups.coordinator.share_assignment_interval = self._share_assignment_interval

@@ -261,8 +261,8 @@ class ShareGroups:
     def heartbeat(self, group: ShareGroup | None, request: ShareHeartbeatRequest, topics: TopicsSnapshot,
                   now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int,
                   assignment_interval_ms: int | None = None
-                  ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, bool, InitializeShareState | None]:
-        """(records, answer, whether the member left, the share-partitions to initialize).
+                  ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, InitializeShareState | None]:
+        """(records, answer, the share-partitions to initialize).
         Raises Refused. ``group`` is None for a group that does not exist yet; the records
         create it. ``assignment_interval_ms``: the group's (None: the broker's)."""
         validate(request)
@@ -272,7 +272,7 @@ class ShareGroups:
                 raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group "
                               f"{request.group_id}.")
             records = self.fence(group, member_id, topics)
-            return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), True, None
+            return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), None
         if group is None and request.member_epoch != 0:
             raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
         # A group made by this heartbeat counts from epoch 1, so its first epoch is 2, as
@@ -339,7 +339,7 @@ class ShareGroups:
             member_id=member_id, member_epoch=updated.member_epoch, heartbeat_interval_ms=heartbeat_interval_ms,
             assignment=updated.assigned if send_assignment else None)
         effect = InitializeShareState(group.group_id, group_epoch, initialize) if initialize else None
-        return records, answer, False, effect
+        return records, answer, effect
 
     def state_changed(self, group: ShareGroup, partitions: dict, initialized: bool) -> list[CoordinatorRecord]:
         """The share coordinator initialized these partitions' state (``initialized``), or
@@ -372,7 +372,10 @@ class ShareGroups:
 
     def fence(self, group: ShareGroup, member_id: str, topics: TopicsSnapshot) -> list[CoordinatorRecord]:
         """A member leaves or its session ended: its records go, and the group epoch
-        moves so the others are given its partitions on their next heartbeat."""
+        moves so the others are given its partitions on their next heartbeat. What it
+        holds stays acquired until its share session ends or the locks do: as on Kafka
+        4.4, the group coordinator does not tell the share-partition leaders (a leaving
+        client's last acknowledgements may come after its leave)."""
         records = member_tombstones(group.group_id, member_id, codec.MEMBER_RECORDS)
         rest = {n for m in group.members.values() if m.member_id != member_id
                 for n in m.subscribed_topic_names if n in topics}

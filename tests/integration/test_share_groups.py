@@ -423,3 +423,53 @@ def test_a_groups_assignment_interval_holds_its_next_assignment_on_the_brokers_c
     assigned = heartbeat(2)
     assert assigned.member_epoch == 3 and [sorted(t.partitions) for t in assigned.assignment.topic_partitions] == [[0]]
     assert epochs() == (3, 3)
+
+
+def test_acknowledgements_sent_after_the_members_leave_still_count(share_broker, topic_name):
+    """A closing client sends its leave heartbeat and its last acknowledgements at once
+    (librdkafka does); as on Kafka 4.4, the leave does not release what the member holds
+    (only the end of its share session does), so acknowledgements arriving after the leave
+    are applied and the accepted records are not delivered again."""
+    import asyncio
+
+    from broker.wire.client import KafkaConnection
+
+    bootstrap = share_broker.bootstrap
+    create(bootstrap, topic_name)
+    group = new_group(bootstrap)
+    produce(bootstrap, topic_name, [b"a", b"b"])
+    member = uuid.uuid4().hex[:22]
+
+    async def fetch_leave_acknowledge():
+        conn = await KafkaConnection.connect("127.0.0.1", share_broker.port, client_id="late-acks")
+        try:
+            def heartbeat(epoch, topics=None):
+                return conn.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                            "rack_id": None, "subscribed_topic_names": topics})
+            joined = await heartbeat(0, [topic_name])
+            for _ in range(300):  # until its partition's state is initialized and assigned
+                answer = await heartbeat(joined.member_epoch)
+                if answer.assignment and answer.assignment.topic_partitions:
+                    break
+                await asyncio.sleep(0.1)
+            topic_id = answer.assignment.topic_partitions[0].topic_id
+            fetched = await conn.request(78, 1, {
+                "group_id": group, "member_id": member, "share_session_epoch": 0, "max_wait": 5000, "min_bytes": 1,
+                "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100, "forgotten_topics_data": [],
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                                                                  "acknowledgement_batches": []}]}]})
+            acquired = [(a.first_offset, a.last_offset) for a in fetched.responses[0].partitions[0].acquired_records]
+            left = await heartbeat(-1)
+            acknowledged = await conn.request(79, 1, {
+                "group_id": group, "member_id": member, "share_session_epoch": 1,
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})  # 1: accept
+            return acquired, left.member_epoch, acknowledged.error_code, acknowledged.responses[0].partitions[0].error_code
+        finally:
+            await conn.close()
+
+    assert asyncio.run(fetch_leave_acknowledge()) == ([(0, 1)], -1, 0, 0)
+    produce(bootstrap, topic_name, [b"c"])
+    c = consumer(bootstrap, group, topic_name)
+    assert values(poll_until(c, lambda ms: b"c" in values(ms))) == [b"c"]  # a and b were accepted
+    c.close()
