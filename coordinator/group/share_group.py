@@ -323,7 +323,11 @@ class ShareGroups:
                     records.append(codec.target_member_record(group.group_id, m, partitions))
             assignment_epoch = group_epoch
             records.append(codec.target_metadata_record(group.group_id, assignment_epoch, now_ms))
-        new_assignment = target.get(member_id, {})
+        # The target's partitions of topics the member still subscribes to (a target
+        # not yet recomputed after a subscription change keeps none of the dropped
+        # topics), as Kafka 4.4's ShareGroupAssignmentBuilder filters them.
+        subscribed_ids = {topics[n][0] for n in updated.subscribed_topic_names if n in topics}
+        new_assignment = {t: ps for t, ps in target.get(member_id, {}).items() if t in subscribed_ids}
         if updated.member_epoch != assignment_epoch or updated.assigned != new_assignment:
             updated.previous_member_epoch = updated.member_epoch
             updated.member_epoch = assignment_epoch

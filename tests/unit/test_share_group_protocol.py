@@ -281,6 +281,21 @@ def test_a_target_assignment_waits_for_the_assignment_interval_after_the_last_on
     assert s.hb("c", 0).member_epoch == 7
 
 
+def test_a_resubscribed_member_keeps_no_partition_of_a_dropped_topic_while_the_assignment_waits():
+    """As Kafka 4.4's ShareGroupAssignmentBuilder: the last target assignment, answered
+    within the assignment interval, is filtered by the member's subscription."""
+    s = Shares({"t": (T, 2), "u": (U, 1)}, config=INTERVAL)
+    s.hb("a", 0)
+    s.initialized()
+    s.now += 1_000
+    assert s.hb("a", 2).assignment == parts(0, 1)
+    moved = s.hb("a", 3, subscribed_topic_names=("u",))  # within the interval: the target waits
+    assert (moved.member_epoch, moved.assignment) == (3, {})
+    s.initialized()
+    s.now += 1_000
+    assert s.hb("a", 3).assignment == {U: frozenset({0})}
+
+
 def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized():
     s = Shares()
     s.joined("a")
