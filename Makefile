@@ -104,7 +104,8 @@ TIMELINE_SCREENSHOT ?= docs/console-timeline.png
 LOG_SCREENSHOT ?= docs/console-log.png
 GROUPS_SCREENSHOT ?= docs/console-groups.png
 
-kafkajs-test: venv compile
+# kafkajs against eosbroker and (the security matrix) Apache Kafka: Java and Maven too.
+kafkajs-test: venv compile java
 	cd tests/kafkajs && npm install --no-audit --no-fund --silent
 	$(PY) -m pytest -q -p no:cacheprovider -m kafkajs tests/kafkajs
 

@@ -35,11 +35,17 @@ import uuid
 from pathlib import Path
 
 from broker.security.acls import NOT_REQUESTED
-from broker.handlers import HANDLERS
-from protocol import messages
-from protocol.apis import ApiTable, flexible_from
+from broker.wire.server import HANDLERS
+from protocol import answer_wire, request_wire
+from protocol.request_wire import (
+    ApiTable,
+    flexible_from,
+    FrameDecoder,
+    FrameError,
+    peek_request_header,
+    skip_tagged_fields,
+)
 from protocol.client import response_header_size
-from protocol.framing import FrameDecoder, FrameError, peek_request_header, skip_tagged_fields
 
 TOPIC = "client-floor"
 PARTITIONS = 2
@@ -91,7 +97,7 @@ def _produce_answer(partition: int) -> dict:
 
 def _frame(api_key: int, version: int, data: dict) -> bytes:
     """A whole response frame with correlation id 0: size, header, body."""
-    body = messages.encode(messages.build_response(api_key, version, data))
+    body = answer_wire.encode(answer_wire.build_response(api_key, version, data))
     header = b"\0\0\0\0" + (b"\0" if response_header_size(api_key, version) == 5 else b"")
     return struct.pack(">i", len(header) + len(body)) + header + body
 
@@ -130,7 +136,7 @@ class _Responder(asyncio.Protocol):
         try:
             while (request := self.decoder.next_frame()) is not None:
                 out.append(self.answer(request))
-        except (FrameError, LookupError, messages.DecodeError) as e:
+        except (FrameError, LookupError, request_wire.DecodeError) as e:
             print(f"client-floor responder: closing the connection: {e}", file=sys.stderr, flush=True)
             self.transport.close()
             return
@@ -142,7 +148,7 @@ class _Responder(asyncio.Protocol):
         if header.api_key == PRODUCE:  # the one answer that names what the request carried
             if header.api_version >= flexible_from(PRODUCE):
                 pos = skip_tagged_fields(request, pos)
-            body = messages.decode_request(PRODUCE, header.api_version, request, pos)
+            body = request_wire.decode_request(PRODUCE, header.api_version, request, pos)
             key += (body.topic_data[0].partition_data[0].index,)
         frame = self.frames.get(key)
         if frame is None:

@@ -66,7 +66,7 @@ def opened_partitions(count: int, data_dir: Path) -> int:
 
 def producer_entries(count: int) -> int:
     from broker.log.producer_state import ProducerStateManager
-    from protocol.record_codec import build_batch
+    from protocol.records import build_batch
     from protocol.records import RecordBatch
 
     state = ProducerStateManager()

@@ -12,8 +12,8 @@ import struct
 import subprocess
 import time
 
-from protocol.framing import encode_request_frame
-from protocol.messages import build_request, decode_response, encode
+from protocol.request_wire import encode_request_frame
+from protocol.answer_wire import build_request, decode_response, encode
 
 METADATA = 3
 METADATA_VERSION = 1

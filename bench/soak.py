@@ -297,8 +297,11 @@ def main(argv: list[str] | None = None) -> int:
 
     admin_port = free_port()
     overrides = [a for k, v in BROKER_SETTINGS.items() for a in ("--override", f"{k}={v}")]
-    kind = BrokerKind("eosbroker", lambda port, data_dir: [*eosbroker_command(port, data_dir), "--admin-port",
-                                                           str(admin_port), *overrides])
+
+    def command(port, data_dir, sasl_ssl=None):
+        return [*eosbroker_command(port, data_dir, sasl_ssl), "--admin-port", str(admin_port), *overrides]
+
+    kind = BrokerKind("eosbroker", command)
     print(f"soak: {args.duration:g} s, windows of {args.window:g} s; {args.producers} transactional producers at "
           f"{args.txn_rate:g} txn/s each, a topic created and deleted every {args.churn_interval:g} s", flush=True)
     samples: list[Sample] = []

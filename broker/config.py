@@ -162,6 +162,9 @@ SETTINGS: dict[str, Setting] = {
                 doc="A new streams group's first tasks wait this long for more members (ASSIGNMENT_DELAYED)."),
         Setting("group.streams.assignment.interval.ms", _long, 1000,
                 doc="A streams group's assignments are computed at most this often (ASSIGNMENT_DELAYED)."),
+        Setting("group.streams.num.standby.replicas", _long, 0,
+                doc="Standby replicas of each stateful task of a streams group (its streams.num.standby.replicas "
+                    "group config overrides it)."),
         Setting("group.share.session.timeout.ms", _long, 45000),
         Setting("group.share.heartbeat.interval.ms", _long, 5000),
         Setting("group.share.max.size", _long, 200),

@@ -184,9 +184,10 @@ def warm(path: Path = CACHE_FILE) -> int:
             importlib.import_module(module.name)
     from kio.index import UnknownEntity
 
-    from broker.handlers import HANDLERS
-    from protocol.apis import KAFKA_4_0
-    from protocol.messages import request_class, response_class
+    from broker.wire.server import HANDLERS
+    from protocol.request_wire import KAFKA_4_0
+    from protocol.request_wire import request_class
+    from protocol.answer_wire import response_class
 
     for api_key, (_name, advertised_min, _accepted_min, max_version) in KAFKA_4_0.items():
         if api_key not in HANDLERS:

@@ -12,7 +12,7 @@ from broker.clock import SYSTEM_CLOCK, Clock
 from broker.cluster.cluster import PAUSED, RUNNING, Cluster, NodeRegistration
 from broker.config import BrokerConfig
 from broker.cluster.dynamic_configs import DynamicConfigs
-from broker.handlers import HANDLERS
+from broker.wire.server import HANDLERS
 from broker.cluster.producer_ids import ProducerIdAllocator
 from broker.faults.requests import FaultRules
 from broker.cluster.replication import Replication
@@ -23,7 +23,7 @@ from broker.log.data_dir_lock import DataDirLock
 from broker.timers import every
 
 from coordinator.partitioning import partition_for
-from protocol.apis import ApiTable
+from protocol.request_wire import ApiTable
 from protocol.names import (
     CONSUMER_OFFSETS, GROUP_KEY_TYPE, SHARE_GROUP_STATE, SHARE_KEY_TYPE, TRANSACTION_KEY_TYPE, TRANSACTION_STATE,
 )

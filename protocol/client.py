@@ -24,9 +24,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.primitive import i64
 
-from protocol import messages
-from protocol.apis import flexible_from
-from protocol.framing import FrameDecoder, encode_request_frame
+from protocol import answer_wire
+from protocol.request_wire import flexible_from, FrameDecoder, encode_request_frame
 from protocol.names import TRANSACTION_KEY_TYPE, TopicPartition
 
 API_VERSIONS = 18
@@ -65,7 +64,7 @@ def decode_response(api_key: int, version: int, frame: bytes) -> Any:
     special = _SPECIAL_READERS.get((api_key, version))
     if special is not None:
         return special(frame, offset)[0]
-    return messages.decode_response(api_key, version, frame, offset)
+    return answer_wire.decode_response(api_key, version, frame, offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,17 +93,17 @@ class ClientConnection:
         """(correlation id, the bytes to write) for a request given as a dict of Kafka
         field names or as a kio request. Without ``expect_response`` (Produce acks=0)
         the request is not tracked."""
-        message = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
+        message = answer_wire.build_request(api_key, version, body) if isinstance(body, dict) else body
         correlation_id = next(self._correlation)
         frame = encode_request_frame(api_key, version, correlation_id, self.client_id,
-                                     version >= flexible_from(api_key), messages.encode(message))
+                                     version >= flexible_from(api_key), answer_wire.encode(message))
         if expect_response:
             self._pending[correlation_id] = (api_key, version)
         return correlation_id, frame
 
     def receive_data(self, data: bytes) -> list[Response]:
         """Feeds bytes read from the socket; returns the responses they completed.
-        Raises ``protocol.framing.FrameError`` when the peer broke framing."""
+        Raises ``protocol.request_wire.FrameError`` when the peer broke framing."""
         self._decoder.feed(data)
         out = []
         while (frame := self._decoder.next_frame()) is not None:

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 
 from kio.schema.errors import ErrorCode
 
-from protocol.record_codec import CONTROL_TYPE_ABORT, Record, decode_records, read_control_record
-from protocol.records import iter_batches
+from protocol.records import CONTROL_TYPE_ABORT, Record, decode_records, iter_batches, read_control_record
 from spark_client.wire import FETCH_V, READ_COMMITTED, Client, KafkaError
 
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from protocol import messages
+from protocol import answer_wire
 from protocol.client import (
     FIND_COORDINATOR,
     METADATA,
@@ -36,8 +36,7 @@ from protocol.client import (
     parse_find_coordinator,
     parse_metadata,
 )
-from protocol.record_codec import build_batch
-from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, increment_sequence
+from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch, increment_sequence
 
 # The versions this client speaks; Kafka 4.0 and eosbroker accept all of them.
 PRODUCE_V = 9
@@ -122,7 +121,7 @@ class Connection:
             if answer.error_code != ErrorCode.none:
                 raise KafkaError(answer.error_code, f"SASL {security.mechanism} login at {self.address}: "
                                                     f"{answer.error_message}")
-            lifetime_ms = messages.ms(answer.session_lifetime) or 0
+            lifetime_ms = answer_wire.ms(answer.session_lifetime) or 0
             try:
                 token = client.next(answer.auth_bytes)
             except SaslClientError as e:
@@ -414,7 +413,7 @@ def describe_transactions(cluster: Client, transactional_ids: Iterable[str],
                     continue
                 out[s.transactional_id] = TxnDescription(
                     s.transactional_id, ErrorCode(s.error_code), s.transaction_state, s.producer_id,
-                    s.producer_epoch, messages.ms(s.transaction_timeout))
+                    s.producer_epoch, answer_wire.ms(s.transaction_timeout))
             group = again
             if group:
                 backoff.sleep(deadline, f"DescribeTransactions {group}")

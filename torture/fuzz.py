@@ -40,10 +40,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiTable, flexible_from
-from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol import answer_wire
+from protocol.request_wire import KAFKA_4_0, ApiTable, flexible_from, encode_request_frame
+from protocol.records import NewRecord, build_batch
 from broker.wire.client import KafkaConnection
 from broker.testing import BrokerProcess
 
@@ -89,9 +88,9 @@ def corpus() -> list[bytes]:
             continue
         for version in range(r.accepted_min, r.max + 1):
             try:
-                body = messages.encode(messages.build_request(key, version, templates.get(key, {})))
+                body = answer_wire.encode(answer_wire.build_request(key, version, templates.get(key, {})))
             except (KeyError, TypeError, ValueError):
-                body = messages.encode(messages.build_request(key, version, {}))
+                body = answer_wire.encode(answer_wire.build_request(key, version, {}))
             frames.append(encode_request_frame(key, version, 1, "fuzz", r.flexible(version), body)[4:])
     return frames
 
@@ -103,7 +102,7 @@ def sasl_corpus() -> tuple[list[bytes], list[bytes]]:
     from tests.sasl_tokens import ScramClient, oauthbearer, plain
 
     def frame(key: int, version: int, body: dict) -> bytes:
-        encoded = messages.encode(messages.build_request(key, version, body))
+        encoded = answer_wire.encode(answer_wire.build_request(key, version, body))
         return encode_request_frame(key, version, 7, "fuzz", version >= flexible_from(key), encoded)[4:]
 
     tokens = [plain("alice", "alice-secret"), ScramClient("SCRAM-SHA-512", "alice", "x").first(),

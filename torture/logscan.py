@@ -10,8 +10,14 @@ from typing import Iterable
 from coordinator.transaction.log_codec import decode_key, decode_value
 from coordinator.transaction.metadata import TransactionState
 from protocol.names import TRANSACTION_STATE
-from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
-from protocol.records import RECORD_BATCH_OVERHEAD, RecordBatch, peek_batch_size
+from protocol.records import (
+    CONTROL_TYPE_COMMIT,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    decode_records,
+    peek_batch_size,
+    read_control_record,
+)
 from torture.checker import LoggedBatch, LogScan, TxnLogRecord
 from torture.history import decode_value as decode_writer
 

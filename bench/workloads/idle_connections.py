@@ -20,7 +20,7 @@ from bench.probe import read_exactly
 from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
 from bench.workloads.produce import create_topic
 from bench.workloads.transactions import PARTITIONS, run_transactions
-from protocol.framing import encode_request_frame
+from protocol.request_wire import encode_request_frame
 
 IDLE_CONNECTIONS = 1000
 MIN_TRANSACTIONS = 100

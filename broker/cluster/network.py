@@ -28,11 +28,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
-from broker.handlers import HANDLERS
+from broker.faults.requests import DROPPED, FaultClose, run_request
+from broker.wire.server import HANDLERS
 from broker.wire.server import Connection, RequestContext
-from protocol import messages
-from protocol.framing import EncodedBody, RequestHeader
+from protocol import answer_wire
+from protocol.answer_wire import EncodedBody
+from protocol.request_wire import RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +128,14 @@ class Network:
                 await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
         if not node.serving.is_set():
             await node.serving.wait()
-        request = messages.build_request(api_key, version, body) if isinstance(body, dict) else body
+        request = answer_wire.build_request(api_key, version, body) if isinstance(body, dict) else body
         conn = self._connections.get((source, target))
         if conn is None:
             conn = self._connections[source, target] = Connection(
                 next(self._connection_ids), f"node {source}", target, self.broker.clock.monotonic(), None,
                 listener=self.broker.listeners.inter_broker)
         header = RequestHeader(api_key, version, next(self._correlation), f"eosbroker-node-{source}")
-        ctx = RequestContext(self.broker, header, conn)
+        ctx = RequestContext(self.broker, node, header, conn)
 
         def handle():
             # Checked when the handler would start (after a fault rule's delay or hold too):
@@ -149,10 +150,8 @@ class Network:
         if not self.broker.faults.active:
             result = await handle()
         else:  # request fault rules apply between nodes too (client id eosbroker-node-N)
-            seen = seen_by(self.broker, target, api_key, version, header.client_id, request)
-            rule = self.broker.faults.consult(seen)
             try:
-                result = await run_under(rule, seen, self.broker.clock, handle, lambda: node.is_up)
+                result = await run_request(self.broker, target, header, request, handle, lambda: node.is_up)
             except FaultClose as e:
                 raise Unreachable(str(e)) from None
             if result is DROPPED:
@@ -170,9 +169,9 @@ class Network:
             if back.lost():
                 await asyncio.Event().wait()
         if isinstance(result, EncodedBody):  # an answer the handler keeps encoded (ApiVersions)
-            return messages.decode_response(api_key, version, result)
-        if isinstance(result, dict) and (typed or messages.CHECK_FIELD_NAMES):
-            built = messages.build_response(api_key, version, result)
+            return answer_wire.decode_response(api_key, version, result)
+        if isinstance(result, dict) and (typed or answer_wire.CHECK_FIELD_NAMES):
+            built = answer_wire.build_response(api_key, version, result)
             if typed:
                 return built
         return result

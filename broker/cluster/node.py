@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
+from functools import cached_property
 
 from broker.cluster.cluster import PAUSED, RUNNING, STOPPED, NodeRegistration
 from broker.wire.server import Server
 from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
+
+# The coordinator services a node makes on first use, each a cached property of the node.
+_SERVICES = ("transactions", "groups", "shares", "share_states")
 
 
 class BrokerNode:
@@ -32,10 +37,6 @@ class BrokerNode:
         # Cleared while paused: requests are read but not answered.
         self.serving = asyncio.Event()
         self.serving.set()
-        self._transactions = None
-        self._groups = None
-        self._shares = None
-        self._share_states = None
         # Counts the node's stops: a request from or to an earlier run of the node finds a
         # machine that is gone (broker.cluster.network).
         self.incarnation = 0
@@ -43,28 +44,27 @@ class BrokerNode:
         self.handling: set[asyncio.Task] = set()
 
     # The coordinators load on first use (or at start-up when their topic exists), so a
-    # broker that never sees a group or a transaction never imports them.
-    @property
+    # broker that never sees a group or a transaction never imports them. Once made, each
+    # is a plain attribute of the node: a request's handler reads it without a call.
+    @cached_property
     def transactions(self):
-        if self._transactions is None:
-            from broker.coordinators.transaction_service import TransactionService
+        from broker.coordinators.transaction_service import TransactionService
 
-            b = self.broker
-            self._transactions = TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network,
-                                                    self.serving, b.replication)
-        return self._transactions
+        b = self.broker
+        return TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network, self.serving,
+                                  b.replication)
 
-    @property
+    @cached_property
     def groups(self):
-        if self._groups is None:
-            from broker.coordinators.group_service import GroupService
+        from broker.coordinators.group_service import GroupService
 
-            b = self.broker
-            self._groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
-            self._groups.share_persister = lambda: self.shares.persister
-            self._groups.coordinator.group_timeouts = self._group_timeouts
-            self._groups.coordinator.share_assignment_interval = self._share_assignment_interval
-        return self._groups
+        b = self.broker
+        groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
+        groups.share_persister = lambda: self.shares.persister
+        groups.coordinator.group_timeouts = self._group_timeouts
+        groups.coordinator.share_assignment_interval = self._share_assignment_interval
+        groups.coordinator.streams.group_config = self._streams_group_config
+        return groups
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
         """A share or streams group's session timeout and heartbeat interval (its group configs)."""
@@ -78,32 +78,42 @@ class BrokerNode:
 
         return int(group_setting(self.broker, group_id, "share.assignment.interval.ms"))
 
-    @property
+    def _streams_group_config(self, group_id: str):
+        """A streams group's settings with its group configs."""
+        from broker.coordinators.share_service import group_setting
+
+        def setting(key: str) -> int:
+            return int(group_setting(self.broker, group_id, key))
+
+        return replace(self.groups.coordinator.config.streams,
+                       num_standby_replicas=setting("streams.num.standby.replicas"),
+                       initial_rebalance_delay_ms=setting("streams.initial.rebalance.delay.ms"),
+                       assignment_interval_ms=setting("streams.assignment.interval.ms"))
+
+    @cached_property
     def shares(self):
         """The share partitions this node leads and their share sessions."""
-        if self._shares is None:
-            from broker.coordinators.share_service import ShareService
+        from broker.coordinators.share_service import ShareService
 
-            self._shares = ShareService(self.broker, self)
-            self._shares.start()
-        return self._shares
+        shares = ShareService(self.broker, self)
+        shares.start()
+        return shares
 
-    @property
+    @cached_property
     def share_states(self):
         """The share coordinator: share-partition state in __share_group_state."""
-        if self._share_states is None:
-            from broker.coordinators.share_state_service import ShareStateService
+        from broker.coordinators.share_state_service import ShareStateService
 
-            self._share_states = ShareStateService(self.broker.config, self.broker.cluster, self.node_id,
-                                                   self.serving)
-        return self._share_states
+        return ShareStateService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
+
+    def made(self, service: str):
+        """The coordinator service named ``service`` (one of ``_SERVICES``) if this node
+        has made it since it started, else None."""
+        return self.__dict__.get(service)
 
     def coordinator_service(self, topic: str, create: bool = True):
-        if topic == SHARE_GROUP_STATE:
-            return self.share_states if create or self._share_states is not None else None
-        if topic == TRANSACTION_STATE:
-            return self.transactions if create or self._transactions is not None else None
-        return self.groups if create or self._groups is not None else None
+        name = {SHARE_GROUP_STATE: "share_states", TRANSACTION_STATE: "transactions"}.get(topic, "groups")
+        return getattr(self, name) if create else self.made(name)
 
     @property
     def is_up(self) -> bool:
@@ -139,10 +149,11 @@ class BrokerNode:
         for handling in self.handling:
             handling.cancel()
         self.handling.clear()
-        for service in (self._transactions, self._groups, self._shares, self._share_states):
+        for service in [self.made(name) for name in _SERVICES]:
             if service is not None:
                 service.halt()
-        self._transactions = self._groups = self._shares = self._share_states = None
+        for name in _SERVICES:
+            self.__dict__.pop(name, None)
 
     async def stop(self, crash: bool = False) -> None:
         """``halt``, then waits for what it cancelled to end, so nothing touches the logs

@@ -9,8 +9,7 @@ import json
 
 from broker.tools.dump_log import consumer_offsets_text, transaction_state_text
 from protocol.names import CONSUMER_OFFSETS, TRANSACTION_STATE
-from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
-from protocol.records import increment_sequence
+from protocol.records import CONTROL_TYPE_COMMIT, decode_records, increment_sequence, read_control_record
 
 MAX_BATCHES = 500
 

@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from broker.control import snapshot
 from broker.control.routes import ERROR_SCHEMA
 from broker.control.operations import ControlError
-from protocol.apis import api_name
+from protocol.request_wire import api_name
 from protocol.names import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -184,12 +184,35 @@ class StateCollector:
             node_state.add_metric([str(n["node_id"]), n["state"]], 1)
         yield node_state
         yield from _share_partitions(broker)
-        yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
-                                "Consumer groups (Kafka: GroupMetadataManager NumGroups)",
-                                value=sum(g["protocol"] != "share" for g in snapshot.groups(broker)))
+        yield from _group_counts(snapshot.groups(broker))
         # Kafka has no such metric; a count that keeps rising under a steady load is a leak.
         yield GaugeMetricFamily("eosbroker_asyncio_tasks", "Asyncio tasks not yet done in the broker's event loop",
                                 value=len(asyncio.all_tasks()))
+
+
+# A streams group's states, each with its gauge as Kafka registers them.
+_STREAMS_GROUP_STATES = ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead")
+
+
+def _group_counts(groups: list[dict]):
+    """Groups by protocol and streams groups by state (Kafka: group-coordinator-metrics
+    group-count and streams-group-count), and NumGroups, which counts classic groups."""
+    by_protocol = Tally(g["protocol"] for g in groups)
+    yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
+                            "Classic groups (Kafka: GroupMetadataManager NumGroups)", value=by_protocol["classic"])
+    count = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                              "Groups by rebalance protocol (Kafka: group-coordinator-metrics group-count)",
+                              labels=["protocol"])
+    for protocol in ("classic", "consumer", "share", "streams"):
+        count.add_metric([protocol], by_protocol[protocol])
+    yield count
+    streams = GaugeMetricFamily("kafka_server_group_coordinator_metrics_streams_group_count",
+                                "Streams groups by state (Kafka: group-coordinator-metrics streams-group-count)",
+                                labels=["state"])
+    by_state = Tally(g["state"] for g in groups if g["protocol"] == "streams")
+    for state in _STREAMS_GROUP_STATES:
+        streams.add_metric([state], by_state[state])
+    yield streams
 
 
 def _share_partitions(broker):

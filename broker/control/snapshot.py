@@ -1,7 +1,7 @@
 """The live state the console shows and /metrics exports, read from the objects the
 request handlers use (no bookkeeping of its own): nodes, transactions as their
 coordinators describe them, partitions' offsets and open transactions, producers,
-consumer groups with their committed and pending offsets, and share groups with their
+consumer and streams groups with their committed and pending offsets, and share groups with their
 share-partitions' records in flight.
 
 Every function takes the running ``broker.process.Broker`` and returns plain data.
@@ -91,7 +91,7 @@ def share_partitions(broker) -> list[dict]:
     by_id = broker.cluster.topics.by_id
     out = []
     for node in broker.nodes:
-        shares = node._shares  # not started: this node leads no share-partition
+        shares = node.made("shares")  # not started: this node leads no share-partition
         for (group, topic_id, index), share in ([] if shares is None else sorted(shares.partitions.items(), key=str)):
             topic = by_id.get(topic_id)
             counts = share.counts()
@@ -102,7 +102,7 @@ def share_partitions(broker) -> list[dict]:
 
 
 def groups(broker) -> list[dict]:
-    """Classic, consumer and share groups with their members and offsets; a partition
+    """Classic, consumer, streams and share groups with their members and offsets; a partition
     whose offset a transaction has committed but not yet completed is listed as pending.
     Each offset's lag: to the partition's LSO (what a read_committed consumer has left to
     read) and to its high watermark. A share group's share-partitions: their records in
@@ -116,7 +116,7 @@ def groups(broker) -> list[dict]:
         if listed.error_code != ErrorCode.none:  # still loading
             continue
         for g in listed.groups:
-            consumer = coordinator.consumer_group(g.group_id)
+            consumer = coordinator.consumer_group(g.group_id) or coordinator.streams_group(g.group_id)
             group = coordinator.group(g.group_id) if consumer is None else None
             if consumer is None and group is None:
                 share = coordinator.share_group(g.group_id)
@@ -134,7 +134,7 @@ def groups(broker) -> list[dict]:
                           "pending": (t.name, p.partition_index) in unstable}
                          | _lag(broker.cluster, t.name, p.partition_index, p.committed_offset)
                          for t in fetched.topics for p in t.partitions]
-            out.append({"group_id": g.group_id, "protocol": "classic" if consumer is None else "consumer",
+            out.append({"group_id": g.group_id, "protocol": "classic" if consumer is None else g.group_type,
                         "state": group.state.value if consumer is None else g.group_state,
                         "generation": group.generation_id if consumer is None else consumer.group_epoch,
                         "members": sorted((group or consumer).members), "coordinator": node_id,

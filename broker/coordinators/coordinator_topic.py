@@ -31,8 +31,7 @@ from typing import Any
 
 from broker.cluster.cluster import Cluster
 from broker.log.partition import ProduceRejected
-from coordinator.contract import Timer, TimerEvent
-from coordinator.runtime import AppendRefused, AppendUnavailable, CoordinatorRuntime, StateMachine
+from coordinator.runtime import AppendRefused, AppendUnavailable, CoordinatorRuntime, StateMachine, Timer, TimerEvent
 from protocol.records import RecordBatch
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 the offsets a group committed (pending under a transaction's producer until its marker),
 the pending offsets a marker completes, offsets deleted (OffsetDelete, expiry), groups
 deleted, and the rebalances: a classic group preparing one (kept in memory, never
-written) and its new generation, a consumer group's epoch moving ahead of its members
-and their catching up, a share group's members coming and going.
+written) and its new generation, a consumer or streams group's epoch moving ahead of
+its members and their catching up, a share group's members coming and going.
 
 Read from the records as they are written (never at load, which replays old ones) and
 after each group request and timer (a rebalance starts without a write), the group's
@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from coordinator.contract import CoordinatorRecord, LogCodecError, UnknownKeyVersion
-from coordinator.group import consumer_log_codec, log_codec, share_log_codec
+from coordinator.group import consumer_log_codec, log_codec, share_log_codec, streams_log_codec
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.group import GroupState
-from coordinator.runtime import NO_PRODUCER_ID
+from coordinator.runtime import NO_PRODUCER_ID, CoordinatorRecord, LogCodecError, UnknownKeyVersion
 
 _CLASSIC_REBALANCING = frozenset({GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE})
-# A consumer group whose epoch is ahead of its target assignment or of its members.
-_CONSUMER_REBALANCING = frozenset({"Assigning", "Reconciling"})
+# A consumer or streams group whose epoch is ahead of its target assignment or of its members.
+_MODERN_REBALANCING = frozenset({"Assigning", "Reconciling"})
 
 
 class GroupHistory:
@@ -48,6 +47,8 @@ class GroupHistory:
                 groups.setdefault(key.group, "consumer")
             elif isinstance(key, share_log_codec.ShareKey):
                 groups.setdefault(key.group, "share")
+            elif isinstance(key, streams_log_codec.StreamsKey):
+                groups.setdefault(key.group, "streams")
         transactional = producer_id != NO_PRODUCER_ID
         for group_id, committed in offsets.items():
             self.history.offsets(group_id, committed, "pending" if transactional else "committed",
@@ -82,8 +83,8 @@ class GroupHistory:
         there. Not ``full``: only when its generation or rebalancing changed, and not a
         group never told that has no member (one that only commits offsets)."""
         if not full:
-            consumer = self.coordinator.consumer_group(group_id)
-            if consumer is not None and self.history.group_unchanged(group_id, consumer.group_epoch, False):
+            modern = self.coordinator.consumer_group(group_id) or self.coordinator.streams_group(group_id)
+            if modern is not None and self.history.group_unchanged(group_id, modern.group_epoch, False):
                 return True  # settled, same epoch: a rebalance starts with a new one (its state reads every member)
         found = self._group(group_id)
         if found is None:
@@ -100,7 +101,10 @@ class GroupHistory:
         coordinator = self.coordinator
         group = coordinator.consumer_group(group_id)
         if group is not None:
-            return "consumer", group.group_epoch, group.state, group.state in _CONSUMER_REBALANCING, group.members
+            return "consumer", group.group_epoch, group.state, group.state in _MODERN_REBALANCING, group.members
+        streams = coordinator.streams_group(group_id)
+        if streams is not None:
+            return "streams", streams.group_epoch, streams.state, streams.state in _MODERN_REBALANCING, streams.members
         share = coordinator.share_group(group_id)
         if share is not None:
             return "share", share.group_epoch, share.state, False, share.members
@@ -112,7 +116,7 @@ class GroupHistory:
 
 
 def _key(record: CoordinatorRecord):
-    """The record's key decoded (a streams group's: None)."""
+    """The record's key decoded (None: not a group coordinator record's)."""
     try:
         return log_codec.decode_key(record.key)
     except UnknownKeyVersion as e:
@@ -121,6 +125,8 @@ def _key(record: CoordinatorRecord):
                 return consumer_log_codec.decode_key(e.version, record.key)
             if e.version in share_log_codec.SHARE_KEY_VERSIONS:
                 return share_log_codec.decode_key(e.version, record.key)
+            if e.version in streams_log_codec.STREAMS_KEY_VERSIONS:
+                return streams_log_codec.decode_key(e.version, record.key)
         except LogCodecError:
             return None
         return None

@@ -42,7 +42,7 @@ from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
 from coordinator.group.streams_group import StreamsGroupConfig
-from coordinator.contract import Result, TimerEvent
+from coordinator.runtime import Result, TimerEvent
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class GroupService:
                 max_size=config["group.streams.max.size"],
                 initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
                 assignment_interval_ms=config["group.streams.assignment.interval.ms"],
+                num_standby_replicas=config["group.streams.num.standby.replicas"],
             ),
         ))
         self.coordinator.topics = lambda: {

@@ -25,8 +25,8 @@ from kio.schema.write_txn_markers.v2.request import (  # VERSION's schema
 )
 
 from broker.cluster.cluster import Cluster
-from coordinator.transaction.messages import SendMarkers
-from protocol.messages import answer_field as _field
+from coordinator.transaction.coordinator import SendMarkers
+from protocol.answer_wire import answer_field as _field
 
 log = logging.getLogger(__name__)
 

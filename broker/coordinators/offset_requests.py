@@ -13,7 +13,7 @@ from broker.errors import code
 from coordinator.group import OffsetToCommit
 from coordinator.group.messages import OffsetCommitResponse, PartitionError, TopicErrors
 from coordinator.group.log_codec import NO_LEADER_EPOCH
-from coordinator.contract import Result
+from coordinator.runtime import Result
 from protocol.names import TopicPartition
 
 

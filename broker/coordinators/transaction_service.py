@@ -16,10 +16,14 @@ from broker.cluster.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
 from broker.coordinators.markers import MarkerSender
-from coordinator.runtime import with_error
-from coordinator.contract import TimerEvent
-from coordinator.transaction.coordinator import TIMEOUT_ABORTS, TransactionConfig, TransactionCoordinator
-from coordinator.transaction.messages import ProducerIdTaken, SendMarkers
+from coordinator.runtime import TimerEvent, with_error
+from coordinator.transaction.coordinator import (
+    TIMEOUT_ABORTS,
+    ProducerIdTaken,
+    SendMarkers,
+    TransactionConfig,
+    TransactionCoordinator,
+)
 from protocol.names import INTERNAL_TOPICS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from kio.schema.add_partitions_to_txn.v5.request import (
 )
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import answer_field as _field
+from protocol.answer_wire import answer_field as _field
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from functools import cache
 from kio.schema.errors import ErrorCode
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, PrimitiveTupleField
 
-from protocol import messages
+from protocol import answer_wire
 
 PRODUCE = 0
 _ALIASES = {"name": ("topic", "name"), "topic": ("name", "topic"),
@@ -34,9 +34,9 @@ def error_answer(api_key: int, version: int, request, code: int):
     expects no answer (Produce with acks=0)."""
     if api_key == PRODUCE and getattr(request, "acks", 1) == 0:
         return None
-    cls = messages.response_class(api_key, version)
+    cls = answer_wire.response_class(api_key, version)
     data, deep = _mirror(cls, request, code, top=True)
-    return messages.build(cls, data)
+    return answer_wire.build(cls, data)
 
 
 @cache
@@ -119,7 +119,7 @@ def _set_primitive(cls: type, data: dict, value) -> None:
     want = int if isinstance(value, int) else str
     for name, label, kafka_type, _ in _shape(cls):
         if label == "value" and kafka_type != "error_code" and kafka_type not in ("bool",):
-            zero = messages._zero(kafka_type, None)
+            zero = answer_wire._zero(kafka_type, None)
             if isinstance(zero, want) and not isinstance(zero, bool):
                 data[name] = value
                 return

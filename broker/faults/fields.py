@@ -21,7 +21,7 @@ from uuid import UUID
 
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, PrimitiveTupleField
 
-from protocol import messages
+from protocol import request_wire
 
 FIND_COORDINATOR = 10
 _KEY_TYPES = {0: "group_ids", 1: "transactional_ids"}
@@ -148,7 +148,7 @@ def kinds_named_by(api_key: int, version: int) -> frozenset[str]:
     found: set[str] = set()
     if api_key == FIND_COORDINATOR:
         found.update(("transactional_id", "group_id"))
-    _kinds(messages.request_class(api_key, version), False, found, set())
+    _kinds(request_wire.request_class(api_key, version), False, found, set())
     return frozenset(found)
 
 

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.apis import api_name
+from protocol.request_wire import api_name
 
 if TYPE_CHECKING:  # loaded on first use: a broker without rules or triggers never needs them
     from broker.faults.fields import Named
@@ -144,6 +144,16 @@ def seen_by(broker, node_id: int, api_key: int, api_version: int, client_id: str
         return None if info is None else info.name
 
     return RequestSeen(node_id, api_key, api_version, client_id, request, topic_name)
+
+
+async def run_request(broker, node_id: int, header, request, process,
+                      serving: Callable[[], bool] = lambda: True) -> Any:
+    """What a node's dispatch (a client's connection, or the network between nodes) calls
+    instead of ``process()`` while rules or observers are set (``FaultRules.active``):
+    the observers are told of the request, and the rule that fires runs it
+    (``run_under``)."""
+    seen = seen_by(broker, node_id, header.api_key, header.api_version, header.client_id, request)
+    return await run_under(broker.faults.consult(seen), seen, broker.clock, process, serving)
 
 
 async def run_under(rule: FaultRule | None, seen: RequestSeen, clock, process,

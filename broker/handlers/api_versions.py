@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import weakref
 
-from protocol import layouts
-from protocol.framing import EncodedBody
+from protocol import answer_wire
+from protocol.answer_wire import EncodedBody
 
 API_KEY = 18
 
@@ -30,7 +30,7 @@ def encoded_answer(apis, version: int) -> EncodedBody:
         kept = _ENCODED[apis] = (features, {})
     body = kept[1].get(version)
     if body is None:
-        body = kept[1][version] = EncodedBody(layouts.encode_response(API_KEY, version, answer(apis)))
+        body = kept[1][version] = EncodedBody(answer_wire.encode_response(API_KEY, version, answer(apis)))
     return body
 
 

@@ -5,7 +5,7 @@ v1 members bring their own member id."""
 
 from broker.coordinators.group_requests import heartbeat
 from coordinator.group.consumer_group import HeartbeatRequest
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 68
 

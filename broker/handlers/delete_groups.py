@@ -49,6 +49,6 @@ async def _delete_share_state(ctx, group_id: str) -> ErrorCode:
         if failed:
             return failed
     for node in ctx.broker.nodes:
-        if node._shares is not None:
-            node._shares.forget(group_id)
+        if (shares := node.made("shares")) is not None:
+            shares.forget(group_id)
     return ErrorCode.none

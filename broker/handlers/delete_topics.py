@@ -2,7 +2,7 @@
 
 from broker.errors import code
 from broker.cluster.topics import TopicError
-from protocol.messages import ZERO_UUID
+from protocol.answer_wire import ZERO_UUID
 
 API_KEY = 20
 

@@ -17,7 +17,7 @@ from broker.security.acls import READ, TOPIC, allowed
 from broker.errors import code
 from broker.log.descriptors import storage_error
 from broker.log.partition_log import OffsetOutOfRange
-from protocol.messages import ZERO_UUID, ms
+from protocol.answer_wire import ZERO_UUID, ms
 
 log = logging.getLogger(__name__)
 

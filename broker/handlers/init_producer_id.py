@@ -9,7 +9,7 @@ mapping would get and reports whether it took it.
 
 from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
 from broker.errors import code
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 22
 

@@ -7,7 +7,7 @@ import dataclasses
 from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
 from coordinator.group import JoinProtocol
 from coordinator.group.messages import JoinGroupResponse
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 11  # READ on the group, as Kafka checks
 

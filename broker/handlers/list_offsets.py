@@ -11,7 +11,7 @@ import logging
 from broker.security.acls import DESCRIBE, TOPIC, allowed
 from broker.errors import code
 from broker.log.descriptors import storage_error
-from protocol import record_codec
+from protocol.records import record_at_or_after_timestamp, record_with_max_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +31,11 @@ def _lookup(part, timestamp: int, committed: bool) -> tuple[int, int]:
         found = part.log.max_timestamp()
         if found is None:
             return -1, -1
-        record = record_codec.record_with_max_timestamp(found[1])
+        record = record_with_max_timestamp(found[1])
         return (record.offset, record.timestamp) if record.offset < upper else (-1, -1)
     batch = part.log.find_offset_by_timestamp(timestamp)
     while batch is not None and batch.base_offset < upper:
-        record = record_codec.record_at_or_after_timestamp(batch, timestamp)
+        record = record_at_or_after_timestamp(batch, timestamp)
         if record is not None:
             if record.offset < part.log_start_offset:
                 return part.log_start_offset, record.timestamp

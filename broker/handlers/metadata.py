@@ -16,7 +16,7 @@ from broker.security.acls import (
 )
 from broker.errors import ProtocolViolation, code
 from broker.cluster.topics import TopicError, validate_topic_name
-from protocol.messages import ZERO_UUID
+from protocol.answer_wire import ZERO_UUID
 
 API_KEY = 3
 _LEADER_NOT_AVAILABLE = code("LEADER_NOT_AVAILABLE")

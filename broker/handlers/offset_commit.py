@@ -3,7 +3,7 @@ member and generation against the group; partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
 from broker.coordinators.offset_requests import commit_offsets, refused_by_acls
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 8
 LAST_VERSION_WITH_RETENTION = 4

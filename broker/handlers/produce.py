@@ -24,14 +24,15 @@ from broker.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 from broker.errors import ProtocolViolation, code
 from broker.log.partition import ProduceRejected
 from broker.log.descriptors import storage_error
-from protocol import messages
-from protocol.framing import RequestHeader, encode_response_frame
+from protocol import answer_wire, request_wire
+from protocol.request_wire import RequestHeader
+from protocol.answer_wire import encode_response_frame
 from protocol.names import INTERNAL_TOPICS
-from protocol.record_codec import check_keys_for_compaction
 from protocol.records import (
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG,
     InvalidBatch,
+    check_keys_for_compaction,
     validate_produce_records,
 )
 
@@ -264,7 +265,7 @@ async def _wait_for_isr(ctx, request, responses: list[dict]) -> None:
     answers REQUEST_TIMED_OUT instead."""
     appended = [p for t in responses for p in t["partition_responses"] if not p["error_code"]]
     names = [t["name"] for t in responses for p in t["partition_responses"] if not p["error_code"]]
-    timeout_s = max(messages.ms(request.timeout), 0) / 1000
+    timeout_s = max(answer_wire.ms(request.timeout), 0) / 1000
     errors = await asyncio.gather(*(ctx.broker.replication.wait_for_isr(name, p["index"], timeout_s)
                                     for name, p in zip(names, appended)))
     for p, error in zip(appended, errors):
@@ -278,9 +279,9 @@ def unsupported_v2_response(header: RequestHeader, frame: bytes, pos: int) -> by
     kio has no v2 schema, but v3 only prepends a nullable transactional_id to the
     v2 request, and the v2 and v3 responses share one layout.
     """
-    request = messages.decode_request(API_KEY, 3, b"\xff\xff" + frame[pos:])
-    body = messages.encode(
-        messages.build_response(
+    request = request_wire.decode_request(API_KEY, 3, b"\xff\xff" + frame[pos:])
+    body = answer_wire.encode(
+        answer_wire.build_response(
             API_KEY,
             3,
             {

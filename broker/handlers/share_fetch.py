@@ -18,7 +18,7 @@ from broker.handlers.share_sessions import (
     resolve, session,
 )
 from broker.log.partition_log import OffsetOutOfRange
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 78
 

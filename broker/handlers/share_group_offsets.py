@@ -64,6 +64,6 @@ async def replace_state(ctx, key: StateKey, start_offset: int | None) -> ErrorCo
         key.group_id, {key.topic_id: frozenset({key.partition})}, initialized=start_offset is not None),
         lambda failed: failed)
     for node in ctx.broker.nodes:
-        if node._shares is not None:
-            node._shares.forget(key.group_id, key.topic_id, key.partition)
+        if (shares := node.made("shares")) is not None:
+            shares.forget(key.group_id, key.topic_id, key.partition)
     return E.none

@@ -13,8 +13,19 @@ def _task_ids(tasks: dict) -> list:
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items())]
 
 
-def _assignment(active: dict) -> dict:
-    return {"active_tasks": _task_ids(active), "standby_tasks": [], "warmup_tasks": []}
+def _assignment(active: dict, standby: dict) -> dict:
+    return {"active_tasks": _task_ids(active), "standby_tasks": _task_ids(standby), "warmup_tasks": []}
+
+
+def _task_offsets(reported: tuple[dict, dict]) -> dict:
+    offsets, end_offsets = reported
+    return {name: [{"subtopology_id": s, "partition": p, "offset": o} for (s, p), o in sorted(by_task.items())]
+            for name, by_task in (("task_offsets", offsets), ("task_end_offsets", end_offsets))}
+
+
+def _target(group, member_id: str) -> tuple[dict, dict]:
+    target = group.target.get(member_id)
+    return ({}, {}) if target is None else (target.active, target.standby)
 
 
 def _topic_info(info, partitions: int | None = None) -> dict:
@@ -52,9 +63,9 @@ def _described(coordinator, group, _topic_names) -> dict:
             "user_endpoint": None if m.user_endpoint is None else {"host": m.user_endpoint[0],
                                                                    "port": m.user_endpoint[1]},
             "client_tags": [{"key": k, "value": v} for k, v in m.client_tags],
-            "task_offsets": [], "task_end_offsets": [],
-            "assignment": _assignment(m.assigned),
-            "target_assignment": _assignment(group.target[m.member_id].active if m.member_id in group.target else {}),
+            **_task_offsets(group.task_offsets.get(m.member_id, ({}, {}))),
+            "assignment": _assignment(m.assigned, m.standby),
+            "target_assignment": _assignment(*_target(group, m.member_id)),
             "is_classic": False,
         } for m in group.members.values()],
     }

@@ -16,7 +16,7 @@ from coordinator.group.streams_group import (
     MISSING_INTERNAL_TOPICS, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
 )
 from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 API_KEY = 88
 log = logging.getLogger(__name__)
@@ -26,6 +26,12 @@ def _tasks(task_ids) -> dict | None:
     if task_ids is None:
         return None
     return {t.subtopology_id: frozenset(t.partitions) for t in task_ids}
+
+
+def _offsets(task_offsets) -> dict | None:
+    if task_offsets is None:
+        return None
+    return {(t.subtopology_id, t.partition): t.offset for t in task_offsets}
 
 
 def _topic_info(info) -> TopicInfo:
@@ -55,6 +61,10 @@ def _task_ids(tasks: dict | None) -> list | None:
     if tasks is None:
         return None
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items())]
+
+
+def _topic_partitions(by_topic: dict) -> list:
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
 
 
 def create_internal_topics(ctx, topics: tuple[TopicInfo, ...]) -> str | None:
@@ -90,6 +100,7 @@ async def handle(ctx, request):
         user_endpoint=None if endpoint is None else (endpoint.host, endpoint.port),
         client_tags=None if request.client_tags is None else tuple((t.key, t.value) for t in request.client_tags),
         shutdown_application=request.shutdown_application,
+        task_offsets=_offsets(request.task_offsets), task_end_offsets=_offsets(request.task_end_offsets),
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
     )
     groups = ctx.node.groups
@@ -110,8 +121,7 @@ async def handle(ctx, request):
     if answer.partitions_by_endpoint is not None:
         by_endpoint = [{
             "user_endpoint": {"host": e.endpoint[0], "port": e.endpoint[1]},
-            "active_partitions": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(e.active.items())],
-            "standby_partitions": [],
+            "active_partitions": _topic_partitions(e.active), "standby_partitions": _topic_partitions(e.standby),
         } for e in answer.partitions_by_endpoint]
     config = groups.coordinator.config.streams
     sent = answer.active_tasks is not None
@@ -122,7 +132,7 @@ async def handle(ctx, request):
         "acceptable_recovery_lag": config.acceptable_recovery_lag,
         "task_offset_interval": config.task_offset_interval_ms,
         "status": statuses if answer.error_code == 0 else None,
-        "active_tasks": _task_ids(answer.active_tasks), "standby_tasks": [] if sent else None,
+        "active_tasks": _task_ids(answer.active_tasks), "standby_tasks": _task_ids(answer.standby_tasks),
         "warmup_tasks": [] if sent else None,
         "endpoint_information_epoch": answer.endpoint_information_epoch,
         "partitions_by_user_endpoint": by_endpoint,

@@ -42,16 +42,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.files import replace_atomically
-from protocol.record_codec import (
+from protocol.records import (
+    COMPRESSION_MASK,
+    COMPRESSION_NONE,
     CONTROL_TYPE_ABORT,
+    LOG_APPEND_TIME,
     Record,
+    RecordBatch,
     assemble_batch,
     compress,
-    encode_record,
     decode_records,
+    encode_record,
     read_control_record,
 )
-from protocol.records import COMPRESSION_MASK, COMPRESSION_NONE, LOG_APPEND_TIME, RecordBatch
 
 from broker.log.partition_log import CLEANED_SUFFIX, PartitionLog
 from broker.log.segment import (

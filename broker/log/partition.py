@@ -21,8 +21,7 @@ from broker.log.producer_snapshots import (delete_snapshots_after, encode_snapsh
                                               snapshot_path, write_snapshot, write_snapshot_bytes)
 from broker.log.producer_state import CompletedTxn, ProducerStateManager
 from broker.log.txn_index import AbortedTxnIndex
-from protocol.record_codec import build_control_batch
-from protocol.records import RecordBatch, iter_batches
+from protocol.records import RecordBatch, build_control_batch, iter_batches
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from protocol.record_codec import CONTROL_TYPE_COMMIT, read_control_record
-from protocol.records import NO_SEQUENCE, TRANSACTIONAL_FLAG, InvalidBatch, RecordBatch, increment_sequence
+from protocol.records import (
+    CONTROL_TYPE_COMMIT,
+    NO_SEQUENCE,
+    TRANSACTIONAL_FLAG,
+    InvalidBatch,
+    RecordBatch,
+    increment_sequence,
+    read_control_record,
+)
 
 log = logging.getLogger(__name__)
 

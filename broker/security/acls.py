@@ -143,7 +143,7 @@ def allowed(ctx, operation: int, resource_type: int, name: str, log_denial: bool
 
 
 def _log_denial(ctx, operation: int, resource_type: int, name: str, host: str) -> None:
-    from protocol.apis import api_name
+    from protocol.request_wire import api_name
 
     log.log(logging.DEBUG if ctx.header.api_key == METADATA else logging.INFO,
             "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for request = %s",

@@ -24,22 +24,24 @@ from broker.cluster.topics import read_topic_entries
 from broker.log.segment import OFFSET_ENTRY, TIME_ENTRY
 from broker.log.producer_snapshots import CorruptSnapshot, decode_snapshot
 from broker.log.txn_index import FILE_NAME as ABORTED_TXN_INDEX_NAME
-from coordinator.contract import LogCodecError
+from coordinator.runtime import LogCodecError
 from coordinator.group import log_codec as group_log_codec
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import decode_key, decode_value
 from coordinator.transaction.metadata import TransactionState
 from protocol.names import TRANSACTION_STATE
-from protocol.record_codec import CONTROL_TYPE_COMMIT, decode_records, read_control_record
 from protocol.records import (
+    CONTROL_TYPE_COMMIT,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     InvalidBatch,
     RecordBatch,
+    decode_records,
     increment_sequence,
     peek_batch_size,
+    read_control_record,
 )
 
 COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

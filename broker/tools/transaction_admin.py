@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from broker.clock import SYSTEM_CLOCK
 from broker.tools.admin_client import Admin, ToolError, error_name, run_admin
 from protocol.client import DESCRIBE_TRANSACTIONS, FIND_COORDINATOR, METADATA
-from protocol.messages import ms
+from protocol.answer_wire import ms
 
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 27, 61, 66
 # The version ranges this tool can speak (it reads only fields these versions share).

@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.clock import SYSTEM_CLOCK, Clock
 from protocol.client import ClientConnection, Response
-from protocol.framing import FrameError
+from protocol.request_wire import FrameError
 
 
 class ConnectionClosed(ConnectionError):

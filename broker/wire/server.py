@@ -7,6 +7,10 @@ the order sent). Read-ahead is bounded by
 ``queued.max.requests``; a frame over ``socket.request.max.bytes`` closes the
 connection before its body is read. Anything a peer does wrong costs only its own
 connection.
+
+The dispatch: ``HANDLERS`` gives each API key's handler (one module per API in
+broker/handlers/), kept in the route of each API version; while fault rules or
+observers are set, the handler runs under them (broker.faults.requests.run_request).
 """
 
 from __future__ import annotations
@@ -18,28 +22,28 @@ import logging
 import socket
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from importlib import import_module
 from typing import Any
 
 from broker.clock import Clock
 from broker.cluster.cluster import Cluster
 from broker.wire.connection_limits import ConnectionLimits
 from broker.errors import ProtocolViolation
-from broker.faults.requests import DROPPED, FaultClose, run_under, seen_by
-from broker.handlers import HANDLERS
+from broker.faults.requests import DROPPED, FaultClose, run_request
 from broker.security.principal_mapping import PrincipalMappingError
 from broker.security.sasl_errors import SaslFailure, SessionExpired
-from protocol import layouts, messages
-from protocol.apis import api_name
-from protocol.framing import (
-    EncodedBody,
+from protocol import answer_wire, request_wire
+from protocol.request_wire import (
+    api_name,
     FrameDecoder,
     FrameError,
     RequestHeader,
-    encode_response_frame,
     peek_request_header,
     skip_tagged_fields,
 )
+from protocol.answer_wire import EncodedBody, encode_response_frame
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,101 @@ class Connection:
         return f"{self.id} from {self.peer}" + ("" if anonymous else f" ({self.principal})")
 
 
+# The dispatch: API key -> its handler module in broker/handlers/ (also the APIs the
+# broker implements). Modules load on first use: a broker that never sees a group or a
+# transaction never imports their coordinators, which keeps start-up short.
+_MODULES = {
+    0: "produce",
+    1: "fetch",
+    2: "list_offsets",
+    3: "metadata",
+    8: "offset_commit",
+    9: "offset_fetch",
+    10: "find_coordinator",
+    11: "join_group",
+    12: "heartbeat",
+    13: "leave_group",
+    14: "sync_group",
+    15: "describe_groups",
+    16: "list_groups",
+    17: "sasl_handshake",
+    18: "api_versions",
+    19: "create_topics",
+    20: "delete_topics",
+    21: "delete_records",
+    22: "init_producer_id",
+    23: "offset_for_leader_epoch",
+    24: "add_partitions_to_txn",
+    25: "add_offsets_to_txn",
+    26: "end_txn",
+    27: "write_txn_markers",
+    28: "txn_offset_commit",
+    29: "describe_acls",
+    30: "create_acls",
+    31: "delete_acls",
+    32: "describe_configs",
+    33: "alter_configs",
+    35: "describe_log_dirs",
+    36: "sasl_authenticate",
+    37: "create_partitions",
+    42: "delete_groups",
+    43: "elect_leaders",
+    44: "incremental_alter_configs",
+    45: "alter_partition_reassignments",
+    46: "list_partition_reassignments",
+    47: "offset_delete",
+    50: "describe_user_scram_credentials",
+    51: "alter_user_scram_credentials",
+    60: "describe_cluster",
+    61: "describe_producers",
+    65: "describe_transactions",
+    66: "list_transactions",
+    68: "consumer_group_heartbeat",
+    69: "consumer_group_describe",
+    76: "share_group_heartbeat",
+    77: "share_group_describe",
+    78: "share_fetch",
+    79: "share_acknowledge",
+    83: "initialize_share_group_state",
+    84: "read_share_group_state",
+    85: "write_share_group_state",
+    86: "delete_share_group_state",
+    87: "read_share_group_state_summary",
+    88: "streams_group_heartbeat",
+    89: "streams_group_describe",
+    90: "describe_share_group_offsets",
+    91: "alter_share_group_offsets",
+    92: "delete_share_group_offsets",
+}
+
+
+class _Handlers(Mapping):
+    def __init__(self, modules: dict[int, str]) -> None:
+        self._modules = modules
+        self._loaded: dict[int, object] = {}
+
+    def __getitem__(self, api_key: int):
+        handle = self._loaded.get(api_key)
+        if handle is None:
+            module = import_module(f"broker.handlers.{self._modules[api_key]}")
+            if module.API_KEY != api_key:
+                raise RuntimeError(f"{module.__name__} handles API {module.API_KEY}, not {api_key}")
+            handle = self._loaded[api_key] = module.handle
+        return handle
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in self._modules
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+HANDLERS = _Handlers(_MODULES)
+
+
 @dataclass(slots=True)
 class _Route:
     """How one API version is served: looked up on its first request, then kept."""
@@ -85,28 +184,26 @@ class _Route:
     handle: Any  # the handler coroutine function
     flexible: bool  # request header v2 (tagged fields to skip)
     flexible_response: bool  # response header v1 (ApiVersions always answers with v0)
-    decode: Any  # messages.request_decoder
-    answer: Any  # layouts.response_frame_encoder
+    decode: Any  # request_wire.request_decoder
+    answer: Any  # answer_wire.response_frame_encoder
 
 
 class RequestContext:
     """What a handler knows of its request. version, cluster and clock are plain
-    attributes, set once: handlers read them a dozen times per transaction."""
+    attributes, set once: handlers read them a dozen times per transaction. ``node`` is
+    the node (broker.cluster.node.BrokerNode) the request was sent to; its coordinator
+    services (``node.transactions``, ``node.groups``, ...) are how a handler reaches them."""
 
-    __slots__ = ("broker", "header", "connection", "version", "cluster", "clock")
+    __slots__ = ("broker", "node", "header", "connection", "version", "cluster", "clock")
 
-    def __init__(self, broker, header: RequestHeader, connection: Connection) -> None:
+    def __init__(self, broker, node, header: RequestHeader, connection: Connection) -> None:
         self.broker = broker  # broker.process.Broker
+        self.node = node
         self.header = header
         self.connection = connection
         self.version: int = header.api_version
         self.cluster: Cluster = broker.cluster
         self.clock: Clock = broker.clock
-
-    @property
-    def node(self):
-        """The node (broker.cluster.node.BrokerNode) this request was sent to."""
-        return self.broker.node(self.connection.node_id)
 
     def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION",
                       current_leader_epoch: int = -1):
@@ -422,18 +519,22 @@ class Server:
                     raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
             request = route.decode(frame, pos)
-        except messages.DecodeError as e:
+        except request_wire.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
-        ctx = RequestContext(broker, header, conn)
+        ctx = RequestContext(broker, self.node, header, conn)
         faults = broker.faults
         triggers = broker.triggers
         if triggers is not None:  # a scenario's triggers may pause or stop this very node
             await triggers.arrived(self.node, api_key, header.client_id, request)
             await self._still_serving()
-        if faults.active:
-            result = await self._under_faults(faults, ctx, request)
-        else:
+        if not faults.active:
             result = await route.handle(ctx, request)
+        else:
+            try:
+                result = await run_request(broker, self.node_id, header, request, lambda: route.handle(ctx, request),
+                                           lambda: self.node.is_up)
+            except FaultClose as e:
+                raise ProtocolViolation(str(e)) from None
         if triggers is not None:
             await triggers.answering(self.node, api_key, header.client_id, request)
             await self._still_serving()
@@ -448,8 +549,8 @@ class Server:
                 out = route.answer(header.correlation_id, result)
             else:
                 if isinstance(result, dict):
-                    result = messages.build_response(api_key, version, result)
-                out = encode_response_frame(header.correlation_id, route.flexible_response, messages.encode(result))
+                    result = answer_wire.build_response(api_key, version, result)
+                out = encode_response_frame(header.correlation_id, route.flexible_response, answer_wire.encode(result))
         if observer is not None:
             try:
                 observer(api_key, version, broker.clock.monotonic() - started, len(frame),
@@ -478,7 +579,7 @@ class Server:
                 answer = error_answer(api_key, version, request, failure.error_code)
                 if answer is not None:
                     failure.frame = encode_response_frame(header.correlation_id, route.flexible_response,
-                                                          messages.encode(answer))
+                                                          answer_wire.encode(answer))
             raise
         try:
             route, request = self._decoded(header, frame, pos)
@@ -491,7 +592,7 @@ class Server:
             if api_key == SASL_HANDSHAKE:
                 result = sasl.handshake(request.mechanism, version)
             elif api_key == API_VERSIONS:
-                result = await route.handle(RequestContext(self.broker, header, conn), request)
+                result = await route.handle(RequestContext(self.broker, self.node, header, conn), request)
                 sasl.api_versions_answered()
             else:
                 result = sasl.authenticate(bytes(request.auth_bytes), version, clock.now_ms(), clock.monotonic())
@@ -518,7 +619,7 @@ class Server:
                 raise ProtocolViolation(f"bad request header tagged fields: {e}") from None
         try:
             return route, route.decode(frame, pos)
-        except messages.DecodeError as e:
+        except request_wire.DecodeError as e:
             raise ProtocolViolation(str(e)) from None
 
     def _observe_authentication(self, conn: Connection, principal: str | None) -> None:
@@ -556,20 +657,10 @@ class Server:
             return self._unsupported_version(header, frame, pos)
         flexible = api.flexible(version)
         flexible_response = flexible and api_key != API_VERSIONS
-        route = _Route(HANDLERS[api_key], flexible, flexible_response, messages.request_decoder(api_key, version),
-                       layouts.response_frame_encoder(api_key, version, flexible_response))
+        route = _Route(HANDLERS[api_key], flexible, flexible_response, request_wire.request_decoder(api_key, version),
+                       answer_wire.response_frame_encoder(api_key, version, flexible_response))
         self._routes[(api_key << 16) | (version & 0xFFFF)] = route
         return route
-
-    async def _under_faults(self, faults, ctx: RequestContext, request):
-        header = ctx.header
-        seen = seen_by(self.broker, self.node_id, header.api_key, header.api_version, header.client_id, request)
-        rule = faults.consult(seen)
-        try:
-            return await run_under(rule, seen, self.broker.clock, lambda: HANDLERS[header.api_key](ctx, request),
-                                   lambda: self.node.is_up)
-        except FaultClose as e:
-            raise ProtocolViolation(str(e)) from None
 
     async def _still_serving(self) -> None:
         """After a scenario trigger: wait out a pause; a stopped node answers nothing."""
@@ -580,8 +671,8 @@ class Server:
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         r = self.broker.apis.get(API_VERSIONS)
-        body = messages.encode(
-            messages.build_response(
+        body = answer_wire.encode(
+            answer_wire.build_response(
                 API_VERSIONS,
                 0,
                 {
@@ -598,7 +689,7 @@ class Server:
         if header.api_key == produce.API_KEY and header.api_version == 2:
             try:
                 return produce.unsupported_v2_response(header, frame, pos)
-            except messages.DecodeError as e:  # its answer names the partitions: the body must decode
+            except request_wire.DecodeError as e:  # its answer names the partitions: the body must decode
                 raise ProtocolViolation(str(e)) from None
         raise ProtocolViolation(
             f"{api_name(header.api_key)} v{header.api_version} is not supported "
@@ -812,7 +903,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             server.limits.release(len(self.frames.popleft()))
         self.stalled = None
         server.connections.pop(self.conn.id, None)
-        shares = server.node._shares
+        shares = server.node.made("shares")
         if shares is not None:
             shares.connection_closed(self.conn.id)
         server._close(self.conn)

@@ -28,7 +28,7 @@ from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 
 if TYPE_CHECKING:
     from coordinator.group.streams_group import StreamsGroup
@@ -657,13 +657,19 @@ class ConsumerGroups:
 def reconcile_step(group: Any, updated: Any, is_new: bool, target_epoch: int, target: Partitions,
                    members: Mapping[str, Any], owned: Partitions | None,
                    assignment_record: Callable[[str, str, Any], CoordinatorRecord],
-                   records: list[CoordinatorRecord], now_ms: int, session_timeout_ms: int) -> Any:
+                   records: list[CoordinatorRecord], now_ms: int, session_timeout_ms: int,
+                   settle: Callable[[Any], Any] | None = None,
+                   held: Mapping[tuple[Any, int], int] | None = None) -> Any:
     """A consumer or streams member's heartbeat, one step towards its target (``members``
     holds it as ``updated``): its current assignment record (written by the group's
     codec) when it changed, and its rebalance and session deadlines. Returns the
-    reconciled member."""
+    reconciled member (``settle``: what a streams member's standby tasks add to it;
+    ``held``: tasks not to be given yet besides those other members own)."""
     member_id = updated.member_id
-    reconciled = reconcile(updated, target_epoch, target, owned_by_others(members, member_id), owned)
+    reconciled = reconcile(updated, target_epoch, target, {**owned_by_others(members, member_id), **(held or {})},
+                           owned)
+    if settle is not None:
+        reconciled = settle(reconciled)
     if is_new or reconciled.assignment_value() != updated.assignment_value():
         records.append(assignment_record(group.group_id, member_id, reconciled.assignment_value()))
     if reconciled.state is MemberState.UNREVOKED_PARTITIONS:

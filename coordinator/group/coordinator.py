@@ -78,7 +78,7 @@ from coordinator.group.messages import (
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result, Timer, TimerEvent, combined
+from coordinator.runtime import CoordinatorRecord, Result, Timer, TimerEvent, combined
 from protocol.names import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -715,9 +715,9 @@ class GroupCoordinator:
             return Result(response=StreamsHeartbeatAnswer(refused.error, refused.message))
         if group is None:
             state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
-            if self.config.streams.initial_rebalance_delay_ms:
-                state.new_group_assignment_delays[request.group_id] = (
-                    now_ms + self.config.streams.initial_rebalance_delay_ms)
+            delay_ms = self.streams.group_config(request.group_id).initial_rebalance_delay_ms
+            if delay_ms:
+                state.new_group_assignment_delays[request.group_id] = now_ms + delay_ms
         return Result(records=tuple(records + changes), response=answer)
 
     def streams_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, StreamsGroup | None]:
@@ -741,7 +741,7 @@ class GroupCoordinator:
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         """(error, message, group) as ConsumerGroupDescribe answers for one group."""
-        return self._typed_group(group_id, "consumer", ("classic",))
+        return self._typed_group(group_id, "consumer", ("classic", "share", "streams"))
 
     def _consumer_timers(self, group: ConsumerGroup, now_ms: int) -> list[Result]:
         results = []
@@ -883,16 +883,15 @@ class GroupCoordinator:
         offsets: Sequence[OffsetToCommit], api_version: int, now_ms: int, retention_time_ms: int = -1,
     ) -> Result[OffsetCommitResponse]:
         """``retention_time_ms`` is OffsetCommit v2-v4's field (-1: the broker default)."""
-        error = self._commit_membership_error(group_id, member_id, group_instance_id, generation_id, False,
-                                              api_version)
-        if error is not None:
-            return Result(response=_offset_errors(offsets, lambda _o: error))
+        refused = self._commit_membership_error(group_id, member_id, group_instance_id, generation_id, False,
+                                                api_version)
         expire_ms = now_ms + retention_time_ms if retention_time_ms >= 0 else -1
         records = [
             log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, expire_ms))
-            for o in offsets if self._metadata_fits(o)
+            for o in offsets if self._metadata_fits(o) and refused(o) is None
         ]
-        return Result(records=tuple(records), response=_offset_errors(offsets, self._commit_error))
+        return Result(records=tuple(records), response=_offset_errors(
+            offsets, lambda o: refused(o) or self._commit_error(o)))
 
     def txn_offset_commit(
         self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
@@ -909,26 +908,36 @@ class GroupCoordinator:
         """
         if api_version < FIRST_TXN_OFFSET_COMMIT_VERSION_WITH_MEMBER:
             generation_id, member_id, group_instance_id = NO_GENERATION, "", None
-        error = self._commit_membership_error(group_id, member_id, group_instance_id, generation_id, True,
-                                              api_version)
-        if error is not None:
-            return Result(response=_offset_errors(offsets, lambda _o: error))
+        refused = self._commit_membership_error(group_id, member_id, group_instance_id, generation_id, True,
+                                                api_version)
+        committing = [o for o in offsets if self._metadata_fits(o) and refused(o) is None]
         fenced = newest_producer_epoch is not None and producer_epoch < newest_producer_epoch
-        if fenced and any(self._metadata_fits(o) for o in offsets):
-            return Result(response=_offset_errors(offsets, lambda o: (
+        if fenced and committing:
+            return Result(response=_offset_errors(offsets, lambda o: refused(o) or (
                 E.invalid_producer_epoch if self._metadata_fits(o) else self._commit_error(o))))
         records = []
-        for o in offsets:
-            if self._metadata_fits(o):
-                plain = log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, -1))
-                records.append(TransactionalOffsetRecord(plain.key, plain.value, producer_id, producer_epoch))
-        return Result(records=tuple(records), response=_offset_errors(offsets, self._commit_error))
+        for o in committing:
+            plain = log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, -1))
+            records.append(TransactionalOffsetRecord(plain.key, plain.value, producer_id, producer_epoch))
+        return Result(records=tuple(records), response=_offset_errors(
+            offsets, lambda o: refused(o) or self._commit_error(o)))
 
     def _commit_membership_error(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
         transactional: bool, api_version: int,
-    ) -> ErrorCode | None:
-        """Why an OffsetCommit or TxnOffsetCommit of this member may not commit (None: it may)."""
+    ) -> Callable[[OffsetToCommit], ErrorCode | None]:
+        """Why an OffsetCommit or TxnOffsetCommit of this member may not commit each offset
+        (None: it may): one error for all, or a streams member's per task."""
+        check = self._commit_membership_check(group_id, member_id, group_instance_id, generation_id, transactional,
+                                              api_version)
+        if callable(check):
+            return lambda o: check(o.topic, o.partition)
+        return lambda _o: check
+
+    def _commit_membership_check(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+        transactional: bool, api_version: int,
+    ) -> ErrorCode | Callable[[str, int], ErrorCode | None] | None:
         error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
         if state is None:
             return error

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from coordinator.contract import CoordinatorRecord, LogCodecError, UnknownKeyVersion
+from coordinator.runtime import CoordinatorRecord, LogCodecError, UnknownKeyVersion
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -29,7 +29,7 @@ from coordinator.group.messages import (
     SyncAssignment,
     SyncGroupResponse,
 )
-from coordinator.contract import CoordinatorRecord, Result
+from coordinator.runtime import CoordinatorRecord, Result
 
 E = ErrorCode
 S = GroupState

@@ -2,7 +2,7 @@
 
 Response classes use kio's field names (``error_code``, ``generation_id``, ...), so a
 broker handler can turn one into the kio message of the negotiated version with
-``protocol.messages.build_response(api_key, version, dataclasses.asdict(response))``.
+``protocol.answer_wire.build_response(api_key, version, dataclasses.asdict(response))``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.log_codec import NO_LEADER_EPOCH
-from coordinator.contract import TransactionalRecord
+from coordinator.runtime import TransactionalRecord
 
 NO_GENERATION = -1
 NO_OFFSET = -1

@@ -23,10 +23,10 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from coordinator.group.assignors import Partitions
 from coordinator.group.log_codec import LogCodecError
-from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
+from protocol.request_wire import FrameError, read_unsigned_varint, write_unsigned_varint
 
 VALUE_VERSION = 0
 _ASSIGNMENT_TIMESTAMP_TAG = 0

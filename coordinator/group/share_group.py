@@ -34,7 +34,7 @@ from coordinator.group import share_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, Partitions, simple
 from coordinator.group.consumer_group import HeartbeatAnswer, Refused, TopicsSnapshot, metadata_hash
 from coordinator.group.modern_group_records import member_tombstones, replay_per_member
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 
 E = ErrorCode
 LEAVE_GROUP_MEMBER_EPOCH = -1

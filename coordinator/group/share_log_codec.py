@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from coordinator.group import modern_group_records as layout
 from coordinator.group.assignors import Partitions
 from coordinator.group.modern_group_records import ValueReader, ValueWriter, record_key

@@ -14,35 +14,49 @@ topics are named in the answer for the broker to create, as Kafka's coordinator 
 Members move towards their target assignment as KIP-848 consumers do (the consumer
 group's reconciliation serves both): a task another member still owns is held back
 until that member reports it revoked, so a task is never processed by two members.
-Only active tasks are assigned: standby and warm-up tasks are not (the broker's
-``group.streams.num.standby.replicas`` is 0 by default in Kafka too).
+Standby tasks (the group's ``streams.num.standby.replicas``, else the broker's
+``group.streams.num.standby.replicas``, 0 by default) go to the stateful tasks, never to
+a process running the task, by Kafka 4.4's sticky assignor; a member gets its standby
+tasks at once unless another member of its process still holds the task. Kafka 4.4
+assigns no warm-up tasks.
 
 A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a timer), and
 assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
 heartbeat after it), both answered ASSIGNMENT_DELAYED, as Kafka 4.4 does.
 
-Not as Kafka 4.4 yet: standby and warm-up tasks (``group.streams.num.standby.replicas``,
-the ``streams.num.standby.replicas`` group config; task offsets are not kept), rack-aware
-assignment by client tags, static members (-2 leaves as -1 does), and the KIP-1331
+Static members (an instance id): one leaving with epoch -2 keeps its tasks, without a
+rebalance, until its session ends; a member joining with its instance id takes them
+over under its new member id. Kafka's refusals: UNRELEASED_INSTANCE_ID (the instance id
+is a member's that has not left), FENCED_INSTANCE_ID (another member id), UNKNOWN_MEMBER_ID.
+
+The task offsets members report (their state's changelog offsets) are kept in memory,
+shown by StreamsGroupDescribe, and rank standby candidates after the previous standbys.
+
+Not as Kafka 4.4 yet: Kafka's promotion and demotion of tasks between a member's
+standby and active roles while it reconciles, rack-aware assignment by client tags, and
+the KIP-1331
 topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
     metadata_hash, overdue_revocations, reconcile_step,
 )
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
-from coordinator.group.streams_log_codec import AssignedTasks, Tasks, TopicInfo, Topology
+from coordinator.group.streams_log_codec import AssignedTasks, TaskEpochs, Tasks, TopicInfo, Topology
+
+TaskOffsets = dict[tuple[str, int], int]  # (subtopology id, partition) -> a changelog offset (summed)
 
 E = ErrorCode
 _CURRENT_ASSIGNMENT_KEY = codec.CURRENT_ASSIGNMENT.to_bytes(2, "big")
@@ -70,6 +84,7 @@ class StreamsGroupConfig:
     acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
     initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
     assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
+    num_standby_replicas: int = 0  # group.streams.num.standby.replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +104,10 @@ class StreamsMember:
     state: MemberState = MemberState.STABLE
     assigned: Tasks = field(default_factory=dict)  # active tasks
     pending_revocation: Tasks = field(default_factory=dict)  # active tasks being revoked
+    standby: Tasks = field(default_factory=dict)
+    # The epoch each active task (assigned or being revoked) was assigned at: an offset
+    # commit of an older member epoch is accepted for the tasks it had by then.
+    task_epochs: TaskEpochs = field(default_factory=dict)
 
     @property
     def classic(self) -> None:
@@ -102,7 +121,10 @@ class StreamsMember:
 
     def assignment_value(self) -> codec.CurrentAssignmentValue:
         return codec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
-                                            AssignedTasks(self.assigned), AssignedTasks(self.pending_revocation))
+                                            AssignedTasks(self.assigned, self.standby,
+                                                          active_epochs=_epochs_of(self.task_epochs, self.assigned)),
+                                            AssignedTasks(self.pending_revocation, active_epochs=_epochs_of(
+                                                self.task_epochs, self.pending_revocation)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +132,8 @@ class ConfiguredTopology:
     """The topology against the cluster's topics now."""
 
     task_counts: dict[str, int]  # subtopology id -> tasks; empty unless ready
-    source_topics: dict[str, tuple[str, ...]]  # subtopology id -> its input topics (resolved)
+    stateful: frozenset[str] = frozenset()  # subtopologies with state (changelog topics): they get standbys
+    source_topics: dict[str, tuple[str, ...]] = field(default_factory=dict)  # subtopology id -> its inputs
     missing_source_topics: tuple[str, ...] = ()
     missing_internal_topics: tuple[TopicInfo, ...] = ()  # with the partition counts to create
     incorrectly_partitioned: tuple[str, ...] = ()
@@ -140,6 +163,9 @@ class StreamsGroup:
     assignment_delayed_until: int | None = None
     initial_delay: bool = False
     last_assignment_ms: int | None = None  # the last target assignment's timestamp
+    # What each member last reported of its tasks' changelogs: (offsets, end offsets) by
+    # task, memory only as on Kafka; the assignor ranks standby candidates by them.
+    task_offsets: dict[str, tuple[TaskOffsets, TaskOffsets]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -154,6 +180,9 @@ class StreamsGroup:
                for m in self.members.values()):
             return RECONCILING
         return STABLE
+
+    def static_member(self, instance_id: str) -> StreamsMember | None:
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
     def subscribed_topics(self, topics: TopicsSnapshot) -> set[str]:
         """The topics the members read (their offsets may not be deleted): the topology's
@@ -178,6 +207,7 @@ class StreamsGroup:
         elif kind == codec.MEMBER_METADATA:
             if value is None:
                 self.members.pop(member_id, None)
+                self.task_offsets.pop(member_id, None)
                 self.session_deadlines.pop(member_id, None)
                 self.rebalance_deadlines.pop(member_id, None)
                 if not self.members:
@@ -193,9 +223,12 @@ class StreamsGroup:
             v = codec.decode_current_assignment(value)
             old = self.members.get(member_id, StreamsMember(member_id))
             state = MemberState(v.state) if v.state in MemberState._value2member_map_ else MemberState.UNKNOWN
+            epochs = {**v.assigned.active_epochs, **v.pending_revocation.active_epochs}
             self.members[member_id] = replace(
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch, state=state,
-                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active)
+                assigned=v.assigned.active, pending_revocation=v.pending_revocation.active, standby=v.assigned.standby,
+                task_epochs={t: epochs.get(t, v.member_epoch) for t in _task_set(v.assigned.active,
+                                                                                 v.pending_revocation.active)})
             self.endpoint_epoch += 1
 
     def deletion_records(self) -> list[CoordinatorRecord]:
@@ -226,12 +259,15 @@ class StreamsHeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    task_offsets: TaskOffsets | None = None  # None: unchanged since the last heartbeat
+    task_end_offsets: TaskOffsets | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class EndpointPartitions:
     endpoint: tuple[str, int]
     active: dict[str, frozenset[int]]  # topic name -> partitions
+    standby: dict[str, frozenset[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +277,8 @@ class StreamsHeartbeatAnswer:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    active_tasks: Tasks | None = None  # None: unchanged
+    active_tasks: Tasks | None = None  # None: unchanged (standby tasks come with them)
+    standby_tasks: Tasks | None = None
     statuses: tuple[tuple[int, str], ...] = ()
     topics_to_create: tuple[TopicInfo, ...] = ()  # missing internal topics, for the broker
     endpoint_information_epoch: int = 0
@@ -316,7 +353,8 @@ def configure(topology: Topology, topics: TopicsSnapshot) -> ConfiguredTopology:
         sources[s.subtopology_id] = tuple(names)
     referenced = {n for names in sources.values() for n in names if n in topics}
     if missing_sources:
-        return ConfiguredTopology({}, sources, tuple(sorted(missing_sources)), referenced=frozenset(referenced))
+        return ConfiguredTopology({}, source_topics=sources, missing_source_topics=tuple(sorted(missing_sources)),
+                                  referenced=frozenset(referenced))
 
     # Repartition topics: a set count, else the largest task count of the subtopologies
     # writing to them, until nothing changes (they may chain).
@@ -369,59 +407,198 @@ def configure(topology: Topology, topics: TopicsSnapshot) -> ConfiguredTopology:
             incorrect.add(name)
         else:
             referenced.add(name)
-    return ConfiguredTopology(task_counts, sources, (), tuple(missing), tuple(sorted(incorrect)), frozenset(referenced))
+    stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.changelog_topics)
+    return ConfiguredTopology(task_counts, stateful, sources, (), tuple(missing), tuple(sorted(incorrect)),
+                              frozenset(referenced))
 
 
-def assign_active_tasks(processes: dict[str, str], task_counts: dict[str, int],
-                        previous: dict[str, Tasks]) -> dict[str, Tasks]:
-    """Kafka's sticky task assignor for active tasks: every task to one member, balanced
-    (task counts differ by at most one), a member keeping what it had first, the rest to
-    the least loaded process (``processes``: member id -> process id), then member."""
-    members = sorted(processes)
-    if not members:
+class _Process:
+    """One Kafka Streams process (client) while tasks are assigned: its members (stream
+    threads) and their task counts, active and standby. Its load is tasks per member."""
+
+    def __init__(self, process_id: str) -> None:
+        self.process_id = process_id
+        self.counts: dict[str, int] = {}
+        self.active: dict[str, set[Task]] = {}
+        self.standby: dict[str, set[Task]] = {}
+        self.tasks: set[Task] = set()
+        self.task_count = 0
+
+    @property
+    def load(self) -> float:
+        return self.task_count / len(self.counts) if self.counts else -1.0
+
+    def add(self, member_id: str, task: Task, active: bool) -> int:
+        """The member's task count after taking ``task``."""
+        self.task_count += 1
+        self.tasks.add(task)
+        (self.active if active else self.standby).setdefault(member_id, set()).add(task)
+        self.counts[member_id] += 1
+        return self.counts[member_id]
+
+    def add_to_least_loaded(self, task: Task, active: bool) -> int:
+        if not self.counts:
+            return -1
+        member_id = min(self.counts, key=lambda m: (self.counts[m], m))
+        return self.add(member_id, task, active)
+
+
+Task = tuple[str, int]  # (subtopology id, partition)
+
+
+def _per_member(tasks: int, members: int) -> int:
+    return 0 if members == 0 else -(-tasks // members)
+
+
+class _Quotas:
+    """The assignor's running quotas: active tasks and all tasks per member, recomputed
+    over the members still below them whenever one reaches its quota."""
+
+    def __init__(self, active_tasks: int, all_tasks: int, members: int) -> None:
+        self.active_left, self.active_members = active_tasks, members
+        self.all_left, self.all_members = all_tasks, members
+        self.active = _per_member(active_tasks, members)
+        self.all = _per_member(all_tasks, members)
+
+    def took(self, count: int, active: bool) -> None:
+        if active and count == self.active:
+            self.active_members -= 1
+            self.active_left -= count
+            self.active = _per_member(self.active_left, self.active_members)
+        if count == self.all:
+            self.all_members -= 1
+            self.all_left -= count
+            self.all = _per_member(self.all_left, self.all_members)
+
+
+def assign_tasks(processes: dict[str, str], task_counts: dict[str, int], stateful: Iterable[str],
+                 previous: dict[str, AssignedTasks], num_standby_replicas: int = 0,
+                 task_offsets: dict[str, TaskOffsets] | None = None) -> dict[str, AssignedTasks]:
+    """Kafka 4.4's sticky task assignor (``processes``: member id -> process id).
+
+    Active tasks: a task stays with the member that had it, then goes to a member that
+    had it as a standby, while those are below their quota (tasks / members, rounded up);
+    the rest go to the least loaded process (tasks per member) and its least loaded
+    member. Standby tasks (``num_standby_replicas`` of each task of a stateful
+    subtopology, one with changelog topics) never go to a process holding the task
+    already: to the member that had the task as active or standby while below its quota,
+    else to the least loaded process without it. "Had it as a standby": the previous
+    standbys first, then the members reporting offsets of its state (``task_offsets``),
+    the most caught up first. Ties break by id here (Kafka's by its hash maps' order)."""
+    if not processes:
         return {}
-    # Partition first: a member keeping or taking a share takes it across subtopologies, as
-    # Kafka's assignor spreads each subtopology's tasks over the members.
-    tasks = sorted(((s, p) for s in task_counts for p in range(task_counts[s])), key=lambda t: (t[1], t[0]))
-    base, extra = divmod(len(tasks), len(members))
-    load = dict.fromkeys(members, 0)
-    owner: dict[tuple[str, int], str] = {}
-    quota_left = extra  # members allowed base + 1
+    stateful = set(stateful)
+    everything = [(s, p) for s in task_counts for p in range(task_counts[s])]
+    stateful_tasks = [(s, p) for s, p in everything if s in stateful]
+    quotas = _Quotas(len(everything), len(everything) + len(stateful_tasks) * num_standby_replicas, len(processes))
+    by_process: dict[str, _Process] = {}
+    for m in sorted(processes):
+        by_process.setdefault(processes[m], _Process(processes[m])).counts[m] = 0
+    prev_active: dict[Task, str] = {}
+    candidates: dict[Task, list[tuple[int, int, str]]] = {}  # (not a standby, -offset sum, member)
+    for m in sorted(processes):
+        offsets = (task_offsets or {}).get(m, {})
+        standby = set()
+        for s, ps in previous.get(m, AssignedTasks()).active.items():
+            for p in ps:
+                prev_active[(s, p)] = m
+        for s, ps in previous.get(m, AssignedTasks()).standby.items():
+            for p in ps:
+                standby.add((s, p))
+                candidates.setdefault((s, p), []).append((0, -offsets.get((s, p), 0), m))
+        for task, offset in offsets.items():
+            if task not in standby:
+                candidates.setdefault(task, []).append((1, -offset, m))
+    prev_standby = {task: [m for *_rank, m in sorted(ranked)] for task, ranked in candidates.items()}
 
-    def room(m: str) -> bool:
-        return load[m] < base or (load[m] == base and quota_left > 0)
+    def process_of(m: str) -> _Process:
+        return by_process[processes[m]]
 
-    def give(task: tuple[str, int], m: str) -> None:
-        nonlocal quota_left
-        if load[m] == base:
-            quota_left -= 1
-        owner[task] = m
-        load[m] += 1
+    def least_loaded_previous(candidates: list[str], task: Task | None) -> str | None:
+        best, best_load, best_count = None, 0.0, 0
+        for m in candidates:
+            process = process_of(m)
+            if task is not None and task in process.tasks:
+                continue
+            load, count = process.load, process.counts[m]
+            if best is None or (load < best_load and count < best_count):
+                best, best_load, best_count = m, load, count
+        return best
 
-    existing = set(tasks)
-    for limit_to_base in (True, False):  # first everyone up to the base, then the extras
-        for m in members:
-            for task in sorted(((s, p) for s, ps in previous.get(m, {}).items() for p in ps),
-                               key=lambda t: (t[1], t[0])):
-                if task in existing and task not in owner and (load[m] < base if limit_to_base else room(m)):
-                    give(task, m)
-    by_process: dict[str, list[str]] = {}
-    for m in members:
-        by_process.setdefault(processes[m], []).append(m)
+    def give(m: str, task: Task, active: bool) -> None:
+        quotas.took(process_of(m).add(m, task, active), active)
 
-    def process_load(process: str) -> float:
-        return sum(load[m] for m in by_process[process]) / len(by_process[process])
+    # Active tasks: kept, then to a previous standby, then to the least loaded.
+    left = sorted(everything, key=lambda t: (t[1], t[0]))
+    for task in list(left):
+        m = prev_active.get(task)
+        if m is not None and process_of(m).counts[m] < quotas.active:
+            give(m, task, True)
+            left.remove(task)
+    for task in list(left):
+        m = least_loaded_previous(prev_standby.get(task, []), None)
+        if m is not None and process_of(m).counts[m] < quotas.active:
+            give(m, task, True)
+            left.remove(task)
+    heap = [(p.load, pid) for pid, p in by_process.items()]
+    heapq.heapify(heap)
+    for task in sorted(left):
+        _load, pid = heapq.heappop(heap)
+        quotas.took(by_process[pid].add_to_least_loaded(task, True), True)
+        heapq.heappush(heap, (by_process[pid].load, pid))
 
-    for task in tasks:
-        if task in owner:
-            continue
-        candidates = [m for m in members if room(m)]
-        chosen = min(candidates, key=lambda m: (process_load(processes[m]), load[m], m))
-        give(task, chosen)
-    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
-    for (s, p), m in owner.items():
-        out[m].setdefault(s, set()).add(p)
-    return {m: {s: frozenset(ps) for s, ps in ts.items()} for m, ts in out.items()}
+    if num_standby_replicas > 0:
+        to_place: list[tuple[Task, int]] = []
+        for task in sorted(stateful_tasks, key=lambda t: (t[1], t[0]), reverse=True):
+            for placed in range(num_standby_replicas):
+                m = prev_active.get(task)
+                if m is not None and task not in process_of(m).tasks and process_of(m).counts[m] < quotas.all:
+                    give(m, task, False)
+                    continue
+                m = least_loaded_previous(prev_standby.get(task, []), task)
+                if m is not None and process_of(m).counts[m] < quotas.all:
+                    give(m, task, False)
+                    continue
+                to_place.append((task, num_standby_replicas - placed))
+                break
+        heap = [(p.load, pid) for pid, p in by_process.items()]
+        heapq.heapify(heap)
+        for task, replicas in sorted(to_place, reverse=True):
+            for _ in range(replicas):
+                if not _standby_to_least_loaded(heap, by_process, task, quotas):
+                    break  # fewer processes than replicas: as Kafka, a warning and fewer standbys
+
+    out: dict[str, AssignedTasks] = {}
+    for m in processes:
+        process = process_of(m)
+        out[m] = AssignedTasks(_by_subtopology(process.active.get(m, ())), _by_subtopology(process.standby.get(m, ())))
+    return out
+
+
+def _standby_to_least_loaded(heap: list, by_process: dict[str, _Process], task: Task, quotas: _Quotas) -> bool:
+    """A standby of ``task`` to the least loaded process not holding it (Kafka polls its
+    processes by load until one does not)."""
+    if not heap:
+        return False
+    entry = heapq.heappop(heap)
+    process = by_process[entry[1]]
+    placed = False
+    if task not in process.tasks:
+        count = process.add_to_least_loaded(task, False)
+        if count != -1:
+            placed = True
+            quotas.took(count, False)
+    elif heap:
+        placed = _standby_to_least_loaded(heap, by_process, task, quotas)
+    heapq.heappush(heap, (process.load, process.process_id))
+    return placed
+
+
+def _by_subtopology(tasks: Iterable[Task]) -> Tasks:
+    out: dict[str, set[int]] = {}
+    for s, p in tasks:
+        out.setdefault(s, set()).add(p)
+    return {s: frozenset(ps) for s, ps in out.items()}
 
 
 class StreamsGroups:
@@ -430,6 +607,9 @@ class StreamsGroups:
 
     def __init__(self, config: StreamsGroupConfig) -> None:
         self.config = config
+        # A group's settings: the broker's with the group's configs (streams.num.standby.replicas,
+        # streams.initial.rebalance.delay.ms, streams.assignment.interval.ms); the broker sets this.
+        self.group_config: Callable[[str], StreamsGroupConfig] = lambda _group_id: config
 
     def heartbeat(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
                   now_ms: int, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
@@ -437,22 +617,32 @@ class StreamsGroups:
         """(records, answer, whether the member left). Raises Refused; ``group`` None:
         no streams group of that id yet (the records create it). The timeouts: the group's
         configs (streams.session.timeout.ms, streams.heartbeat.interval.ms), else the broker's."""
-        session_timeout_ms = session_timeout_ms or self.config.session_timeout_ms
-        heartbeat_interval_ms = heartbeat_interval_ms or self.config.heartbeat_interval_ms
+        config = self.group_config(request.group_id)
+        session_timeout_ms = session_timeout_ms or config.session_timeout_ms
+        heartbeat_interval_ms = heartbeat_interval_ms or config.heartbeat_interval_ms
         validate(request)
         member_id = request.member_id
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            if group is None or member_id not in group.members:
-                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
-            return (self.fence(group, [member_id], topics, now_ms),
-                    StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch), True)
+            return self._leave(group, request, topics, now_ms)
         joining = request.member_epoch == 0
         if group is None:
             if not joining:
                 raise Refused(E.group_id_not_found, f"Streams group {request.group_id} not found.")
             group = StreamsGroup(request.group_id)
+        records: list[CoordinatorRecord] = []
+        previous_targets = group.target
+        predecessor = _static_predecessor(group, request)
         member = group.members.get(member_id)
-        if member is None:
+        if predecessor is not None:
+            # A static member back under a new member id takes over its predecessor's tasks.
+            member = replace(predecessor, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            previous_targets = {(member_id if m == predecessor.member_id else m): t for m, t in group.target.items()}
+            records += member_tombstones(group.group_id, predecessor.member_id, codec.MEMBER_RECORDS)
+            records.append(codec.member_metadata_record(group.group_id, member_id, member.metadata_value()))
+            records.append(codec.target_member_record(group.group_id, member_id,
+                                                      previous_targets.get(member_id, AssignedTasks())))
+            records.append(codec.current_assignment_record(group.group_id, member_id, member.assignment_value()))
+        elif member is None:
             if not joining:
                 raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {request.group_id}.")
             if len(group.members) >= self.config.max_size:
@@ -461,8 +651,7 @@ class StreamsGroups:
             member = StreamsMember(member_id)
         elif not joining:
             _check_epoch(member, request)
-        is_new = member_id not in group.members
-        records: list[CoordinatorRecord] = []
+        is_new = member_id not in group.members and predecessor is None
         statuses: list[tuple[int, str]] = []
 
         topology = group.topology
@@ -488,12 +677,20 @@ class StreamsGroups:
             client_tags=request.client_tags if request.client_tags is not None else member.client_tags,
             client_id=request.client_id, client_host=request.client_host,
         )
+        if request.task_offsets is not None or request.task_end_offsets is not None:
+            offsets, end_offsets = group.task_offsets.get(member_id, ({}, {}))
+            group.task_offsets[member_id] = (offsets if request.task_offsets is None else request.task_offsets,
+                                             end_offsets if request.task_end_offsets is None
+                                             else request.task_end_offsets)
         if topology is not None and updated.topology_epoch < topology.epoch:
             statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind the "
                                              f"group's topology epoch {topology.epoch}."))
         if is_new or updated.metadata_value() != member.metadata_value():
             records.append(codec.member_metadata_record(group.group_id, member_id, updated.metadata_value()))
-        members = dict(group.members)
+        # As Kafka: a member's topology epoch, rack, client tags or process moving starts a rebalance.
+        bump = bump or (updated.topology_epoch, updated.rack_id, dict(updated.client_tags), updated.process_id) != (
+            member.topology_epoch, member.rack_id, dict(member.client_tags), member.process_id)
+        members = {m: x for m, x in group.members.items() if predecessor is None or m != predecessor.member_id}
         members[member_id] = updated
 
         configured = configure(topology, topics) if topology is not None else None
@@ -506,10 +703,10 @@ class StreamsGroups:
         if configured is not None:
             statuses += _topology_statuses(configured)
 
-        targets = group.target
+        targets = previous_targets
         target_epoch = group.assignment_epoch
-        if is_new and not group.members and not group.assignment_epoch and self.config.initial_rebalance_delay_ms:
-            group.assignment_delayed_until = now_ms + self.config.initial_rebalance_delay_ms
+        if is_new and not group.members and not group.assignment_epoch and config.initial_rebalance_delay_ms:
+            group.assignment_delayed_until = now_ms + config.initial_rebalance_delay_ms
             group.initial_delay = True
         # As Kafka answers: tasks wait for the timer within a new group's initial rebalance
         # delay, and for a heartbeat after the interval when sooner than the assignment
@@ -521,16 +718,21 @@ class StreamsGroups:
             statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
         if group_epoch > group.assignment_epoch:
             has_tasks = configured is not None and configured.ready
-            next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+            next_allowed = (group.last_assignment_ms or 0) + config.assignment_interval_ms
             if has_tasks and not initial and group.last_assignment_ms is not None and now_ms < next_allowed:
                 statuses.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             elif not (initial and has_tasks):
-                targets = _assign(group, members, configured, group_epoch, now_ms, records)
+                targets = _assign(group, members, previous_targets, configured, group_epoch, now_ms, records,
+                                  config.num_standby_replicas)
                 target_epoch = group_epoch
 
-        target = targets.get(member_id, AssignedTasks()).active
-        reconciled = reconcile_step(group, updated, is_new, target_epoch, target, members, request.active_tasks,
-                                    codec.current_assignment_record, records, now_ms, session_timeout_ms)
+        target = targets.get(member_id, AssignedTasks())
+        reconciled = reconcile_step(
+            group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
+            codec.current_assignment_record, records, now_ms, session_timeout_ms,
+            lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members),
+                              task_epochs=_task_epochs(updated, m, target_epoch)),
+            _standbys_of_process(updated, members))
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -539,19 +741,46 @@ class StreamsGroups:
             statuses.append((SHUTDOWN_APPLICATION, f"Streams group {group.group_id} is shutting down: "
                                                    f"member {group.shutdown_requested_by} requested it."))
 
-        changed = reconciled.assigned != member.assigned or is_new
-        full = joining or request.active_tasks is not None and request.active_tasks != reconciled.assigned
+        # As Kafka: the tasks are sent to a member joining and when they (or their epochs) changed.
+        changed = is_new or (reconciled.assigned, reconciled.standby) != (member.assigned, member.standby) or (
+            _epochs_of(reconciled.task_epochs, reconciled.assigned) != _epochs_of(member.task_epochs, member.assigned))
+        full = joining
         # Replaying a current assignment moves the endpoint epoch: this one's, if written.
         endpoint_epoch = group.endpoint_epoch + sum(1 for r in records if r.key[:2] == _CURRENT_ASSIGNMENT_KEY)
         by_endpoint = None
         if request.endpoint_information_epoch != endpoint_epoch:
-            by_endpoint = _partitions_by_endpoint(members, configured)
+            by_endpoint = _partitions_by_endpoint(members, configured, topology)
         return records, StreamsHeartbeatAnswer(
             member_id=member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=heartbeat_interval_ms,
-            active_tasks=reconciled.assigned if full or changed else None, statuses=tuple(statuses),
+            active_tasks=reconciled.assigned if full or changed else None,
+            standby_tasks=reconciled.standby if full or changed else None, statuses=tuple(statuses),
             topics_to_create=configured.missing_internal_topics if configured is not None else (),
             endpoint_information_epoch=endpoint_epoch, partitions_by_endpoint=by_endpoint), False
+
+    def _leave(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
+               now_ms: int) -> tuple[list[CoordinatorRecord], StreamsHeartbeatAnswer, bool]:
+        """Epoch -1 or -2. A static member leaving with -2 keeps its tasks (no rebalance) for
+        a successor with its instance id until its session ends; any other leaves at once."""
+        member_id = request.member_id
+        if group is None:
+            raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}.")
+        else:
+            member = _static_member(group, request)
+        if request.shutdown_application and group.shutdown_requested_by is None:
+            group.shutdown_requested_by = member_id
+        answer = StreamsHeartbeatAnswer(member_id=member_id, member_epoch=request.member_epoch)
+        if request.instance_id is not None and request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # As Kafka: its tasks' assignment epochs go to 0 (its successor commits at a new epoch).
+            away = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={},
+                           task_epochs=dict.fromkeys(_task_set(member.assigned), 0))
+            group.rebalance_deadlines.pop(member_id, None)
+            return [codec.current_assignment_record(group.group_id, member_id, away.assignment_value())], answer, False
+        return self.fence(group, [member_id], topics, now_ms), answer, True
 
     def fence(self, group: StreamsGroup, member_ids: Iterable[str], topics: TopicsSnapshot, now_ms: int
               ) -> list[CoordinatorRecord]:
@@ -566,20 +795,39 @@ class StreamsGroups:
         epoch = group.group_epoch + 1
         records.append(codec.group_metadata_record(group.group_id, epoch, new_hash, group.validated_topology_epoch))
         rest = {m: member for m, member in group.members.items() if m not in gone}
-        next_allowed = (group.last_assignment_ms or 0) + self.config.assignment_interval_ms
+        config = self.group_config(group.group_id)
+        next_allowed = (group.last_assignment_ms or 0) + config.assignment_interval_ms
         if rest and configured is not None and configured.ready and group.last_assignment_ms is not None and (
                 now_ms < next_allowed):
             pass  # within the assignment interval: the next heartbeat after it makes it
         else:
-            _assign(group, rest, configured, epoch, now_ms, records)
+            _assign(group, rest, group.target, configured, epoch, now_ms, records, config.num_standby_replicas)
         return records
 
     @staticmethod
     def validate_offset_commit(group: StreamsGroup, member_id: str, instance_id: str | None, member_epoch: int,
-                               transactional: bool, api_version: int) -> ErrorCode | None:
-        """An OffsetCommit or TxnOffsetCommit of a streams member: the consumer group's rules."""
-        return ConsumerGroups.validate_offset_commit(group, member_id, instance_id, member_epoch, transactional,
-                                                     api_version)
+                               transactional: bool, api_version: int
+                               ) -> ErrorCode | Callable[[str, int], ErrorCode | None] | None:
+        """An OffsetCommit or TxnOffsetCommit of a streams member: the consumer group's rules,
+        but an older member epoch is checked per partition (the function returned), as Kafka
+        4.4 does: the partition's topic is a source or repartition topic of the topology and
+        its task the member's (assigned or being revoked) since that epoch or before; else
+        STALE_MEMBER_EPOCH."""
+        member = group.members.get(member_id)
+        if member is None or member_epoch < 0 or member_epoch >= member.member_epoch:
+            return ConsumerGroups.validate_offset_commit(group, member_id, instance_id, member_epoch, transactional,
+                                                         api_version)
+        if not transactional and api_version < 9:
+            return E.unsupported_version
+        subtopology_of = {}
+        for s in group.topology.subtopologies if group.topology is not None else ():
+            for topic in (*s.source_topics, *(i.name for i in s.repartition_source_topics)):
+                subtopology_of[topic] = s.subtopology_id
+
+        def stale(topic: str, partition: int) -> ErrorCode | None:
+            epoch = member.task_epochs.get((subtopology_of.get(topic), partition))
+            return E.stale_member_epoch if epoch is None or member_epoch < epoch else None
+        return stale
 
     @staticmethod
     def validate_offset_fetch(group: StreamsGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
@@ -596,7 +844,8 @@ class StreamsGroups:
             return []
         configured = configure(group.topology, topics) if group.topology is not None else None
         records: list[CoordinatorRecord] = []
-        _assign(group, group.members, configured, group.group_epoch, now_ms, records)
+        _assign(group, group.members, group.target, configured, group.group_epoch, now_ms, records,
+                self.group_config(group.group_id).num_standby_replicas)
         return records
 
     @staticmethod
@@ -614,19 +863,102 @@ class StreamsGroups:
             yield group.assignment_delayed_until
 
 
-def _assign(group: StreamsGroup, members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
-            epoch: int, now_ms: int, records: list[CoordinatorRecord]) -> dict[str, AssignedTasks]:
+def _assign(group: StreamsGroup, members: dict[str, StreamsMember], previous: dict[str, AssignedTasks],
+            configured: ConfiguredTopology | None, epoch: int, now_ms: int, records: list[CoordinatorRecord],
+            num_standby_replicas: int) -> dict[str, AssignedTasks]:
     """The target assignment of ``members`` at ``epoch`` (no tasks while the topology is not
-    ready); the records of what changed and of the new assignment epoch are added."""
-    task_counts = configured.task_counts if configured is not None and configured.ready else {}
-    active = assign_active_tasks({m.member_id: m.process_id for m in members.values()}, task_counts,
-                                 {m: t.active for m, t in group.target.items()})
-    targets = {m: AssignedTasks(tasks) for m, tasks in active.items()}
+    ready), sticky to the ``previous`` one; the records of what changed and of the new
+    assignment epoch are added."""
+    ready = configured is not None and configured.ready
+    targets = assign_tasks({m.member_id: m.process_id for m in members.values()},
+                           configured.task_counts if ready else {}, configured.stateful if ready else (),
+                           previous, num_standby_replicas,
+                           {m: offsets for m, (offsets, _end) in group.task_offsets.items()})
     for m, tasks in sorted(targets.items()):
-        if group.target.get(m) != tasks:
+        if previous.get(m) != tasks:
             records.append(codec.target_member_record(group.group_id, m, tasks))
     records.append(codec.target_metadata_record(group.group_id, epoch, now_ms))
     return targets
+
+
+def _task_set(*tasks: Tasks) -> set[tuple[str, int]]:
+    return {(s, p) for t in tasks for s, ps in t.items() for p in ps}
+
+
+def _epochs_of(epochs: TaskEpochs, tasks: Tasks) -> TaskEpochs:
+    return {t: epochs[t] for t in _task_set(tasks) if t in epochs}
+
+
+def _task_epochs(before: StreamsMember, after: StreamsMember, target_epoch: int) -> TaskEpochs:
+    """A task the member had keeps its assignment epoch, a new one is assigned at the
+    member's epoch now; a member told to revoke tasks has those it keeps at the target
+    epoch, and those it revokes at theirs (what Kafka 4.4 answers: once it has moved on,
+    it refuses commits of the epoch before for the tasks kept, and sends no task
+    change)."""
+    revoking = (after.state is MemberState.UNREVOKED_PARTITIONS
+                and before.state is not MemberState.UNREVOKED_PARTITIONS)
+    epochs = {t: before.task_epochs.get(t, after.member_epoch) for t in _task_set(after.assigned,
+                                                                                  after.pending_revocation)}
+    if revoking:
+        epochs.update(dict.fromkeys(_task_set(after.assigned), target_epoch))
+    return epochs
+
+
+def _standbys_of_process(member: StreamsMember, members: dict[str, StreamsMember]) -> dict[tuple[str, int], int]:
+    """Tasks another member of the member's process holds as standby: not its active
+    tasks yet (Kafka holds them back until released, the state being that process's)."""
+    return {(s, p): other.member_epoch for other in members.values()
+            if other.member_id != member.member_id and other.process_id == member.process_id
+            for s, ps in other.standby.items() for p in ps}
+
+
+def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, members: dict[str, StreamsMember]
+                  ) -> Tasks:
+    """The member's standby tasks after a heartbeat: while it revokes active tasks, those of
+    its target it has; at the target epoch, its target's, less those another member of its
+    process still runs as active or holds as standby (as Kafka's CurrentAssignmentBuilder
+    holds them back until released)."""
+    if member.member_epoch != target_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
+        return {s: ps & target[s] for s, ps in member.standby.items() if ps & target.get(s, frozenset())}
+    held: set[tuple[str, int]] = set()
+    for other in members.values():
+        if other.member_id != member.member_id and other.process_id == member.process_id:
+            held.update((s, p) for tasks in (other.assigned, other.pending_revocation, other.standby)
+                        for s, ps in tasks.items() for p in ps)
+    out = {s: frozenset(p for p in ps if (s, p) not in held) for s, ps in target.items()}
+    return {s: ps for s, ps in out.items() if ps}
+
+
+def _static_member(group: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember:
+    """The static member of the request's instance id, as Kafka checks it for a heartbeat
+    or a leave: known, and under this member id."""
+    member = group.static_member(request.instance_id or "")
+    if member is None:
+        raise Refused(E.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
+    if member.member_id != request.member_id:
+        raise Refused(E.fenced_instance_id, f"Static member {request.member_id} with instance id "
+                      f"{request.instance_id} was fenced by member {member.member_id}.")
+    return member
+
+
+def _static_predecessor(group: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember | None:
+    """The member a static member joining (epoch 0) replaces: the one of its instance id,
+    which must have left with -2 (else UNRELEASED_INSTANCE_ID, even under the same member
+    id, as Kafka 4.4 answers). A static member's other heartbeats are checked here too
+    (its epoch by the caller)."""
+    if request.instance_id is None:
+        return None
+    if request.member_epoch != 0:
+        _static_member(group, request)
+        return None
+    existing = group.static_member(request.instance_id)
+    if existing is None:
+        return None
+    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise Refused(E.unreleased_instance_id, f"Static member {request.member_id} with instance id "
+                      f"{request.instance_id} cannot join the group because the instance id is owned by "
+                      f"{existing.member_id} member.")
+    return existing
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:
@@ -654,17 +986,23 @@ def _topology_statuses(configured: ConfiguredTopology) -> list[tuple[int, str]]:
     return out
 
 
-def _partitions_by_endpoint(members: dict[str, StreamsMember], configured: ConfiguredTopology | None
-                            ) -> tuple[EndpointPartitions, ...]:
-    """Each member with an endpoint and the input partitions of its active tasks (one entry
-    per member, as Kafka answers: a client's threads each have one)."""
-    out = []
-    for m in sorted(members.values(), key=lambda m: m.member_id):
-        if m.user_endpoint is None:
-            continue
-        active: dict[str, set[int]] = {}
-        for s, ps in m.assigned.items():
-            for topic in (configured.source_topics.get(s, ()) if configured is not None else ()):
-                active.setdefault(topic, set()).update(ps)
-        out.append(EndpointPartitions(m.user_endpoint, {t: frozenset(ps) for t, ps in active.items()}))
-    return tuple(out)
+def _partitions_by_endpoint(members: dict[str, StreamsMember], configured: ConfiguredTopology | None,
+                            topology: Topology | None) -> tuple[EndpointPartitions, ...]:
+    """Each member with an endpoint and the input partitions (source and repartition
+    topics) of its active and of its standby tasks (one entry per member, as Kafka
+    answers: a client's threads each have one)."""
+    inputs: dict[str, tuple[str, ...]] = {}
+    if configured is not None and topology is not None:
+        for s in topology.subtopologies:
+            inputs[s.subtopology_id] = (*configured.source_topics.get(s.subtopology_id, ()),
+                                        *(i.name for i in s.repartition_source_topics))
+
+    def partitions(tasks: Tasks) -> dict[str, frozenset[int]]:
+        out: dict[str, set[int]] = {}
+        for s, ps in tasks.items():
+            for topic in inputs.get(s, ()):
+                out.setdefault(topic, set()).update(ps)
+        return {t: frozenset(ps) for t, ps in out.items()}
+
+    return tuple(EndpointPartitions(m.user_endpoint, partitions(m.assigned), partitions(m.standby))
+                 for m in sorted(members.values(), key=lambda m: m.member_id) if m.user_endpoint is not None)

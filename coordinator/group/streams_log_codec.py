@@ -15,7 +15,8 @@ int16 key version naming the record, int16-length strings; flexible version-0 va
          value: active, standby, warm-up [subtopology id, [partition]]
   key 22 StreamsGroupCurrentMemberAssignment(group, member)
          value: member epoch int32, previous member epoch int32, state int8, active,
-                standby, warm-up, and the same three pending revocation
+                standby, warm-up, and the same three pending revocation; active tasks
+                carry tag 0: the epoch each partition was assigned at [int32]
   key 23 StreamsGroupTopology(group)
          value: topology epoch int32, subtopologies [id, source topics [], source topic
                 regexes [], changelog topics [topic info], repartition sink topics [],
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 from coordinator.group import modern_group_records as layout
 from coordinator.group.modern_group_records import ValueReader, ValueWriter, record_key
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 
 GROUP_METADATA = 17
 MEMBER_METADATA = 19
@@ -44,6 +45,7 @@ STREAMS_KEY_VERSIONS = frozenset({17, 18, 19, 20, 21, 22, 23})
 _WITH_MEMBER = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
 MEMBER_RECORDS = (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA)  # a member's tombstones, in order
 _VALIDATED_TOPOLOGY_EPOCH_TAG = 0
+_ASSIGNMENT_EPOCHS_TAG = 0
 
 Tasks = dict[str, frozenset[int]]  # subtopology id -> partitions (task ids)
 
@@ -100,11 +102,15 @@ class MemberMetadataValue:
     client_tags: tuple[tuple[str, str], ...]
 
 
+TaskEpochs = dict[tuple[str, int], int]  # (subtopology id, partition) -> the epoch it was assigned at
+
+
 @dataclass(frozen=True, slots=True)
 class AssignedTasks:
     active: Tasks = field(default_factory=dict)
     standby: Tasks = field(default_factory=dict)
     warmup: Tasks = field(default_factory=dict)
+    active_epochs: TaskEpochs = field(default_factory=dict)  # a current assignment's only
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +142,8 @@ def _key_values(w: ValueWriter, pairs) -> None:
         w.varint(0)
 
 
-def _tasks(w: ValueWriter, tasks: Tasks) -> None:
+def _tasks(w: ValueWriter, tasks: Tasks, epochs: TaskEpochs | None = None) -> None:
+    """``epochs``: the assignment epochs of active tasks, as tag 0 of each entry."""
     w.varint(len(tasks) + 1)
     for subtopology in sorted(tasks):
         w.string(subtopology)
@@ -144,11 +151,22 @@ def _tasks(w: ValueWriter, tasks: Tasks) -> None:
         w.varint(len(partitions) + 1)
         for p in partitions:
             w.pack(">i", p)
-        w.varint(0)
+        if epochs is None:
+            w.varint(0)
+            continue
+        tag = ValueWriter(None)
+        tag.varint(len(partitions) + 1)
+        for p in partitions:
+            tag.pack(">i", epochs.get((subtopology, p), 0))
+        w.varint(1)
+        w.varint(_ASSIGNMENT_EPOCHS_TAG)
+        data = b"".join(tag.parts)
+        w.varint(len(data))
+        w.parts.append(data)
 
 
-def _assigned(w: ValueWriter, tasks: AssignedTasks) -> None:
-    _tasks(w, tasks.active)
+def _assigned(w: ValueWriter, tasks: AssignedTasks, with_epochs: bool = False) -> None:
+    _tasks(w, tasks.active, tasks.active_epochs if with_epochs else None)
     _tasks(w, tasks.standby)
     _tasks(w, tasks.warmup)
 
@@ -215,8 +233,8 @@ def current_assignment_record(group: str, member: str, value: CurrentAssignmentV
     w.pack(">i", value.member_epoch)
     w.pack(">i", value.previous_member_epoch)
     w.pack(">b", value.state)
-    _assigned(w, value.assigned)
-    _assigned(w, value.pending_revocation)
+    _assigned(w, value.assigned, with_epochs=True)
+    _assigned(w, value.pending_revocation, with_epochs=True)
     return CoordinatorRecord(record_key(CURRENT_ASSIGNMENT, group, member), w.done())
 
 
@@ -261,17 +279,25 @@ def _read_key_values(r: ValueReader) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _read_tasks(r: ValueReader) -> Tasks:
+def _read_tasks(r: ValueReader, epochs: TaskEpochs | None = None) -> Tasks:
+    """Tasks by subtopology; their assignment epochs (tag 0) into ``epochs`` if given."""
     out: Tasks = {}
     for _ in range(r.varint() - 1):
         subtopology = r.string() or ""
-        out[subtopology] = frozenset(r.unpack(">i") for _ in range(r.varint() - 1))
-        r.skip_tags()  # tag 0 of a current assignment: the tasks' assignment epochs
+        partitions = [r.unpack(">i") for _ in range(r.varint() - 1)]
+        out[subtopology] = frozenset(partitions)
+        tagged = r.tags().get(_ASSIGNMENT_EPOCHS_TAG)
+        if tagged is not None and epochs is not None:
+            t = ValueReader(tagged, versioned=False)
+            for p in partitions[:t.varint() - 1]:
+                epochs[(subtopology, p)] = t.unpack(">i")
     return out
 
 
 def _read_assigned(r: ValueReader) -> AssignedTasks:
-    return AssignedTasks(_read_tasks(r), _read_tasks(r), _read_tasks(r))
+    epochs: TaskEpochs = {}
+    active = _read_tasks(r, epochs)
+    return AssignedTasks(active, _read_tasks(r), _read_tasks(r), epochs)
 
 
 def _read_topic_info(r: ValueReader) -> TopicInfo:

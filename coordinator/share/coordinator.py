@@ -2,7 +2,7 @@
 partitions it owns: the durable state of each share-partition (its start offset and the
 delivery state of the records in flight), one ShareSnapshot record per write, the
 newest per key being the state. Sans-IO: handlers return ``Result``s the runtime
-appends and replays (coordinator/contract.py).
+appends and replays (coordinator/runtime.py).
 
 The rules are Kafka 4.4's: a share-partition is initialized (InitializeShareGroupState,
 by the group coordinator) before it is read or written (else INVALID_REQUEST); a write
@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.log_codec import LogCodecError
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result
+from coordinator.runtime import CoordinatorRecord, Result
 from coordinator.share.state_log_codec import (
     ShareSnapshot, StateKey, decode_key, decode_snapshot, snapshot_record,
 )

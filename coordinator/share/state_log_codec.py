@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from coordinator.group.modern_group_records import ValueReader, ValueWriter
 from coordinator.group.log_codec import LogCodecError
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 
 SNAPSHOT = 0
 _DELIVERY_COMPLETE_COUNT_TAG = 0

@@ -1,7 +1,12 @@
 """Transaction coordinator: metadata, state machine, and the __transaction_state codec."""
 
-from coordinator.transaction.coordinator import TransactionConfig, TransactionCoordinator
-from coordinator.transaction.messages import ProducerIdTaken, SendMarkers, TransactionLogRecord
+from coordinator.transaction.coordinator import (
+    ProducerIdTaken,
+    SendMarkers,
+    TransactionConfig,
+    TransactionCoordinator,
+    TransactionLogRecord,
+)
 from coordinator.transaction.metadata import TransactionMetadata, TransactionState
 
 __all__ = [

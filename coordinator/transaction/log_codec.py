@@ -20,9 +20,9 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from coordinator.contract import UnknownKeyVersion, UnknownValueVersion
+from coordinator.runtime import UnknownKeyVersion, UnknownValueVersion
 from coordinator.transaction.metadata import NO_PRODUCER_EPOCH, TransactionMetadata, TransactionState
-from protocol.framing import FrameError, read_unsigned_varint, write_unsigned_varint
+from protocol.request_wire import FrameError, read_unsigned_varint, write_unsigned_varint
 from protocol.names import TopicPartition
 
 TRANSACTION_LOG_KEY_TYPE = 0

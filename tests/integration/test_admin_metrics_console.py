@@ -16,7 +16,7 @@ from broker.control.api_client import ControlRefused
 from broker.commands import main
 from broker.control.metrics import error_codes
 from broker.testing import wait_until
-from protocol import messages
+from protocol import answer_wire
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def _open_transaction(broker, topic: str, transactional_id: str, n: int = 3) -> 
 
 
 def test_error_codes_are_counted_per_partition():
-    response = messages.build_response(0, 9, {"responses": [{"name": "t", "partition_responses": [
+    response = answer_wire.build_response(0, 9, {"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": 0}, {"index": 1, "error_code": 6}, {"index": 2, "error_code": 6}]}]})
     assert error_codes(response) == {0: 1, 6: 2}
 

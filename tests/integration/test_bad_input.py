@@ -10,8 +10,8 @@ import pytest
 
 from broker.wire.client import KafkaConnection
 from broker.errors import code
-from protocol.record_codec import build_batch, build_control_batch
-from protocol.framing import encode_request_frame
+from protocol.records import build_batch, build_control_batch
+from protocol.request_wire import encode_request_frame
 
 HOST = "127.0.0.1"
 
@@ -121,16 +121,16 @@ async def test_removed_produce_v2_is_refused_with_unsupported_version(shared_bro
         v3 = await conn.request(3, 1, {"topics": [{"name": topic_name}]})
         assert v3.topics[0].error_code == 0
         # Produce v2 = v3 without the leading transactional id
-        from protocol import messages
+        from protocol import answer_wire
 
-        body = messages.encode(messages.build_request(0, 3, {
+        body = answer_wire.encode(answer_wire.build_request(0, 3, {
             "transactional_id": None, "acks": 1, "timeout_ms": 1000,
             "topic_data": [{"name": topic_name, "partition_data": [{"index": 0, "records": bytes(build_batch([(None, b"v", (), 1)]))}]}],
         }))[2:]
         reader, writer = await asyncio.open_connection(HOST, shared_broker.port)
         writer.write(encode_request_frame(0, 2, 5, "t", False, body))
         size = struct.unpack(">i", await reader.readexactly(4))[0]
-        reply = messages.decode_response(0, 3, await reader.readexactly(size), 4)
+        reply = answer_wire.decode_response(0, 3, await reader.readexactly(size), 4)
         writer.close()
         assert _partition(reply).error_code == code("UNSUPPORTED_VERSION")
         end = await conn.request(2, 1, {"replica_id": -1, "topics": [{"name": topic_name, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})

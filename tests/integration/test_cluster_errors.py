@@ -12,7 +12,7 @@ import pytest
 
 from broker.wire.client import KafkaConnection
 from broker.errors import code
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 from tests.broker_process import HOST
 
 pytestmark = pytest.mark.timeout(120)

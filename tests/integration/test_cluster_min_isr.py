@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing.helpers import wait_until
 from broker.wire.client import KafkaConnection
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 from tests.integration.test_cluster import assert_exactly_once, read_committed
 
 pytestmark = pytest.mark.timeout(120)

@@ -21,7 +21,7 @@ from broker.wire.client import KafkaConnection
 from broker.errors import code
 from broker.testing.helpers import wait_until
 from coordinator.partitioning import partition_for
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 from tests.integration.test_cluster import assert_exactly_once, create, read_committed
 
 pytestmark = pytest.mark.timeout(180)

@@ -12,17 +12,16 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol import messages
-from protocol.apis import flexible_from
-from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol import answer_wire
+from protocol.request_wire import flexible_from, encode_request_frame
+from protocol.records import NewRecord, build_batch
 from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"
 
 
 def _request(key: int, version: int, data: dict, correlation_id: int = 1) -> bytes:
-    body = messages.encode(messages.build_request(key, version, data))
+    body = answer_wire.encode(answer_wire.build_request(key, version, data))
     return encode_request_frame(key, version, correlation_id, "limits", version >= flexible_from(key), body)
 
 

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from broker.wire.client import KafkaConnection
 from broker.errors import code
-from protocol.framing import encode_request_frame
+from protocol.request_wire import encode_request_frame
 from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"

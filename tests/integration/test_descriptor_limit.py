@@ -18,7 +18,7 @@ from broker.wire.client import KafkaConnection
 from broker.errors import code
 from broker.testing import BrokerProcess
 from broker.testing.helpers import HOST
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 LIMIT = 256
 # the shell's ulimit sets soft and hard: nothing for the broker to raise the limit to

@@ -12,10 +12,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol import messages
-from protocol.apis import flexible_from
-from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol import answer_wire
+from protocol.request_wire import flexible_from, encode_request_frame
+from protocol.records import NewRecord, build_batch
 
 STORAGE_ERROR = 56
 
@@ -33,11 +32,11 @@ def small_disk(tmp_path):
 def _produce(s: socket.socket, topic: str, n: int) -> tuple[int, int]:
     """(error code, base offset) of one acks=1 produce of a 64 KiB record numbered ``n``."""
     batch = bytes(build_batch([NewRecord(b"%d" % n, b"v" * (64 << 10), (), 0)]))
-    body = messages.encode(messages.build_request(0, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+    body = answer_wire.encode(answer_wire.build_request(0, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
     s.sendall(encode_request_frame(0, 7, n, "disk", 7 >= flexible_from(0), body))
     size = int.from_bytes(_read(s, 4), "big")
-    response = messages.decode_response(0, 7, _read(s, size), 4)
+    response = answer_wire.decode_response(0, 7, _read(s, size), 4)
     p = response.responses[0].partition_responses[0]
     return int(p.error_code), p.base_offset
 

@@ -9,12 +9,12 @@ import struct
 
 from torture import fuzz
 
-from protocol import messages
-from protocol.framing import encode_request_frame
+from protocol import answer_wire
+from protocol.request_wire import encode_request_frame
 
 
 def _api_versions_frame() -> bytes:
-    return encode_request_frame(18, 3, 1, "t", True, messages.encode(messages.build_request(18, 3, {
+    return encode_request_frame(18, 3, 1, "t", True, answer_wire.encode(answer_wire.build_request(18, 3, {
         "client_software_name": "t", "client_software_version": "1"})))
 
 

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker.wire.client import KafkaConnection
 from broker.errors import code
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 from tests.broker_process import wait_until
 
 HOST = "127.0.0.1"

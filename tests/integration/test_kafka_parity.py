@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from broker.wire.client import KafkaConnection
 from broker.errors import code
 from broker.testing import wait_until
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 HOST = "127.0.0.1"
 

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.log.recovery_points import FILE_NAME, read_recovery_points
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 PARTITIONS = 2
 

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from broker.wire.client import KafkaConnection
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -26,7 +26,7 @@ NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", 
 # fault rules and what a request names for them (load with the first rule or trigger), ACL
 # bindings (with the first ACL request or stored ACL file)
 NOT_BEFORE_FIRST_USE = ("broker.log.partition", "broker.log.partition_log", "broker.log.producer_state",
-                        "protocol.record_codec", "broker.coordinators.transaction_service", "broker.coordinators.group_service",
+                        "protocol.records", "broker.coordinators.transaction_service", "broker.coordinators.group_service",
                         "broker.control", "broker.control.service", "broker.faults.scenarios", "broker.tools", "coordinator.transaction",
                         "coordinator.group", "broker.faults.rules", "broker.faults.fields",
                         "broker.security.acl_bindings")

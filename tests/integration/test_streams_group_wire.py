@@ -102,3 +102,44 @@ async def test_streams_group_acls(broker_factory, tmp_path):
         assert described.error_code == 30
     topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
     assert f"{app}-rep" not in topics and f"{app}-store-changelog" not in topics
+
+
+async def test_streams_groups_in_metrics_the_console_and_the_history(broker_factory):
+    """A streams group's rebalance and membership are on the history, the console lists it
+    and /metrics counts it by protocol and state, as consumer and share groups are."""
+    import json
+    import urllib.request
+
+    from tests.integration.test_admin_metrics_console import _metric
+
+    broker = broker_factory({"emulate.kafka.version": "4.4", "group.streams.initial.rebalance.delay.ms": 0,
+                             "group.streams.assignment.interval.ms": 0}, admin=True)
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(f"{app}-input", 2, 1)])[f"{app}-input"].result(30)
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(broker.admin_url + path, timeout=30) as answer:
+            return answer.read().decode()
+
+    async with await KafkaConnection.connect(HOST, broker.port) as conn:
+        joined = await conn.request(88, 0, _beat(app, "m1", 0, topology=_topology(app)))
+        ready = await conn.request(88, 0, _beat(app, "m1", joined.member_epoch))
+        assert ready.active_tasks
+        second = await conn.request(88, 0, _beat(app, "m2", 0, topology=_topology(app), process_id="process-2"))
+        assert second.error_code == 0
+        text = get("/metrics")
+        assert _metric(text, "kafka_server_group_coordinator_metrics_group_count", protocol="streams") == 1
+        # m1 has yet to give up tasks for m2
+        assert _metric(text, "kafka_server_group_coordinator_metrics_streams_group_count", state="Reconciling") == 1
+        assert _metric(text, "kafka_server_group_coordinator_metrics_streams_group_count", state="Stable") == 0
+        (shown,) = [g for g in json.loads(get("/console/state"))["groups"] if g["group_id"] == app]
+        assert (shown["protocol"], shown["state"], shown["members"]) == ("streams", "Reconciling", ["m1", "m2"])
+        for member in ("m1", "m2"):
+            await conn.request(88, 0, _beat(app, member, -1, active_tasks=None, standby_tasks=None,
+                                            warmup_tasks=None))
+    events = [e for e in json.loads(get("/events"))["events"] if e["kind"] == "group" and e["group_id"] == app]
+    assert {e["protocol"] for e in events} == {"streams"}
+    assert [e.get("rebalance") for e in events if e.get("rebalance")] == ["started", "ended"]
+    assert events[0]["joined"] == ["m1"] and events[-1]["members"] == 0
+    assert sorted(m for e in events for m in e["left"]) == ["m1", "m2"]

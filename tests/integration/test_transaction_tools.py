@@ -27,7 +27,7 @@ from broker.handlers import describe_transactions, list_transactions
 from broker.tools.transaction_admin import ActiveProducer, Description, hanging, open_transactions
 from coordinator.partitioning import partition_for
 from coordinator.transaction import TransactionConfig, TransactionCoordinator
-from protocol import messages
+from protocol import answer_wire
 
 HOST = "127.0.0.1"
 TXN_PARTITIONS = TransactionConfig().transaction_state_log_num_partitions
@@ -255,13 +255,13 @@ async def test_describe_transactions_errors_per_id():
     loading = partition_for(loading_id, TXN_PARTITIONS)
     foreign_id = next(f"id-{i}" for i in range(1000) if partition_for(f"id-{i}", TXN_PARTITIONS) != loading)
     coordinator.load_partition(loading, 3)
-    request = messages.build_request(65, 0, {"transactional_ids": [loading_id, foreign_id]})
+    request = answer_wire.build_request(65, 0, {"transactional_ids": [loading_id, foreign_id]})
     response = await describe_transactions.handle(_context(coordinator), request)
-    built = messages.build_response(65, 0, response)
+    built = answer_wire.build_response(65, 0, response)
     assert [(s.transactional_id, s.error_code) for s in built.transaction_states] == [
         (loading_id, code("COORDINATOR_LOAD_IN_PROGRESS")), (foreign_id, code("NOT_COORDINATOR"))]
     # every other field at its schema default, as Kafka 4.4 answers (tests/reference)
-    assert messages.ms(built.transaction_states[0].transaction_start_time) == 0
+    assert answer_wire.ms(built.transaction_states[0].transaction_start_time) == 0
     assert built.transaction_states[0].producer_id == 0
 
 
@@ -278,5 +278,5 @@ async def test_list_transactions_errors(version, pattern, loading, error):
     body = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
     if pattern is not None:
         body["transactional_id_pattern"] = pattern
-    response = await list_transactions.handle(_context(coordinator), messages.build_request(66, version, body))
-    assert messages.build_response(66, version, response).error_code == code(error)
+    response = await list_transactions.handle(_context(coordinator), answer_wire.build_request(66, version, body))
+    assert answer_wire.build_response(66, version, response).error_code == code(error)

@@ -248,7 +248,7 @@ async def test_coordinator_errors_over_the_wire(shared_broker, topic_name):
 
 
 async def test_transactional_produce_to_a_partition_not_in_the_transaction(shared_broker, topic_name):
-    from protocol.record_codec import build_batch
+    from protocol.records import build_batch
 
     await asyncio.to_thread(_create, shared_broker.bootstrap, topic_name)
     async with await KafkaConnection.connect(HOST, shared_broker.port) as conn:

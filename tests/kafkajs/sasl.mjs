@@ -4,6 +4,10 @@
 // Usage: node sasl.mjs BOOTSTRAP MECHANISM WRITER SECRET READER SECRET TOPIC TXN_ID GROUP
 // MECHANISM "none": no SASL. With KAFKAJS_CERTS (a directory `eosbroker certs` wrote), over TLS
 // trusting its ca.crt; with KAFKAJS_CLIENT_CERTS=1 too, each user shows USER.crt/USER.key (mTLS).
+// KAFKAJS_TRANSACTIONS=N: N transactions, KAFKAJS_PAUSE_MS apart, on one producer (values
+// TXN_ID-i, then TXN_ID-t-i); KAFKAJS_REAUTH_THRESHOLD_MS: re-authenticate (KIP-368) that long
+// before a session ends (kafkajs's reauthenticationThreshold). The JSON line also counts the
+// connections the broker closed ("server_closes", from kafkajs's debug log).
 import { readFileSync } from "node:fs";
 import { Kafka, logLevel } from "kafkajs";
 
@@ -27,21 +31,34 @@ function tls(user) {
   return out;
 }
 
+let serverCloses = 0;
+const countServerCloses = () => ({ log }) => {
+  if (log.message === "Kafka server has closed connection") serverCloses++;
+};
+
 function client(user, secret) {
   return new Kafka({ clientId: `kafkajs-${user}`, brokers: [bootstrap], ssl: tls(user),
                      sasl: mechanism === "none" ? undefined : sasl(user, secret),
-                     logLevel: logLevel.NOTHING, retry: { retries: 2 } });
+                     logLevel: logLevel.DEBUG, logCreator: countServerCloses, retry: { retries: 2 },
+                     reauthenticationThreshold: Number(process.env.KAFKAJS_REAUTH_THRESHOLD_MS || 10000) });
 }
 
 async function main() {
-  const values = [0, 1, 2].map((i) => `${txnId}-${i}`);
+  const transactions = Number(process.env.KAFKAJS_TRANSACTIONS || 1);
+  const pauseMs = Number(process.env.KAFKAJS_PAUSE_MS || 0);
+  const values = [];
   const producer = client(writer, writerSecret).producer({ transactionalId: txnId, idempotent: true,
                                                            maxInFlightRequests: 1 });
   await producer.connect();
   try {
-    const txn = await producer.transaction();
-    await txn.send({ topic, messages: values.map((value) => ({ value })) });
-    await txn.commit();
+    for (let t = 0; t < transactions; t++) {
+      if (t > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+      const batch = [0, 1, 2].map((i) => (t === 0 ? `${txnId}-${i}` : `${txnId}-${t}-${i}`));
+      values.push(...batch);
+      const txn = await producer.transaction();
+      await txn.send({ topic, messages: batch.map((value) => ({ value })) });
+      await txn.commit();
+    }
   } finally {
     await producer.disconnect();
   }
@@ -64,6 +81,9 @@ async function main() {
 }
 
 main().then(
-  (read) => { console.log(JSON.stringify({ read })); process.exit(0); },
-  (e) => { console.log(JSON.stringify({ error: { type: e.type || e.name, message: e.message } })); process.exit(0); },
+  (read) => { console.log(JSON.stringify({ read, server_closes: serverCloses })); process.exit(0); },
+  (e) => {
+    console.log(JSON.stringify({ error: { type: e.type || e.name, message: e.message }, server_closes: serverCloses }));
+    process.exit(0);
+  },
 );

@@ -10,6 +10,7 @@ import pytest
 
 from tests.broker_process import BrokerProcess
 from tests.reference.kafka_broker import DIFFERENTIAL, KafkaBroker
+from tests.reference.secured_targets import secured_target  # noqa: F401  (the security matrix's brokers)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -8,9 +8,10 @@ waits until it answers ApiVersions and returns; `stop()` ends it by its pid.
 With ``secured=True`` it also serves the security set-ups eosbroker serves, with the
 same users (alice, bob, admin: broker.testing.security) and certificates (eosbroker
 certs): SASL_PLAINTEXT and SASL_SSL listeners with PLAIN, SCRAM-SHA-256/512 (users made
-at format time) and OAUTHBEARER (the unsecured validator), and MTLS (SSL, client
-certificates required, the principal the certificate's CN). ``bootstrap_for(name)`` and
-``security(name, mechanism)`` give a client what it needs for each.
+at format time) and OAUTHBEARER (the unsecured validator), MTLS (SSL, client
+certificates required, the principal the certificate's CN) and SSL (no client certificate,
+User:ANONYMOUS). ``bootstrap_for(name)`` and ``security(name, mechanism)`` give a client
+what it needs for each; ``secured_listener_settings`` serves the same on eosbroker.
 """
 
 from __future__ import annotations
@@ -128,7 +129,20 @@ def _cluster_id() -> str:
 
 
 # The secured listeners (besides PLAINTEXT, the inter-broker one) and their protocols.
-SECURED_LISTENERS = {"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "MTLS": "SSL"}
+SECURED_LISTENERS = {"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "MTLS": "SSL", "SSL": "SSL"}
+
+
+def secured_listener_settings(names, certs) -> dict[str, str]:
+    """What serves the secured listeners ``names`` (of SECURED_LISTENERS) with the users,
+    mechanisms and certificates of these tests, in Kafka's names, so Apache Kafka and
+    eosbroker take the same; the listeners themselves and their protocols are the caller's."""
+    out = {"sasl.enabled.mechanisms": ",".join(MECHANISMS), "ssl.principal.mapping.rules": PRINCIPAL_MAPPING}
+    for name in names:
+        if "SSL" in SECURED_LISTENERS[name]:
+            out.update(certs.broker_settings(name, "PKCS12", "required" if name == "MTLS" else "none"))
+        if name.startswith("SASL"):
+            out.update(sasl_listener_settings(name))
+    return out
 
 
 class KafkaBroker:
@@ -173,13 +187,8 @@ class KafkaBroker:
             "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port},{listeners}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
                                               + ",".join(f"{n}:{p}" for n, p in SECURED_LISTENERS.items()),
-            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
-            "ssl.principal.mapping.rules": PRINCIPAL_MAPPING,
-            **self.certs.broker_settings("SASL_SSL", "PKCS12", "none"),
-            **self.certs.broker_settings("MTLS", "PKCS12", "required"),
+            **secured_listener_settings(self.secured_ports, self.certs),
         }
-        for listener in ("SASL_PLAINTEXT", "SASL_SSL"):
-            out.update(sasl_listener_settings(listener))
         return out
 
     def _java(self, classpath: str, *args: str, jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> list[str]:
@@ -239,13 +248,17 @@ class KafkaBroker:
         command = self._java(classpath, "kafka.Kafka", str(config), jvm_options=broker_jvm_options)
         os.execv(command[0], command)
 
-    def start(self, timeout: float = 180.0, port: int = 0) -> "KafkaBroker":
-        """``port``: listen there, on the controller port of the previous start (a restart)."""
+    def start(self, timeout: float = 180.0, port: int = 0, system_properties: dict[str, str] | None = None
+              ) -> "KafkaBroker":
+        """``port``: listen there, on the controller port of the previous start (a restart);
+        ``system_properties``: the broker JVM's -D options (e.g. the files OAuth may read)."""
         classpath = kafka_classpath()
         config = self._format(classpath, port, timeout=timeout)
         self._stdout = open(self.workdir / "stdout.log", "ab")
+        defines = tuple(f"-D{k}={v}" for k, v in (system_properties or {}).items())
         self.proc = subprocess.Popen(
-            self._java(classpath, "kafka.Kafka", str(config)), stdout=self._stdout, stderr=subprocess.STDOUT,
+            self._java(classpath, "kafka.Kafka", str(config), jvm_options=TEST_JVM_OPTIONS + defines),
+            stdout=self._stdout, stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + timeout

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from protocol.record_codec import build_batch, build_control_batch
+from protocol.records import build_batch, build_control_batch
 from tests.reference.wire import Wire, consumed_values, err
 
 Action = Callable[["Run"], Awaitable[object]]

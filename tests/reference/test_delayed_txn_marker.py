@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import uuid
 
-from protocol.record_codec import read_control_record
-from protocol.records import iter_batches
+from protocol.records import iter_batches, read_control_record
 from tests.reference.wire import Wire, consumed_values, err
 
 WRITE_TXN_MARKERS = 27

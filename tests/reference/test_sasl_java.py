@@ -1,8 +1,8 @@
 """The Java client (kafka-clients 4.4.0) over SASL_PLAINTEXT with PLAIN, SCRAM-SHA-512 and
 OAUTHBEARER (its unsecured login): the transactional scenario (commit, abort, commit, read
 back read_committed) against eosbroker, with sessions of 1.5 s, so the client re-authenticates
-(KIP-368) on its connections as it goes. Apache Kafka's side waits for the reference
-fixture's SASL listeners."""
+(KIP-368) on its connections as it goes. Over SASL_SSL, on 3 nodes and against Apache
+Kafka: test_security_matrix.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The reference broker's secured listeners work as the security tests use them: on each
-(SASL_PLAINTEXT and SASL_SSL with every mechanism, MTLS) confluent-kafka logs in as alice,
+(SASL_PLAINTEXT and SASL_SSL with every mechanism, MTLS, SSL) confluent-kafka logs in as alice,
 commits a transaction and reads it back read_committed."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing.security import LOGIN_MODULES, MECHANISMS
 
-LOGINS = [("SASL_PLAINTEXT", m) for m in MECHANISMS] + [("SASL_SSL", m) for m in MECHANISMS] + [("MTLS", None)]
+LOGINS = ([("SASL_PLAINTEXT", m) for m in MECHANISMS] + [("SASL_SSL", m) for m in MECHANISMS]
+          + [("MTLS", None), ("SSL", None)])
 
 
 @pytest.mark.parametrize("listener,mechanism", LOGINS, ids=[f"{l}-{m}" if m else l for l, m in LOGINS])

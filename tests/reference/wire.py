@@ -14,8 +14,7 @@ from typing import Any
 
 from broker.wire.client import KafkaConnection
 from kio.schema.errors import ErrorCode
-from protocol.record_codec import build_batch, decode_records, read_control_record
-from protocol.records import iter_batches
+from protocol.records import build_batch, decode_records, iter_batches, read_control_record
 
 HOST = "127.0.0.1"
 

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.wire.client import KafkaConnection
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 from tests.broker_process import wait_until
 from tests.reference.wire import Wire, err
 from tests.scenarios.helpers import HOST, bootstrap, create_topic, read_committed

@@ -17,7 +17,7 @@ import asyncio
 import pytest
 from confluent_kafka import Producer
 
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 from tests.broker_process import wait_until
 from tests.reference.wire import Wire, err
 from tests.scenarios.helpers import bootstrap, create_topic, read_committed

@@ -170,10 +170,13 @@ def _steps_of(lines: list[str], heading: str) -> list[tuple[int, str]]:
 
 
 def end_txn_files(lines: list[str]) -> set[str]:
-    """The files EndTxn meets: its own steps' and those of Produce's steps 1-7 (its step 1)."""
+    """The files EndTxn meets: its own steps' and those of the Produce steps its step 1
+    goes through ("as Produce's steps 1-N")."""
     produce = _steps_of(lines, "### A transactional Produce (socket to acknowledged batch)")
+    start = lines.index("### EndTxn (socket to the LSO)")
+    last = int(re.search(r"as Produce's steps 1-(\d+)", lines[start + 2]).group(1))
     return {file for _, file in _steps_of(lines, "### EndTxn (socket to the LSO)")} | \
-        {file for number, file in produce if number <= 7}
+        {file for number, file in produce if number <= last}
 
 
 def test_the_end_txn_path_counts_the_files_its_steps_name():

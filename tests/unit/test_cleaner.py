@@ -23,8 +23,14 @@ from broker.log.cleaner import (
 )
 from broker.log.partition_log import LogConfig, PartitionLog
 from broker.log.producer_state import ProducerStateManager
-from protocol.record_codec import build_batch, build_control_batch, decode_records
-from protocol.records import COMPRESSION_GZIP, RecordBatch, iter_batches
+from protocol.records import (
+    COMPRESSION_GZIP,
+    RecordBatch,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    iter_batches,
+)
 
 T = 1_000_000  # record timestamps
 HOUR = 3_600_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol import messages
+from protocol import answer_wire
 from protocol.client import (
     ClientConnection,
     find_coordinator_request,
@@ -15,11 +15,12 @@ from protocol.client import (
     parse_metadata,
     response_header_size,
 )
-from protocol.framing import FrameError, FrameTooLarge, encode_response_frame, peek_request_header
+from protocol.request_wire import FrameError, FrameTooLarge, peek_request_header
+from protocol.answer_wire import encode_response_frame
 
 
 def _response_bytes(correlation_id: int, api_key: int, version: int, body: dict) -> bytes:
-    encoded = messages.encode(messages.build_response(api_key, version, body))
+    encoded = answer_wire.encode(answer_wire.build_response(api_key, version, body))
     return encode_response_frame(correlation_id, response_header_size(api_key, version) == 5, encoded)
 
 
@@ -48,7 +49,7 @@ def test_api_versions_response_header_is_v0_even_for_flexible_versions():
     core = ClientConnection()
     cid, _ = core.send(18, 3, {"client_software_name": "t", "client_software_version": "1"})
     body = {"error_code": 0, "api_keys": [{"api_key": 0, "min_version": 3, "max_version": 12}]}
-    encoded = messages.encode(messages.build_response(18, 3, body))
+    encoded = answer_wire.encode(answer_wire.build_response(18, 3, body))
     (response,) = core.receive_data(encode_response_frame(cid, False, encoded))
     assert response.error is None and response.value.api_keys[0].max_version == 12
 
@@ -79,10 +80,10 @@ def test_broken_framing_raises():
 def test_describe_transactions_reads_a_start_time_of_minus_one():
     core = ClientConnection()
     cid, _ = core.send(65, 0, {"transactional_ids": ["x"]})
-    body = messages.build_response(65, 0, {"transaction_states": [{
+    body = answer_wire.build_response(65, 0, {"transaction_states": [{
         "error_code": 0, "transactional_id": "x", "transaction_state": "Empty", "transaction_timeout": 60000,
         "transaction_start_time": 0, "producer_id": 7, "producer_epoch": 1, "topics": []}]})
-    encoded = bytearray(messages.encode(body))
+    encoded = bytearray(answer_wire.encode(body))
     # transaction_start_time follows the timeout (int32) after error (int16), compact id and state
     at = encoded.index(b"\x00\x00\xea\x60") + 4
     encoded[at:at + 8] = b"\xff" * 8
@@ -92,7 +93,7 @@ def test_describe_transactions_reads_a_start_time_of_minus_one():
 
 
 def test_metadata_and_coordinator_answers():
-    response = messages.build_response(3, 12, {
+    response = answer_wire.build_response(3, 12, {
         "brokers": [{"node_id": 1, "host": "h", "port": 9}],
         "topics": [{"error_code": 0, "name": "t", "is_internal": False,
                     "partitions": [{"partition_index": 0, "leader_id": 1}, {"partition_index": 1, "leader_id": -1}]}]})
@@ -103,9 +104,9 @@ def test_metadata_and_coordinator_answers():
     assert find_coordinator_request(3, ["x"]) == {"key": "x", "key_type": 1}
     with pytest.raises(ValueError):
         find_coordinator_request(3, ["x", "y"])
-    old = messages.build_response(10, 3, {"error_code": 0, "node_id": 1, "host": "h", "port": 9})
+    old = answer_wire.build_response(10, 3, {"error_code": 0, "node_id": 1, "host": "h", "port": 9})
     assert parse_find_coordinator(3, ["x"], old)[0].node.address == ("h", 9)
-    new = messages.build_response(10, 4, {"coordinators": [
+    new = answer_wire.build_response(10, 4, {"coordinators": [
         {"key": "x", "node_id": 1, "host": "h", "port": 9, "error_code": 0},
         {"key": "y", "node_id": -1, "host": "", "port": -1, "error_code": 14}]})
     answers = parse_find_coordinator(4, ["x", "y"], new)

@@ -13,8 +13,7 @@ from broker.log.producer_state import ProducerStateManager
 from broker.log.txn_index import AbortedTxnIndex
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
 from coordinator.transaction.metadata import TransactionState
-from protocol.record_codec import build_batch, build_control_batch
-from protocol.records import RecordBatch
+from protocol.records import RecordBatch, build_batch, build_control_batch
 
 T0 = 1_700_000_000_000
 

@@ -11,7 +11,7 @@ from broker.commands import main
 from coordinator.partitioning import partition_for
 from coordinator.transaction.log_codec import TransactionLogValue, encode_key, encode_value
 from coordinator.transaction.metadata import TransactionState
-from protocol.record_codec import build_batch
+from protocol.records import build_batch
 
 T0 = 1_700_000_000_000
 PARTITIONS = 4

@@ -14,10 +14,10 @@ import pytest
 from broker.faults.answers import error_answer, parse_error
 from broker.faults.fields import kinds_named_by, named_in
 from broker.faults.requests import FaultRules, Match, RequestSeen
-from broker.handlers import HANDLERS
-from protocol import messages
-from protocol.apis import ApiTable
-from protocol.record_codec import build_batch
+from broker.wire.server import HANDLERS
+from protocol import answer_wire
+from protocol.request_wire import ApiTable
+from protocol.records import build_batch
 
 
 def _every_served_version():
@@ -30,22 +30,22 @@ def _every_served_version():
 
 def test_every_api_version_gets_an_encodable_error_answer():
     for key, version in _every_served_version():
-        request = messages.build_request(key, version, {})
+        request = answer_wire.build_request(key, version, {})
         answer = error_answer(key, version, request, 7)
         if answer is not None:
-            encoded = messages.encode(answer)
-            assert messages.decode_response(key, version, encoded) == answer, (key, version)
+            encoded = answer_wire.encode(answer)
+            assert answer_wire.decode_response(key, version, encoded) == answer, (key, version)
 
 
 def test_the_error_goes_on_each_partition_or_entry_and_on_the_top_level_only_otherwise():
-    produce = messages.build_request(0, 11, {"acks": -1, "timeout_ms": 1000, "topic_data": [
+    produce = answer_wire.build_request(0, 11, {"acks": -1, "timeout_ms": 1000, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": None}, {"index": 3, "records": None}]}]})
     answer = error_answer(0, 11, produce, 19)
     [topic] = answer.responses
     assert topic.name == "t"
     assert [(p.index, int(p.error_code)) for p in topic.partition_responses] == [(0, 19), (3, 19)]
 
-    batched = messages.build_request(24, 5, {"transactions": [
+    batched = answer_wire.build_request(24, 5, {"transactions": [
         {"transactional_id": "x", "producer_id": 5, "producer_epoch": 0, "verify_only": True,
          "topics": [{"name": "t", "partitions": [1, 2]}]}]})
     answer = error_answer(24, 5, batched, 51)
@@ -55,33 +55,33 @@ def test_the_error_goes_on_each_partition_or_entry_and_on_the_top_level_only_oth
     assert [(p.partition_index, int(p.partition_error_code)) for p in txn.topic_results[0].results_by_partition] \
         == [(1, 51), (2, 51)]
 
-    keys = messages.build_request(10, 4, {"key_type": 1, "coordinator_keys": ["a", "b"]})
+    keys = answer_wire.build_request(10, 4, {"key_type": 1, "coordinator_keys": ["a", "b"]})
     assert [(c.key, int(c.error_code)) for c in error_answer(10, 4, keys, 15).coordinators] == [("a", 15), ("b", 15)]
 
-    init = messages.build_request(22, 5, {"transactional_id": "x", "producer_id": 4, "producer_epoch": 1})
+    init = answer_wire.build_request(22, 5, {"transactional_id": "x", "producer_id": 4, "producer_epoch": 1})
     answer = error_answer(22, 5, init, 15)
     assert (int(answer.error_code), answer.producer_id) == (15, -1)
 
-    assert error_answer(0, 11, messages.build_request(0, 11, {"acks": 0, "timeout_ms": 1, "topic_data": []}),
+    assert error_answer(0, 11, answer_wire.build_request(0, 11, {"acks": 0, "timeout_ms": 1, "topic_data": []}),
                         19) is None  # acks=0 expects no answer
 
 
 def test_a_request_names_its_ids_topics_partitions_and_batch_producer_ids():
     records = build_batch([(None, b"v", (), 1000)], producer_id=4242, producer_epoch=0, base_sequence=0)
-    produce = messages.build_request(0, 9, {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000, "topic_data": [
+    produce = answer_wire.build_request(0, 9, {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000, "topic_data": [
         {"name": "t", "partition_data": [{"index": 2, "records": bytes(records)}]}]})
     named = named_in(0, produce, lambda _: None)
     assert named.transactional_ids == {"tx"} and named.producer_ids == {4242} and named.partitions == {("t", 2)}
 
-    commit = messages.build_request(28, 3, {"transactional_id": "tx", "group_id": "g", "producer_id": 7,
+    commit = answer_wire.build_request(28, 3, {"transactional_id": "tx", "group_id": "g", "producer_id": 7,
                                             "producer_epoch": 0, "topics": [
                                                 {"name": "u", "partitions": [{"partition_index": 0}]}]})
     named = named_in(28, commit, lambda _: None)
     assert (named.group_ids, named.producer_ids, named.partitions) == ({"g"}, {7}, {("u", 0)})
 
-    metadata = messages.build_request(3, 12, {"topics": [{"name": "m", "topic_id": None}]})
+    metadata = answer_wire.build_request(3, 12, {"topics": [{"name": "m", "topic_id": None}]})
     assert named_in(3, metadata, lambda _: None).partitions == {("m", None)}
-    find = messages.build_request(10, 3, {"key": "grp", "key_type": 0})
+    find = answer_wire.build_request(10, 3, {"key": "grp", "key_type": 0})
     assert named_in(10, find, lambda _: None).group_ids == {"grp"}
 
     assert kinds_named_by(22, 5) == {"transactional_id", "producer_id"}
@@ -159,8 +159,8 @@ from broker.faults import rules as fault_rules
 from broker.faults.requests import Match
 assert Match is fault_rules.Match and faults.FaultRule is fault_rules.FaultRule and type(rule) is faults.FaultRule
 assert rule.match == Match() and rules.rules == {rule.id: rule}
-from protocol import messages
-request = messages.build_request(22, 4, {"transactional_id": "tx", "producer_id": 5, "producer_epoch": 0})
+from protocol import answer_wire
+request = answer_wire.build_request(22, 4, {"transactional_id": "tx", "producer_id": 5, "producer_epoch": 0})
 seen = faults.RequestSeen(1, 22, 4, "c", request, lambda topic_id: None)
 assert Match(transactional_id="tx").matches(seen) and not Match(transactional_id="other").matches(seen)
 assert "broker.faults.fields" in sys.modules

@@ -1,4 +1,4 @@
-"""protocol.framing: size-prefixed frames and request/response headers."""
+"""protocol.request_wire (frames): size-prefixed frames and request/response headers."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import struct
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from protocol import messages, wire_shape
-from protocol.framing import (
+from protocol import answer_wire, request_wire
+from protocol.request_wire import (
     FrameDecoder,
     FrameError,
     FrameTooLarge,
     RequestHeader,
     encode_request_frame,
-    encode_response_frame,
     peek_request_header,
     read_unsigned_varint,
     skip_tagged_fields,
 )
+from protocol.answer_wire import encode_response_frame
 
 
 def frame(body: bytes) -> bytes:
@@ -215,19 +215,19 @@ def test_encode_response_frame_with_empty_body():
 
 @pytest.mark.parametrize("client_id", ["eos-client", "", None])
 def test_encode_request_frame_round_trip_v1_header(client_id):
-    body = messages.encode(messages.build_request(3, 0, {"topics": [{"name": "orders"}]}))
+    body = answer_wire.encode(answer_wire.build_request(3, 0, {"topics": [{"name": "orders"}]}))
     decoder = FrameDecoder(max_frame_size=1 << 20)
     decoder.feed(encode_request_frame(3, 0, 42, client_id, False, body))
     request = decoder.next_frame()
     header, pos = peek_request_header(request)
     assert header == RequestHeader(3, 0, 42, client_id)
     assert request[pos:] == body
-    assert messages.decode_request(3, 0, request, pos).topics[0].name == "orders"
+    assert request_wire.decode_request(3, 0, request, pos).topics[0].name == "orders"
 
 
 def test_encode_request_frame_round_trip_v2_header():
-    request_body = messages.build_request(18, 3, {"client_software_name": "eos", "client_software_version": "1.0"})
-    body = messages.encode(request_body)
+    request_body = answer_wire.build_request(18, 3, {"client_software_name": "eos", "client_software_version": "1.0"})
+    body = answer_wire.encode(request_body)
     decoder = FrameDecoder(max_frame_size=1 << 20)
     decoder.feed(encode_request_frame(18, 3, 7, "c", True, body) + encode_request_frame(18, 3, 8, None, True, body))
     for correlation_id, client_id in ((7, "c"), (8, None)):
@@ -236,7 +236,7 @@ def test_encode_request_frame_round_trip_v2_header():
         assert header == RequestHeader(18, 3, correlation_id, client_id)
         pos = skip_tagged_fields(request, pos)
         assert request[pos:] == body
-        assert messages.decode_request(18, 3, request, pos) == request_body
+        assert request_wire.decode_request(18, 3, request, pos) == request_body
     assert decoder.next_frame() is None
 
 
@@ -244,8 +244,8 @@ def test_the_request_shape_check_reads_varints_with_the_framing_reader():
     """A flexible request whose tagged-field count varint is cut short, or longer than
     5 bytes, is refused before kio decodes it, with the framing reader's reason."""
     ok = b"\x07client\x041.0\x00"  # compact strings client_software_name/version, no tags
-    wire_shape.check(ApiVersionsRequest, ok)
-    with pytest.raises(wire_shape.ShapeError, match="varint truncated in the request"):
-        wire_shape.check(ApiVersionsRequest, ok[:-1] + b"\x80")
-    with pytest.raises(wire_shape.ShapeError, match="varint too long in the request"):
-        wire_shape.check(ApiVersionsRequest, ok[:-1] + b"\x80\x80\x80\x80\x80\x01")
+    request_wire.check_shape(ApiVersionsRequest, ok)
+    with pytest.raises(request_wire.ShapeError, match="varint truncated in the request"):
+        request_wire.check_shape(ApiVersionsRequest, ok[:-1] + b"\x80")
+    with pytest.raises(request_wire.ShapeError, match="varint too long in the request"):
+        request_wire.check_shape(ApiVersionsRequest, ok[:-1] + b"\x80\x80\x80\x80\x80\x01")

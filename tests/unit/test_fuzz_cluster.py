@@ -19,8 +19,8 @@ from broker.config import BrokerConfig
 from broker.control.service import ControlError, ControlService
 from broker.wire.server import Connection, ProtocolViolation
 from broker.virtual_clock import VirtualClock
-from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiTable
+from protocol import answer_wire, request_wire
+from protocol.request_wire import KAFKA_4_0, ApiTable
 from tests.unit.test_fuzz_handlers import (
     API_VERSIONS,
     HANDLER_BOUND_S,
@@ -115,7 +115,7 @@ def cluster(tmp_path):
     cluster = _Cluster(tmp_path)
     traces = _StackTraces()
     logging.getLogger().addHandler(traces)
-    cluster.send(1, _frame(19, 7, messages.encode(messages.build_request(19, 7, {
+    cluster.send(1, _frame(19, 7, answer_wire.encode(answer_wire.build_request(19, 7, {
         "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 3}], "timeout_ms": 1000}))))
     yield cluster, traces
     logging.getLogger().removeHandler(traces)
@@ -123,11 +123,11 @@ def cluster(tmp_path):
 
 
 def _decoded(cluster: _Cluster, node_id: int, key: int, version: int, body: dict):
-    frame = cluster.send(node_id, _frame(key, version, messages.encode(messages.build_request(key, version, body))))
+    frame = cluster.send(node_id, _frame(key, version, answer_wire.encode(answer_wire.build_request(key, version, body))))
     # size, correlation id, and tagged fields in a flexible response header (never ApiVersions')
     head = 4 + 4 + (1 if key != 18 and ApiTable(set(KAFKA_4_0)).get(key).flexible(version) else 0)
     assert int.from_bytes(frame[4:8], "big") == 7  # the correlation id _frame gives
-    return messages.decode_response(key, version, bytes(frame[head:]))
+    return answer_wire.decode_response(key, version, bytes(frame[head:]))
 
 
 def _assert_serving_nodes_answer_well_formed(cluster: _Cluster) -> None:
@@ -148,7 +148,7 @@ def test_every_handler_answers_while_the_cluster_fails_between_frames(cluster, d
             cluster.fault(data.draw(_FAULT))
             continue
         key, version = data.draw(st.sampled_from(API_VERSIONS))
-        frame = _frame(key, version, messages.encode(data.draw(st.from_type(messages.request_class(key, version)))))
+        frame = _frame(key, version, answer_wire.encode(data.draw(st.from_type(request_wire.request_class(key, version)))))
         if data.draw(st.booleans()):
             frame = data.draw(mutated(frame))
         serving = cluster.serving()

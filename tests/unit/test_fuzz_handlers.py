@@ -23,10 +23,9 @@ from broker.config import BrokerConfig
 from broker.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
 from broker.wire.server import Connection, ProtocolViolation
 from broker.virtual_clock import VirtualClock
-from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiTable
-from protocol.framing import encode_request_frame
-from protocol.record_codec import NewRecord, build_batch
+from protocol import answer_wire, request_wire
+from protocol.request_wire import KAFKA_4_0, ApiTable, encode_request_frame
+from protocol.records import NewRecord, build_batch
 from tests.unit.test_fuzz_wire import mutated
 
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))
@@ -64,7 +63,7 @@ _PARTITION_COUNTS = (st.integers(-(2**31), 8) | st.integers(MAX_PARTITIONS_PER_R
 for _key, _field in ((19, "num_partitions"), (37, "count")):
     _range = ApiTable(set(KAFKA_4_0)).ranges[_key]
     for _version in range(_range.accepted_min, _range.max + 1):
-        _topic = typing.get_args(typing.get_type_hints(messages.request_class(_key, _version))["topics"])[0]
+        _topic = typing.get_args(typing.get_type_hints(request_wire.request_class(_key, _version))["topics"])[0]
         st.register_type_strategy(_topic, st.builds(_topic, **{_field: _PARTITION_COUNTS}))
 
 HANDLER_BOUND_S = 30.0
@@ -111,7 +110,7 @@ def broker_loop(tmp_path):
     def send(frame: bytes):
         return loop.run_until_complete(answer(frame))
 
-    send(encode_request_frame(19, 7, 1, "fz", True, messages.encode(messages.build_request(19, 7, {
+    send(encode_request_frame(19, 7, 1, "fz", True, answer_wire.encode(answer_wire.build_request(19, 7, {
         "topics": [{"name": TOPIC, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 1000})))[4:])
     yield send, traces
     logging.getLogger().removeHandler(traces)
@@ -137,8 +136,8 @@ def _answer(send, frame: bytes) -> None:
 def test_every_handler_answers_requests_with_arbitrary_field_values(broker_loop, data):
     send, traces = broker_loop
     key, version = data.draw(st.sampled_from(API_VERSIONS))
-    request = data.draw(st.from_type(messages.request_class(key, version)))
-    _answer(send, _frame(key, version, messages.encode(request)))
+    request = data.draw(st.from_type(request_wire.request_class(key, version)))
+    _answer(send, _frame(key, version, answer_wire.encode(request)))
     assert not traces.records, [r.getMessage() for r in traces.records]
 
 
@@ -147,8 +146,8 @@ def test_every_handler_answers_requests_with_arbitrary_field_values(broker_loop,
 def test_every_handler_survives_mutated_frames(broker_loop, data):
     send, traces = broker_loop
     key, version = data.draw(st.sampled_from(API_VERSIONS))
-    request = data.draw(st.from_type(messages.request_class(key, version)))
-    _answer(send, data.draw(mutated(_frame(key, version, messages.encode(request)))))
+    request = data.draw(st.from_type(request_wire.request_class(key, version)))
+    _answer(send, data.draw(mutated(_frame(key, version, answer_wire.encode(request)))))
     assert not traces.records, [r.getMessage() for r in traces.records]
 
 
@@ -156,10 +155,10 @@ def test_every_handler_survives_mutated_frames(broker_loop, data):
 def test_metadata_null_topic_name_before_v12_is_refused(broker_loop, version):
     # The v10-v11 response cannot carry a null name: encoding it failed with a stack trace.
     send, traces = broker_loop
-    body = messages.encode(messages.build_request(3, version, {"topics": [{"name": None}]}))
+    body = answer_wire.encode(answer_wire.build_request(3, version, {"topics": [{"name": None}]}))
     with pytest.raises(ProtocolViolation, match="Topic name can not be null"):
         send(_frame(3, version, body))
-    body = messages.encode(messages.build_request(3, 12, {"topics": [{"name": None}]}))
+    body = answer_wire.encode(answer_wire.build_request(3, 12, {"topics": [{"name": None}]}))
     assert send(_frame(3, 12, body))  # v12 looks the topic up by id: UNKNOWN_TOPIC_ID
     assert not traces.records
 
@@ -168,7 +167,7 @@ def test_truncated_produce_v2_is_refused_not_a_stack_trace(broker_loop):
     # Produce v2 is answered UNSUPPORTED_VERSION per partition, which needs its body
     # decoded: a truncated one raised out of the server (found by make fuzz).
     send, traces = broker_loop
-    v3 = messages.encode(messages.build_request(0, 3, {"acks": 1, "timeout_ms": 100, "topic_data": [
+    v3 = answer_wire.encode(answer_wire.build_request(0, 3, {"acks": 1, "timeout_ms": 100, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": 0, "records": b""}]}]}))
     body = v3[2:]  # v2 is v3 without the leading (null) transactional_id
     frame = encode_request_frame(0, 2, 7, "fuzz", False, body[:-3])[4:]
@@ -181,7 +180,7 @@ def test_truncated_produce_v2_is_refused_not_a_stack_trace(broker_loop):
 def test_a_fetch_waiting_out_a_huge_max_wait_is_answered_once_the_clock_jumps(broker_loop):
     # What a mutated frame can ask for: the harness must not hang on it, nor fail it.
     send, traces = broker_loop
-    body = messages.encode(messages.build_request(1, 12, {
+    body = answer_wire.encode(answer_wire.build_request(1, 12, {
         "replica_id": -1, "max_wait_ms": 2**31 - 1, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
         "topics": [{"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": 0, "current_leader_epoch": -1,

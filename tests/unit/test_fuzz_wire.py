@@ -14,17 +14,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.static.primitive import Records
 
-from protocol import messages
-from protocol.apis import KAFKA_4_0, ApiTable
-from protocol.framing import (
+from protocol import answer_wire, request_wire
+from protocol.request_wire import (
+    KAFKA_4_0,
+    ApiTable,
     FrameDecoder,
     FrameError,
     encode_request_frame,
     peek_request_header,
     skip_tagged_fields,
 )
-from protocol.record_codec import NewRecord, build_batch, decode_records, read_control_record
-from protocol.records import InvalidBatch, RecordBatch, iter_batches, validate_produce_records
+from protocol.records import (
+    InvalidBatch,
+    NewRecord,
+    RecordBatch,
+    build_batch,
+    decode_records,
+    iter_batches,
+    read_control_record,
+    validate_produce_records,
+)
 
 # `make fuzz` raises the example counts (EOSBROKER_FUZZ_SCALE); CI runs the base counts.
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))
@@ -146,8 +155,8 @@ def test_request_header_mutations(data):
 
 def _decode(key: int, version: int, body: bytes) -> None:
     try:
-        messages.decode_request(key, version, body)
-    except messages.DecodeError:
+        request_wire.decode_request(key, version, body)
+    except request_wire.DecodeError:
         pass
 
 
@@ -161,9 +170,9 @@ def test_every_request_schema_on_arbitrary_bytes(api_version, body):
 @given(st.data())
 def test_every_request_schema_on_mutated_valid_requests(data):
     key, version = data.draw(st.sampled_from(API_VERSIONS))
-    request = data.draw(st.from_type(messages.request_class(key, version)))
-    body = messages.encode(request)
-    assert messages.decode_request(key, version, body) is not None
+    request = data.draw(st.from_type(request_wire.request_class(key, version)))
+    body = answer_wire.encode(request)
+    assert request_wire.decode_request(key, version, body) is not None
     _decode(key, version, data.draw(mutated(body)))
 
 
@@ -171,11 +180,11 @@ def test_an_absurd_array_count_is_refused_before_kio_reserves_memory():
     # CreatePartitions v3 whose compact array declares ~18 billion topics: kio's native
     # reader tried to reserve 147 GB for them and aborted the process.
     body = bytes.fromhex("ede2f7b5440e8aa0704cc2e7d7193a824645b43f6925")
-    with pytest.raises(messages.DecodeError, match="elements in 17 remaining bytes"):
-        messages.decode_request(37, 3, body)
+    with pytest.raises(request_wire.DecodeError, match="elements in 17 remaining bytes"):
+        request_wire.decode_request(37, 3, body)
     for count in (2**31 - 1, 2**24):
-        with pytest.raises(messages.DecodeError):  # Metadata v1: a legacy int32 array count
-            messages.decode_request(3, 1, struct.pack(">i", count) + b"\x00\x01a")
+        with pytest.raises(request_wire.DecodeError):  # Metadata v1: a legacy int32 array count
+            request_wire.decode_request(3, 1, struct.pack(">i", count) + b"\x00\x01a")
 
 
 # --- record batches ------------------------------------------------------------------
@@ -252,9 +261,9 @@ def test_record_decoding_with_a_valid_crc_over_corrupt_records(data):
 def test_null_where_the_schema_forbids_it_is_refused():
     # SyncGroup v0 with its (non-nullable) assignments array sent as null: the handler
     # iterated over None and the connection closed with a stack trace.
-    body = messages.encode(messages.build_request(14, 0, {"group_id": "g", "generation_id": 1, "member_id": "m"}))
+    body = answer_wire.encode(answer_wire.build_request(14, 0, {"group_id": "g", "generation_id": 1, "member_id": "m"}))
     assert body.endswith(struct.pack(">i", 0))
-    with pytest.raises(messages.DecodeError, match="non-nullable array"):
-        messages.decode_request(14, 0, body[:-4] + struct.pack(">i", -1))
+    with pytest.raises(request_wire.DecodeError, match="non-nullable array"):
+        request_wire.decode_request(14, 0, body[:-4] + struct.pack(">i", -1))
     # Metadata v1's topics is nullable: null means every topic
-    assert messages.decode_request(3, 1, struct.pack(">i", -1)).topics is None
+    assert request_wire.decode_request(3, 1, struct.pack(">i", -1)).topics is None

@@ -16,9 +16,8 @@ from coordinator.group import (
     Reply,
     SyncAssignment,
 )
-from coordinator.contract import CoordinatorRecord
-from coordinator.runtime import CoordinatorRuntime, InMemoryLog
-from protocol.record_codec import decode_records
+from coordinator.runtime import CoordinatorRecord, CoordinatorRuntime, InMemoryLog
+from protocol.records import decode_records
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100)
 RANGE = (JoinProtocol("range", b"range-sub"),)

@@ -4,7 +4,7 @@ from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import GroupConfig, GroupState, JoinProtocol, MemberIdentity
 from coordinator.group import log_codec
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from tests.unit.test_group_harness import Runtime
 
 S = GroupState

@@ -9,8 +9,8 @@ import pytest
 import uvloop
 
 from broker.coordinators.markers import VERSION, WRITE_TXN_MARKERS, MarkerSender, marker_request
-from coordinator.transaction.messages import SendMarkers
-from protocol import messages
+from coordinator.transaction.coordinator import SendMarkers
+from protocol import answer_wire
 
 MARKERS = SendMarkers("tid", 7, 3, 1, True, (("t", 0),))
 
@@ -39,7 +39,7 @@ class _AnsweringNetwork:
             "topics": [{"name": t.name, "partitions": [
                 {"partition_index": p, "error_code": self.error} for p in t.partition_indexes]}
                 for t in m.topics]} for m in body.markers]}
-        return messages.build_response(api_key, version, answer) if self.typed else answer
+        return answer_wire.build_response(api_key, version, answer) if self.typed else answer
 
 
 def _run(scenario):
@@ -110,13 +110,13 @@ def test_marker_request_is_what_the_generic_build_makes():
     """The sender builds its WriteTxnMarkers request as kio dataclasses directly: the
     same request, and the same bytes, as the generic build from Kafka's field names."""
     markers = SendMarkers("tid", 7, 3, 1, False, (("a", 0), ("b", 2), ("a", 1)), 2)
-    built = messages.build_request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
+    built = answer_wire.build_request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
         "producer_id": 7, "producer_epoch": 3, "transaction_result": False,
         "topics": [{"name": "a", "partition_indexes": [0, 1]}, {"name": "b", "partition_indexes": [2]}],
         "coordinator_epoch": 1, "transaction_version": 2}]})
     direct = marker_request(markers, list(markers.topic_partitions))
     assert direct == built
-    assert messages.encode(direct) == messages.encode(built)
+    assert answer_wire.encode(direct) == answer_wire.encode(built)
     # kept for the producer's next transaction: the same request again, and only for the same markers
     assert marker_request(markers, list(markers.topic_partitions)) == built
     next_epoch = SendMarkers("tid", 7, 4, 1, False, markers.topic_partitions, 2)

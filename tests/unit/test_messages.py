@@ -1,4 +1,4 @@
-"""protocol.messages: one dict description served in any version through kio."""
+"""protocol.answer_wire (build): one dict description served in any version through kio."""
 
 from __future__ import annotations
 
@@ -10,18 +10,10 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol import messages
-from protocol.messages import (
-    DecodeError,
-    build_request,
-    build_response,
-    decode_request,
-    decode_response,
-    encode,
-    ms,
-)
-from protocol.record_codec import build_batch, decode_records
-from protocol.records import RecordBatch
+from protocol import answer_wire
+from protocol.request_wire import DecodeError, decode_request
+from protocol.answer_wire import build_request, build_response, decode_response, encode, ms
+from protocol.records import RecordBatch, build_batch, decode_records
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 TOPIC_ID = uuid.UUID("7d3f1a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b")
@@ -108,7 +100,7 @@ def test_metadata_v12_flexible_round_trip():
     assert orders.topic_id == TOPIC_ID and orders.partitions[0].leader_epoch == 4
     assert orders.partitions[0].replica_nodes == (1,)
     # fields the dict leaves out take the schema default or a zero value; kio reads the zero id back as None
-    assert build_response(METADATA, 12, METADATA_RESPONSE).topics[1].topic_id == messages.ZERO_UUID
+    assert build_response(METADATA, 12, METADATA_RESPONSE).topics[1].topic_id == answer_wire.ZERO_UUID
     assert missing.topic_id is None and missing.topic_authorized_operations == -2147483648
 
 
@@ -361,7 +353,7 @@ def test_ms_conversions():
     assert ms(datetime.timedelta(seconds=1, milliseconds=5)) == 1005
     assert ms(datetime.timedelta(milliseconds=-1)) == -1
     assert ms(datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=datetime.UTC)) == 1000
-    assert ms(messages._EPOCH + datetime.timedelta(milliseconds=1_700_000_000_123)) == 1_700_000_000_123
+    assert ms(answer_wire._EPOCH + datetime.timedelta(milliseconds=1_700_000_000_123)) == 1_700_000_000_123
 
 
 def test_builder_accepts_ready_made_values():
@@ -433,8 +425,8 @@ def test_huge_array_count_fails_fast():
 def test_flexible_versions_table_matches_kio_schemas():
     from kio.schema.index import api_key_map, schema_name_map
 
-    from protocol.apis import KAFKA_4_0, flexible_from
-    from protocol.messages import request_class
+    from protocol.request_wire import KAFKA_4_0, flexible_from
+    from protocol.request_wire import request_class
 
     for api_key in KAFKA_4_0:
         for version in schema_name_map[api_key_map[api_key]]:

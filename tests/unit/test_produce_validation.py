@@ -3,8 +3,7 @@ import struct
 
 import pytest
 
-from protocol.record_codec import build_batch
-from protocol.records import InvalidBatch, validate_produce_records
+from protocol.records import InvalidBatch, build_batch, validate_produce_records
 
 
 def rejected(records) -> str:

@@ -20,8 +20,7 @@ from broker.log.producer_state import (
     ProducerStateManager,
 )
 from broker.log.producer_snapshots import list_snapshots, load_latest_snapshot, snapshot_path, write_snapshot
-from protocol.record_codec import build_control_batch
-from protocol.records import CONTROL_FLAG, RecordBatch
+from protocol.records import CONTROL_FLAG, RecordBatch, build_control_batch
 
 INT32_MAX = 0x7FFFFFFF
 PID = 1000

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from broker.handlers import HANDLERS
-from protocol.apis import KAFKA_4_0, ApiTable
+from broker.wire.server import HANDLERS
+from protocol.request_wire import KAFKA_4_0, ApiTable
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \| ([^|]+) \| ([^|]+) \|$")

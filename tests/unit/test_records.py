@@ -1,4 +1,4 @@
-"""protocol.records (batch view, validation) and protocol.record_codec (records).
+"""protocol.records: the batch view, validation, and the records inside a batch.
 
 The oracle is kafka-python's independent v2 implementation. kafka-python only
 ships gzip itself; for snappy, lz4 and zstd it imports python-snappy, lz4 and
@@ -22,31 +22,29 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 import kafka.codec
 import kafka.record.default_records as kafka_records
-from protocol import record_codec
-from protocol.record_codec import (
-    CONTROL_TYPE_ABORT,
-    CONTROL_TYPE_COMMIT,
-    NewRecord,
-    Record,
-    build_batch,
-    build_control_batch,
-    decode_records,
-    read_control_record,
-    record_at_or_after_timestamp,
-    record_with_max_timestamp,
-)
+from protocol import records as record_batches
 from protocol.records import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
     CREATE_TIME,
     LOG_APPEND_TIME,
     InvalidBatch,
+    NewRecord,
+    Record,
     RecordBatch,
+    build_batch,
+    build_control_batch,
+    decode_records,
     increment_sequence,
     iter_batches,
+    read_control_record,
+    record_at_or_after_timestamp,
+    record_with_max_timestamp,
     validate_produce_records,
 )
 
@@ -629,7 +627,7 @@ def test_payloads_without_a_declared_size_still_decode_and_stay_bounded():
 
 def test_compressed_records_that_decode_to_garbage_are_corrupt():
     for codec in COMPRESSED:
-        payload = record_codec.compress(codec, b"\xff" * 64)
+        payload = record_batches.compress(codec, b"\xff" * 64)
         assert_corrupt(batch_with_payload(payload, 1, codec))
 
 
@@ -741,11 +739,11 @@ def test_keyed_records_in_reads_a_chunk_of_batches_as_decode_records_does():
     chunk = b"".join(bytes(b) for b in batches)
     expected = [(r.key, r.value, r.offset, r.timestamp) for b in batches
                 for r in ([] if RecordBatch(b).is_control else decode_records(RecordBatch(b)))]
-    assert record_codec.keyed_records_in(chunk, 0, len(chunk)) == expected
+    assert record_batches.keyed_records_in(chunk, 0, len(chunk)) == expected
     padded = b"\0" * 7 + chunk
-    assert record_codec.keyed_records_in(padded, 7, len(padded)) == expected
+    assert record_batches.keyed_records_in(padded, 7, len(padded)) == expected
     with pytest.raises(InvalidBatch):
-        record_codec.keyed_records_in(chunk, 0, len(chunk) - 1)
+        record_batches.keyed_records_in(chunk, 0, len(chunk) - 1)
 
 
 @settings(max_examples=100, deadline=None)
@@ -755,7 +753,7 @@ def test_keyed_records_in_reads_a_chunk_of_batches_as_decode_records_does():
 def test_control_batch_matches_the_generic_builder(pid, epoch, commit, coordinator_epoch, ts, base, leader_epoch):
     """Markers reuse an encoded record per (commit, coordinator epoch): same bytes as
     encoding the record and assembling the batch each time."""
-    from protocol.record_codec import _CONTROL_KEY, _CONTROL_VALUE, assemble_batch, encode_record
+    from protocol.records import _CONTROL_KEY, _CONTROL_VALUE, assemble_batch, encode_record
 
     body = bytearray()
     encode_record(body, 0, 0, _CONTROL_KEY.pack(0, 1 if commit else 0), _CONTROL_VALUE.pack(0, coordinator_epoch), ())
@@ -785,8 +783,8 @@ def test_build_batch_writes_what_assembling_the_encoded_records_writes(records, 
     # the same bytes as encoding them apart and assembling the batch around them.
     body = bytearray()
     for delta, (key, value, headers, timestamp) in enumerate(records):
-        record_codec.encode_record(body, delta, timestamp - records[0][3], key, value, headers)
-    assembled = record_codec.assemble_batch(
+        record_batches.encode_record(body, delta, timestamp - records[0][3], key, value, headers)
+    assembled = record_batches.assemble_batch(
         bytes(body), base_offset=base_offset, partition_leader_epoch=leader_epoch,
         attributes=0x10 if transactional else 0, last_offset_delta=len(records) - 1,
         base_timestamp=records[0][3], max_timestamp=max(r[3] for r in records), producer_id=producer_id,

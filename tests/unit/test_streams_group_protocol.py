@@ -17,9 +17,9 @@ from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    assign_active_tasks, configure,
+    StreamsMember, assign_tasks, configure,
 )
-from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
+from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
 
 E = ErrorCode
@@ -138,6 +138,12 @@ def test_a_second_member_gets_tasks_only_after_the_first_revokes_them():
     assert sorted(owned) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)]  # each task once
 
 
+def assign_active_tasks(processes, counts, previous):
+    """Active tasks only (no stateful subtopologies, no standbys)."""
+    out = assign_tasks(processes, counts, (), {m: AssignedTasks(t) for m, t in previous.items()})
+    return {m: t.active for m, t in out.items()}
+
+
 def test_sticky_assignor_keeps_tasks_balances_and_spreads_over_processes():
     counts = {"0": 4, "1": 2}
     first = assign_active_tasks({"a": "p1", "b": "p2"}, counts, {})
@@ -231,6 +237,9 @@ def test_group_types_are_kept_apart_and_listed():
     listed = s.coordinator.list_groups(types_filter=["streams"]).groups
     assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("g", "streams", "Stable")]
     assert s.coordinator.streams_group_describe("cg")[0] is E.group_id_not_found
+    # ConsumerGroupDescribe of a streams group's id: Kafka names the group's type.
+    assert s.coordinator.consumer_group_describe("g")[:2] == (E.group_id_not_found,
+                                                              "Group g is not a consumer group.")
 
 
 def test_a_restart_replays_the_group_and_its_members_go_on():
@@ -272,6 +281,15 @@ def test_record_layouts_round_trip():
     assert codec.decode_group_metadata(codec.group_metadata_record("g", 4, -5, 3).value) == (4, -5, 3)
     key = codec.decode_key(codec.CURRENT_ASSIGNMENT, codec.current_assignment_record("g", "m", None).key)
     assert (key.group, key.member) == ("g", "m")
+    current = codec.CurrentAssignmentValue(
+        5, 4, 0, AssignedTasks(tasks(s0={0, 2}), tasks(s1={1}), active_epochs={("0", 0): 3, ("0", 2): 5}),
+        AssignedTasks(tasks(s1={0}), active_epochs={("1", 0): 1}))
+    assert codec.decode_current_assignment(codec.current_assignment_record("g", "m", current).value) == current
+    # the epochs are tag 0 of an active entry: an int32 array after the partitions (0, 2)
+    assert b"\x01\x00\x09\x03\x00\x00\x00\x03\x00\x00\x00\x05" in codec.current_assignment_record(
+        "g", "m", current).value
+    target = codec.target_member_record("g", "m", AssignedTasks(tasks(s0={0})))
+    assert codec.decode_target_member(target.value) == AssignedTasks(tasks(s0={0}))
 
 
 def test_copartitioned_repartition_topics_take_the_source_count():
@@ -380,3 +398,233 @@ def test_assignments_are_made_at_most_once_an_assignment_interval():
     s.advance(1_000)
     s.hb("a", 2, active=s.group().members["a"].assigned)
     assert s.group().assignment_epoch == 4 and set(s.group().target) == {"a"}
+
+
+def test_standby_tasks_of_stateful_tasks_never_go_to_the_process_running_them():
+    counts = {"0": 2, "1": 2}  # subtopology 1 is stateful
+    two = assign_tasks({"a": "p1", "b": "p2"}, counts, {"1"}, {}, num_standby_replicas=1)
+    assert {m: two[m].standby for m in "ab"} == {"a": {"1": two["b"].active["1"]}, "b": {"1": two["a"].active["1"]}}
+    # Two threads of one process: a standby never shares the process of its active task.
+    one_process = assign_tasks({"a1": "p1", "a2": "p1"}, counts, {"1"}, {}, num_standby_replicas=1)
+    assert all(t.standby == {} for t in one_process.values())
+    # More replicas than other processes: as many as there are.
+    three = assign_tasks({"a": "p1", "b": "p2", "c": "p3"}, counts, {"1"}, {}, num_standby_replicas=5)
+    for task in (0, 1):
+        holders = [m for m, t in three.items() if task in t.standby.get("1", ())]
+        runner = next(m for m, t in three.items() if task in t.active.get("1", ()))
+        assert sorted(holders + [runner]) == ["a", "b", "c"]
+
+
+def test_a_standby_holder_takes_over_the_active_task_of_a_member_gone():
+    counts = {"1": 3}
+    before = assign_tasks({"a": "p1", "b": "p2", "c": "p3"}, counts, {"1"}, {}, num_standby_replicas=1)
+    runner = next(m for m, t in before.items() if 0 in t.active.get("1", ()))
+    standby = next(m for m, t in before.items() if 0 in t.standby.get("1", ()))
+    rest = {m: p for m, p in {"a": "p1", "b": "p2", "c": "p3"}.items() if m != runner}
+    after = assign_tasks(rest, counts, {"1"}, before, num_standby_replicas=1)
+    assert 0 in after[standby].active["1"]  # the state it kept warm
+    # and the task keeps a standby on the other process left
+    other = next(m for m in rest if m != standby)
+    assert 0 in after[other].standby.get("1", ())
+
+
+def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
+    s = Streams()
+    s.coordinator.streams.group_config = lambda group_id: replace(CONFIG.streams, num_standby_replicas=1)
+    s.ready("a")
+    a_alone = s.group().members["a"]
+    assert a_alone.standby == {}  # one process: nowhere to put a standby
+    b = s.hb("b", 0)
+    target = s.group().target
+    # its active tasks wait for a to revoke them; its standby tasks do not (another process runs them)
+    assert (b.active_tasks, b.standby_tasks) == ({}, target["b"].standby) and target["b"].standby
+    a = s.hb("a", 2, active=a_alone.assigned)
+    assert (a.active_tasks, a.standby_tasks) == (target["a"].active, {})  # revoking: no standby yet
+    a = s.hb("a", a.member_epoch, active=target["a"].active)
+    # moved on: the standby of the task it gave up (b's to run) comes
+    assert (a.active_tasks, a.standby_tasks) == (target["a"].active, target["a"].standby)
+    b = s.hb("b", b.member_epoch, active={})
+    assert (b.active_tasks, b.standby_tasks) == (target["b"].active, target["b"].standby)
+    # each member stands by for the stateful task the other runs (subtopology 1)
+    assert target["a"].standby == {"1": target["b"].active["1"]}
+    assert target["b"].standby == {"1": target["a"].active["1"]}
+    # unchanged: nothing sent, whatever the member reports (as Kafka)
+    again = s.hb("a", a.member_epoch, active=target["a"].active, standby_tasks=target["a"].standby)
+    assert (again.active_tasks, again.standby_tasks) == (None, None)
+    assert s.hb("a", a.member_epoch, active={}).active_tasks is None
+    members = {m: (x.assigned, x.standby) for m, x in s.group().members.items()}
+    assert {m: x.standby for m, x in s.restart().group().members.items()} == {m: st for m, (_a, st) in members.items()}
+
+
+def static_pair() -> Streams:
+    """Two static members, a (instance i-a) and b (i-b), each running its share of the tasks."""
+    s = Streams()
+    joined = s.hb("a", 0, instance_id="i-a")
+    s.create_internal_topics(joined)
+    s.hb("a", 1, active={}, instance_id="i-a")
+    s.hb("b", 0, instance_id="i-b")
+    for _ in range(3):
+        for m in "ab":
+            member = s.group().members[m]
+            s.hb(m, member.member_epoch, active=member.assigned, instance_id=f"i-{m}")
+    assert all(s.group().members[m].assigned for m in "ab")
+    return s
+
+
+def test_a_static_member_leaving_keeps_its_tasks_for_its_successor():
+    s = static_pair()
+    group_epoch, b_tasks = s.group().group_epoch, s.group().members["b"].assigned
+    left = s.hb("b", -2, instance_id="i-b")
+    assert (left.error_code, left.member_id, left.member_epoch) == (E.none, "b", -2)
+    # No rebalance: the group epoch stays and the tasks stay b's; a gets none of them.
+    group = s.group()
+    assert (group.group_epoch, group.members["b"].member_epoch, group.members["b"].assigned) == (
+        group_epoch, -2, b_tasks)
+    a = group.members["a"]
+    assert s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a").active_tasks is None
+    # Back under a new member id with the same instance id: the same tasks, at once.
+    back = s.hb("b2", 0, instance_id="i-b", process_id="process-b")  # the same process: no rebalance
+    assert (back.error_code, back.active_tasks) == (E.none, b_tasks)
+    assert set(s.group().members) == {"a", "b2"} and s.group().group_epoch == group_epoch
+    assert s.group().target["b2"].active == b_tasks and "b" not in s.group().target
+    again = s.restart()
+    assert set(again.group().members) == {"a", "b2"} and again.group().members["b2"].assigned == b_tasks
+
+
+def test_a_static_member_away_longer_than_its_session_loses_its_tasks():
+    s = static_pair()
+    s.hb("b", -2, instance_id="i-b")
+    for _ in range(10):  # a heartbeats; b's session (45 s) ends
+        s.advance(5_000)
+        a = s.group().members["a"]
+        s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a")
+    assert set(s.group().members) == {"a"}
+    a = s.group().members["a"]
+    s.hb("a", a.member_epoch, active=a.assigned, instance_id="i-a")
+    assert s.group().target["a"].active == tasks(s0={0, 1}, s1={0, 1})
+    assert s.hb("b3", 0, instance_id="i-b").error_code is E.none  # a new member now
+
+
+def test_static_membership_errors_are_kafkas():
+    s = static_pair()
+    a_epoch = s.group().members["a"].member_epoch
+    unreleased = s.hb("a2", 0, instance_id="i-a")
+    assert (unreleased.error_code, unreleased.error_message) == (
+        E.unreleased_instance_id,
+        "Static member a2 with instance id i-a cannot join the group because the instance id is owned by a member.")
+    # Kafka refuses the rejoin of the instance's own member id too while it has not left.
+    assert s.hb("a", 0, instance_id="i-a").error_code is E.unreleased_instance_id
+    fenced = s.hb("x", a_epoch, active={}, instance_id="i-a")
+    assert (fenced.error_code, fenced.error_message) == (
+        E.fenced_instance_id, "Static member x with instance id i-a was fenced by member a.")
+    unknown = s.hb("x", a_epoch, active={}, instance_id="i-z")
+    assert (unknown.error_code, unknown.error_message) == (E.unknown_member_id, "Instance id i-z is unknown.")
+    assert s.hb("x", -2, instance_id="i-a").error_code is E.fenced_instance_id
+    assert s.hb("x", -2, instance_id="i-z").error_code is E.unknown_member_id
+    assert s.hb("x", -1, group="nothing").error_code is E.group_id_not_found
+    # -1 of a static member: gone at once, its tasks to the others.
+    assert s.hb("a", -1, instance_id="i-a").error_code is E.none
+    assert set(s.group().members) == {"b"}
+
+
+def test_offset_commits_of_an_older_epoch_are_checked_per_task():
+    """Kafka 4.4 keeps the epoch each active task was assigned at: a member may commit with
+    an older member epoch the offsets of tasks it has had since that epoch."""
+    s = Streams()
+    s.ready("a")  # every task at epoch 2
+    assert s.group().members["a"].task_epochs == dict.fromkeys([("0", 0), ("0", 1), ("1", 0), ("1", 1)], 2)
+
+    def commit(epoch, *partitions, transactional=False):
+        offsets = [OffsetToCommit(topic, p, 5, -1, "") for topic, p in partitions]
+        if transactional:
+            r = s.call("txn_offset_commit", transactional_id="tx", group_id="g", producer_id=7, producer_epoch=0,
+                       generation_id=epoch, member_id="a", group_instance_id=None, offsets=offsets, api_version=5)
+        else:
+            r = s.call("offset_commit", group_id="g", generation_id=epoch, member_id="a", group_instance_id=None,
+                       offsets=offsets, api_version=9)
+        return [p.error_code for t in r.topics for p in t.partitions]
+
+    # b comes and goes before a heartbeats: a moves on to epoch 4 keeping its tasks and their epochs.
+    s.hb("b", 0)
+    s.hb("b", -1)
+    every = s.group().members["a"].assigned
+    assert s.hb("a", 2, active=every).member_epoch == 4
+    assert commit(2, ("input", 0), (REPARTITION, 1), ("elsewhere", 0)) == [
+        E.none, E.none, E.stale_member_epoch]  # not a topic of the topology
+    assert commit(1, ("input", 0)) == [E.stale_member_epoch]  # before the task was assigned
+    assert commit(5, ("input", 0)) == [E.stale_member_epoch]  # newer than the member's
+    assert commit(2, ("input", 1), transactional=True) == [E.none]
+    assert s.restart().group().members["a"].task_epochs == s.group().members["a"].task_epochs  # tag 0, replayed
+
+    # c joins: a is told to revoke half its tasks; those it keeps are at the new epoch from then.
+    s.hb("c", 0)
+    kept = s.group().target["a"].active
+    (kept_input,) = kept["0"]
+    s.hb("a", 4, active=every)
+    assert commit(2, ("input", kept_input), ("input", 1 - kept_input)) == [E.stale_member_epoch, E.none]
+    assert commit(4, ("input", kept_input), ("input", 1 - kept_input)) == [E.none, E.none]  # its epoch: no check
+    a = s.hb("a", 4, active=kept)
+    assert (a.member_epoch, a.active_tasks) == (5, None)  # moved on, its tasks unchanged
+    assert set(s.group().members["a"].task_epochs.values()) == {5}
+    assert commit(4, ("input", kept_input), ("input", 1 - kept_input)) == [E.stale_member_epoch] * 2
+
+
+def test_a_static_member_away_has_its_task_epochs_reset():
+    s = static_pair()
+    s.hb("b", -2, instance_id="i-b")
+    assert set(s.group().members["b"].task_epochs.values()) == {0}
+    back = s.hb("b2", 0, instance_id="i-b")
+    assert set(s.group().members["b2"].task_epochs.values()) == {0} and back.member_epoch > 0
+
+
+def test_a_members_process_rack_tags_or_topology_epoch_moving_bumps_the_group_epoch():
+    s = Streams()
+    s.ready("a")
+    epoch = s.group().group_epoch
+    a = s.group().members["a"]
+    s.hb("a", a.member_epoch, active=a.assigned, process_id=a.process_id, client_tags=(("x", "1"),))
+    assert s.group().group_epoch == epoch + 1
+    s.hb("a", s.group().members["a"].member_epoch, active=a.assigned, rebalance_timeout_ms=5_000)
+    assert s.group().group_epoch == epoch + 1  # not one that matters to the assignment
+    s.hb("a", s.group().members["a"].member_epoch, active=a.assigned, process_id="elsewhere")
+    assert s.group().group_epoch == epoch + 2
+
+
+def test_standby_candidates_are_previous_standbys_then_the_most_caught_up():
+    processes = {"a": "p1", "b": "p2", "c": "p3"}
+    previous = {"a": AssignedTasks(tasks(s1={0, 1, 2}))}
+    # no previous standby: the member reporting the most of the task's changelog gets it
+    offsets = {"b": {("1", 0): 5}, "c": {("1", 0): 100}}
+    out = assign_tasks(processes, {"1": 3}, {"1"}, previous, 1, offsets)
+    assert 0 in out["a"].active["1"] and out["c"].standby == tasks(s1={0})
+    # a previous standby ranks ahead of offsets reported
+    previous["b"] = AssignedTasks(standby=tasks(s1={0}))
+    out = assign_tasks(processes, {"1": 3}, {"1"}, previous, 1, offsets)
+    assert 0 in out["a"].active["1"] and 0 in out["b"].standby["1"] and 0 not in out["c"].standby.get("1", ())
+
+
+def test_task_offsets_reported_are_kept_in_memory_for_the_assignor():
+    s = Streams()
+    s.ready("a")
+    a = s.group().members["a"]
+    s.hb("a", a.member_epoch, active=a.assigned, task_offsets={("1", 0): 7}, task_end_offsets={("1", 0): 9})
+    assert s.group().task_offsets["a"] == ({("1", 0): 7}, {("1", 0): 9})
+    s.hb("a", a.member_epoch, active=a.assigned, task_end_offsets={("1", 0): 12})  # offsets unchanged (None)
+    assert s.group().task_offsets["a"] == ({("1", 0): 7}, {("1", 0): 12})
+    s.hb("a", -1)
+    assert "a" not in s.group().task_offsets
+
+
+def test_an_active_task_waits_while_another_thread_of_its_process_holds_it_as_standby():
+    """As Kafka's CurrentAssignmentBuilder: the task's state is that process's standby's."""
+    s = Streams(config=INTERVAL)  # no new target assignment within the interval: the one set here stays
+    s.ready("a")
+    group = s.group()
+    group.members["a"] = replace(group.members["a"], assigned=tasks(s0={0, 1}, s1={1}))
+    group.members["b1"] = StreamsMember("b1", process_id="pb", member_epoch=group.assignment_epoch,
+                                        standby=tasks(s1={0}))
+    group.target["b2"] = AssignedTasks(tasks(s1={0}))
+    joined = s.hb("b2", 0, process_id="pb")
+    assert joined.active_tasks == {}  # held back: b1 of its process still stands by for it
+    group.members["b1"] = replace(group.members["b1"], standby={})
+    assert s.hb("b2", joined.member_epoch, active={}, process_id="pb").active_tasks == tasks(s1={0})

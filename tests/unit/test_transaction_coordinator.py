@@ -10,8 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord, Result
-from coordinator.runtime import CoordinatorRuntime, InMemoryLog
+from coordinator.runtime import CoordinatorRecord, CoordinatorRuntime, InMemoryLog, Result
 from coordinator.transaction import (
     ProducerIdTaken,
     SendMarkers,
@@ -27,7 +26,7 @@ from coordinator.transaction.log_codec import (
     encode_value,
     value_from_metadata,
 )
-from coordinator.transaction.messages import (
+from coordinator.transaction.coordinator import (
     AddPartitionsResponse,
     EndTxnResponse,
     InitProducerIdResponse,

@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
-from coordinator.contract import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord
 from coordinator.transaction import ProducerIdTaken, SendMarkers, TransactionConfig, TransactionCoordinator
 
 IDS = ("tx-a", "tx-b", "tx-c")

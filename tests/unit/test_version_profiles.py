@@ -3,8 +3,8 @@ at what is implemented) and features."""
 
 import pytest
 
-from broker.handlers import HANDLERS
-from protocol.apis import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
+from broker.wire.server import HANDLERS
+from protocol.request_wire import KAFKA_4_0, PROFILE_MAXIMA, ApiTable
 
 
 @pytest.mark.parametrize("profile", ["2.4", "2.8", "3.6", "3.9", "4.0", "4.2", "4.4"])

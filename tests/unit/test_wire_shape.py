@@ -1,4 +1,4 @@
-"""protocol.wire_shape: the compiled walk of every request schema refuses exactly what a
+"""protocol.request_wire (the shape check): the compiled walk of every request schema refuses exactly what a
 plain interpretation of its plan refuses, with the same reason, and ends where it does."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.static.primitive import Records
 
-from protocol import messages, wire_shape
-from protocol.wire_shape import _FIXED, ShapeError, _length, _plan, _uvarint
+from protocol import answer_wire, request_wire
+from protocol.request_wire import _FIXED_SIZES, ShapeError, _shape_length, _shape_plan, _shape_uvarint
 from tests.unit.test_fuzz_wire import API_VERSIONS, mutated
 
 SCALE = int(os.environ.get("EOSBROKER_FUZZ_SCALE", "1"))
@@ -18,9 +18,9 @@ st.register_type_strategy(Records, st.binary(max_size=200).map(Records))
 
 
 def _skip(kafka_type, buf, pos, end, flexible, nullable=True):
-    size = _FIXED.get(kafka_type)
+    size = _FIXED_SIZES.get(kafka_type)
     if size is None:
-        n, pos = _length(buf, pos, end, flexible, wide=kafka_type != "string")
+        n, pos = _shape_length(buf, pos, end, flexible, wide=kafka_type != "string")
         if n < 0 and not nullable:
             raise ShapeError(f"non-nullable {kafka_type} was serialized as null")
         size = max(n, 0)
@@ -34,7 +34,7 @@ def reference_walk(cls, buf, pos, end, depth=0):
     """The plan read step by step, as the walk was before it was compiled."""
     if depth > 16:
         raise ShapeError("structures nested too deep")
-    flexible, steps = _plan(cls)
+    flexible, steps = _shape_plan(cls)
     for kind, arg, nullable in steps:
         if kind == "skip":
             pos += arg
@@ -51,7 +51,7 @@ def reference_walk(cls, buf, pos, end, depth=0):
                     continue
             pos = reference_walk(arg, buf, pos, end, depth + 1)
         else:
-            count, pos = _length(buf, pos, end, flexible, wide=True)
+            count, pos = _shape_length(buf, pos, end, flexible, wide=True)
             if count < 0 and not nullable:
                 raise ShapeError("non-nullable array was serialized as null")
             if count > end - pos:
@@ -60,12 +60,12 @@ def reference_walk(cls, buf, pos, end, depth=0):
                 pos = (reference_walk(arg, buf, pos, end, depth + 1) if kind == "entities"
                        else _skip(arg, buf, pos, end, flexible))
     if flexible:
-        tags, pos = _uvarint(buf, pos, end)
+        tags, pos = _shape_uvarint(buf, pos, end)
         if tags > end - pos:
             raise ShapeError(f"{tags} tagged fields in {end - pos} remaining bytes")
         for _ in range(tags):
-            _tag, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
+            _tag, pos = _shape_uvarint(buf, pos, end)
+            size, pos = _shape_uvarint(buf, pos, end)
             pos += size
             if pos > end:
                 raise ShapeError("tagged field runs past the end of the request")
@@ -80,15 +80,15 @@ def outcome(walk, cls, body):
 
 
 def compiled_walk(cls, body, pos, end):
-    return wire_shape._compiled(cls)(body, pos, end, 0)
+    return request_wire._shape_walk(cls)(body, pos, end, 0)
 
 
 @settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_compiled_walk_matches_the_plan_on_valid_and_mutated_requests(data):
     key, version = data.draw(st.sampled_from(API_VERSIONS))
-    cls = messages.request_class(key, version)
-    body = messages.encode(data.draw(st.from_type(cls)))
+    cls = request_wire.request_class(key, version)
+    body = answer_wire.encode(data.draw(st.from_type(cls)))
     assert compiled_walk(cls, body, 0, len(body)) == reference_walk(cls, body, 0, len(body)) == len(body)
     bad = data.draw(mutated(body))
     assert outcome(compiled_walk, cls, bad) == outcome(reference_walk, cls, bad)
@@ -97,7 +97,7 @@ def test_compiled_walk_matches_the_plan_on_valid_and_mutated_requests(data):
 @settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(API_VERSIONS), st.binary(max_size=300))
 def test_compiled_walk_matches_the_plan_on_arbitrary_bytes(api_version, body):
-    cls = messages.request_class(*api_version)
+    cls = request_wire.request_class(*api_version)
     assert outcome(compiled_walk, cls, body) == outcome(reference_walk, cls, body)
 
 
@@ -106,7 +106,7 @@ def test_nullable_structs_are_walked_after_their_marker():
     marker, then the struct unless it is -1. A Kafka Streams client's first heartbeat."""
     from kio.schema.streams_group_heartbeat.v0 import request as r
 
-    cls = messages.request_class(88, 0)
+    cls = request_wire.request_class(88, 0)
     topology = r.Topology(epoch=0, subtopologies=(r.Subtopology(
         subtopology_id="0", source_topics=("in",), source_topic_regex=(), state_changelog_topics=(
             r.TopicInfo(name="app-store-changelog", partitions=0, replication_factor=1, topic_configs=()),),
@@ -116,6 +116,6 @@ def test_nullable_structs_are_walked_after_their_marker():
                       topology=topology if present else None, active_tasks=(), standby_tasks=(), warmup_tasks=(),
                       process_id="p", user_endpoint=r.Endpoint(host="h", port=8080) if present else None,
                       client_tags=(), task_offsets=None, task_end_offsets=None)
-        body = messages.encode(request)
+        body = answer_wire.encode(request)
         assert compiled_walk(cls, body, 0, len(body)) == reference_walk(cls, body, 0, len(body)) == len(body)
-        assert messages.decode_request(88, 0, body) == request
+        assert request_wire.decode_request(88, 0, body) == request

@@ -82,7 +82,7 @@ class When:
     count: int | None = 1  # None: every match
 
     def describe(self) -> dict:
-        from protocol.apis import api_name
+        from protocol.request_wire import api_name
 
         out = {"api": api_name(self.api_key), "at": self.at, "skip": self.skip, "count": self.count}
         if self.node_id is not None:
@@ -196,13 +196,13 @@ def _settings(table: Any) -> dict[str, Any]:
 
 @cache
 def _api_keys() -> dict[str, int]:
-    from protocol.apis import KAFKA_4_0
+    from protocol.request_wire import KAFKA_4_0
 
     return {name.lower(): key for key, (name, *_rest) in KAFKA_4_0.items()}
 
 
 def _api(value: Any, where: str) -> int:
-    from protocol.apis import KAFKA_4_0
+    from protocol.request_wire import KAFKA_4_0
 
     if isinstance(value, str):
         key = _api_keys().get(value.lower())
@@ -292,7 +292,7 @@ def _when(raw: dict, where: str, nodes: int) -> When:
     request_fields = request_field_types(api_key)
     for key in raw:
         if key not in _WHEN_KEYS and key not in request_fields:
-            from protocol.apis import api_name
+            from protocol.request_wire import api_name
 
             raise ScenarioError(f"neither a trigger key ({', '.join(sorted(_WHEN_KEYS))}) nor a field of "
                                 f"{api_name(api_key)} requests ({', '.join(sorted(request_fields))})",
@@ -346,8 +346,8 @@ def _int(raw: dict, key: str, where: str, minimum: int, maximum: int = 2**31 - 1
 def request_field_types(api_key: int) -> dict[str, type | None]:
     """Top-level request fields of an API in any version it has: name -> bool, int or
     str where a trigger can compare it, None for lists and structures."""
-    from protocol.apis import KAFKA_4_0
-    from protocol.messages import request_class
+    from protocol.request_wire import KAFKA_4_0
+    from protocol.request_wire import request_class
 
     _, _, low, high = KAFKA_4_0[api_key]
     out: dict[str, type | None] = {}

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.faults.scenarios.format import NODE_PLACEHOLDER, OLD_VERSIONS_PREFIX, TriggerSpec
-from protocol.apis import api_name
-from protocol.messages import ms
+from protocol.request_wire import api_name
+from protocol.answer_wire import ms
 
 log = logging.getLogger(__name__)
 

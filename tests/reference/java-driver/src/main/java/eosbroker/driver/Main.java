@@ -86,6 +86,9 @@ public final class Main {
             case "share-consumer-dies" -> shareConsumerDies(bootstrap, name, out);
             case "share-dying-consumer" -> shareDyingConsumer(bootstrap, args[3], args[4]);
             case "share-lock-expiry" -> shareLockExpiry(bootstrap, name, args.length > 3 ? args[3] : null, out);
+            case "secured-round-trip" -> securedRoundTrip(bootstrap, name, args[3], args[4], args[5],
+                    Integer.parseInt(args[6]), Long.parseLong(args[7]), out);
+            case "produce-one" -> produceOne(bootstrap, args[3], out);
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
         System.out.println(toJson(out));
@@ -223,6 +226,97 @@ public final class Main {
         }
         out.put("read_committed", readAll(bootstrap, topic, 2, true));
         out.put("read_uncommitted_count", readAll(bootstrap, topic, 2, false).size());
+    }
+
+    /**
+     * As the writer (the DRIVER_CLIENT_PROPERTIES user): TRANSACTIONS transactions of three
+     * records into TOPIC under transactional id NAME, PAUSE_MS apart on one producer; then as the
+     * reader (the settings of READER_PROPERTIES on top), the records read back read_committed
+     * in GROUP. Reports what was read and the writer's re-authentication and connection counts
+     * (KIP-368 on a long-lived connection), or the exception the first failing call threw.
+     */
+    static void securedRoundTrip(String bootstrap, String name, String topic, String group, String readerProperties,
+                                 int transactions, long pauseMs, Map<String, Object> out) throws Exception {
+        List<String> values = new ArrayList<>();
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name);
+        extra.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra)) {
+            p.initTransactions();
+            for (int t = 0; t < transactions; t++) {
+                if (t > 0) {
+                    Thread.sleep(pauseMs);
+                }
+                p.beginTransaction();
+                for (int i = 0; i < 3; i++) {
+                    String value = name + "-" + t + "-" + i;
+                    values.add(value);
+                    p.send(new ProducerRecord<>(topic, null, value));
+                }
+                p.commitTransaction();
+            }
+            out.put("successful_reauthentications", metricTotal(p.metrics(), "successful-reauthentication-total"));
+            out.put("connections_created", metricTotal(p.metrics(), "connection-creation-total"));
+        } catch (KafkaException e) {
+            out.put("error", failure(e));
+            return;
+        }
+        Properties reader = common(bootstrap);
+        try (java.io.FileInputStream in = new java.io.FileInputStream(readerProperties)) {
+            reader.load(in);
+        }
+        reader.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        reader.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        reader.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        reader.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        reader.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        reader.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        List<String> read = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(reader)) {
+            c.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
+            while (read.size() < values.size() && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    if (values.contains(r.value())) {
+                        read.add(r.value());
+                    }
+                }
+            }
+        }
+        Collections.sort(read);
+        out.put("read", read);
+    }
+
+    static double metricTotal(Map<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> metrics,
+                              String name) {
+        double total = 0;
+        for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e
+                : metrics.entrySet()) {
+            if (e.getKey().name().equals(name) && e.getValue().metricValue() instanceof Double d) {
+                total += d;
+            }
+        }
+        return total;
+    }
+
+    /** One record into TOPIC with the producer's defaults: the exception it failed with, if any. */
+    static void produceOne(String bootstrap, String topic, Map<String, Object> out) {
+        Map<String, Object> extra = new HashMap<>();
+        extra.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        extra.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        extra.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        try (KafkaProducer<String, String> p = producer(bootstrap, extra)) {
+            p.send(new ProducerRecord<>(topic, null, "one")).get();
+            out.put("error", null);
+        } catch (Exception e) {
+            Throwable cause = e;
+            while ((cause instanceof java.util.concurrent.ExecutionException
+                    || cause.getClass() == KafkaException.class) && cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            out.put("error", cause.getClass().getSimpleName());
+            out.put("message", cause.getMessage());
+        }
     }
 
     /** initTransactions for transactional id NAME alone: the exception it failed with, if any. */

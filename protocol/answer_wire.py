@@ -1,39 +1,263 @@
-"""Hot responses encoded straight from the handlers' dicts, through prepared layouts.
+"""The answer side of the wire, sans-IO: the answers handlers build, and their encoding
+into response frames behind one encoder (``response_frame_encoder``).
 
-``messages.build`` + ``messages.encode`` turn a handler's dict into a kio dataclass and
-then walk it field by field through kio's writers: per response, thousands of calls
-(phantom-type checks, one BytesIO write per field). For the APIs every transaction or
-produce request touches, ``encoder`` compiles the response schema of one version, once,
-into a Python function that reads the dict with ``build``'s rules (Kafka's names, the
-``_ms`` aliases, a missing field takes the schema default or a zero value; a nested
-value may be a dict or an already built dataclass) and writes the bytes kio would write,
-packing runs of fixed-size fields with one ``struct`` call.
-
-The kio dataclasses stay the typed model: the layouts are derived from them, and
-anything a layout does not expect (a value of another type, an out-of-range number, an
-unknown error code) makes it give up, and the generic path answers instead. Under the
-tests (``EOSBROKER_CHECK_FIELDS=1``) every response goes both ways and the bytes must
-be equal, so the whole suite checks the layouts against kio.
+``build`` turns a nested dict with Kafka's field names into the kio dataclass of a
+version: fields the version lacks are dropped, fields it has but the dict omits take
+their schema default (or a zero value). Millisecond ints become timedeltas/datetimes
+where kio wants them. ``build`` + ``encode`` walk a message field by field through
+kio's writers: per response, thousands of calls (phantom-type checks, one BytesIO write
+per field). For the APIs every transaction or produce request touches, the encoder
+compiles the response schema of one version, once, into a Python function that reads
+the answer with ``build``'s rules and writes the bytes kio would write, packing runs of
+fixed-size fields with one ``struct`` call. Anything a layout does not expect (a value
+of another type, an out-of-range number, an unknown error code) makes it give up, and
+the generic path answers instead. Under the tests (``EOSBROKER_CHECK_FIELDS=1``) every
+response goes both ways and the bytes must be equal, so the whole suite checks the
+layouts against kio.
 """
 
 from __future__ import annotations
 
 import datetime
+import io
+import os
 import struct
 from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
+from importlib import import_module
 from io import BytesIO
 from typing import Any
 from uuid import UUID
 
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_writer
-from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
+from kio.schema.index import api_key_map, schema_name_map
+from kio.serial import entity_reader, entity_writer
 from kio.serial.writers import write_tagged_field
+from kio.static.constants import EntityType
 
-from protocol import messages
-from protocol.framing import encode_response_frame, fill_response_head, response_head_size
-from protocol.framing import write_unsigned_varint as _uvarint
+from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
+from protocol.request_wire import request_class, write_unsigned_varint as _uvarint
+
+ZERO_UUID = UUID(int=0)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def _reader(cls: type):
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type):
+    return entity_writer(cls)
+
+
+def decode_response(api_key: int, version: int, body: bytes | memoryview, offset: int = 0):
+    message, _size = _reader(response_class(api_key, version))(body, offset)
+    return message
+
+
+def encode(message) -> bytes:
+    buf = io.BytesIO()
+    _writer(type(message))(buf, message)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# dict -> dataclass for any version
+
+
+@cache
+def _plan(cls: type) -> tuple:
+    plan = []
+    for f in fields(cls):
+        if f.name.startswith("__"):
+            continue
+        kind = classify_field(f)
+        kafka_type = f.metadata.get("kafka_type")
+        if isinstance(kind, EntityField):
+            conv = ("entity", kind.type_)
+        elif isinstance(kind, EntityTupleField):
+            conv = ("entities", kind.type_)
+        elif isinstance(kind, PrimitiveTupleField):
+            conv = ("tuple", kafka_type)
+        else:
+            conv = ("value", kafka_type)
+        has_default = f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]
+        # kio drops Kafka's "_ms" suffix from time fields; accept Kafka's name too.
+        alias = f.name + "_ms" if kafka_type in _TIME_TYPES else None
+        plan.append((f.name, alias, conv, has_default, _zero(kafka_type, kind)))
+    return tuple(plan)
+
+
+_TIME_TYPES = frozenset({"timedelta_i32", "timedelta_i64", "datetime_i64"})
+
+
+def _zero(kafka_type: str | None, kind) -> Any:
+    if isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
+        return ()
+    if isinstance(kind, EntityField):
+        return None
+    return {
+        "bool": False,
+        "string": "",
+        "bytes": b"",
+        "records": None,
+        "uuid": ZERO_UUID,
+        "error_code": ErrorCode.none,
+        "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0),
+        "datetime_i64": _EPOCH,
+        "float64": 0.0,
+    }.get(kafka_type, 0)
+
+
+def _value(kafka_type: str | None, v: Any) -> Any:
+    if v is None:
+        return None
+    if kafka_type == "error_code" and not isinstance(v, ErrorCode):
+        return ErrorCode(v)
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(v, int):
+        return datetime.timedelta(milliseconds=v)
+    if kafka_type == "datetime_i64" and isinstance(v, int):
+        return _EPOCH + datetime.timedelta(milliseconds=v)
+    return v
+
+
+# kafka types whose dict values need converting; every other value is taken as it is
+_CONVERTED = frozenset({"error_code", *_TIME_TYPES})
+
+
+@cache
+def _names_in_any_version(cls: type) -> frozenset[str]:
+    """Field names that ``cls``'s namesake has in any version of its API."""
+    api = api_key_map[cls.__api_key__]
+    names: set[str] = set()
+    for version in schema_name_map[api]:
+        for entity_type in (EntityType.request, EntityType.response):
+            module = import_module(schema_name_map[api][version][entity_type].split(":")[0])
+            twin = getattr(module, cls.__name__, None)
+            if twin is not None:
+                names.update(p[0] for p in _plan(twin))
+                names.update(p[1] for p in _plan(twin) if p[1])
+    return frozenset(names)
+
+
+# Checking for misspelt fields loads every version of a message: on under tests only.
+CHECK_FIELD_NAMES = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
+
+
+def build(cls: type, data: dict[str, Any]):
+    """Builds ``cls`` from ``data``; keys of other versions are ignored, unknown keys are a bug."""
+    plan = _plan(cls)
+    if CHECK_FIELD_NAMES and not data.keys() <= {n for p in plan for n in p[:2]}:
+        unknown = set(data) - _names_in_any_version(cls)
+        if unknown:
+            raise KeyError(f"{cls.__name__} has no field {sorted(unknown)} in any version")
+    kwargs = {}
+    for name, alias, (kind, arg), has_default, zero in plan:
+        if name in data:
+            v = data[name]
+        elif alias is not None and alias in data:
+            v = data[alias]
+        else:
+            if not has_default:
+                kwargs[name] = zero
+            continue
+        if kind == "value":
+            kwargs[name] = _value(arg, v) if arg in _CONVERTED else v
+        else:
+            kwargs[name] = convert(kind, arg, v)
+    return cls(**kwargs)
+
+
+def convert(kind: str, arg: Any, v: Any) -> Any:
+    """A dict value as ``build`` stores it in a field of this ``_plan`` kind."""
+    if v is None:
+        return None
+    if kind == "value":
+        return _value(arg, v) if arg in _CONVERTED else v
+    if kind == "entity":
+        return v if is_dataclass(v) else build(arg, v)
+    if kind == "entities":
+        return tuple(x if is_dataclass(x) else build(arg, x) for x in v)
+    return tuple(_value(arg, x) for x in v) if arg in _CONVERTED else tuple(v)
+
+
+def field_plan(cls: type, name: str) -> tuple:
+    """``build``'s plan for one field of ``cls``: (name, alias, (kind, arg), has_default, zero)."""
+    return next(p for p in _plan(cls) if p[0] == name)
+
+
+def build_response(api_key: int, version: int, data: dict[str, Any]):
+    return build(response_class(api_key, version), data)
+
+
+def build_request(api_key: int, version: int, data: dict[str, Any]):
+    return build(request_class(api_key, version), data)
+
+
+def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None:
+    """kio's timedelta/datetime fields back to Kafka's milliseconds."""
+    if value is None or isinstance(value, int):
+        return value
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+def answer_field(answer: Any, name: str) -> Any:
+    """A field of a handler's answer as another node receives it (``Network.request(...,
+    typed=False)``): the handler's dict, or the kio response a fault rule's error answer is."""
+    return answer[name] if type(answer) is dict else getattr(answer, name)
+
+
+# ---------------------------------------------------------------------------
+# Response frames
+
+_RESPONSE_HEAD = struct.Struct(">ii")  # size, correlation_id
+_FLEXIBLE_RESPONSE_HEAD = struct.Struct(">iiB")  # size, correlation_id, no tagged fields
+
+
+class EncodedBody(bytes):
+    """A response body a handler gives already encoded (an answer that is the same for
+    every request, kept from the first): framed as is, after the correlation id."""
+
+    __slots__ = ()
+
+
+def encode_response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
+    """Size prefix + response header (v0, or v1 with empty tagged fields) + body.
+
+    One concatenation: the body (a Fetch answer can be a megabyte of records) is
+    copied once."""
+    if flexible_header:
+        return _FLEXIBLE_RESPONSE_HEAD.pack(5 + len(body), correlation_id, 0) + body
+    return _RESPONSE_HEAD.pack(4 + len(body), correlation_id) + body
+
+
+def response_head_size(flexible_header: bool) -> int:
+    """The bytes before a response's body: size prefix and response header."""
+    return _FLEXIBLE_RESPONSE_HEAD.size if flexible_header else _RESPONSE_HEAD.size
+
+
+def fill_response_head(frame: bytearray, correlation_id: int, flexible_header: bool) -> None:
+    """Writes size prefix and response header into the room a body was written after
+    (``response_head_size`` bytes), so the body is not copied into a frame."""
+    if flexible_header:
+        _FLEXIBLE_RESPONSE_HEAD.pack_into(frame, 0, len(frame) - 4, correlation_id, 0)
+    else:
+        _RESPONSE_HEAD.pack_into(frame, 0, len(frame) - 4, correlation_id)
+
+
+# ---------------------------------------------------------------------------
+# The compiled layouts
 
 # Produce, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 # EndTxn, TxnOffsetCommit: what producers and transactions hit per record batch or per
@@ -111,7 +335,7 @@ def _default(f, kind) -> Any:
         return f.default
     if f.default_factory is not MISSING:  # type: ignore[misc]
         return f.default_factory()  # type: ignore[misc]
-    return messages._zero(f.metadata.get("kafka_type"), kind)
+    return _zero(f.metadata.get("kafka_type"), kind)
 
 
 class _Compiler:
@@ -162,7 +386,7 @@ class _Compiler:
                 tagged.append((f, kind))
                 continue
             kafka_type = f.metadata.get("kafka_type")
-            alias = f.name + "_ms" if kafka_type in messages._TIME_TYPES else None
+            alias = f.name + "_ms" if kafka_type in _TIME_TYPES else None
             default = self.const(_packed_default(kafka_type, _default(f, kind)))
             var = f"v{i}"
             body.append(f"{var} = g({f.name!r}, _MISSING)")
@@ -260,9 +484,9 @@ class _Compiler:
             return
         plan = []
         for f, kind in sorted(tagged, key=lambda fk: fk[0].metadata["tag"]):
-            name, alias, conversion, _, _ = messages.field_plan(cls, f.name)
+            name, alias, conversion, _, _ = field_plan(cls, f.name)
             writer = get_field_writer(f, flexible=True, is_request_header=False, is_tag=True)
-            absent = getattr(messages.build(cls, {}), f.name)
+            absent = getattr(build(cls, {}), f.name)
             plan.append((name, alias, conversion, f.metadata["tag"], writer, f.default, get_tagged_field_default(f),
                          absent))
         call = f"_tagged({self.const(tuple(plan))}, d, buf)"
@@ -285,9 +509,9 @@ def _tagged(plan: tuple, d: dict, buf: bytearray) -> None:
     written = []
     for name, alias, (kind, arg), tag, writer, default, implicit, absent in plan:
         if name in d:
-            value = messages.convert(kind, arg, d[name])
+            value = convert(kind, arg, d[name])
         elif alias is not None and alias in d:
-            value = messages.convert(kind, arg, d[alias])
+            value = convert(kind, arg, d[alias])
         else:
             value = absent
         if _skipped(value, default, implicit):
@@ -316,7 +540,7 @@ def _response_writer(api_key: int, version: int):
     if api_key not in HOT_APIS:
         return None
     try:
-        return _compiled(messages.response_class(api_key, version))
+        return _compiled(response_class(api_key, version))
     except NotImplementedError:  # a field type no layout writes: the generic path serves it
         return None
 
@@ -345,7 +569,7 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
     response. The layout writes the body after room for the size and header, so the
     body (a Fetch answer can be a megabyte of records) is not copied again into a frame."""
     def body_by_kio(data: dict) -> bytes:
-        return messages.encode(messages.build_response(api_key, version, data))
+        return encode(build_response(api_key, version, data))
 
     def generic(correlation_id: int, data: dict) -> bytes:
         return encode_response_frame(correlation_id, flexible_header, body_by_kio(data))
@@ -361,7 +585,7 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
             write(data, frame)
         except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
             return generic(correlation_id, data)
-        if messages.CHECK_FIELD_NAMES:
+        if CHECK_FIELD_NAMES:
             expected = body_by_kio(data)
             if expected != frame[head:]:
                 raise AssertionError(f"layout of api {api_key} v{version} wrote {frame[head:]!r}, kio {expected!r}")
