@@ -45,7 +45,7 @@ async def _answers(port: int, topic: str) -> list[tuple]:
         await heartbeat("unknown member of unknown group", member_epoch=3)
         await describe("unknown group", group)
         joined = await heartbeat("join")
-        for _ in range(100):  # until the share coordinator initialized the partitions' state
+        for _ in range(600):  # until the share coordinator initialized the partitions' state (a minute at most)
             assigned = await wire.request("share_group_heartbeat", {
                 "group_id": group, "member_id": member, "member_epoch": joined.member_epoch, "rack_id": None,
                 "subscribed_topic_names": None}, version=1, key=HEARTBEAT)
