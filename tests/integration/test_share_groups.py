@@ -464,7 +464,8 @@ def test_acknowledgements_sent_after_the_members_leave_still_count(share_broker,
                 "group_id": group, "member_id": member, "share_session_epoch": 1,
                 "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                     {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})  # 1: accept
-            return acquired, left.member_epoch, acknowledged.error_code, acknowledged.responses[0].partitions[0].error_code
+            partition_error = acknowledged.responses[0].partitions[0].error_code if acknowledged.responses else None
+            return acquired, left.member_epoch, acknowledged.error_code, partition_error
         finally:
             await conn.close()
 
