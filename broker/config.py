@@ -168,6 +168,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("group.share.session.timeout.ms", _long, 45000),
         Setting("group.share.heartbeat.interval.ms", _long, 5000),
         Setting("group.share.max.size", _long, 200),
+        Setting("group.share.assignment.interval.ms", _long, 1000,
+                doc="A share group's target assignment is computed at most this often."),
         Setting("group.share.record.lock.duration.ms", _long, 30000,
                 doc="How long a share consumer holds the records it acquired (on the broker's clock)."),
         Setting("group.share.delivery.count.limit", _long, 5,

@@ -93,13 +93,6 @@ class Broker:
                 return node
         return None
 
-    def share_member_gone(self, group_id: str, member_id: str) -> None:
-        """A share group's member left or was fenced: the nodes leading its share
-        partitions release what it holds."""
-        for node in self.nodes:
-            if (shares := node.made("shares")) is not None:
-                shares.release_member(group_id, member_id)
-
     @property
     def port(self) -> int:
         return self.nodes[0].server.port

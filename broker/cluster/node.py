@@ -60,9 +60,9 @@ class BrokerNode:
 
         b = self.broker
         groups = GroupService(b.config, b.cluster, self.node_id, self.serving, b.replication)
-        groups.share_member_gone = b.share_member_gone
         groups.share_persister = lambda: self.shares.persister
         groups.coordinator.group_timeouts = self._group_timeouts
+        groups.coordinator.share_assignment_interval = self._share_assignment_interval
         groups.coordinator.streams.group_config = self._streams_group_config
         return groups
 
@@ -72,6 +72,11 @@ class BrokerNode:
 
         return (int(group_setting(self.broker, group_id, f"{group_type}.session.timeout.ms")),
                 int(group_setting(self.broker, group_id, f"{group_type}.heartbeat.interval.ms")))
+
+    def _share_assignment_interval(self, group_id: str) -> int:
+        from broker.coordinators.share_service import group_setting
+
+        return int(group_setting(self.broker, group_id, "share.assignment.interval.ms"))
 
     def _streams_group_config(self, group_id: str):
         """A streams group's settings with its group configs."""

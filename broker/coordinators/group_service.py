@@ -40,7 +40,6 @@ from broker.coordinators.coordinator_topic import CoordinatorTopic
 from broker.coordinators.group_history import GroupHistory
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
-from coordinator.group.coordinator import ShareMemberGone
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
 from coordinator.group.streams_group import StreamsGroupConfig
 from coordinator.runtime import Result, TimerEvent
@@ -83,7 +82,8 @@ class GroupService:
                 max_size=config["group.consumer.max.size"],
                 migration_policy=config["group.consumer.migration.policy"],
             ),
-            share=ShareGroupConfig(max_size=config["group.share.max.size"]),
+            share=ShareGroupConfig(max_size=config["group.share.max.size"],
+                                   assignment_interval_ms=config["group.share.assignment.interval.ms"]),
             streams=StreamsGroupConfig(
                 session_timeout_ms=config["group.streams.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],
@@ -111,8 +111,6 @@ class GroupService:
         self._parked: dict[asyncio.Future, Callable[[ErrorCode], Any]] = {}
         # While a write waits for the ISR: the effects it made, performed once it is there.
         self._held: list | None = None
-        # Where a share member's leaving is told (the share partitions of every node).
-        self.share_member_gone: Callable[[str, str], None] = lambda _group_id, _member_id: None
         # This node's share-state calls to the share coordinator (share_persister.SharePersister).
         self.share_persister: Callable[[], Any] = lambda: None
         self._initializing: set[asyncio.Task] = set()
@@ -242,9 +240,6 @@ class GroupService:
         """``failed_with``: the error the wait for the effect's write ended with."""
         if self._held is not None:
             self._held.append(effect)
-            return
-        if isinstance(effect, ShareMemberGone):
-            self.share_member_gone(effect.group_id, effect.member_id)
             return
         if isinstance(effect, InitializeShareState):
             task = asyncio.get_running_loop().create_task(self._initialize_share_state(effect))

@@ -9,7 +9,13 @@ partition through the process's network (broker/cluster/network.py): link cuts, 
 losses, stopped or paused nodes and the request fault rules (client id
 ``eosbroker-node-N``) act on it. An unreachable coordinator is NETWORK_EXCEPTION, no
 answer within the request timeout REQUEST_TIMED_OUT; retriable errors are retried on the
-broker's clock after the backoff of coordinator/share/persister_policy.py.
+broker's clock after the backoff of coordinator/share/persister_policy.py, each
+share-partition on its own.
+
+As Kafka's persister combines the calls waiting for one coordinator node, the calls of one
+API for one group to one node made in the same event-loop turn go as one request (a
+group's initialization or deletion of all its share-partitions, the writes of a fetch's
+partitions).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from coordinator.share.persister_policy import retry_after_ms
 from coordinator.share.state_log_codec import ShareSnapshot, StateBatch, StateKey
@@ -35,6 +42,9 @@ class SharePersister:
         self.broker = broker
         self.node = node
         self.clock = broker.cluster.clock
+        # (api key, group, coordinator node) -> the share-partitions' calls to send together
+        self._gathering: dict[tuple[int, str, int], list[_Waiting]] = {}
+        self._sending: set[asyncio.Task] = set()
 
     # -- the calls ---------------------------------------------------------------------------
 
@@ -97,22 +107,53 @@ class SharePersister:
             await self.clock.sleep(wait_ms / 1000)
 
     async def _send(self, api_key: int, key: StateKey, partition: dict) -> tuple[ErrorCode, str | None, object]:
+        """One share-partition's call, sent with the others for the same group and node
+        made in this event-loop turn."""
         target = await self._coordinator_node(key)
         if target is None:
             return E.coordinator_not_available, "The share coordinator is not available.", None
-        body = {"group_id": key.group_id, "topics": [{"topic_id": key.topic_id, "partitions": [partition]}]}
+        bucket = (api_key, key.group_id, target)
+        gathered = self._gathering.get(bucket)
+        if gathered is None or any((w.key.topic_id, w.key.partition) == (key.topic_id, key.partition)
+                                   for w in gathered):
+            if gathered is not None:  # one share-partition appears once in a request
+                self._flush(bucket)
+            gathered = self._gathering[bucket] = []
+            asyncio.get_running_loop().call_soon(self._flush, bucket, gathered)
+        waiting = _Waiting(key, partition, asyncio.get_running_loop().create_future())
+        gathered.append(waiting)
+        return await waiting.answer
+
+    def _flush(self, bucket: tuple[int, str, int], gathered: list[_Waiting] | None = None) -> None:
+        """Sends the calls gathered for ``bucket`` (unless already sent)."""
+        if gathered is not None and self._gathering.get(bucket) is not gathered:
+            return
+        gathered = self._gathering.pop(bucket)
+        task = asyncio.ensure_future(self._send_together(bucket, gathered))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send_together(self, bucket: tuple[int, str, int], gathered: list[_Waiting]) -> None:
+        api_key, group_id, target = bucket
+        topics: dict[uuid.UUID, list[dict]] = {}
+        for w in gathered:
+            topics.setdefault(w.key.topic_id, []).append(w.partition)
+        body = {"group_id": group_id, "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
+        answers: dict = {}
+        failed = (E.unknown_server_error, "The answer does not name the share-partition.", None)
         try:
             response = await self.broker.network.request(self.node.node_id, target, api_key, _VERSIONS[api_key],
                                                          body)
+            answers = {(t.topic_id, p.partition): (E(p.error_code), p.error_message, p)
+                       for t in response.results for p in t.partitions}
         except asyncio.TimeoutError:
-            return E.request_timed_out, f"No answer from node {target}.", None
+            failed = (E.request_timed_out, f"No answer from node {target}.", None)
         except (ConnectionError, OSError) as e:
-            return E.network_exception, str(e), None
-        for topic in response.results:
-            for answered in topic.partitions:
-                if topic.topic_id == key.topic_id and answered.partition == key.partition:
-                    return E(answered.error_code), answered.error_message, answered
-        return E.unknown_server_error, "The answer does not name the share-partition.", None
+            failed = (E.network_exception, str(e), None)
+        finally:  # every caller gets an answer, even when this task is cancelled
+            for w in gathered:
+                if not w.answer.done():
+                    w.answer.set_result(answers.get((w.key.topic_id, w.key.partition), failed))
 
     async def _coordinator_node(self, key: StateKey) -> int | None:
         """The node leading the key's __share_group_state partition (the topic is created
@@ -122,6 +163,15 @@ class SharePersister:
         await states.ready()
         node = self.broker.coordinator_node(key.coordinator_key(), SHARE_KEY_TYPE)
         return None if node is None else node.node_id
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A share-partition's call waiting to be sent with others, and its answer."""
+
+    key: StateKey
+    partition: dict
+    answer: asyncio.Future
 
 
 _NAMES = {INITIALIZE: "InitializeShareGroupState", READ: "ReadShareGroupState", WRITE: "WriteShareGroupState",

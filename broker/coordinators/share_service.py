@@ -226,7 +226,7 @@ class ShareService:
         return bytes(data[begin:end]), acquired
 
     def release_member(self, group_id: str, member_id: str) -> None:
-        """A member's share session ended or it left the group."""
+        """A member's share session ended (its final request, or its connection closed)."""
         self.sessions.pop((group_id, member_id), None)
         limit = None
         released = 0

@@ -106,14 +106,6 @@ class GroupConfig:
     streams: StreamsGroupConfig = StreamsGroupConfig()  # group.streams.* (KIP-1071)
 
 
-@dataclass(frozen=True, slots=True)
-class ShareMemberGone:
-    """Effect: a share group's member left or was fenced; the share partitions release
-    the records it holds and its share sessions end."""
-
-    group_id: str
-    member_id: str
-
 
 @dataclass(slots=True)
 class _Partition:
@@ -164,6 +156,8 @@ class GroupCoordinator:
         # A share or streams group's (session timeout, heartbeat interval), by group type
         # ("share", "streams") and id: its group configs or the broker's; the broker sets this.
         self.group_timeouts: Callable[[str, str], tuple[int, int]] = self._configured_timeouts
+        # A share group's share.assignment.interval.ms (None: the broker's); the broker sets this.
+        self.share_assignment_interval: Callable[[str], int | None] = lambda _group_id: None
 
     def _configured_timeouts(self, group_type: str, _group_id: str) -> tuple[int, int]:
         config = self.config.share if group_type == "share" else self.config.streams
@@ -660,16 +654,14 @@ class GroupCoordinator:
                                                                    ("classic", "consumer", "streams")):
                 raise Refused(E.group_id_not_found, _not_a(request.group_id, "share"))
             session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
-            records, answer, left, initialize = self.share.heartbeat(group, request, self.topics(), now_ms,
-                                                                     session_timeout_ms, interval_ms)
+            records, answer, initialize = self.share.heartbeat(
+                group, request, self.topics(), now_ms, session_timeout_ms, interval_ms,
+                self.share_assignment_interval(request.group_id))
         except Refused as refused:
             return Result(response=HeartbeatAnswer(refused.error, refused.message))
         if group is None:
             state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
-        effects = (ShareMemberGone(request.group_id, request.member_id),) if left else ()
-        if initialize is not None:
-            effects += (initialize,)
-        return Result(records=tuple(records), response=answer, effects=effects)
+        return Result(records=tuple(records), response=answer, effects=(initialize,) if initialize else ())
 
     def share_group_state_changed(self, group_id: str, partitions: dict, initialized: bool) -> Result[ErrorCode]:
         """The share coordinator initialized (``initialized``) or deleted the state of these
@@ -679,7 +671,7 @@ class GroupCoordinator:
         error, state = self._serving(group_id)
         if error is not None:
             return Result(response=error)
-        if state.holds(group_id, ("classic", "consumer")):
+        if state.holds(group_id, ("classic", "consumer", "streams")):
             return Result(response=E.group_id_not_found)
         group = state.share_groups.get(group_id) or ShareGroup(group_id)
         return Result(records=tuple(self.share.state_changed(group, partitions, initialized)), response=E.none)
@@ -693,8 +685,7 @@ class GroupCoordinator:
         for member_id in self.share.expired_members(group, now_ms):
             if member_id in group.members:
                 log.info("share group %s: member %s fenced, its session timed out", group.group_id, member_id)
-                results.append(Result(records=tuple(self.share.fence(group, member_id, self.topics())),
-                                      effects=(ShareMemberGone(group.group_id, member_id),)))
+                results.append(Result(records=tuple(self.share.fence(group, member_id, self.topics()))))
             group.session_deadlines.pop(member_id, None)
         return results
 

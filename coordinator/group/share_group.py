@@ -16,6 +16,11 @@ once done they are recorded initialized, and the next heartbeat, finding initial
 partitions nobody is assigned, moves the group epoch and assigns them. So a new group's
 first member is answered epoch 2 with nothing, then epoch 3 with its partitions, as on
 Kafka 4.4.
+
+As on Kafka 4.4, a target assignment is computed at most once per
+``share.assignment.interval.ms`` (group.share.assignment.interval.ms) after the last one:
+a heartbeat that moves the group epoch sooner answers the last target assignment (its
+epoch, and nothing for a member not in it), and a later heartbeat computes the new one.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class ShareGroupConfig:
     # group.share.initialize.retry.interval.ms: share-partitions still initializing this
     # long after they were asked (the node asking died, say) are asked again
     initialize_retry_interval_ms: int = 30_000
+    assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (group config overrides)
 
 
 @dataclass(slots=True)
@@ -84,6 +90,7 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assignment_timestamp_ms: int = 0  # when the target assignment was computed (0: no wait after it)
     metadata_hash: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)
@@ -106,7 +113,8 @@ class ShareGroup:
         if kind == codec.GROUP_METADATA:
             self.group_epoch, self.metadata_hash = codec.decode_group_metadata(value)
         elif kind == codec.TARGET_METADATA:
-            self.assignment_epoch = 0 if value is None else codec.decode_target_metadata(value)
+            self.assignment_epoch, timestamp = (0, None) if value is None else codec.decode_target_metadata(value)
+            self.assignment_timestamp_ms = timestamp or 0
         elif kind == codec.STATE_PARTITION_METADATA:
             metadata = codec.decode_state_partition_metadata(value) if value is not None else None
             self.initialized = {} if metadata is None else metadata.initialized
@@ -146,14 +154,18 @@ class ShareGroup:
             _without_empty(initializing), _without_empty(initialized), {}))
 
     def deletion_records(self) -> list[CoordinatorRecord]:
-        """Tombstones of every record of the group, in the order Kafka deletes them."""
-        records = []
-        for member_id in self.members:
-            records += member_tombstones(self.group_id, member_id, codec.MEMBER_RECORDS)
-        records += [codec.target_metadata_record(self.group_id, None),
-                    codec.state_partition_metadata_record(self.group_id, None),
-                    codec.group_metadata_record(self.group_id, None)]
-        return records
+        """Tombstones of every record of the group, in the order Kafka 4.4 deletes them
+        (ShareGroup.createGroupTombstoneRecords): the members' current and target
+        assignments (and target assignments left of members no longer there), the target
+        assignment epoch, the members' subscriptions, the state metadata, the group epoch."""
+        members = list(self.members)
+        targets = members + [m for m in self.target if m not in self.members]
+        return [*(codec.current_assignment_record(self.group_id, m, None) for m in members),
+                *(codec.target_member_record(self.group_id, m, None) for m in targets),
+                codec.target_metadata_record(self.group_id, None),
+                *(codec.member_metadata_record(self.group_id, m, None) for m in members),
+                codec.state_partition_metadata_record(self.group_id, None),
+                codec.group_metadata_record(self.group_id, None)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +229,13 @@ def _without_empty(a: codec.NamedPartitions) -> codec.NamedPartitions:
     return {t: (n, ps) for t, (n, ps) in a.items() if ps}
 
 
+def _may_assign(last_assignment_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Whether a new target assignment may be computed now (Kafka 4.4's
+    canComputeNextTargetAssignment): the last one has no time, there is no interval, or
+    the interval since the last one has passed."""
+    return last_assignment_ms == 0 or interval_ms == 0 or now_ms >= last_assignment_ms + interval_ms
+
+
 def validate(request: ShareHeartbeatRequest) -> None:
     """The checks Kafka makes before looking at the group; raises Refused."""
     if not request.group_id:
@@ -240,11 +259,12 @@ class ShareGroups:
         self._topics = topics  # the cluster's topics (names for the state metadata record)
 
     def heartbeat(self, group: ShareGroup | None, request: ShareHeartbeatRequest, topics: TopicsSnapshot,
-                  now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int
-                  ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, bool, InitializeShareState | None]:
-        """(records, answer, whether the member left, the share-partitions to initialize).
+                  now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int,
+                  assignment_interval_ms: int | None = None
+                  ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, InitializeShareState | None]:
+        """(records, answer, the share-partitions to initialize).
         Raises Refused. ``group`` is None for a group that does not exist yet; the records
-        create it."""
+        create it. ``assignment_interval_ms``: the group's (None: the broker's)."""
         validate(request)
         member_id = request.member_id
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -252,7 +272,7 @@ class ShareGroups:
                 raise Refused(E.unknown_member_id, f"Member {member_id} is not a member of group "
                               f"{request.group_id}.")
             records = self.fence(group, member_id, topics)
-            return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), True, None
+            return records, HeartbeatAnswer(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH), None
         if group is None and request.member_epoch != 0:
             raise Refused(E.group_id_not_found, f"Group {request.group_id} not found.")
         # A group made by this heartbeat counts from epoch 1, so its first epoch is 2, as
@@ -293,14 +313,21 @@ class ShareGroups:
             records.append(codec.group_metadata_record(group.group_id, group_epoch, new_hash))
         target = group.target
         assignment_epoch = group.assignment_epoch
-        if group_epoch > group.assignment_epoch:
+        if assignment_interval_ms is None:
+            assignment_interval_ms = self.config.assignment_interval_ms
+        if group_epoch > group.assignment_epoch and _may_assign(group.assignment_timestamp_ms, assignment_interval_ms,
+                                                                now_ms):
             target = self._assign(members, group.target, topics, group.initialized)
             for m, partitions in sorted(target.items()):
                 if group.target.get(m) != partitions:
                     records.append(codec.target_member_record(group.group_id, m, partitions))
             assignment_epoch = group_epoch
             records.append(codec.target_metadata_record(group.group_id, assignment_epoch, now_ms))
-        new_assignment = target.get(member_id, {})
+        # The target's partitions of topics the member still subscribes to (a target
+        # not yet recomputed after a subscription change keeps none of the dropped
+        # topics), as Kafka 4.4's ShareGroupAssignmentBuilder filters them.
+        subscribed_ids = {topics[n][0] for n in updated.subscribed_topic_names if n in topics}
+        new_assignment = {t: ps for t, ps in target.get(member_id, {}).items() if t in subscribed_ids}
         if updated.member_epoch != assignment_epoch or updated.assigned != new_assignment:
             updated.previous_member_epoch = updated.member_epoch
             updated.member_epoch = assignment_epoch
@@ -316,7 +343,7 @@ class ShareGroups:
             member_id=member_id, member_epoch=updated.member_epoch, heartbeat_interval_ms=heartbeat_interval_ms,
             assignment=updated.assigned if send_assignment else None)
         effect = InitializeShareState(group.group_id, group_epoch, initialize) if initialize else None
-        return records, answer, False, effect
+        return records, answer, effect
 
     def state_changed(self, group: ShareGroup, partitions: dict, initialized: bool) -> list[CoordinatorRecord]:
         """The share coordinator initialized these partitions' state (``initialized``), or
@@ -349,12 +376,19 @@ class ShareGroups:
 
     def fence(self, group: ShareGroup, member_id: str, topics: TopicsSnapshot) -> list[CoordinatorRecord]:
         """A member leaves or its session ended: its records go, and the group epoch
-        moves so the others are given its partitions on their next heartbeat."""
+        moves so the others are given its partitions on their next heartbeat. What it
+        holds stays acquired until its share session ends or the locks do: as on Kafka
+        4.4, the group coordinator does not tell the share-partition leaders (a leaving
+        client's last acknowledgements may come after its leave)."""
         records = member_tombstones(group.group_id, member_id, codec.MEMBER_RECORDS)
         rest = {n for m in group.members.values() if m.member_id != member_id
                 for n in m.subscribed_topic_names if n in topics}
-        records.append(codec.group_metadata_record(group.group_id, group.group_epoch + 1,
-                                                   metadata_hash(topics, rest)))
+        group_epoch = group.group_epoch + 1
+        records.append(codec.group_metadata_record(group.group_id, group_epoch, metadata_hash(topics, rest)))
+        if group.members.keys() <= {member_id}:
+            # The last member gone: nothing is left to assign, so the target assignment is
+            # at the new epoch at once (Kafka 4.4 writes it, with timestamp 0).
+            records.append(codec.target_metadata_record(group.group_id, group_epoch))
         return records
 
     @staticmethod

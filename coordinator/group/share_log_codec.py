@@ -140,7 +140,7 @@ def decode_member_metadata(data: bytes) -> MemberMetadataValue:
 
 
 decode_group_metadata = layout.decode_group_epoch
-decode_target_metadata = layout.decode_assignment_epoch
+decode_target_metadata = layout.decode_assignment_epoch_and_timestamp  # (epoch, timestamp or None)
 decode_target_member = layout.decode_member_partitions
 
 

@@ -182,7 +182,8 @@ class SharePartition:
                     delivery_limit: int, lock_ms: int) -> list[tuple[int, InFlight]]:
         """Applies a member's acknowledgements all or nothing; raises AcknowledgeError
         (INVALID_REQUEST for malformed ranges, INVALID_RECORD_STATE for a record this
-        member does not hold). Returns what ``rollback`` needs to undo them."""
+        member does not hold, unless the whole range is below the start offset). Returns
+        what ``rollback`` needs to undo them."""
         changes: list[tuple[int, int]] = []
         for ack in acknowledgements:
             if ack.first_offset > ack.last_offset or ack.first_offset < 0:
@@ -192,6 +193,10 @@ class SharePartition:
             if len(ack.types) not in (1, size) or any(t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW)
                                                        for t in ack.types):
                 raise AcknowledgeError("INVALID_REQUEST", "Invalid acknowledge types.")
+            if ack.last_offset < self.start_offset:
+                # All done already (a late acknowledgement of records redelivered and
+                # acknowledged since): passed over without an error, as Kafka 4.4 does.
+                continue
             for i, offset in enumerate(range(ack.first_offset, ack.last_offset + 1)):
                 record = self.records.get(offset)
                 if record is None or record.state != ACQUIRED or record.member_id != member_id:

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.timeout(180)
 LOCK_MS = 15_000  # the least Kafka's group.share.min.record.lock.duration.ms allows
 PROFILE = {"emulate.kafka.version": "4.4"}
 # A new group's partitions come a heartbeat after its first (once their state is
-# initialized, as on Kafka): a short heartbeat interval keeps the tests quick.
-QUICK = {**PROFILE, "group.share.heartbeat.interval.ms": 500}
+# initialized, as on Kafka), and no sooner than the assignment interval after the first
+# assignment: a short heartbeat interval and no assignment interval keep the tests quick.
+QUICK = {**PROFILE, "group.share.heartbeat.interval.ms": 500, "group.share.assignment.interval.ms": 0}
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -149,8 +150,8 @@ def redelivery_after_lock_expiry(bootstrap: str, topic: str, let_lock_expire) ->
     assert [(m.value(), m.delivery_count()) for m in again] == [(b"a", 2), (b"b", 2)]
     assert all(e is None for e in other.commit_sync().values())
     # The first member's late acknowledgement changes nothing: librdkafka drops it once
-    # the lock has passed on its own clock (on Kafka), else the broker refuses it
-    # (INVALID_RECORD_STATE, here where only the broker's clock moved).
+    # the lock has passed on its own clock (on Kafka), else the broker passes it over, the
+    # records being below the share-partition's start by now (as Kafka does).
     for m in held:
         slow.acknowledge(m, AcknowledgeType.RELEASE)
     slow.commit_sync()
@@ -388,3 +389,88 @@ def test_share_partitions_in_metrics_the_console_and_the_history(share_broker, t
     assert {e["protocol"] for e in moves} == {"share"}
     assert moves[0]["joined"] == shown["members"] and moves[-1]["left"] == shown["members"]
     assert moves[-1]["members"] == 0 and moves[-1]["generation"] > moves[0]["generation"]
+
+
+def test_a_groups_assignment_interval_holds_its_next_assignment_on_the_brokers_clock(broker_factory, topic_name):
+    """share.assignment.interval.ms (a group config here): after the first target
+    assignment, the one giving the member its initialized partitions waits until the
+    interval has passed on the broker's clock, as Kafka 4.4 computes at most one per interval."""
+    broker = broker_factory({**QUICK, "share.coordinator.state.topic.num.partitions": 1}, admin=True)
+    create(broker.bootstrap, topic_name)
+    group = new_group(broker.bootstrap, share_assignment_interval_ms="60000")
+    member = uuid.uuid4().hex[:22]
+
+    def heartbeat(epoch: int, topics=None):
+        r = _request(broker, 76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                     "rack_id": None, "subscribed_topic_names": topics})
+        assert r.error_code == 0, r
+        return r
+
+    def epochs() -> tuple[int, int]:
+        (g,) = _request(broker, 77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+        return g.group_epoch, g.assignment_epoch
+
+    assert heartbeat(0, [topic_name]).member_epoch == 2  # the first assignment: at once (nothing to wait for)
+    deadline = time.monotonic() + 30
+    while epochs() != (3, 2):  # its partitions initialized: the group epoch moves, the assignment waits
+        assert time.monotonic() < deadline, epochs()
+        assert heartbeat(2).member_epoch == 2
+        time.sleep(0.1)
+    for _ in range(2):  # 40 s of the 60: still waiting (heartbeats keep the session)
+        broker.control().clock_advance(by="20s")
+        assert heartbeat(2).member_epoch == 2
+    broker.control().clock_advance(by="20s")
+    assigned = heartbeat(2)
+    assert assigned.member_epoch == 3 and [sorted(t.partitions) for t in assigned.assignment.topic_partitions] == [[0]]
+    assert epochs() == (3, 3)
+
+
+def test_acknowledgements_sent_after_the_members_leave_still_count(share_broker, topic_name):
+    """A closing client sends its leave heartbeat and its last acknowledgements at once
+    (librdkafka does); as on Kafka 4.4, the leave does not release what the member holds
+    (only the end of its share session does), so acknowledgements arriving after the leave
+    are applied and the accepted records are not delivered again."""
+    import asyncio
+
+    from broker.wire.client import KafkaConnection
+
+    bootstrap = share_broker.bootstrap
+    create(bootstrap, topic_name)
+    group = new_group(bootstrap)
+    produce(bootstrap, topic_name, [b"a", b"b"])
+    member = uuid.uuid4().hex[:22]
+
+    async def fetch_leave_acknowledge():
+        conn = await KafkaConnection.connect("127.0.0.1", share_broker.port, client_id="late-acks")
+        try:
+            def heartbeat(epoch, topics=None):
+                return conn.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                            "rack_id": None, "subscribed_topic_names": topics})
+            joined = await heartbeat(0, [topic_name])
+            for _ in range(300):  # until its partition's state is initialized and assigned
+                answer = await heartbeat(joined.member_epoch)
+                if answer.assignment and answer.assignment.topic_partitions:
+                    break
+                await asyncio.sleep(0.1)
+            topic_id = answer.assignment.topic_partitions[0].topic_id
+            fetched = await conn.request(78, 1, {
+                "group_id": group, "member_id": member, "share_session_epoch": 0, "max_wait": 5000, "min_bytes": 1,
+                "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100, "forgotten_topics_data": [],
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                                                                  "acknowledgement_batches": []}]}]})
+            acquired = [(a.first_offset, a.last_offset) for a in fetched.responses[0].partitions[0].acquired_records]
+            left = await heartbeat(-1)
+            acknowledged = await conn.request(79, 1, {
+                "group_id": group, "member_id": member, "share_session_epoch": 1,
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})  # 1: accept
+            partition_error = acknowledged.responses[0].partitions[0].error_code if acknowledged.responses else None
+            return acquired, left.member_epoch, acknowledged.error_code, partition_error
+        finally:
+            await conn.close()
+
+    assert asyncio.run(fetch_leave_acknowledge()) == ([(0, 1)], -1, 0, 0)
+    produce(bootstrap, topic_name, [b"c"])
+    c = consumer(bootstrap, group, topic_name)
+    assert values(poll_until(c, lambda ms: b"c" in values(ms))) == [b"c"]  # a and b were accepted
+    c.close()

@@ -141,6 +141,25 @@ def test_delete_groups_deletes_the_share_state_and_a_new_group_starts_afresh(bro
     fresh.close()
 
 
+def test_a_groups_share_partitions_are_initialized_and_deleted_in_one_request_per_coordinator(broker_factory,
+                                                                                             topic_name):
+    """The share-state calls for one group to one share coordinator made together go as
+    one request, as Kafka's persister combines them: a rule on each API counts them."""
+    broker = broker_factory({**QUICK, "share.coordinator.state.topic.num.partitions": 1}, admin=True)
+    control = broker.control()
+    create(broker.bootstrap, topic_name, partitions=6)
+    group = new_group(broker.bootstrap)
+    for api_key in (83, 86):  # InitializeShareGroupState, DeleteShareGroupState
+        control.fault_add(action="delay", delay_ms=1, api_key=api_key, group_id=group)
+    produce(broker.bootstrap, topic_name, [b"r"])
+    c = consumer(broker.bootstrap, group, topic_name)
+    assert len(poll_until(c, lambda ms: len(ms) >= 1)) == 1  # assigned once all six are initialized
+    c.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups([group])[group].result(30)
+    assert [r["matched"] for r in control.faults()["rules"]] == [1, 1]
+
+
 def test_share_state_requests_answer_kafkas_error_codes(broker_factory, topic_name):
     """A share-partition the group coordinator never initialized is neither read nor
     written (INVALID_REQUEST, Kafka 4.4's message); an unknown topic is

@@ -7,6 +7,7 @@ recovery by replaying the records Kafka writes for share groups."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
@@ -14,7 +15,6 @@ from coordinator.group import GroupConfig
 from coordinator.group import share_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, simple
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
-from coordinator.group.coordinator import ShareMemberGone
 from coordinator.group.messages import Reply
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig, ShareHeartbeatRequest
 from tests.unit.test_group_harness import Runtime
@@ -23,28 +23,27 @@ E = ErrorCode
 T = uuid.UUID(int=1)
 U = uuid.UUID(int=2)
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, consumer=ConsumerGroupConfig(),
-                     share=ShareGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000, max_size=3))
+                     share=ShareGroupConfig(session_timeout_ms=45_000, heartbeat_interval_ms=5_000, max_size=3,
+                                            assignment_interval_ms=0))
+INTERVAL = replace(CONFIG, share=replace(CONFIG.share, assignment_interval_ms=1_000))
 
 
 class Shares(Runtime):
-    def __init__(self, topics=None, **kwargs) -> None:
-        self.gone: list[ShareMemberGone] = []
+    def __init__(self, topics=None, config=CONFIG, **kwargs) -> None:
         self.initialize: list[InitializeShareState] = []  # asked of the share coordinator
-        super().__init__(CONFIG, **kwargs)
+        super().__init__(config, **kwargs)
         self.topic_table = dict(topics or {"t": (T, 2)})
         self.coordinator.topics = lambda: self.topic_table
 
     def _perform(self, effect):
-        if isinstance(effect, ShareMemberGone):
-            self.gone.append(effect)
-        elif isinstance(effect, InitializeShareState):
+        if isinstance(effect, InitializeShareState):
             self.initialize.append(effect)
         else:
             assert isinstance(effect, Reply)
             super()._perform(effect)
 
     def restart(self) -> "Shares":
-        return Shares(self.topic_table, now_ms=self.now, log=type(self.log)(self.log.partitions))
+        return Shares(self.topic_table, self.config, now_ms=self.now, log=type(self.log)(self.log.partitions))
 
     def hb(self, member: str, epoch: int, group: str = "g", **fields):
         if epoch == 0:
@@ -152,14 +151,15 @@ def test_epochs_are_checked():
     assert s.hb("a", -3).error_code is E.invalid_request
 
 
-def test_leaving_fences_the_member_and_releases_its_records():
+def test_leaving_fences_the_member_and_its_partitions_go_to_the_others():
     s = Shares()
     s.joined("a")
     s.hb("b", 0)
     assert s.hb("a", 3).assignment == parts(1)
     left = s.hb("b", -1)
     assert (left.error_code, left.member_epoch) == (E.none, -1)
-    assert s.gone == [ShareMemberGone("g", "b")]
+    # No effect but the records (``_perform`` takes no other): what b holds stays acquired
+    # until its share session ends or the locks do, as on Kafka 4.4.
     assert set(s.group().members) == {"a"}
     assert s.hb("a", 4).assignment == parts(0, 1)  # b's partition comes back to a
     assert s.hb("b", -1).error_code is E.unknown_member_id
@@ -174,7 +174,6 @@ def test_a_member_whose_session_ends_is_fenced_on_the_clock():
     s.now += 1
     s.runtime.fire_timers(s.now)
     assert s.group().members == {} and s.group().state == "Empty"
-    assert s.gone == [ShareMemberGone("g", "a")]
 
 
 def test_the_group_size_is_capped():
@@ -212,6 +211,89 @@ def test_an_empty_share_group_can_be_deleted_and_stays_deleted_after_replay():
     assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.none
     assert s.group() is None
     assert s.restart().group() is None
+
+
+def test_the_last_member_leaving_brings_the_assignment_epoch_to_the_new_group_epoch():
+    """As Kafka 4.4's shareGroupFenceMember: an empty group has nothing to assign, so its
+    target assignment epoch is the group epoch the leaving wrote; not so while others stay."""
+    s = Shares()
+    s.joined("a")
+    s.hb("b", 0)
+    s.hb("b", -1)
+    assert (s.group().group_epoch, s.group().assignment_epoch) == (5, 4)
+    before = len(s.appended)
+    s.hb("a", -1)
+    assert kinds(s.appended[before:]) == [codec.CURRENT_ASSIGNMENT, codec.TARGET_MEMBER, codec.MEMBER_METADATA,
+                                          codec.GROUP_METADATA, codec.TARGET_METADATA]
+    assert (s.group().state, s.group().group_epoch, s.group().assignment_epoch) == ("Empty", 6, 6)
+    replayed = s.restart().group()
+    assert (replayed.group_epoch, replayed.assignment_epoch) == (6, 6)
+
+
+def test_a_deleted_share_group_leaves_only_tombstones_in_the_order_kafka_writes_them():
+    s = Shares()
+    s.joined("a")
+    s.hb("b", 0)
+    s.hb("b", -1)
+    s.hb("a", -1)
+    before = len(s.appended)
+    assert s.call("delete_groups", group_ids=["g"]).results[0].error_code is E.none
+    assert kinds(s.appended[before:]) == [codec.TARGET_METADATA, codec.STATE_PARTITION_METADATA,
+                                          codec.GROUP_METADATA]
+    latest = {r.key: r.value for r in s.appended}  # what compaction keeps of each key
+    assert latest and all(value is None for value in latest.values())
+
+
+def test_a_share_state_outcome_for_a_group_id_of_another_type_is_refused():
+    from tests.unit.test_streams_group_protocol import Streams
+
+    s = Streams()
+    s.ready()
+    before = len(s.appended)
+    answer = s.runtime.run(0, lambda: s.coordinator.share_group_state_changed("g", {T: frozenset({0})}, True), s.now)
+    assert answer is E.group_id_not_found and len(s.appended) == before
+    assert s.coordinator.share_group("g") is None
+
+
+def test_a_target_assignment_waits_for_the_assignment_interval_after_the_last_one():
+    """As Kafka 4.4: a heartbeat moving the group epoch within share.assignment.interval.ms
+    of the last target assignment answers that one (a joining member gets its epoch and
+    nothing); the first heartbeat after the interval computes the new one."""
+    s = Shares(config=INTERVAL)
+    s.hb("a", 0)  # a new group: nothing computed before, so at once (epoch 2)
+    s.initialized()
+    s.now += 500
+    assert (s.hb("a", 2).member_epoch, s.group().group_epoch) == (2, 3)  # within the interval: waits
+    s.now += 500
+    assert (s.hb("a", 2).member_epoch, s.hb("a", 3).assignment) == (3, None)
+    assert s.group().members["a"].assigned == parts(0, 1)
+    joined = s.hb("b", 0)
+    assert (joined.member_epoch, joined.assignment) == (3, {})  # the last assignment's epoch, nothing
+    assert (s.group().group_epoch, s.group().assignment_epoch) == (4, 3)
+    s.now += 999
+    assert s.hb("b", 3).member_epoch == 3
+    s.now += 1
+    assert (s.hb("b", 3).member_epoch, s.group().assignment_epoch) == (4, 4)
+    assert s.restart().group().assignment_timestamp_ms == s.now  # replayed from the record
+    s.hb("b", -1)
+    s.hb("a", -1)  # the last one gone: an assignment time of 0, so the next join assigns at once
+    assert s.group().assignment_timestamp_ms == 0
+    assert s.hb("c", 0).member_epoch == 7
+
+
+def test_a_resubscribed_member_keeps_no_partition_of_a_dropped_topic_while_the_assignment_waits():
+    """As Kafka 4.4's ShareGroupAssignmentBuilder: the last target assignment, answered
+    within the assignment interval, is filtered by the member's subscription."""
+    s = Shares({"t": (T, 2), "u": (U, 1)}, config=INTERVAL)
+    s.hb("a", 0)
+    s.initialized()
+    s.now += 1_000
+    assert s.hb("a", 2).assignment == parts(0, 1)
+    moved = s.hb("a", 3, subscribed_topic_names=("u",))  # within the interval: the target waits
+    assert (moved.member_epoch, moved.assignment) == (3, {})
+    s.initialized()
+    s.now += 1_000
+    assert s.hb("a", 3).assignment == {U: frozenset({0})}
 
 
 def test_new_partitions_move_the_group_epoch_and_are_assigned_once_initialized():

@@ -90,9 +90,25 @@ def test_another_members_records_cannot_be_acknowledged():
     acquire(share)
     with pytest.raises(AcknowledgeError, match="not acquired by this member"):
         share.acknowledge("b", [ack(0, 0, ACCEPT)], 0, LIMIT, LOCK_MS)
-    share.acknowledge("a", [ack(0, 0, ACCEPT)], 0, LIMIT, LOCK_MS)
+    share.acknowledge("a", [ack(0, 0, ACCEPT), ack(2, 2, ACCEPT)], 0, LIMIT, LOCK_MS)
     with pytest.raises(AcknowledgeError):  # acknowledged once only
-        share.acknowledge("a", [ack(0, 0, ACCEPT)], 0, LIMIT, LOCK_MS)
+        share.acknowledge("a", [ack(2, 2, RELEASE)], 0, LIMIT, LOCK_MS)
+
+
+def test_a_late_acknowledgement_of_records_below_the_start_is_passed_over():
+    """As Kafka 4.4's SharePartition: records whose lock ended went to another member,
+    which accepted them; the first member's late release changes nothing and is no error
+    (the part of a range at or above the start is checked as ever)."""
+    share = SharePartition(0)
+    acquire(share, log=batches((0, 1)))
+    assert share.expire_locks(LOCK_MS, LIMIT) == 2
+    assert acquire(share, member="b", now=LOCK_MS, log=batches((0, 1))) == [Acquired(0, 1, 2)]
+    share.acknowledge("b", [ack(0, 1, ACCEPT)], LOCK_MS, LIMIT, LOCK_MS)
+    assert share.start_offset == 2
+    assert share.acknowledge("a", [ack(0, 1, RELEASE)], LOCK_MS, LIMIT, LOCK_MS) == []
+    assert share.start_offset == 2 and share.counts()["available"] == 0
+    with pytest.raises(AcknowledgeError, match="not acquired by this member"):
+        share.acknowledge("a", [ack(1, 2, RELEASE)], LOCK_MS, LIMIT, LOCK_MS)
 
 
 def test_lock_expiry_releases_and_the_delivery_limit_archives():

@@ -4,6 +4,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -24,10 +25,12 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -45,7 +48,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * the topics, transactional ids and groups the scenario creates. The scenario-* ones run the
  * client side of an eosbroker catalogue scenario (docs/scenarios/), with the transactional
  * and client ids the scenario file names; scenario-zombie-fencing and cluster-failover take
- * eosbroker's control API URL as a fourth argument.
+ * eosbroker's control API URL as a fourth argument, share-lock-expiry optionally (to move
+ * eosbroker's clock past the lock instead of waiting).
  */
 public final class Main {
     private static final Duration READ_TIMEOUT = Duration.ofSeconds(60);
@@ -77,6 +81,11 @@ public final class Main {
             case "scenario-transaction-timeout" -> scenarioTransactionTimeout(bootstrap, name, out);
             case "scenario-delayed-end-txn" -> scenarioDelayedEndTxn(bootstrap, name, args[3], out);
             case "cluster-failover" -> clusterFailover(bootstrap, name, args[3], out);
+            case "share-acknowledgements" -> shareAcknowledgements(bootstrap, name, out);
+            case "share-read-committed" -> shareReadCommitted(bootstrap, name, out);
+            case "share-consumer-dies" -> shareConsumerDies(bootstrap, name, out);
+            case "share-dying-consumer" -> shareDyingConsumer(bootstrap, args[3], args[4]);
+            case "share-lock-expiry" -> shareLockExpiry(bootstrap, name, args.length > 3 ? args[3] : null, out);
             case "secured-round-trip" -> securedRoundTrip(bootstrap, name, args[3], args[4], args[5],
                     Integer.parseInt(args[6]), Long.parseLong(args[7]), out);
             case "produce-one" -> produceOne(bootstrap, args[3], out);
@@ -799,6 +808,255 @@ public final class Main {
         out.put("coordinators", coordinators);
         out.put("read_committed", readAll(bootstrap, topic, partitions, true));
         out.put("read_uncommitted_count", readAll(bootstrap, topic, partitions, false).size());
+    }
+
+    // -- share groups (KIP-932) with KafkaShareConsumer --------------------------------
+
+    /** The least share.record.lock.duration.ms Kafka allows (group.share.min.record.lock.duration.ms). */
+    static final int LOCK_MS = 15_000;
+
+    /** A share group's configs set (earliest, a lock of LOCK_MS, and `extra`), before any member joins. */
+    static void shareGroup(String bootstrap, String group, Map<String, String> extra) throws Exception {
+        Map<String, String> configs = new LinkedHashMap<>();
+        configs.put("share.auto.offset.reset", "earliest");
+        configs.put("share.record.lock.duration.ms", String.valueOf(LOCK_MS));
+        configs.putAll(extra);
+        var resource = new org.apache.kafka.common.config.ConfigResource(
+            org.apache.kafka.common.config.ConfigResource.Type.GROUP, group);
+        List<org.apache.kafka.clients.admin.AlterConfigOp> ops = new ArrayList<>();
+        configs.forEach((k, v) -> ops.add(new org.apache.kafka.clients.admin.AlterConfigOp(
+            new org.apache.kafka.clients.admin.ConfigEntry(k, v),
+            org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET)));
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
+        }
+    }
+
+    static KafkaShareConsumer<String, String> shareConsumer(String bootstrap, String group, String topic,
+                                                            boolean explicit) {
+        Properties p = common(bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, explicit ? "explicit" : "implicit");
+        KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p);
+        c.subscribe(List.of(topic));
+        return c;
+    }
+
+    /** Values sent to partition 0 of `topic` in one batch (one share fetch hands them out together). */
+    static void produceBatch(String bootstrap, String topic, String... values) {
+        try (KafkaProducer<String, String> p = producer(bootstrap, Map.of(ProducerConfig.LINGER_MS_CONFIG, "50"))) {
+            for (String v : values) {
+                p.send(new ProducerRecord<>(topic, 0, null, v));
+            }
+            p.flush();
+        }
+    }
+
+    /** Records polled until `done(records so far)`; in explicit mode each is acknowledged
+     *  with `ack(record)` right away (null: the records of one non-empty poll, unacknowledged). */
+    static List<ConsumerRecord<String, String>> sharePoll(
+            KafkaShareConsumer<String, String> c, java.util.function.Predicate<List<ConsumerRecord<String, String>>> done,
+            java.util.function.Function<ConsumerRecord<String, String>, AcknowledgeType> ack) {
+        List<ConsumerRecord<String, String>> got = new ArrayList<>();
+        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+        while (!done.test(got)) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("gave up polling, got " + delivered(got));
+            }
+            for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                got.add(r);
+                if (ack != null) {
+                    c.acknowledge(r, ack.apply(r));
+                }
+            }
+        }
+        return got;
+    }
+
+    static java.util.function.Predicate<List<ConsumerRecord<String, String>>> atLeast(int n) {
+        return got -> got.size() >= n;
+    }
+
+    static java.util.function.Predicate<List<ConsumerRecord<String, String>>> seen(String value) {
+        return got -> got.stream().anyMatch(r -> value.equals(r.value()));
+    }
+
+    /** "value:deliveryCount" of each record, in the order delivered. */
+    static List<String> delivered(List<ConsumerRecord<String, String>> records) {
+        return records.stream().map(r -> r.value() + ":" + r.deliveryCount().map(String::valueOf).orElse("?"))
+            .collect(Collectors.toList());
+    }
+
+    static List<String> sortedDelivered(List<ConsumerRecord<String, String>> records) {
+        List<String> out = delivered(records);
+        Collections.sort(out);
+        return out;
+    }
+
+    /** The exceptions commitSync reported, by simple class name ([] when all were accepted). */
+    static List<String> commitErrors(KafkaShareConsumer<String, String> c) {
+        return c.commitSync().values().stream().filter(Optional::isPresent)
+            .map(e -> e.get().getClass().getSimpleName()).sorted().collect(Collectors.toList());
+    }
+
+    /** Implicit acknowledgement (every record once, then not again), explicit accept,
+     *  release (back with delivery count 2) and reject (never again), and the delivery-count
+     *  limit archiving a record released as often as it allows. */
+    static void shareAcknowledgements(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String implicitTopic = name + "-implicit";
+        String explicitTopic = name + "-explicit";
+        String limitTopic = name + "-limit";
+        createTopics(bootstrap, 1, implicitTopic, explicitTopic, limitTopic);
+
+        shareGroup(bootstrap, name + "-implicit", Map.of());
+        List<String> ten = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            ten.add("r" + i);
+        }
+        produceBatch(bootstrap, implicitTopic, ten.toArray(new String[0]));
+        try (KafkaShareConsumer<String, String> first = shareConsumer(bootstrap, name + "-implicit", implicitTopic, false)) {
+            out.put("implicit_first", sortedDelivered(sharePoll(first, atLeast(10), null)));
+            out.put("implicit_commit_errors", commitErrors(first));
+            out.put("acquisition_lock_timeout_ms", first.acquisitionLockTimeoutMs().orElse(-1));
+        }
+        produceBatch(bootstrap, implicitTopic, "after");
+        try (KafkaShareConsumer<String, String> second = shareConsumer(bootstrap, name + "-implicit", implicitTopic, false)) {
+            out.put("implicit_second", delivered(sharePoll(second, seen("after"), null)));
+            second.commitSync();
+        }
+
+        shareGroup(bootstrap, name + "-explicit", Map.of());
+        Map<String, AcknowledgeType> kinds = Map.of("accept", AcknowledgeType.ACCEPT, "release", AcknowledgeType.RELEASE,
+                                                    "reject", AcknowledgeType.REJECT, "end", AcknowledgeType.ACCEPT);
+        produceBatch(bootstrap, explicitTopic, "accept", "release", "reject");
+        try (KafkaShareConsumer<String, String> c = shareConsumer(bootstrap, name + "-explicit", explicitTopic, true)) {
+            out.put("explicit_first", delivered(sharePoll(c, atLeast(3), r -> kinds.get(r.value()))));
+            out.put("explicit_commit_errors", commitErrors(c));
+            produceBatch(bootstrap, explicitTopic, "end");
+            out.put("explicit_again", sortedDelivered(sharePoll(c, seen("end"), r -> kinds.get(r.value()))));
+            out.put("explicit_again_commit_errors", commitErrors(c));
+        }
+
+        shareGroup(bootstrap, name + "-limit", Map.of("share.delivery.count.limit", "2"));
+        produceBatch(bootstrap, limitTopic, "poison");
+        try (KafkaShareConsumer<String, String> c = shareConsumer(bootstrap, name + "-limit", limitTopic, true)) {
+            List<String> released = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                released.addAll(delivered(sharePoll(c, atLeast(1), r -> AcknowledgeType.RELEASE)));
+                c.commitSync();
+            }
+            out.put("limit_released", released);
+            produceBatch(bootstrap, limitTopic, "next");
+            out.put("limit_after", delivered(sharePoll(c, seen("next"), r -> AcknowledgeType.ACCEPT)));
+            c.commitSync();
+        }
+    }
+
+    /** share.isolation.level read_committed: committed records only, never an aborted one,
+     *  nothing past the LSO while a transaction is open; read_uncommitted: everything. */
+    static void shareReadCommitted(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        createTopics(bootstrap, 1, topic);
+        shareGroup(bootstrap, name + "-committed", Map.of("share.isolation.level", "read_committed"));
+        shareGroup(bootstrap, name + "-uncommitted", Map.of("share.isolation.level", "read_uncommitted"));
+        try (KafkaProducer<String, String> txn = producer(bootstrap,
+                Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name + "-txn"))) {
+            txn.initTransactions();
+            for (String v : List.of("c1", "a1", "c2", "a2")) {
+                txn.beginTransaction();
+                txn.send(new ProducerRecord<>(topic, 0, null, v));
+                txn.flush();
+                if (v.startsWith("c")) {
+                    txn.commitTransaction();
+                } else {
+                    txn.abortTransaction();
+                }
+            }
+            txn.beginTransaction();
+            txn.send(new ProducerRecord<>(topic, 0, null, "open"));
+            txn.flush();
+            produceBatch(bootstrap, topic, "after-open");  // past the LSO until the transaction ends
+            try (KafkaShareConsumer<String, String> reader = shareConsumer(bootstrap, name + "-committed", topic, false)) {
+                List<ConsumerRecord<String, String>> seen = sharePoll(reader, seen("c2"), null);
+                for (ConsumerRecord<String, String> r : reader.poll(Duration.ofSeconds(2))) {
+                    seen.add(r);  // one more fetch: what lies past the LSO stays there
+                }
+                out.put("committed_while_open", delivered(seen));
+                txn.commitTransaction();
+                seen.addAll(sharePoll(reader, seen("after-open"), null));
+                out.put("committed_after_commit", delivered(seen));
+                reader.commitSync();
+            }
+        }
+        try (KafkaShareConsumer<String, String> everything = shareConsumer(bootstrap, name + "-uncommitted", topic, false)) {
+            out.put("uncommitted", delivered(sharePoll(everything, seen("after-open"), null)));
+            everything.commitSync();
+        }
+    }
+
+    /** The child JVM of share-consumer-dies: takes one poll's records of `topic` without
+     *  acknowledging them, prints how many, and halts (no close, no leave). */
+    static void shareDyingConsumer(String bootstrap, String group, String topic) {
+        KafkaShareConsumer<String, String> c = shareConsumer(bootstrap, group, topic, true);
+        int got = sharePoll(c, atLeast(1), null).size();
+        System.out.println(got);
+        System.out.flush();
+        Runtime.getRuntime().halt(9);
+    }
+
+    /** A consumer killed with records in hand (a JVM halted): its connection closes and
+     *  another member gets them, delivered a second time, before any lock expires. */
+    static void shareConsumerDies(String bootstrap, String name, Map<String, Object> out) throws Exception {
+        String topic = name + "-t";
+        String group = name + "-g";
+        createTopics(bootstrap, 1, topic);
+        shareGroup(bootstrap, group, Map.of("share.record.lock.duration.ms", "60000"));
+        produceBatch(bootstrap, topic, "x0", "x1", "x2", "x3", "x4");
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        Process dying = new ProcessBuilder(java, "-Xmx128m", "-XX:TieredStopAtLevel=1",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", System.getProperty("java.class.path"),
+            Main.class.getName(), "share-dying-consumer", bootstrap, name, group, topic)
+            .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        String printed = new String(dying.getInputStream().readAllBytes()).trim();
+        out.put("dying_exit", dying.waitFor());
+        out.put("dying_got", printed);
+        try (KafkaShareConsumer<String, String> c = shareConsumer(bootstrap, group, topic, true)) {
+            out.put("redelivered", delivered(sharePoll(c, atLeast(5), r -> AcknowledgeType.ACCEPT)));
+            out.put("commit_errors", commitErrors(c));
+        }
+    }
+
+    /** Records a member holds without acknowledging go to another member once the lock
+     *  ends (eosbroker's clock moved by the control API at `adminUrl`; else the time
+     *  passes); the first member's late acknowledgement then changes nothing. */
+    static void shareLockExpiry(String bootstrap, String name, String adminUrl, Map<String, Object> out)
+            throws Exception {
+        String topic = name + "-t";
+        String group = name + "-g";
+        createTopics(bootstrap, 1, topic);
+        shareGroup(bootstrap, group, Map.of());
+        produceBatch(bootstrap, topic, "a", "b");
+        try (KafkaShareConsumer<String, String> slow = shareConsumer(bootstrap, group, topic, true);
+             KafkaShareConsumer<String, String> other = shareConsumer(bootstrap, group, topic, true)) {
+            List<ConsumerRecord<String, String>> held = sharePoll(slow, atLeast(1), null);
+            out.put("held", delivered(held));
+            if (adminUrl != null) {
+                control(adminUrl, "/clock/advance", "{\"by\": \"" + (LOCK_MS + 1000) + "ms\"}");
+            } else {
+                Thread.sleep(LOCK_MS + 1000);
+            }
+            out.put("redelivered", delivered(sharePoll(other, atLeast(2), r -> AcknowledgeType.ACCEPT)));
+            out.put("redelivered_commit_errors", commitErrors(other));
+            for (ConsumerRecord<String, String> r : held) {
+                slow.acknowledge(r, AcknowledgeType.RELEASE);
+            }
+            out.put("late_commit_errors", commitErrors(slow));
+            produceBatch(bootstrap, topic, "end");
+            out.put("after", delivered(sharePoll(other, seen("end"), r -> AcknowledgeType.ACCEPT)));
+            other.commitSync();
+        }
     }
 
     // ---------------------------------------------------------------------------------
