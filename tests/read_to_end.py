@@ -41,3 +41,20 @@ def read_to_end(bootstrap: str, topics: list[str], partitions: int, isolation: s
         return sorted(out)
     finally:
         consumer.close()
+
+
+def read_partition_in_order(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[bytes]:
+    """Partition 0 of ``topic`` from offset 0 to its end (the LSO under read_committed), in
+    log order."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    while True:
+        m = c.poll(20)
+        assert m is not None, "read back stalled"
+        if m.error():
+            break
+        out.append(m.value())
+    c.close()
+    return out

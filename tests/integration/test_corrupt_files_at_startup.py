@@ -10,23 +10,10 @@ import os
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-
-def _read(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    while True:
-        m = c.poll(20)
-        assert m is not None, "read back stalled"
-        if m.error():
-            break
-        out.append(m.value())
-    c.close()
-    return out
+from tests.read_to_end import read_partition_in_order
 
 
 def _setup(broker_factory, tmp_path: Path):
@@ -70,14 +57,14 @@ def test_torn_active_segment_under_a_clean_shutdown_marker_is_recovered(broker_f
     AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=30)
     assert "truncating at position" not in broker.log_text()
     expected = BEFORE + [b"i%03d" % i for i in range(200, 204)]
-    assert _read(broker.bootstrap, topic) == expected  # the torn batch is not served
+    assert read_partition_in_order(broker.bootstrap, topic) == expected  # the torn batch is not served
     assert "cannot trust the indexes of active segment" in broker.log_text()
     assert "truncating at position" in broker.log_text()
-    assert _read(broker.bootstrap, topic, "read_uncommitted") == expected
+    assert read_partition_in_order(broker.bootstrap, topic, "read_uncommitted") == expected
     p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
     p.produce(topic, b"after", partition=0)
     assert p.flush(30) == 0
-    assert _read(broker.bootstrap, topic) == expected + [b"after"]
+    assert read_partition_in_order(broker.bootstrap, topic) == expected + [b"after"]
 
 
 def test_garbage_offset_index_is_rebuilt(broker_factory, tmp_path):
@@ -85,7 +72,7 @@ def test_garbage_offset_index_is_rebuilt(broker_factory, tmp_path):
     index = _only(part, ".index")
     index.write_bytes(os.urandom(max(index.stat().st_size, 64)))
     broker.start()
-    assert _read(broker.bootstrap, topic) == ALL
+    assert read_partition_in_order(broker.bootstrap, topic) == ALL
     assert "cannot trust the indexes of active segment" in broker.log_text()
 
 
@@ -100,7 +87,7 @@ def test_garbage_producer_snapshot_is_ignored_and_state_rebuilt(broker_factory, 
     txp.begin_transaction()
     txp.produce(topic, b"tx2", partition=0)
     txp.commit_transaction(30)
-    assert _read(broker.bootstrap, topic) == ALL + [b"tx2"]
+    assert read_partition_in_order(broker.bootstrap, topic) == ALL + [b"tx2"]
     assert "ignoring unreadable producer snapshot" in broker.log_text()
 
 
@@ -118,5 +105,5 @@ def test_torn_transaction_state_segment_is_recovered(broker_factory, tmp_path):
     txp.begin_transaction()
     txp.produce(topic, b"tx2", partition=0)
     txp.commit_transaction(30)
-    assert _read(broker.bootstrap, topic) == ALL + [b"tx2"]
+    assert read_partition_in_order(broker.bootstrap, topic) == ALL + [b"tx2"]
     assert "Traceback" not in broker.log_text()

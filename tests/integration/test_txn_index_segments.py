@@ -9,25 +9,11 @@ import struct
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import crc
-
-
-def _read(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    while True:
-        m = c.poll(20)
-        assert m is not None, "read back stalled"
-        if m.error():
-            break
-        out.append(m.value())
-    c.close()
-    return out
+from tests.read_to_end import read_partition_in_order
 
 
 def _aborts_over_segments(bootstrap: str, topic: str) -> list[bytes]:
@@ -59,8 +45,8 @@ def test_aborts_in_rolled_segments_stay_skipped_after_kill_9(broker_factory, tmp
     assert len(list(directory.glob("*.txnindex"))) > 1  # the aborts are indexed in several segments
     broker.kill()
     broker.start()
-    assert _read(broker.bootstrap, topic, "read_committed") == committed
-    assert len(_read(broker.bootstrap, topic, "read_uncommitted")) == 24
+    assert read_partition_in_order(broker.bootstrap, topic, "read_committed") == committed
+    assert len(read_partition_in_order(broker.bootstrap, topic, "read_uncommitted")) == 24
 
 
 def _as_older_version_left_it(directory: Path) -> None:
@@ -83,6 +69,6 @@ def test_an_older_versions_index_is_moved_into_the_segments_at_upgrade(broker_fa
     directory = tmp_path / "data" / f"{topic}-0"
     _as_older_version_left_it(directory)
     broker.start()
-    assert _read(broker.bootstrap, topic, "read_committed") == committed
+    assert read_partition_in_order(broker.bootstrap, topic, "read_committed") == committed
     assert not (directory / "aborted-transactions.index").exists()
     assert len(list(directory.glob("*.txnindex"))) > 1
