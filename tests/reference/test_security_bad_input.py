@@ -107,21 +107,18 @@ def tls_client_on_a_plaintext_port(target) -> list:
     hello = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
     with pytest.raises(ssl.SSLWantReadError):
         hello.do_handshake()
-    address = plaintext_bootstrap(target)
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(outgoing.read())  # the ClientHello: its first bytes read as a frame of ~370 MB
-        answer = b""
-        try:
-            while chunk := sock.recv(65536):
-                answer += chunk
-        except ConnectionResetError:
-            pass
-    return [answer or CLOSED]
+    # the ClientHello: its first bytes read as a frame of ~370 MB
+    return _sent_until_closed(plaintext_bootstrap(target), outgoing.read())
 
 
 def _not_tls_on_the_ssl_port(target, data: bytes) -> list:
-    host, port = target.bootstrap_for("SSL").rsplit(":", 1)
+    return _sent_until_closed(target.bootstrap_for("SSL"), data)
+
+
+def _sent_until_closed(address: str, data: bytes) -> list:
+    """``data`` sent on a new connection to ``address``; what came back before the broker
+    closed it (CLOSED for nothing)."""
+    host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.sendall(data)
         answer = b""
