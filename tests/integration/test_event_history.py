@@ -10,7 +10,7 @@ import sys
 import tracemalloc
 import urllib.request
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker.cluster.event_history import EventHistory
 from broker.testing import wait_until
@@ -374,7 +374,7 @@ def test_an_lso_held_from_before_a_restart_is_on_the_history(broker_factory):
     coordinator's load records it (from when it began) and its partition's offsets,
     naming it, before any client opens the partition. A hanging one (its coordinator
     finished it, a late write reopened the partition: the hanging-transaction scenario):
-    the partition, opened lazily (here by the console's state), records its held LSO,
+    the partition, opened lazily (here by a client's ListOffsets), records its held LSO,
     named by the transactional id the load gave its producer."""
     import asyncio
 
@@ -406,7 +406,9 @@ def test_an_lso_held_from_before_a_restart_is_on_the_history(broker_factory):
     assert (lso["high_watermark"], lso["last_stable_offset"], lso["held_by"]) == (1, 0, held)
 
     assert not offsets(hanging)  # its coordinator knows of nothing open: told once the partition opens
-    urllib.request.urlopen(f"{broker.admin_url}/console/state", timeout=30).close()  # opens every partition
+    reader = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "watermarks"})
+    reader.get_watermark_offsets(TopicPartition(hanging, 0), timeout=30)  # a ListOffsets opens the partition
+    reader.close()
     named = lambda: (lambda lso: lso and lso[-1]["held_by"] == "late-app" and lso[-1])(offsets(hanging))  # noqa: E731
     lso = wait_until(named, 30, message="the hanging transaction's held LSO named late-app")
     assert (lso["high_watermark"], lso["last_stable_offset"]) == (3, 2)
