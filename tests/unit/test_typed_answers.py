@@ -19,9 +19,9 @@ from protocol.answer_wire import answer_from, answer_type
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
 UNTYPED = frozenset({
     "alter_share_group_offsets", "delete_share_group_offsets",
-    "delete_share_group_state", "describe_share_group_offsets", "initialize_share_group_state",
-    "read_share_group_state", "read_share_group_state_summary", "share_acknowledge", "share_fetch",
-    "streams_group_heartbeat", "write_share_group_state",
+    "describe_share_group_offsets",
+    "share_acknowledge", "share_fetch",
+    "streams_group_heartbeat",
 })
 
 
