@@ -17,7 +17,7 @@ from broker.wire.server import _MODULES
 from protocol.answer_wire import answer_from, answer_type
 
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
-UNTYPED = frozenset({"share_acknowledge", "share_fetch"})
+UNTYPED = frozenset()
 
 
 def _dict_answers(path: Path) -> list[str]:
