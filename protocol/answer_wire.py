@@ -196,12 +196,6 @@ def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None
     return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
 
 
-def answer_field(answer: Any, name: str) -> Any:
-    """A field of a handler's answer as another node receives it (``Network.request(...,
-    typed=False)``): the handler's answer, or the kio response a fault rule's error answer is."""
-    return getattr(answer, name)
-
-
 # ---------------------------------------------------------------------------
 # Response frames
 
