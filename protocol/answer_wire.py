@@ -7,13 +7,13 @@ missing field fails where the answer is built. For the APIs every transaction or
 request touches, the encoder compiles the response schema of one version, once, into a
 Python function that reads the answer's attributes and writes the bytes kio would
 write, packing runs of fixed-size fields with one ``struct`` call. Anything else (an
-API without a layout, a value a layout does not expect, a dict from a handler not yet
-typed, a kio message) goes the generic way: ``build`` turns it into the kio dataclass
-of the version (fields the version lacks are dropped, millisecond ints become
-timedeltas/datetimes where kio wants them) and kio's writers encode it. Under the tests
-(``EOSBROKER_CHECK_FIELDS=1``) a dict's keys are checked against every version's fields,
-and every answer a layout writes is written by kio too and the bytes must be equal, so
-the whole suite checks the layouts against kio.
+API without a layout, a value a layout does not expect, a kio message) goes the generic
+way: ``build`` turns it into the kio dataclass of the version (fields the version lacks
+are dropped, millisecond ints become timedeltas/datetimes where kio wants them) and
+kio's writers encode it. A dict answer is refused (``build`` takes dicts for requests
+only). Under the tests (``EOSBROKER_CROSS_CHECK_LAYOUTS=1``) every answer a layout
+writes is written by kio too and the bytes must be equal, so the whole suite checks the
+layouts against kio.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import struct
 from collections import namedtuple
 from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
-from importlib import import_module
 from io import BytesIO
 from typing import Any
 from uuid import UUID
@@ -35,7 +34,6 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial.writers import write_tagged_field
-from kio.static.constants import EntityType
 
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
 from protocol.request_wire import KAFKA_4_0, request_class, write_unsigned_varint as _uvarint
@@ -135,35 +133,17 @@ def _value(kafka_type: str | None, v: Any) -> Any:
 _CONVERTED = frozenset({"error_code", *_TIME_TYPES})
 
 
-@cache
-def _names_in_any_version(cls: type) -> frozenset[str]:
-    """Field names that ``cls``'s namesake has in any version of its API."""
-    api = api_key_map[cls.__api_key__]
-    names: set[str] = set()
-    for version in schema_name_map[api]:
-        for entity_type in (EntityType.request, EntityType.response):
-            module = import_module(schema_name_map[api][version][entity_type].split(":")[0])
-            twin = getattr(module, cls.__name__, None)
-            if twin is not None:
-                names.update(p[0] for p in _plan(twin))
-                names.update(p[1] for p in _plan(twin) if p[1])
-    return frozenset(names)
-
-
-# Checking for misspelt fields loads every version of a message: on under tests only.
-CHECK_FIELD_NAMES = os.environ.get("EOSBROKER_CHECK_FIELDS") == "1"
+# Under the tests every answer a layout writes is written by kio too, and the bytes must
+# be equal: the whole suite checks the layouts against kio.
+CROSS_CHECK_LAYOUTS = os.environ.get("EOSBROKER_CROSS_CHECK_LAYOUTS") == "1"
 
 
 def build(cls: type, data):
     """Builds ``cls`` from ``data`` (a dict, or an answer of an ``answer_type``); fields of
-    other versions are ignored, unknown keys are a bug."""
+    other versions are ignored."""
     if data.__class__ is not dict:
         data = data._asdict()
     plan = _plan(cls)
-    if CHECK_FIELD_NAMES and not data.keys() <= {n for p in plan for n in p[:2]}:
-        unknown = set(data) - _names_in_any_version(cls)
-        if unknown:
-            raise KeyError(f"{cls.__name__} has no field {sorted(unknown)} in any version")
     kwargs = {}
     for name, alias, (kind, arg), has_default, zero in plan:
         if name in data:
@@ -214,12 +194,6 @@ def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
-
-
-def answer_field(answer: Any, name: str) -> Any:
-    """A field of a handler's answer as another node receives it (``Network.request(...,
-    typed=False)``): the handler's dict, or the kio response a fault rule's error answer is."""
-    return answer[name] if type(answer) is dict else getattr(answer, name)
 
 
 # ---------------------------------------------------------------------------
@@ -653,10 +627,14 @@ def encoder(api_key: int, version: int):
 
 
 def kio_response(api_key: int, version: int, answer):
-    """The kio response of ``version`` for an answer in any form: an answer type's, a
-    dict (what handlers not yet typed return), or the kio message itself."""
+    """The kio response of ``version`` for an answer of the API's ``answer_type`` or the
+    kio message itself; a dict is refused (TypeError naming the API): handlers answer
+    with their API's answer type."""
     if is_dataclass(answer):
         return answer
+    if answer.__class__ is dict:
+        raise TypeError(f"the answer to {response_class(api_key, version).__name__} (API {api_key} v{version}) is "
+                        f"a dict; answers are of answer_type({api_key})")
     return build_response(api_key, version, answer)
 
 
@@ -665,8 +643,8 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
     """``encode(correlation_id, answer)``: the whole response frame for a handler's
     answer, the one encoder every answer goes through. An answer of the API's
     ``answer_type`` is written by the layout when the API has one (and the layout takes
-    it), anything else (another form, or what a layout gives up on) by build + kio; an
-    ``EncodedBody`` is framed as is. Looked up once per API version: the request path
+    it), anything else (a kio message, or what a layout gives up on) by build + kio; an
+    ``EncodedBody`` is framed as is; a dict is refused (TypeError naming the API). Looked up once per API version: the request path
     calls it for every response. The layout writes the body after room for the size and
     header, so the body (a Fetch answer can be a megabyte of records) is not copied again
     into a frame."""
@@ -689,7 +667,7 @@ def response_frame_encoder(api_key: int, version: int, flexible_header: bool):
             write(answer, frame)
         except (GiveUp, struct.error, TypeError, AttributeError, OverflowError):
             return generic(correlation_id, answer)
-        if CHECK_FIELD_NAMES:
+        if CROSS_CHECK_LAYOUTS:
             expected = encode(kio_response(api_key, version, answer))
             if expected != frame[head:]:
                 raise AssertionError(f"layout of api {api_key} v{version} wrote {frame[head:]!r}, kio {expected!r}")

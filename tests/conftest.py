@@ -3,8 +3,8 @@ import uuid
 
 import pytest
 
-# Brokers started by the tests refuse response fields no message version has.
-os.environ["EOSBROKER_CHECK_FIELDS"] = "1"
+# Brokers started by the tests check that compiled layouts write the bytes kio writes.
+os.environ["EOSBROKER_CROSS_CHECK_LAYOUTS"] = "1"
 
 # Property tests explore the same examples on every CI run, so a failure there is a
 # change's and reproduces; `make fuzz` (EOSBROKER_FUZZ_SCALE > 1) draws new ones.

@@ -178,8 +178,6 @@ class Network:
             return answer_wire.decode_response(api_key, version, result)
         if typed and result is not None:
             return answer_wire.kio_response(api_key, version, result)
-        if isinstance(result, dict) and answer_wire.CHECK_FIELD_NAMES:
-            answer_wire.build_response(api_key, version, result)
         return result
 
 

@@ -350,19 +350,17 @@ class Replication:
     def _received(self, follower: int, answer) -> set[Key] | None:
         """Moves the follower's copy to the end of the records received; the keys of the
         partitions answered with an error (an empty set: the whole answer was one)."""
-        from protocol.answer_wire import answer_field
-
-        if answer_field(answer, "error_code"):
+        if answer.error_code:
             return set()  # the whole fetch refused
         by_id = self.broker.cluster.topics.by_id
         failed: set[Key] = set()
-        for topic in answer_field(answer, "responses"):
-            info = by_id.get(answer_field(topic, "topic_id"))
-            for p in answer_field(topic, "partitions"):
+        for topic in answer.responses:
+            info = by_id.get(topic.topic_id)
+            for p in topic.partitions:
                 if info is None:
                     continue
-                key = (info.name, answer_field(p, "partition_index"), follower)
-                error = answer_field(p, "error_code")
+                key = (info.name, p.partition_index, follower)
+                error = p.error_code
                 if error == OFFSET_OUT_OF_RANGE:  # truncated or deleted below it: the copy ends where the log does
                     self.positions[key] = self._log_end(key[0], key[1])
                     continue
@@ -371,7 +369,7 @@ class Replication:
                     continue
                 self.progress.answered(key)
                 start = self.positions.get(key, 0)
-                self.positions[key] = end_of_records(answer_field(p, "records"), start)
+                self.positions[key] = end_of_records(p.records, start)
         return failed or None
 
     async def _failed(self, fetcher: _Fetcher, keys: list[Key], sent_ms: int, why: str) -> bool:

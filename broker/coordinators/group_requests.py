@@ -37,20 +37,23 @@ async def heartbeat(ctx, request, beat: Callable[[Any, int], HeartbeatAnswer], a
                   assignment=assignment)
 
 
-def topic_assignment(partitions, topic_names: dict) -> dict:
-    """Partitions by topic id, with their names, ordered by name."""
-    return {"topic_partitions": [
-        {"topic_id": topic_id, "topic_name": topic_names.get(topic_id, ""), "partitions": sorted(ps)}
+def topic_assignment(answer: type, partitions, topic_names: dict):
+    """Partitions by topic id, with their names, ordered by name, as an ``answer.Assignment``
+    (``answer`` is the API's answer type)."""
+    return answer.Assignment(topic_partitions=[
+        answer.TopicPartitions(topic_id=topic_id, topic_name=topic_names.get(topic_id, ""), partitions=sorted(ps))
         for topic_id, ps in sorted(partitions.items(), key=lambda i: topic_names.get(i[0], ""))
-    ]}
+    ])
 
 
-async def describe(ctx, request, find: Callable[[Any, str], tuple], unknown: dict,
-                   described: Callable[[Any, Any, dict], dict]) -> dict:
-    """ConsumerGroupDescribe, ShareGroupDescribe and StreamsGroupDescribe:
-    ``find(coordinator, group_id)`` gives (error, message, group or None); a group not
-    found (or not allowed) is answered with ``unknown``'s fields, a found one with
-    ``described(coordinator, group, topic_names)``'s (its members, assignor, topology)."""
+async def describe(ctx, request, answer: type, find: Callable[[Any, str], tuple], unknown: dict,
+                   described: Callable[..., Any]):
+    """ConsumerGroupDescribe, ShareGroupDescribe and StreamsGroupDescribe, answered with
+    ``answer`` (the API's answer type): ``find(coordinator, group_id)`` gives (error,
+    message, group or None); a group not found (or not allowed) is answered with
+    ``unknown``'s fields, a found one by ``described(coordinator, group, topic_names,
+    common)``, an ``answer.DescribedGroup`` of the ``common`` fields and its own (its
+    members, assignor, topology)."""
     groups = ctx.node.groups
     await groups.ready()
     coordinator = groups.coordinator
@@ -62,14 +65,12 @@ async def describe(ctx, request, find: Callable[[Any, str], tuple], unknown: dic
         else:
             error, message, group = GROUP_DENIED, None, None
         if group is None:
-            answers.append({"error_code": error, "error_message": message, "group_id": group_id, **unknown,
-                            "members": [], "authorized_operations": NOT_REQUESTED})
+            answers.append(answer.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
+                                                 members=[], authorized_operations=NOT_REQUESTED, **unknown))
             continue
-        answers.append({
-            "error_code": error, "error_message": None, "group_id": group_id, "group_state": group.state,
-            "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
-            "authorized_operations": authorized_operations(ctx, GROUP, group_id)
-            if request.include_authorized_operations else NOT_REQUESTED,
-            **described(coordinator, group, topic_names),
-        })
-    return {"throttle_time": 0, "groups": answers}
+        answers.append(described(coordinator, group, topic_names, dict(
+            error_code=error, error_message=None, group_id=group_id, group_state=group.state,
+            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+            authorized_operations=authorized_operations(ctx, GROUP, group_id)
+            if request.include_authorized_operations else NOT_REQUESTED)))
+    return answer(groups=answers)

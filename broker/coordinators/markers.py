@@ -26,7 +26,6 @@ from kio.schema.write_txn_markers.v2.request import (  # VERSION's schema
 
 from broker.cluster.cluster import Cluster
 from coordinator.transaction.coordinator import SendMarkers
-from protocol.answer_wire import answer_field as _field
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +106,11 @@ class MarkerSender:
                                               marker_request(markers, partitions), typed=False)
         acked = set()
         fenced = None
-        for marker in _field(response, "markers"):
-            for topic in _field(marker, "topics"):
-                name = _field(topic, "name")
-                for p in _field(topic, "partitions"):
-                    error, index = int(_field(p, "error_code")), _field(p, "partition_index")
+        for marker in response.markers:
+            for topic in marker.topics:
+                name = topic.name
+                for p in topic.partitions:
+                    error, index = int(p.error_code), p.partition_index
                     if error in _DONE:
                         acked.add((name, index))
                     elif error in _CANCEL:

@@ -26,14 +26,18 @@ from kio.schema.errors import ErrorCode
 E = ErrorCode
 
 
-async def answer(ctx, request, serve: Callable[[Any, StateKey, Any], StateAnswer],
-                 render: Callable[[StateAnswer], dict] = lambda _answer: {}, topic_checked: bool = True) -> dict:
+async def answer(ctx, request, answer_type: type, serve: Callable[[Any, StateKey, Any], StateAnswer],
+                 render: Callable[[StateAnswer, dict], Any] | None = None, topic_checked: bool = True):
     """``serve(service, key, partition data)`` answers one partition on this node's share
-    coordinator service; ``render`` adds the API's fields of a partition's answer."""
+    coordinator service; the answer is of ``answer_type`` (the API's), each partition's
+    an ``answer_type.PartitionResult`` of the common fields (partition, error) and, when
+    given, those ``render(result, common)`` adds for the API."""
     permitted = allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     service = ctx.node.share_states
     if permitted:
         service.ensure_ready()
+    partition_result = answer_type.PartitionResult
+    topic_result = answer_type._nested["results"]
     results = []
     for topic in request.topics:
         partitions = []
@@ -43,10 +47,10 @@ async def answer(ctx, request, serve: Callable[[Any, StateKey, Any], StateAnswer
                 result = StateAnswer(CLUSTER_DENIED, "Cluster authorization failed.")
             else:
                 result = _refused(ctx, key, topic_checked) or serve(service, key, data)
-            partitions.append({"partition": data.partition, "error_code": result.error,
-                               "error_message": result.message, **render(result)})
-        results.append({"topic_id": topic.topic_id, "partitions": partitions})
-    return {"results": results}
+            common = dict(partition=data.partition, error_code=result.error, error_message=result.message)
+            partitions.append(partition_result(**common) if render is None else render(result, common))
+        results.append(topic_result(topic_id=topic.topic_id, partitions=partitions))
+    return answer_type(results=results)
 
 
 def _refused(ctx, key: StateKey, topic_checked: bool) -> StateAnswer | None:

@@ -35,7 +35,6 @@ from kio.schema.add_partitions_to_txn.v5.request import (
 )
 from kio.schema.errors import ErrorCode
 
-from protocol.answer_wire import answer_field as _field
 
 log = logging.getLogger(__name__)
 
@@ -181,30 +180,30 @@ class TransactionVerifier:
             log.warning("AddPartitionsToTxn from node %d to node %d failed with a network exception (%s)",
                         source, target, e or type(e).__name__)
             return {tid: dict.fromkeys(w.partitions, E.network_exception) for tid, w in batch.items()}
-        error = ErrorCode(int(_field(response, "error_code")))
+        error = ErrorCode(int(response.error_code))
         if error is not E.none:
             log.error("AddPartitionsToTxn from node %d to node %d answered %s", source, target, error.name)
             if error is E.cluster_authorization_failed:  # not a client's business: say it was not verified
                 error = E.invalid_txn_state
             return {tid: dict.fromkeys(w.partitions, error) for tid, w in batch.items()}
         answers: dict[str, dict] = {}
-        for result in _field(response, "results_by_transaction"):
-            tid = _field(result, "transactional_id")
+        for result in response.results_by_transaction:
+            tid = result.transactional_id
             waiting = batch.get(tid)
             if waiting is None:
                 continue
             unverified = answers[tid] = {}
-            for topic in _field(result, "topic_results"):
-                name = _field(topic, "name")
-                for p in _field(topic, "results_by_partition"):
-                    error = ErrorCode(int(_field(p, "partition_error_code")))
+            for topic in result.topic_results:
+                name = topic.name
+                for p in topic.results_by_partition:
+                    error = ErrorCode(int(p.partition_error_code))
                     if error is E.none:
                         continue
                     if error is E.producer_fenced:  # what producers expect here
                         error = E.invalid_producer_epoch
                     elif error is E.transaction_abortable and waiting.operation == DEFAULT_ERROR:
                         error = E.invalid_txn_state  # older clients do not know it
-                    unverified[(name, _field(p, "partition_index"))] = error
+                    unverified[(name, p.partition_index)] = error
         for tid, waiting in batch.items():
             if tid not in answers:  # left out of the answer: not verified
                 log.error("AddPartitionsToTxn from node %d to node %d did not answer for %s", source, target, tid)

@@ -6,16 +6,18 @@ from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, all
 from broker.errors import code
 from broker.handlers.share_group_offsets import group_error, replace_state
 from coordinator.share.state_log_codec import StateKey
+from protocol.answer_wire import answer_type
 
 API_KEY = 91
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
     if not allowed(ctx, READ, GROUP, request.group_id):
-        return {"throttle_time": 0, "error_code": GROUP_DENIED, "error_message": None, "responses": []}
+        return Answer(error_code=GROUP_DENIED, responses=[])
     error, message, _group = await group_error(ctx, request.group_id, must_be_empty=True)
     if error:
-        return {"throttle_time": 0, "error_code": error, "error_message": message, "responses": []}
+        return Answer(error_code=error, error_message=message, responses=[])
     responses = []
     for t in request.topics:
         info = ctx.cluster.topics.by_name.get(t.topic_name)
@@ -28,7 +30,8 @@ async def handle(ctx, request):
             else:
                 failed = await replace_state(ctx, StateKey(request.group_id, info.topic_id, p.partition_index),
                                              p.start_offset)
-            answers.append({"partition_index": p.partition_index, "error_code": failed, "error_message": None})
-        responses.append({"topic_name": t.topic_name, "topic_id": info.topic_id if info else None,
-                          "partitions": answers})
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": responses}
+            answers.append(Answer.AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index,
+                                                                          error_code=failed))
+        responses.append(Answer.AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=info.topic_id if info else None, partitions=answers))
+    return Answer(error_code=0, responses=responses)

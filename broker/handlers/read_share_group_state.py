@@ -2,20 +2,24 @@
 with its leader epoch (a newer one is recorded, an older one fenced)."""
 
 from broker.coordinators.share_state_requests import answer
+from protocol.answer_wire import answer_type
 
 API_KEY = 84
+Answer = answer_type(API_KEY)
 
 
-def _state(result) -> dict:
+def _state(result, common: dict):
     snapshot = result.snapshot
     if snapshot is None:
-        return {"state_epoch": 0, "start_offset": -1, "state_batches": []}
-    return {"state_epoch": snapshot.state_epoch, "start_offset": snapshot.start_offset, "state_batches": [
-        {"first_offset": b.first_offset, "last_offset": b.last_offset, "delivery_state": b.delivery_state,
-         "delivery_count": b.delivery_count} for b in snapshot.state_batches]}
+        return Answer.PartitionResult(**common, state_epoch=0, start_offset=-1, state_batches=[])
+    return Answer.PartitionResult(**common, state_epoch=snapshot.state_epoch, start_offset=snapshot.start_offset,
+                                  state_batches=[Answer.StateBatch(
+                                      first_offset=b.first_offset, last_offset=b.last_offset,
+                                      delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                                      for b in snapshot.state_batches])
 
 
 async def handle(ctx, request):
     now_ms = ctx.clock.now_ms()
-    return await answer(ctx, request, lambda service, key, p: service.run(
+    return await answer(ctx, request, Answer, lambda service, key, p: service.run(
         key, lambda: service.coordinator.read_state(key, p.leader_epoch, now_ms)), _state, topic_checked=False)

@@ -8,8 +8,10 @@ from broker.errors import code
 from broker.handlers.share_sessions import (
     SessionRefused, acknowledge, check_request, current_leader, renew_allowed, resolve, session,
 )
+from protocol.answer_wire import answer_type
 
 API_KEY = 79
+Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
@@ -18,8 +20,8 @@ async def handle(ctx, request):
         check_request(ctx, request)
         live = session(ctx, shares, request, may_open=False)
     except SessionRefused as refused:
-        return {"throttle_time": 0, "error_code": code(refused.error_name), "error_message": str(refused),
-                "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
+        return Answer(error_code=code(refused.error_name), error_message=str(refused),
+                      acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
     settings = shares.settings(request.group_id)
     renew = renew_allowed(ctx, request)
     responses, leaders = [], set()
@@ -27,20 +29,19 @@ async def handle(ctx, request):
         partitions = []
         for p in t.partitions:
             part, error = resolve(ctx, t.topic_id, p.partition_index)
-            answer = {"partition_index": p.partition_index, "error_code": 0, "error_message": None,
-                      "current_leader": current_leader(ctx, t.topic_id, p.partition_index, part)}
+            leader = Answer.LeaderIdAndEpoch(**current_leader(ctx, t.topic_id, p.partition_index, part))
             if error is not None:
-                answer["error_code"] = code(error)
+                error_code, message = code(error), None
                 if error == "NOT_LEADER_OR_FOLLOWER":
-                    leaders.add(answer["current_leader"]["leader_id"])
+                    leaders.add(leader.leader_id)
             else:
-                answer["error_code"], answer["error_message"] = await acknowledge(
+                error_code, message = await acknowledge(
                     ctx, shares, request.group_id, request.member_id, t.topic_id, part,
                     p.acknowledgement_batches, renew)
-            partitions.append(answer)
-        responses.append({"topic_id": t.topic_id, "partitions": partitions})
+            partitions.append(Answer.PartitionData(partition_index=p.partition_index, error_code=error_code,
+                                                   error_message=message, current_leader=leader))
+        responses.append(Answer.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=partitions))
     if live is None:
         shares.release_member(request.group_id, request.member_id)
-    return {"throttle_time": 0, "error_code": 0, "error_message": None,
-            "acquisition_lock_timeout": settings.lock_ms, "responses": responses,
-            "node_endpoints": ctx.node_endpoints(leaders) if leaders else []}
+    return Answer(error_code=0, acquisition_lock_timeout_ms=settings.lock_ms, responses=responses,
+                  node_endpoints=[Answer.NodeEndpoint(**b) for b in ctx.node_endpoints(leaders)] if leaders else [])

@@ -18,24 +18,25 @@ from broker.handlers.share_sessions import (
     resolve, session,
 )
 from broker.log.partition_log import OffsetOutOfRange
-from protocol.answer_wire import ms
+from protocol.answer_wire import answer_type, ms
 
 API_KEY = 78
+Answer = answer_type(API_KEY)
 
 
-def _answer(ctx, error_name: str | None, message: str | None, topics: dict, lock_ms: int, leaders: set) -> dict:
-    return {
-        "throttle_time": 0, "error_code": code(error_name) if error_name else 0, "error_message": message,
-        "acquisition_lock_timeout": lock_ms,
-        "responses": [{"topic_id": topic_id, "partitions": sorted(parts.values(), key=lambda p: p["partition_index"])}
-                      for topic_id, parts in topics.items()],
-        "node_endpoints": ctx.node_endpoints(leaders) if leaders else [],
-    }
+def _answer(ctx, error_name: str | None, message: str | None, topics: dict, lock_ms: int, leaders: set):
+    return Answer(
+        error_code=code(error_name) if error_name else 0, error_message=message, acquisition_lock_timeout_ms=lock_ms,
+        responses=[Answer.ShareFetchableTopicResponse(
+            topic_id=topic_id, partitions=sorted(parts.values(), key=lambda p: p.partition_index))
+            for topic_id, parts in topics.items()],
+        node_endpoints=[Answer.NodeEndpoint(**b) for b in ctx.node_endpoints(leaders)] if leaders else [],
+    )
 
 
-def _partition(index: int, leader: dict) -> dict:
-    return {"partition_index": index, "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
-            "acknowledge_error_message": None, "current_leader": leader, "records": b"", "acquired_records": []}
+def _partition(index: int, leader: dict):
+    return Answer.PartitionData(partition_index=index, error_code=0, acknowledge_error_code=0,
+                                current_leader=Answer.LeaderIdAndEpoch(**leader), records=b"", acquired_records=[])
 
 
 async def handle(ctx, request):
@@ -53,10 +54,13 @@ async def handle(ctx, request):
     topics: dict = {}
     leaders: set[int] = set()
 
-    def entry(topic_id, index: int, part) -> dict:
+    def entry(topic_id, index: int, part, **changed):
+        """The partition's answer so far, with ``changed`` fields set."""
         parts = topics.setdefault(topic_id, {})
         if index not in parts:
             parts[index] = _partition(index, current_leader(ctx, topic_id, index, part))
+        if changed:
+            parts[index] = parts[index]._replace(**changed)
         return parts[index]
 
     if live is not None:
@@ -69,17 +73,17 @@ async def handle(ctx, request):
             if live is not None:
                 live.partitions.add((t.topic_id, p.partition_index))
             if error is not None:
-                failed = entry(t.topic_id, p.partition_index, None)
-                failed["error_code"] = code(error)
+                failed = entry(t.topic_id, p.partition_index, None, error_code=code(error))
                 if p.acknowledgement_batches:
-                    failed["acknowledge_error_code"] = code(error)
+                    failed = entry(t.topic_id, p.partition_index, None, acknowledge_error_code=code(error))
                 if error == "NOT_LEADER_OR_FOLLOWER":
-                    leaders.add(failed["current_leader"]["leader_id"])
+                    leaders.add(failed.current_leader.leader_id)
                 continue
             if p.acknowledgement_batches:
-                answered = entry(t.topic_id, p.partition_index, part)
-                answered["acknowledge_error_code"], answered["acknowledge_error_message"] = await acknowledge(
+                error_code, message = await acknowledge(
                     ctx, shares, group_id, member_id, t.topic_id, part, p.acknowledgement_batches, renew)
+                entry(t.topic_id, p.partition_index, part, acknowledge_error_code=error_code,
+                      acknowledge_error_message=message)
     if live is None:  # epoch -1: the session ends and the member's records are released
         shares.release_member(group_id, member_id)
         return _answer(ctx, None, None, topics, settings.lock_ms, leaders)
@@ -92,10 +96,10 @@ async def handle(ctx, request):
             if part is not None:
                 failed = await shares.prepare(group_id, topic_id, part, settings)
                 if failed:  # the state could not be read: this partition answers the error
-                    entry(topic_id, index, part)["error_code"] = failed
+                    entry(topic_id, index, part, error_code=failed)
         acquired_any = _acquire(ctx, shares, request, live, settings, entry, leaders)
         remaining = deadline - ctx.clock.now_ms()
-        errors = any(p["error_code"] for parts in topics.values() for p in parts.values())
+        errors = any(p.error_code for parts in topics.values() for p in parts.values())
         if acquired_any or errors or remaining <= 0 or shares.sessions.get((group_id, member_id)) is not live:
             return _answer(ctx, None, None, topics, settings.lock_ms, leaders)
         await _wait(ctx, shares, live, remaining)
@@ -110,10 +114,9 @@ def _acquire(ctx, shares, request, live, settings, entry, leaders) -> bool:
             break
         part, error = resolve(ctx, topic_id, index)
         if error is not None:
-            failed = entry(topic_id, index, None)
-            failed["error_code"] = code(error)
+            failed = entry(topic_id, index, None, error_code=code(error))
             if error == "NOT_LEADER_OR_FOLLOWER":
-                leaders.add(failed["current_leader"]["leader_id"])
+                leaders.add(failed.current_leader.leader_id)
             continue
         try:
             data, acquired = shares.acquire(request.group_id, request.member_id, topic_id, part, max_records,
@@ -123,10 +126,9 @@ def _acquire(ctx, shares, request, live, settings, entry, leaders) -> bool:
         if not acquired:
             continue
         acquired_any = True
-        answered = entry(topic_id, index, part)
-        answered["records"] = data
-        answered["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
-                                         "delivery_count": a.delivery_count} for a in acquired]
+        entry(topic_id, index, part, records=data, acquired_records=[
+            Answer.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
+                                   delivery_count=a.delivery_count) for a in acquired])
         max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
         max_bytes -= len(data)
     return acquired_any

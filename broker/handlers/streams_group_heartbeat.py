@@ -16,9 +16,10 @@ from coordinator.group.streams_group import (
     MISSING_INTERNAL_TOPICS, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
 )
 from coordinator.group.streams_log_codec import CopartitionGroup, Subtopology, TopicInfo, Topology
-from protocol.answer_wire import ms
+from protocol.answer_wire import answer_type, ms
 
 API_KEY = 88
+Answer = answer_type(API_KEY)
 log = logging.getLogger(__name__)
 
 
@@ -60,11 +61,11 @@ def _named_topics(topology: Topology) -> set[str]:
 def _task_ids(tasks: dict | None) -> list | None:
     if tasks is None:
         return None
-    return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items())]
+    return [Answer.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items())]
 
 
 def _topic_partitions(by_topic: dict) -> list:
-    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+    return [Answer.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
 
 
 def create_internal_topics(ctx, topics: tuple[TopicInfo, ...]) -> str | None:
@@ -111,29 +112,29 @@ async def handle(ctx, request):
     else:
         answer = await groups.run(request.group_id or "", lambda: groups.coordinator.streams_group_heartbeat(
             beat, ctx.clock.now_ms()), StreamsHeartbeatAnswer)
-    statuses = [{"status_code": c, "status_detail": d} for c, d in answer.statuses]
+    statuses = [Answer.Status(status_code=c, status_detail=d) for c, d in answer.statuses]
     if answer.topics_to_create:
         problem = create_internal_topics(ctx, answer.topics_to_create)
         if problem:
-            statuses = [s if s["status_code"] != MISSING_INTERNAL_TOPICS else
-                        {**s, "status_detail": f"{s['status_detail']}. {problem}"} for s in statuses]
+            statuses = [s if s.status_code != MISSING_INTERNAL_TOPICS else
+                        s._replace(status_detail=f"{s.status_detail}. {problem}") for s in statuses]
     by_endpoint = None
     if answer.partitions_by_endpoint is not None:
-        by_endpoint = [{
-            "user_endpoint": {"host": e.endpoint[0], "port": e.endpoint[1]},
-            "active_partitions": _topic_partitions(e.active), "standby_partitions": _topic_partitions(e.standby),
-        } for e in answer.partitions_by_endpoint]
+        by_endpoint = [Answer.EndpointToPartitions(
+            user_endpoint=Answer.Endpoint(host=e.endpoint[0], port=e.endpoint[1]),
+            active_partitions=_topic_partitions(e.active), standby_partitions=_topic_partitions(e.standby),
+        ) for e in answer.partitions_by_endpoint]
     config = groups.coordinator.config.streams
     sent = answer.active_tasks is not None
-    return {
-        "throttle_time": 0, "error_code": answer.error_code, "error_message": answer.error_message,
-        "member_id": answer.member_id or request.member_id, "member_epoch": answer.member_epoch,
-        "heartbeat_interval": answer.heartbeat_interval_ms,
-        "acceptable_recovery_lag": config.acceptable_recovery_lag,
-        "task_offset_interval": config.task_offset_interval_ms,
-        "status": statuses if answer.error_code == 0 else None,
-        "active_tasks": _task_ids(answer.active_tasks), "standby_tasks": _task_ids(answer.standby_tasks),
-        "warmup_tasks": [] if sent else None,
-        "endpoint_information_epoch": answer.endpoint_information_epoch,
-        "partitions_by_user_endpoint": by_endpoint,
-    }
+    return Answer(
+        error_code=answer.error_code, error_message=answer.error_message,
+        member_id=answer.member_id or request.member_id, member_epoch=answer.member_epoch,
+        heartbeat_interval_ms=answer.heartbeat_interval_ms,
+        acceptable_recovery_lag=config.acceptable_recovery_lag,
+        task_offset_interval_ms=config.task_offset_interval_ms,
+        status=statuses if answer.error_code == 0 else None,
+        active_tasks=_task_ids(answer.active_tasks), standby_tasks=_task_ids(answer.standby_tasks),
+        warmup_tasks=[] if sent else None,
+        endpoint_information_epoch=answer.endpoint_information_epoch,
+        partitions_by_user_endpoint=by_endpoint,
+    )

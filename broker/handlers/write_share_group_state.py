@@ -2,9 +2,11 @@
 the records in flight) whenever records are acknowledged, released or their locks end."""
 
 from broker.coordinators.share_state_requests import answer
+from protocol.answer_wire import answer_type
 from coordinator.share.state_log_codec import ShareSnapshot, StateBatch
 
 API_KEY = 85
+Answer = answer_type(API_KEY)
 
 
 def _snapshot(p) -> ShareSnapshot:
@@ -16,5 +18,5 @@ def _snapshot(p) -> ShareSnapshot:
 
 async def handle(ctx, request):
     now_ms = ctx.clock.now_ms()
-    return await answer(ctx, request, lambda service, key, p: service.run(
+    return await answer(ctx, request, Answer, lambda service, key, p: service.run(
         key, lambda: service.coordinator.write_state(key, _snapshot(p), now_ms)), topic_checked=False)

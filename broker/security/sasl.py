@@ -22,12 +22,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.security.sasl_errors import SaslAuthenticationFailed, SaslFailure, SaslRejected
+from protocol.answer_wire import answer_type
 
 if TYPE_CHECKING:
     from broker.security.sasl_settings import ListenerSasl
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
+HandshakeAnswer, AuthenticateAnswer = answer_type(SASL_HANDSHAKE), answer_type(SASL_AUTHENTICATE)
 MIN_REAUTH_INTERVAL_MS = 1000
 
 INITIAL = "INITIAL_REQUEST"
@@ -108,7 +110,7 @@ class SaslExchange:
     def api_versions_answered(self) -> None:
         self.state = HANDSHAKE
 
-    def handshake(self, mechanism: str, version: int) -> dict:
+    def handshake(self, mechanism: str, version: int):
         """The SaslHandshake answer; SaslFailure (UNSUPPORTED_SASL_MECHANISM) for a
         mechanism the listener does not enable."""
         if self.state == INITIAL:
@@ -118,7 +120,7 @@ class SaslExchange:
         if mechanism not in self.settings.servers:
             self.state = FAILED
             raise SaslFailure(f"Unsupported SASL mechanism {mechanism}",
-                              answer={"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+                              answer=HandshakeAnswer(error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
         if self._previous is not None and mechanism != self._previous[0]:
             self._bad_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not supported for "
                                    f"re-authentication of mechanism '{self._previous[0]}'")
@@ -127,9 +129,9 @@ class SaslExchange:
             self.mechanism = mechanism
             self._server = self.settings.servers[mechanism]()
             self.state = AUTHENTICATE
-        return {"error_code": 0, "mechanisms": enabled}
+        return HandshakeAnswer(error_code=0, mechanisms=enabled)
 
-    def authenticate(self, token: bytes, version: int, now_ms: int, monotonic: float) -> dict:
+    def authenticate(self, token: bytes, version: int, now_ms: int, monotonic: float):
         """The SaslAuthenticate answer to a token; SaslFailure with the failure answer."""
         if version > 0:
             self.client_supports_reauth = True
@@ -137,13 +139,15 @@ class SaslExchange:
             reply, lifetime_ms = self._evaluate(token, now_ms, monotonic)
         except SaslAuthenticationFailed as e:
             detail = f"{e} ({self.last_refusal})" if self.last_refusal else str(e)
-            raise SaslFailure(detail, answer={"error_code": SASL_AUTHENTICATION_FAILED, "error_message": str(e)}) from None
+            raise SaslFailure(detail, answer=AuthenticateAnswer(error_code=SASL_AUTHENTICATION_FAILED, error_message=str(e),
+                                                                auth_bytes=b"")) from None
         except SaslRejected as e:
             message = (f"Authentication failed during {self._text} due to invalid credentials with SASL mechanism "
                        f"{self.mechanism}")
             raise SaslFailure(f"{message}: {e}",
-                              answer={"error_code": SASL_AUTHENTICATION_FAILED, "error_message": message}) from None
-        return {"error_code": 0, "error_message": None, "auth_bytes": reply, "session_lifetime_ms": lifetime_ms}
+                              answer=AuthenticateAnswer(error_code=SASL_AUTHENTICATION_FAILED, error_message=message,
+                                                         auth_bytes=b"")) from None
+        return AuthenticateAnswer(error_code=0, error_message=None, auth_bytes=reply, session_lifetime_ms=lifetime_ms)
 
     def bare_token(self, token: bytes, now_ms: int, monotonic: float) -> bytes:
         """The bare reply to a bare token (after a v0 handshake); SaslFailure, unanswered."""

@@ -15,10 +15,10 @@ class SaslFailure(Exception):
     """The connection ends. ``authentication``: Kafka's AuthenticationException (logged as a
     failed authentication, closed after the failed-authentication delay, ``answer`` sent
     just before); otherwise closed at once, unanswered. ``answer`` is the response (a dict)
-    to the request being handled; ``error_code`` asks for the request's own error response
+    to the request being handled, of its API's answer type; ``error_code`` asks for the request's own error response
     instead (ILLEGAL_SASL_STATE to a request that came mid-exchange)."""
 
-    def __init__(self, message: str, authentication: bool = True, answer: dict | None = None,
+    def __init__(self, message: str, authentication: bool = True, answer=None,
                  error_code: int | None = None) -> None:
         super().__init__(message)
         self.authentication = authentication

@@ -666,16 +666,10 @@ class Server:
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         r = self.broker.apis.get(API_VERSIONS)
-        body = answer_wire.encode(
-            answer_wire.build_response(
-                API_VERSIONS,
-                0,
-                {
-                    "error_code": 35,
-                    "api_keys": [{"api_key": API_VERSIONS, "min_version": r.advertised_min, "max_version": r.max}],
-                },
-            )
-        )
+        answer = answer_wire.answer_type(API_VERSIONS)
+        body = answer_wire.encode(answer_wire.build_response(API_VERSIONS, 0, answer(
+            error_code=35, api_keys=[answer.ApiVersion(api_key=API_VERSIONS, min_version=r.advertised_min,
+                                                       max_version=r.max)])))
         return encode_response_frame(header.correlation_id, False, body)
 
     def _unsupported_version(self, header: RequestHeader, frame: bytes, pos: int) -> bytes:

@@ -1,8 +1,8 @@
 """What the group coordinator takes in and hands back.
 
-Response classes use kio's field names (``error_code``, ``generation_id``, ...), so a
-broker handler can turn one into the kio message of the negotiated version with
-``protocol.answer_wire.build_response(api_key, version, dataclasses.asdict(response))``.
+Response classes use Kafka's field names (``error_code``, ``generation_id``, ...), so a
+broker handler turns one into its API's answer with
+``protocol.answer_wire.answer_from(Answer, response)``.
 """
 
 from __future__ import annotations

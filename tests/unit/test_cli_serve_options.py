@@ -57,7 +57,7 @@ def test_eosbroker_variables_that_are_options_or_settings_pass_and_kafka_ones_ar
 
 
 def test_every_eosbroker_variable_the_project_names_is_accepted():
-    """The test suite's own variables (EOSBROKER_CHECK_FIELDS, ...) reach the brokers it
+    """The test suite's own variables (EOSBROKER_CROSS_CHECK_LAYOUTS, ...) reach the brokers it
     starts, and the docs' examples must start one."""
     root = Path(__file__).parents[2]
     named = set()
@@ -70,7 +70,7 @@ def test_every_eosbroker_variable_the_project_names_is_accepted():
                 continue
             named |= set(re.findall(r"[\"']([A-Z]*EOSBROKER_[A-Z][A-Z0-9_]*)[\"']", path.read_text()))
     named = {name for name in named if name.startswith("EOSBROKER_")}
-    assert {"EOSBROKER_CHECK_FIELDS", "EOSBROKER_FUZZ_SCALE", "EOSBROKER_PORT"} <= named
+    assert {"EOSBROKER_CROSS_CHECK_LAYOUTS", "EOSBROKER_FUZZ_SCALE", "EOSBROKER_PORT"} <= named
     environment_overrides(dict.fromkeys(named, "1"))  # refuses none of them
 
 

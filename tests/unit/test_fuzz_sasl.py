@@ -80,11 +80,11 @@ def test_any_exchange_ends_in_an_answer_or_a_sasl_failure(settings_, case):
                 ex.handshake(mechanism, handshake_version)
             elif api_key == sasl.SASL_AUTHENTICATE:
                 answer = ex.authenticate(tokens.pop(0) if tokens else b"", version, NOW_MS, 0.0)
-                assert answer["error_code"] == 0
+                assert answer.error_code == 0
     except SaslFailure as e:
         assert str(e)
         if e.answer is not None:
-            assert e.answer["error_code"] in (sasl.UNSUPPORTED_SASL_MECHANISM, sasl.SASL_AUTHENTICATION_FAILED)
+            assert e.answer.error_code in (sasl.UNSUPPORTED_SASL_MECHANISM, sasl.SASL_AUTHENTICATION_FAILED)
     if not ex.authenticating:
         assert ex.principal == "User:alice"
 
@@ -107,7 +107,7 @@ def test_any_oauthbearer_message_is_answered_or_refused(settings_, token):
     try:
         ex.authenticate(token, 2, NOW_MS, 0.0)
     except SaslFailure as e:
-        assert e.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
+        assert e.answer.error_code == sasl.SASL_AUTHENTICATION_FAILED
 
 
 @FUZZ
@@ -116,7 +116,7 @@ def test_a_scram_final_message_mutated_past_the_nonce_is_answered_or_refused(set
     ex = sasl.SaslExchange(settings_)
     ex.handshake("SCRAM-SHA-512", 1)
     client = ScramClient("SCRAM-SHA-512", "alice", data.draw(st.sampled_from(["alice-secret", "wrong"])))
-    server_first = ex.authenticate(client.first(), 2, NOW_MS, 0.0)["auth_bytes"]
+    server_first = ex.authenticate(client.first(), 2, NOW_MS, 0.0).auth_bytes
     final = client.final(server_first)
     cut = final.index(b",p=") + 3
     token = final[:cut] + data.draw(st.one_of(st.binary(max_size=120), st.just(final[cut:]).map(
@@ -124,9 +124,9 @@ def test_a_scram_final_message_mutated_past_the_nonce_is_answered_or_refused(set
     try:
         answer = ex.authenticate(token, 2, NOW_MS, 0.0)
     except SaslFailure as e:
-        assert e.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
+        assert e.answer.error_code == sasl.SASL_AUTHENTICATION_FAILED
     else:
-        assert answer["auth_bytes"].startswith(b"v=") and ex.principal == "User:alice"
+        assert answer.auth_bytes.startswith(b"v=") and ex.principal == "User:alice"
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +160,6 @@ def test_any_token_against_a_jwks_is_answered_or_refused(jwks_listener, data):
     try:
         answer = ex.authenticate(oauthbearer(token), 2, NOW_MS, 0.0)
     except SaslFailure as e:
-        assert e.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
+        assert e.answer.error_code == sasl.SASL_AUTHENTICATION_FAILED
         return
-    assert answer["auth_bytes"] in (b"", b'{"status":"invalid_token"}')
+    assert answer.auth_bytes in (b"", b'{"status":"invalid_token"}')

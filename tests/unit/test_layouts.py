@@ -153,5 +153,5 @@ def test_a_value_the_layout_does_not_expect_goes_the_generic_way(value):
 def test_other_apis_have_no_layout():
     assert answer_wire.encoder(18, 3) is None  # ApiVersions
     assert answer_wire.encoder(3, 12) is None  # Metadata
-    assert answer_wire.encode_response(18, 3, {"error_code": 0}) == answer_wire.encode(
-        answer_wire.build_response(18, 3, {"error_code": 0}))
+    answer = answer_wire.answer_type(18)(error_code=0, api_keys=[])
+    assert answer_wire.encode_response(18, 3, answer) == answer_wire.encode(answer_wire.build_response(18, 3, answer))

@@ -13,6 +13,7 @@ from coordinator.transaction.coordinator import SendMarkers
 from protocol import answer_wire
 
 MARKERS = SendMarkers("tid", 7, 3, 1, True, (("t", 0),))
+ANSWER = answer_wire.answer_type(WRITE_TXN_MARKERS)
 
 
 class _OneNodeMap:
@@ -24,7 +25,7 @@ class _OneNodeMap:
 
 class _AnsweringNetwork:
     """Stands in for the in-process network between nodes: every WriteTxnMarkers gets
-    ``error`` for each of its partitions, as the handler's dict (what the network hands
+    ``error`` for each of its partitions, as the handler's answer (what the network hands
     back untyped) or as the kio response (a fault rule's error answer)."""
 
     def __init__(self, error: int, typed: bool = True) -> None:
@@ -34,11 +35,11 @@ class _AnsweringNetwork:
 
     async def request(self, source, target, api_key, version, body, timeout=None, typed=True):
         self.requests += 1
-        answer = {"markers": [{
-            "producer_id": m.producer_id,
-            "topics": [{"name": t.name, "partitions": [
-                {"partition_index": p, "error_code": self.error} for p in t.partition_indexes]}
-                for t in m.topics]} for m in body.markers]}
+        answer = ANSWER(markers=[ANSWER.WritableTxnMarkerResult(
+            producer_id=m.producer_id,
+            topics=[ANSWER.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                ANSWER.WritableTxnMarkerPartitionResult(partition_index=p, error_code=self.error)
+                for p in t.partition_indexes]) for t in m.topics]) for m in body.markers])
         return answer_wire.build_response(api_key, version, answer) if self.typed else answer
 
 
@@ -83,7 +84,7 @@ async def _send_markers(network, settled):
     return sender, done
 
 
-@pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "dict answer"])
+@pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "handler answer"])
 def test_fenced_marker_is_cancelled_after_one_request(typed):
     async def scenario():
         network = _AnsweringNetwork(47, typed)  # INVALID_PRODUCER_EPOCH
@@ -95,7 +96,7 @@ def test_fenced_marker_is_cancelled_after_one_request(typed):
     assert _run(scenario) == []
 
 
-@pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "dict answer"])
+@pytest.mark.parametrize("typed", [True, False], ids=["kio answer", "handler answer"])
 def test_acknowledged_markers_complete_the_transaction(typed):
     async def scenario():
         network = _AnsweringNetwork(0, typed)

@@ -41,7 +41,7 @@ def exchange(credentials, **settings) -> sasl.SaslExchange:
 
 def logged_in(ex, mechanism, *tokens, version=2, now_ms=NOW_MS, monotonic=0.0):
     ex.admit(sasl.SASL_HANDSHAKE, "SaslHandshake")
-    assert ex.handshake(mechanism, 1)["error_code"] == 0
+    assert ex.handshake(mechanism, 1).error_code == 0
     answer = None
     for token in tokens:
         ex.admit(sasl.SASL_AUTHENTICATE, "SaslAuthenticate")
@@ -121,8 +121,8 @@ def test_an_unsupported_mechanism_is_answered_then_closed(credentials):
     with pytest.raises(SaslFailure, match="Unsupported SASL mechanism SCRAM-SHA-256") as e:
         ex.handshake("SCRAM-SHA-256", 1)
     assert e.value.authentication
-    assert e.value.answer == {"error_code": sasl.UNSUPPORTED_SASL_MECHANISM,
-                              "mechanisms": ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"]}
+    assert e.value.answer == sasl.HandshakeAnswer(error_code=sasl.UNSUPPORTED_SASL_MECHANISM,
+                                                  mechanisms=["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
 
 
 def test_another_request_during_the_exchange_is_illegal_sasl_state(credentials):
@@ -151,7 +151,7 @@ def test_after_a_v0_handshake_tokens_travel_bare(credentials):
 def test_plain_logs_in_the_jaas_users(credentials):
     ex = exchange(credentials)
     answer = logged_in(ex, "PLAIN", plain("alice", "alice-secret"))
-    assert answer == {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+    assert answer == sasl.AuthenticateAnswer(error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0)
     assert ex.principal == "User:alice" and not ex.authenticating
 
 
@@ -167,7 +167,7 @@ def test_plain_logs_in_the_jaas_users(credentials):
 def test_plain_refusals_say_what_kafka_says(credentials, message, said):
     with pytest.raises(SaslFailure) as e:
         logged_in(exchange(credentials), "PLAIN", message)
-    assert e.value.answer == {"error_code": sasl.SASL_AUTHENTICATION_FAILED, "error_message": said}
+    assert e.value.answer == sasl.AuthenticateAnswer(error_code=sasl.SASL_AUTHENTICATION_FAILED, auth_bytes=b"", error_message=said)
 
 
 # -- SCRAM -------------------------------------------------------------------------------
@@ -175,13 +175,13 @@ def test_plain_refusals_say_what_kafka_says(credentials, message, said):
 def test_scram_logs_in_a_stored_user_and_proves_the_server(credentials):
     ex = exchange(credentials)
     client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
-    server_first = logged_in(ex, "SCRAM-SHA-512", client.first())["auth_bytes"]
+    server_first = logged_in(ex, "SCRAM-SHA-512", client.first()).auth_bytes
     assert server_first.startswith(b"r=" + client.nonce.encode()) and b",i=4096" in server_first
     ex.admit(sasl.SASL_AUTHENTICATE, "SaslAuthenticate")
     answer = ex.authenticate(client.final(server_first), 2, NOW_MS, 0.0)
     import base64
 
-    assert answer["auth_bytes"] == b"v=" + base64.b64encode(client.server_signature)
+    assert answer.auth_bytes == b"v=" + base64.b64encode(client.server_signature)
     assert ex.principal == "User:alice"
 
 
@@ -190,17 +190,17 @@ def test_scram_refusals_do_not_tell_a_wrong_password_from_an_unknown_user(creden
     ex = exchange(credentials)
     client = ScramClient("SCRAM-SHA-512", user, password)
     with pytest.raises(SaslFailure) as e:
-        server_first = logged_in(ex, "SCRAM-SHA-512", client.first())["auth_bytes"]
+        server_first = logged_in(ex, "SCRAM-SHA-512", client.first()).auth_bytes
         ex.authenticate(client.final(server_first), 2, NOW_MS, 0.0)
-    assert e.value.answer == {"error_code": sasl.SASL_AUTHENTICATION_FAILED, "error_message":
+    assert e.value.answer == sasl.AuthenticateAnswer(error_code=sasl.SASL_AUTHENTICATION_FAILED, auth_bytes=b"", error_message=
                               "Authentication failed during authentication due to invalid credentials with SASL "
-                              "mechanism SCRAM-SHA-512"}
+                              "mechanism SCRAM-SHA-512")
 
 
 def test_scram_refuses_a_final_message_with_another_nonce(credentials):
     ex = exchange(credentials)
     client = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
-    server_first = logged_in(ex, "SCRAM-SHA-512", client.first())["auth_bytes"]
+    server_first = logged_in(ex, "SCRAM-SHA-512", client.first()).auth_bytes
     with pytest.raises(SaslFailure, match="Invalid client nonce"):
         ex.authenticate(client.final(server_first, nonce=client.nonce + "x"), 2, NOW_MS, 0.0)
 
@@ -218,7 +218,7 @@ def test_oauthbearer_takes_the_principal_from_sub_and_the_session_ends_with_the_
     ex = exchange(credentials)
     answer = logged_in(ex, "OAUTHBEARER", token(sub="carol"), monotonic=10.0)
     assert ex.principal == "User:carol"
-    assert answer["session_lifetime_ms"] == 3_600_000
+    assert answer.session_lifetime_ms == 3_600_000
     assert ex.session_expiry == 10.0 + 3600
 
 
@@ -233,10 +233,10 @@ def test_oauthbearer_refusals_are_a_json_challenge_then_the_failure(credentials,
     ex = exchange(credentials)
     body = {"sub": "alice", "exp": NOW_MS // 1000 + 3600, "scope": "kafka", **claims}
     challenge = logged_in(ex, "OAUTHBEARER", oauthbearer(unsecured_jws({k: v for k, v in body.items() if v is not None})))
-    assert challenge["error_code"] == 0 and challenge["auth_bytes"] == status.encode()
+    assert challenge.error_code == 0 and challenge.auth_bytes == status.encode()
     with pytest.raises(SaslFailure) as e:
         ex.authenticate(b"\x01", 2, NOW_MS, 0.0)
-    assert e.value.answer == {"error_code": sasl.SASL_AUTHENTICATION_FAILED, "error_message": status}
+    assert e.value.answer == sasl.AuthenticateAnswer(error_code=sasl.SASL_AUTHENTICATION_FAILED, auth_bytes=b"", error_message=status)
 
 
 def test_oauthbearer_allows_the_configured_clock_skew(credentials):
@@ -248,7 +248,7 @@ def test_oauthbearer_allows_the_configured_clock_skew(credentials):
 def test_a_signed_token_is_not_an_unsecured_one(credentials):
     ex = exchange(credentials)
     jws = unsecured_jws({"sub": "alice", "exp": NOW_MS // 1000 + 60, "scope": "kafka"}, alg="RS256", signature="c2ln")
-    assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["auth_bytes"] == b'{"status":"invalid_token"}'
+    assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws)).auth_bytes == b'{"status":"invalid_token"}'
     assert ex.last_refusal == "Unsecured JWS must have 'none' for an algorithm"
 
 
@@ -262,10 +262,10 @@ def test_without_a_session_lifetime_there_is_no_re_authentication(credentials):
 
 def test_re_authentication_keeps_the_principal_and_renews_the_session(credentials):
     ex = exchange(credentials, **{"connections.max.reauth.ms": "2000"})
-    assert logged_in(ex, "PLAIN", plain("alice", "alice-secret"), monotonic=0.0)["session_lifetime_ms"] == 2000
+    assert logged_in(ex, "PLAIN", plain("alice", "alice-secret"), monotonic=0.0).session_lifetime_ms == 2000
     assert ex.expired(2.0) and not ex.expired(1.9)
     assert ex.begin_reauthentication(1.5)
-    assert logged_in(ex, "PLAIN", plain("alice", "alice-secret"), monotonic=1.5)["session_lifetime_ms"] == 2000
+    assert logged_in(ex, "PLAIN", plain("alice", "alice-secret"), monotonic=1.5).session_lifetime_ms == 2000
     assert ex.session_expiry == 3.5 and ex.principal == "User:alice"
     assert not ex.begin_reauthentication(2.0)  # at most once a second: it goes to the handler instead
 
@@ -277,7 +277,7 @@ def test_re_authentication_cannot_change_principal_or_mechanism(credentials):
     with pytest.raises(SaslFailure, match="Cannot change principals during re-authentication from User.alice: "
                                           "User.admin") as e:
         logged_in(ex, "PLAIN", plain("admin", "admin-secret"))
-    assert e.value.answer["error_code"] == sasl.SASL_AUTHENTICATION_FAILED
+    assert e.value.answer.error_code == sasl.SASL_AUTHENTICATION_FAILED
     ex = exchange(credentials, **{"connections.max.reauth.ms": "2000"})
     logged_in(ex, "PLAIN", plain("alice", "alice-secret"))
     assert ex.begin_reauthentication(5.0)
@@ -322,7 +322,7 @@ def claims(**more):
 def test_a_token_signed_with_a_jwks_key_logs_in(credentials, signing_keys, tmp_path, alg):
     ex = jwks_exchange(credentials, signing_keys, tmp_path)
     jws = signing_keys.sign(claims(), alg)
-    assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["session_lifetime_ms"] == 600_000
+    assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws)).session_lifetime_ms == 600_000
     assert ex.principal == "User:carol"
 
 
@@ -354,7 +354,7 @@ def test_unsigned_forged_or_expired_tokens_are_refused_where_a_signature_is_requ
     }
     for name, (jws, reason) in cases.items():
         ex = jwks_exchange(credentials, signing_keys, tmp_path)
-        assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws))["auth_bytes"] == b'{"status":"invalid_token"}', name
+        assert logged_in(ex, "OAUTHBEARER", oauthbearer(jws)).auth_bytes == b'{"status":"invalid_token"}', name
         assert ex.last_refusal.startswith(reason), (name, ex.last_refusal)
         with pytest.raises(SaslFailure):
             ex.authenticate(b"\x01", 2, NOW_MS, 0.0)
@@ -373,7 +373,7 @@ def test_expected_audience_and_issuer(credentials, signing_keys, tmp_path):
         for token in (claims(**{claim: value}), {k: v for k, v in claims().items() if k != claim}):
             ex = jwks_exchange(credentials, signing_keys, tmp_path, **settings)
             answer = logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(token)))
-            assert answer["auth_bytes"] == b'{"status":"invalid_token"}'
+            assert answer.auth_bytes == b'{"status":"invalid_token"}'
             assert ex.last_refusal == (reason if claim in token else
                                        "No Audience (aud) claim present" if claim == "aud" else
                                        "No Issuer (iss) claim present")
@@ -411,8 +411,8 @@ def test_a_listener_checking_signatures_needs_an_audience_and_an_issuer_as_in_ka
     assert ex.principal == "User:carol"
     # opted out but set: what is set is still checked, as Kafka does
     ex = jwks_exchange(credentials, signing_keys, tmp_path, **allow_audience, **allow_issuer)
-    assert logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims(iss="https://elsewhere"))))[
-        "auth_bytes"] == b'{"status":"invalid_token"}'
+    assert logged_in(ex, "OAUTHBEARER", oauthbearer(signing_keys.sign(claims(iss="https://elsewhere")))).auth_bytes \
+        == b'{"status":"invalid_token"}'
     with pytest.raises(KafkaSettingRefused, match="Invalid value yes for configuration sasl.oauthbearer.allow."
                                                   "unverified.audience: Expected value to be either true or false"):
         jwks_exchange(credentials, signing_keys, tmp_path, **unset,

@@ -1,8 +1,7 @@
 """Handlers answer with their API's answer type (protocol.answer_wire.answer_type), so a
 misspelt or missing field fails where the answer is built, not on the wire. Read from
 each handler module: it names its type (``Answer = answer_type(API_KEY)``), returns no
-dict display and turns no dataclass into a dict. The handlers listed in UNTYPED still
-answer with dicts (the encoder builds those through kio); the list only shrinks."""
+dict display and turns no dataclass into a dict. The encoder refuses a dict answer."""
 
 from __future__ import annotations
 
@@ -14,15 +13,9 @@ from pathlib import Path
 import pytest
 
 from broker.wire.server import _MODULES
-from protocol.answer_wire import answer_from, answer_type
+from protocol.answer_wire import answer_from, answer_type, encode_response, response_frame_encoder
 
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
-UNTYPED = frozenset({
-    "alter_share_group_offsets", "consumer_group_describe", "delete_share_group_offsets",
-    "delete_share_group_state", "describe_share_group_offsets", "initialize_share_group_state",
-    "read_share_group_state", "read_share_group_state_summary", "share_acknowledge", "share_fetch",
-    "share_group_describe", "streams_group_describe", "streams_group_heartbeat", "write_share_group_state",
-})
 
 
 def _dict_answers(path: Path) -> list[str]:
@@ -38,16 +31,9 @@ def _dict_answers(path: Path) -> list[str]:
     return found
 
 
-def test_untyped_names_handler_modules():
-    assert UNTYPED <= set(_MODULES.values())
-
-
 @pytest.mark.parametrize(("api_key", "name"), sorted(_MODULES.items()), ids=[name for _, name in sorted(_MODULES.items())])
 def test_a_handler_answers_with_its_answer_type(api_key, name):
     module = import_module(f"broker.handlers.{name}")
-    if name in UNTYPED:
-        assert getattr(module, "Answer", None) is None, f"{name} is typed now: take it off UNTYPED"
-        return
     assert getattr(module, "Answer", None) is answer_type(api_key)
     assert _dict_answers(HANDLERS_DIR / f"{name}.py") == []
 
@@ -71,3 +57,10 @@ def test_a_coordinator_message_with_a_field_the_answer_lacks_fails_conversion():
     with pytest.raises(TypeError):
         answer_from(answer_type(12), Misspelt(0))
     assert answer_from(answer_type(12), Heartbeat(7)) == answer_type(12)(error_code=7)
+
+
+@pytest.mark.parametrize("api_key", [26, 69])  # one API with a compiled layout, one answered through kio
+def test_the_encoder_refuses_a_dict_answer_naming_the_api(api_key):
+    with pytest.raises(TypeError, match=rf"\(API {api_key} v1\) is a dict"):
+        response_frame_encoder(api_key, 1, True)(7, {"error_code": 0})
+    assert encode_response(12, 4, answer_type(12)(error_code=0)) == bytes(7)  # typed: throttle, error, no tags
