@@ -374,6 +374,10 @@ def test_metrics_and_log_lines_name_the_principal(broker):
         producer.init_transactions(30)
     broker.wait_for_log("Principal = User:bob is Denied operation = DESCRIBE from host = 127.0.0.1 on resource = "
                         "TransactionalId:t-bob-2 for request = FindCoordinator")
+    raw = RawConnection(broker.port)  # a failed login of this test's own, for the failure counter
+    _handshake(raw, "PLAIN")
+    assert raw.request(SASL_AUTHENTICATE, 2, {"auth_bytes": plain("alice", "wrong")}).error_code == 58
+    raw.close()
     with urllib.request.urlopen(f"http://127.0.0.1:{broker.admin_port}/metrics", timeout=10) as r:
         text = r.read().decode()
     assert ('kafka_server_socket_server_metrics_successful_authentication_total{listener="SASL_PLAINTEXT",'
