@@ -22,9 +22,9 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from bench.brokers import BrokerFailed, RunningBroker
+from bench.brokers import RunningBroker
 from bench.workloads.base import Metric, RunContext, Target, Workload, WorkloadFailed
-from bench.workloads.partition_scaling import OPEN_FILES_LIMIT, _create, _topics
+from bench.workloads.partition_scaling import OPEN_FILES_LIMIT, _create, _topics, restarts
 from bench.workloads.produce import DeliveryTally
 from bench.workloads.scaling import latest_offsets, run_async
 
@@ -91,14 +91,7 @@ def run(ctx: RunContext) -> dict[str, float]:
         _coordinator_topics(broker.bootstrap, next(iter(topics)), timeout_s)
         sent = _fill(broker.bootstrap, topics, megabytes, timeout_s)
         sent[(next(iter(topics)), 0)] += 2  # the transaction's record and its commit marker
-        try:
-            broker.restart(stop_timeout_s=max(30.0, partitions / 100))
-            restart_ms = broker.startup_s * 1000
-            idle_rss = broker.sampler.rss()
-            broker.crash_restart()
-            kill_ms = broker.startup_s * 1000
-        except BrokerFailed as e:
-            raise WorkloadFailed(f"partition-restart: restart with {partitions} partitions: {e}") from e
+        _, restart_ms, idle_rss, kill_ms = restarts(broker, partitions, "partition-restart")
         offsets = run_async(latest_offsets(broker.port, topics))
         short = {k: (offsets.get(k), n) for k, n in sent.items() if offsets.get(k) != n}
         if short:

@@ -113,6 +113,21 @@ def _none_lost(broker: RunningBroker, topics: dict[str, int], when: str, timeout
                              f"{RECORDS_PER_PARTITION} records ({sample}); {len(offsets)} answered")
 
 
+
+def restarts(broker: RunningBroker, partitions: int, workload: str) -> tuple[float, float, int, float]:
+    """A clean restart, then a kill -9 and restart: (seconds the stop took, ms to the first
+    answer after the clean restart, RSS idle after it, ms to the first answer after the
+    kill)."""
+    try:
+        stop_s = broker.restart(stop_timeout_s=max(30.0, partitions / 100))
+        restart_ms = broker.startup_s * 1000
+        idle_rss = broker.sampler.rss()
+        broker.crash_restart()
+        return stop_s, restart_ms, idle_rss, broker.startup_s * 1000
+    except Exception as e:
+        raise WorkloadFailed(f"{workload}: restart with {partitions} partitions: {e}") from e
+
+
 def one_size(ctx: RunContext, partitions: int) -> dict[str, float]:
     subject = ctx.broker.kind.name == SUBJECT
     timeout_s = max(ctx.settings.timeout_s, partitions / 50)
@@ -124,14 +139,7 @@ def one_size(ctx: RunContext, partitions: int) -> dict[str, float]:
         produce_rate = _produce_to_all(broker.bootstrap, topics, timeout_s)
         meta_ms = run_async(metadata_ms(broker.port))
         rss = broker.sampler.rss()
-        try:
-            stop_s = broker.restart(stop_timeout_s=max(30.0, partitions / 100))
-            restart_ms = broker.startup_s * 1000
-            idle_rss = broker.sampler.rss()
-            broker.crash_restart()
-            kill_ms = broker.startup_s * 1000
-        except Exception as e:
-            raise WorkloadFailed(f"partition-scaling: restart with {partitions} partitions: {e}") from e
+        stop_s, restart_ms, idle_rss, kill_ms = restarts(broker, partitions, "partition-scaling")
         _none_lost(broker, topics, "after a clean restart and a kill -9", timeout_s)
     return {"create s": create_s, "produce rec/s": produce_rate, "metadata ms": meta_ms, "RSS MB": rss / 1e6,
             "stop s": stop_s, "restart ms": restart_ms, "idle RSS MB": idle_rss / 1e6, "kill -9 ms": kill_ms,
