@@ -356,9 +356,9 @@ class Replication:
         failed: set[Key] = set()
         for topic in answer.responses:
             info = by_id.get(topic.topic_id)
+            if info is None:
+                continue
             for p in topic.partitions:
-                if info is None:
-                    continue
                 key = (info.name, p.partition_index, follower)
                 error = p.error_code
                 if error == OFFSET_OUT_OF_RANGE:  # truncated or deleted below it: the copy ends where the log does
