@@ -329,6 +329,12 @@ def answer_type(api_key: int) -> type:
 _ANSWER_TYPES: set[type] = set()
 
 
+def nested_type(kind: type, field: str) -> type:
+    """The answer type of ``kind``'s nested field ``field`` (for instance an API's per-topic
+    results, whose type is named differently in each API)."""
+    return kind._nested[field]
+
+
 def answer_from(kind: type, value: Any):
     """``value`` as an answer of ``kind`` (an ``answer_type`` or one of its nested types):
     a message the coordinators hand back, a dataclass with Kafka's field names (nested

@@ -22,6 +22,7 @@ from broker.security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTE
 from coordinator.share.coordinator import StateAnswer
 from coordinator.share.state_log_codec import StateKey
 from kio.schema.errors import ErrorCode
+from protocol.answer_wire import nested_type
 
 E = ErrorCode
 
@@ -37,7 +38,7 @@ async def answer(ctx, request, answer_type: type, serve: Callable[[Any, StateKey
     if permitted:
         service.ensure_ready()
     partition_result = answer_type.PartitionResult
-    topic_result = answer_type._nested["results"]
+    topic_result = nested_type(answer_type, "results")
     results = []
     for topic in request.topics:
         partitions = []
