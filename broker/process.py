@@ -74,6 +74,8 @@ class Broker:
         # SASL set-up of each SASL listener, by name (broker.security.sasl_settings.ListenerSasl)
         self.sasl_listeners = config.sasl_listeners(self.listeners, self.scram_credentials)
         self.nodes = [BrokerNode(self, info, self.listeners.binds(i), i) for i, info in enumerate(self.cluster.nodes)]
+        for node in self.nodes:
+            self.network.join(node)
         self.cluster.replicas.listeners.append(self._leader_changed)
         self._tasks: list[asyncio.Task] = []
         # Told of every answered request (api key, version, seconds, bytes in, bytes out,
@@ -88,10 +90,7 @@ class Broker:
         self._session_timers: dict[int, object] = {}
 
     def node(self, node_id: int) -> BrokerNode | None:
-        for node in self.nodes:  # a plain loop: asked several times per request
-            if node.node_id == node_id:
-                return node
-        return None
+        return self.network.hosts.get(node_id)
 
     @property
     def port(self) -> int:
@@ -247,6 +246,7 @@ class Broker:
         await node.start()  # before it is registered: a port in use leaves no trace
         self.cluster.nodes.append(info)
         self.nodes.append(node)
+        self.network.join(node)
         self.cluster.replicas.add_node(node_id)
         if self.node_listening is not None:
             self.node_listening(node)

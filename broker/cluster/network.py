@@ -73,14 +73,23 @@ class Network:
     links: dict[tuple[int | None, int | None], LinkFaults] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # Each node on the network by id (``join``, ``forget``): a request finds its two ends here.
+        self.hosts: dict[int, Any] = {}  # broker.cluster.node.BrokerNode
+        # What Kafka's inter-broker clients wait; read-only, as in Kafka.
+        self.timeout_s = self.broker.config["request.timeout.ms"] / 1000
         self._correlation = itertools.count(1)
         self._connection_ids = itertools.count(-1, -1)  # negative: never a client's
         # one connection from each node to each other, as Kafka's brokers keep
         self._connections: dict[tuple[int, int], Connection] = {}
 
+    def join(self, node) -> None:
+        """``node`` (broker.cluster.node.BrokerNode) is on the network: requests reach it."""
+        self.hosts[node.node_id] = node
+
     def forget(self, node_id: int) -> None:
-        """Drops the connections from and to a node that left the cluster: a node added
-        later under the same id is a new machine and connects afresh."""
+        """Drops a node that left the cluster, with the connections from and to it: a node
+        added later under the same id is a new machine and connects afresh."""
+        self.hosts.pop(node_id, None)
         for pair in [pair for pair in self._connections if node_id in pair]:
             del self._connections[pair]
 
@@ -107,20 +116,20 @@ class Network:
         if timeout_s is None:
             return await self._deliver(source, target, api_key, version, body, typed, client_id)
         if timeout_s < 0:
-            timeout_s = self.broker.config["request.timeout.ms"] / 1000
+            timeout_s = self.timeout_s
         return await self.broker.clock.wait_for(
             self._deliver(source, target, api_key, version, body, typed, client_id), timeout_s)
 
     async def _deliver(self, source: int, target: int, api_key: int, version: int, body: Any,
                        typed: bool = True, client_id: str | None = None) -> Any:
-        sender = self.broker.node(source)
+        sender = self.hosts.get(source)
         if sender is not None:
             if not sender.is_up:
                 raise Unreachable(f"node {source} is not running: it sends nothing")
             sent_by = sender.incarnation
             if not sender.serving.is_set():
                 await sender.serving.wait()  # a paused (hung) node sends nothing until it resumes
-        node = self.broker.node(target)
+        node = self.hosts.get(target)
         if node is None or not node.is_up:
             raise Unreachable(f"node {target} is not running")
         incarnation = node.incarnation
