@@ -181,5 +181,20 @@ def end_txn_files(lines: list[str]) -> set[str]:
 
 def test_the_end_txn_path_counts_the_files_its_steps_name():
     lines = _lines()
-    stated = next(int(m.group(1)) for line in lines if (m := re.match(r"That is (\d+) files", line)))
+    stated = next(int(m.group(1)) for line in lines if (m := re.match(r"That is (\d+) files in the steps", line)))
     assert len(end_txn_files(lines)) == stated
+
+
+def test_the_end_txn_total_is_its_steps_files_and_those_beside_them():
+    """"Beside the steps, N files ...": the paragraph names N files none of the steps
+    names, and the total the page states is the steps' count and those N."""
+    lines = _lines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("That is ") and " files in the steps" in line)
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    paragraph = " ".join(lines[start:end])
+    stated_beside = int(re.search(r"Beside the steps, (\d+) files", paragraph).group(1))
+    beside = set(PATH.findall(paragraph.split("Beside the steps", 1)[1].split("So EndTxn", 1)[0]))
+    steps = end_txn_files(lines)
+    assert not beside & steps
+    assert len(beside) == stated_beside
+    assert int(re.search(r"runs code in (\d+) files", paragraph).group(1)) == len(steps) + len(beside)
