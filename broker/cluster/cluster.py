@@ -386,20 +386,6 @@ class Cluster:
         default = self.config["min.insync.replicas"]
         return int(info.configs.get("min.insync.replicas", default)) if info is not None else default
 
-    def too_few_in_sync(self, topic: str, index: int) -> str | None:
-        """Why an acks=all write to the partition is refused (NOT_ENOUGH_REPLICAS), or None:
-        its ISR is smaller than min.insync.replicas capped at its replica count (Kafka's
-        effectiveMinIsr: a setting above the replication factor refuses nothing). While
-        this holds, the high watermark does not advance either (replication.py)."""
-        state = self.replicas.get(topic, index)
-        if state is None or len(state.isr) >= len(state.replicas):  # the usual case: no config looked up
-            return None
-        min_isr = min(self.min_insync_replicas(topic), len(state.replicas))
-        if len(state.isr) >= min_isr:
-            return None
-        return (f"The size of the current ISR : {len(state.isr)} is insufficient to satisfy the min.isr requirement "
-                f"of {min_isr} for partition {topic}-{index}, live replica(s) broker.id are : {state.isr}")
-
     # topics --------------------------------------------------------------------
     def create_topic(
         self,

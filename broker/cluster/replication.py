@@ -21,7 +21,7 @@ min.insync.replicas, or until the request's timeout, which answers REQUEST_TIMED
 leaves the ISR, as Kafka's ``Partition.maybeShrinkIsr`` drops it; it rejoins once a
 fetch of its reaches the high watermark (``maybeExpandIsr``). An ``acks=all`` produce is
 refused before its append while the ISR is below min.insync.replicas
-(``Cluster.too_few_in_sync``, NOT_ENOUGH_REPLICAS). acks=1 never waits.
+(``too_few_in_sync``, NOT_ENOUGH_REPLICAS). acks=1 never waits.
 
 While every node runs and no link fault, request fault rule or request observer is in
 force, nothing could delay, lose or refuse a fetch: followers are caught up at once and
@@ -453,6 +453,20 @@ class Replication:
 
     # -- acks=all --------------------------------------------------------------------------
 
+    def too_few_in_sync(self, topic: str, index: int) -> str | None:
+        """Why an acks=all write to the partition is refused (NOT_ENOUGH_REPLICAS), or None:
+        its ISR is smaller than min.insync.replicas capped at its replica count (Kafka's
+        effectiveMinIsr: a setting above the replication factor refuses nothing). While
+        this holds, the high watermark does not advance either (``wait_for_isr``)."""
+        state = self.broker.cluster.replicas.get(topic, index)
+        if state is None or len(state.isr) >= len(state.replicas):  # the usual case: no config looked up
+            return None
+        min_isr = min(self.broker.cluster.min_insync_replicas(topic), len(state.replicas))
+        if len(state.isr) >= min_isr:
+            return None
+        return (f"The size of the current ISR : {len(state.isr)} is insufficient to satisfy the min.isr requirement "
+                f"of {min_isr} for partition {topic}-{index}, live replica(s) broker.id are : {state.isr}")
+
     async def wait_for_isr(self, topic: str, index: int, timeout_s: float) -> str | None:
         """Waits until the partition's high watermark covers what was just appended
         (everything below its log end now) and the ISR is not smaller than the topic's
@@ -466,7 +480,7 @@ class Replication:
         cluster = self.broker.cluster
         state = cluster.leadership(topic, index)
         if state is None or len(state.replicas) == 1 or self.quiet() and (
-                len(state.isr) == len(state.replicas) or cluster.too_few_in_sync(topic, index) is None):
+                len(state.isr) == len(state.replicas) or self.too_few_in_sync(topic, index) is None):
             return None
         if not self._fetchers and not self._undisturbed():
             self._fetch_all()  # disturbed without a refresh (an observer added directly)
@@ -477,7 +491,7 @@ class Replication:
         while True:
             if state.leader != leader:
                 return "NOT_LEADER_OR_FOLLOWER"
-            if cluster.too_few_in_sync(topic, index) is None and self._replicated(topic, index, state, target):
+            if self.too_few_in_sync(topic, index) is None and self._replicated(topic, index, state, target):
                 return None
             remaining = deadline - clock.monotonic()
             if remaining <= 0:

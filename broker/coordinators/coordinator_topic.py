@@ -72,8 +72,10 @@ class CoordinatorTopic:
         self.on_partition_loaded: Callable[[int], None] | None = None
         self.load_delay_s = 0.0  # fault injection: emulate.fault.coordinator.load.ms
         # Set: an append with fewer replicas in sync than the topic's min.insync.replicas
-        # is refused with this error, as an acks=all append is (NOT_ENOUGH_REPLICAS).
+        # (``replication``'s rule, broker.cluster.replication.Replication) is refused with
+        # this error, as an acks=all append is (NOT_ENOUGH_REPLICAS).
         self.too_few_in_sync = None
+        self.replication = None
         # The node's serving event (cleared while it is paused): a hung node's coordinator
         # changes nothing until it resumes.
         self.serving: asyncio.Event | None = None
@@ -274,7 +276,7 @@ class CoordinatorTopic:
         if epoch is None or part is None:
             raise AppendRefused(f"{self.topic}-{partition} is not loaded by node {self.node_id}")
         if self.too_few_in_sync is not None:
-            refused = self.cluster.too_few_in_sync(self.topic, partition)
+            refused = self.replication.too_few_in_sync(self.topic, partition)
             if refused is not None:
                 raise AppendUnavailable(self.too_few_in_sync, refused)
         try:

@@ -70,7 +70,9 @@ class TransactionService:
             timers=self.coordinator.timers(), write_timer_event=self._write_timer_event,
         )
         # As Kafka's TransactionStateManager: too few in sync is retriable for the client.
-        self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
+        if replication is not None:
+            self.topic.too_few_in_sync = ErrorCode.coordinator_not_available
+            self.topic.replication = replication
         self.topic.load_delay_s = config["emulate.fault.coordinator.load.ms"] / 1000
         self.topic.serving = serving
         self.runtime = self.topic.runtime

@@ -103,7 +103,7 @@ def _append(ctx, index: int, partition, batch, now: int, acks: int, guarded: boo
     it found the transaction ongoing) still standing, as Kafka's VerificationGuard: a
     marker in between means the coordinator's answer may be about a transaction that
     has since ended."""
-    if acks == -1 and ctx.cluster.too_few_in_sync(partition.topic, index) is not None:
+    if acks == -1 and ctx.broker.replication.too_few_in_sync(partition.topic, index) is not None:
         return _error(index, "NOT_ENOUGH_REPLICAS", partition.log_start_offset)
     h = batch.header
     if guarded and not partition.producer_state.has_ongoing_transaction(h.producer_id, h.producer_epoch) and (
