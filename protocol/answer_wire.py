@@ -14,6 +14,11 @@ kio's writers encode it. A dict answer is refused (``build`` takes dicts for req
 only). Under the tests (``EOSBROKER_CROSS_CHECK_LAYOUTS=1``) every answer a layout
 writes is written by kio too and the bytes must be equal, so the whole suite checks the
 layouts against kio.
+
+The requests nodes send each other through the in-process network are typed the same
+way: ``request_type`` makes them from the request schemas with the code that makes
+answer types, and ``kio_request``, the network's request encoder, refuses a dict.
+Requests from clients are decoded into kio's messages (request_wire).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections import namedtuple
 from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
 from io import BytesIO
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID
 
 from kio.index import load_response_schema
@@ -139,10 +144,10 @@ CROSS_CHECK_LAYOUTS = os.environ.get("EOSBROKER_CROSS_CHECK_LAYOUTS") == "1"
 
 
 def build(cls: type, data):
-    """Builds ``cls`` from ``data`` (a dict, or an answer of an ``answer_type``); fields of
-    other versions are ignored."""
+    """Builds ``cls`` from ``data`` (a dict, or a message of an ``answer_type`` or
+    ``request_type``); fields of other versions are ignored."""
     if data.__class__ is not dict:
-        data = data._asdict()
+        return _build_typed(cls, data)
     plan = _plan(cls)
     kwargs = {}
     for name, alias, (kind, arg), has_default, zero in plan:
@@ -159,6 +164,38 @@ def build(cls: type, data):
         else:
             kwargs[name] = convert(kind, arg, v)
     return cls(**kwargs)
+
+
+_ABSENT = object()
+
+
+def _build_typed(cls: type, message):
+    """``build`` for a message of an ``answer_type`` or ``request_type``: its fields read by
+    attribute (Kafka's names), without a dict in between."""
+    kwargs = {}
+    for name, attr, kind, arg, has_default, zero in _typed_plan(cls):
+        v = getattr(message, attr, _ABSENT)
+        if v is _ABSENT:
+            if not has_default:
+                kwargs[name] = zero
+        elif kind is None or v is None:
+            kwargs[name] = v
+        elif kind == "value":
+            kwargs[name] = _value(arg, v)
+        elif kind == "entities":
+            kwargs[name] = tuple(x if x.__class__ is arg else build(arg, x) for x in v)
+        elif kind == "entity":
+            kwargs[name] = v if v.__class__ is arg else build(arg, v)
+        else:
+            kwargs[name] = convert(kind, arg, v)
+    return cls(**kwargs)
+
+
+@cache
+def _typed_plan(cls: type) -> tuple:
+    """``_plan`` by the names messages of the types hold, kind None for a value taken as is."""
+    return tuple((name, alias or name, None if kind == "value" and arg not in _CONVERTED else kind, arg, has_default,
+                  zero) for name, alias, (kind, arg), has_default, zero in _plan(cls))
 
 
 def convert(kind: str, arg: Any, v: Any) -> Any:
@@ -252,13 +289,29 @@ def answer_type(api_key: int) -> type:
     missing field fails at construction. A field has a default only where Kafka's schema
     gives one, where only older versions have it, for tagged fields, and for
     ``throttle_time_ms`` (the broker never throttles); every other field must be given."""
+    return _message_type(api_key, response_class, _ANSWER_TYPES)
+
+
+@cache
+def request_type(api_key: int) -> type:
+    """The type a node builds a request to another node of (``Network.request``): made
+    from the API's request schemas as ``answer_type`` is from its response schemas, with
+    the same fields, names and defaults rules (``request_type(1).FetchTopic``). A misspelt
+    or missing field fails at construction; ``kio_request`` turns it into kio's request
+    of the version sent."""
+    return _message_type(api_key, request_class, _REQUEST_TYPES)
+
+
+def _message_type(api_key: int, schema: Callable[[int, int], type], made: set[type]) -> type:
+    """The named tuple type of ``schema``'s messages (kio's response or request classes)
+    of ``api_key`` over the versions the broker serves, its nested types attributes of it."""
     served = KAFKA_4_0.get(api_key)
     versions = [v for v in sorted(schema_name_map[api_key_map[api_key]]) if served is None or v <= served[3]]
     structs: dict[str, dict[str, tuple]] = {}  # struct name -> Kafka name -> (field, newest version seen)
     newest: dict[str, int] = {}
     top = None
     for version in versions:
-        cls = response_class(api_key, version)
+        cls = schema(api_key, version)
         top = cls.__name__
         seen: set[type] = set()
         todo = [cls]
@@ -279,7 +332,7 @@ def answer_type(api_key: int) -> type:
     types: dict[str, type] = {}
 
     def make(name: str) -> type:
-        """The answer type of one struct, the types of the structs its defaults hold first."""
+        """The type of one struct, the types of the structs its defaults hold first."""
         if name in types:
             return types[name]
         required, defaults = [], {}
@@ -294,19 +347,19 @@ def answer_type(api_key: int) -> type:
             else:
                 required.append(attr)
                 continue
-            defaults[attr] = as_answer(defaults[attr])
+            defaults[attr] = as_held(defaults[attr])
         types[name] = namedtuple(name, required + list(defaults), defaults=tuple(defaults.values()))
         types[name].__module__ = __name__
         return types[name]
 
-    def as_answer(value: Any) -> Any:
-        """A kio default as an answer holds it: times in milliseconds, error codes as ints,
-        a struct as its answer type."""
+    def as_held(value: Any) -> Any:
+        """A kio default as a message of these types holds it: times in milliseconds, error
+        codes as ints, a struct as its type."""
         if is_dataclass(value):
-            return make(type(value).__name__)(**{_kafka_name(f): as_answer(getattr(value, f.name))
+            return make(type(value).__name__)(**{_kafka_name(f): as_held(getattr(value, f.name))
                                                  for f in fields(value) if not f.name.startswith("__")})
         if isinstance(value, tuple):
-            return tuple(as_answer(v) for v in value)
+            return tuple(as_held(v) for v in value)
         if isinstance(value, (datetime.timedelta, datetime.datetime)):
             return ms(value)
         if isinstance(value, ErrorCode):
@@ -318,15 +371,16 @@ def answer_type(api_key: int) -> type:
     for name, known in structs.items():  # each struct's nested structs, for answer_from
         types[name]._nested = {attr: types[kind.type_.__name__] for attr, (f, _) in known.items()
                                if isinstance(kind := classify_field(f), (EntityField, EntityTupleField))}
-    answer = types[top]
+    message = types[top]
     for name, nested in types.items():
-        if nested is not answer:
-            setattr(answer, name, nested)
-    _ANSWER_TYPES.update(types.values())
-    return answer
+        if nested is not message:
+            setattr(message, name, nested)
+    made.update(types.values())
+    return message
 
 
 _ANSWER_TYPES: set[type] = set()
+_REQUEST_TYPES: set[type] = set()
 
 
 def nested_type(kind: type, field: str) -> type:
@@ -355,6 +409,19 @@ def answer_from(kind: type, value: Any):
 def is_answer(value: Any) -> bool:
     """Whether ``value`` is an answer of an ``answer_type`` (or one of its nested types)."""
     return value.__class__ in _ANSWER_TYPES
+
+
+def kio_request(api_key: int, version: int, request):
+    """kio's request of ``version`` for a request of the API's ``request_type`` (or the kio
+    message itself), what ``Network.request`` hands the target node's handler; a dict is
+    refused (TypeError naming the API): nodes build their requests of ``request_type``, so
+    a misspelt field fails where it is built instead of being dropped here."""
+    if is_dataclass(request):
+        return request
+    if request.__class__ not in _REQUEST_TYPES:
+        raise TypeError(f"the {request_class(api_key, version).__name__} (API {api_key} v{version}) sent between "
+                        f"nodes is a {type(request).__name__}; requests are of request_type({api_key})")
+    return build(request_class(api_key, version), request)
 
 
 # ---------------------------------------------------------------------------

@@ -104,8 +104,9 @@ class Network:
 
     async def request(self, source: int, target: int, api_key: int, version: int, body: Any,
                       typed: bool = True, client_id: str | None = None, timeout_s: float | None = -1) -> Any:
-        """Sends ``body`` (a dict of Kafka field names, or the kio request already built)
-        from node ``source`` to node ``target`` and returns the kio response.
+        """Sends ``body`` (a request of the API's ``request_type``, or the kio request
+        already built; a dict is refused) from node ``source`` to node ``target`` and
+        returns the kio response.
         Raises Unreachable, or asyncio.TimeoutError after ``request.timeout.ms`` (what
         Kafka's inter-broker clients wait; ``timeout_s`` instead when given, None: the
         caller times it out), as a TCP client would fail. ``client_id``: the header's
@@ -144,7 +145,7 @@ class Network:
                 await asyncio.Event().wait()  # lost: never answered; the caller's timeout ends it
         if not node.serving.is_set():
             await node.serving.wait()
-        request = answer_wire.build_request(api_key, version, body) if isinstance(body, dict) else body
+        request = answer_wire.kio_request(api_key, version, body)
         conn = self._connections.get((source, target))
         if conn is None:
             conn = self._connections[source, target] = Connection(

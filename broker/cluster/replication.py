@@ -38,12 +38,14 @@ import logging
 
 from broker.cluster.cluster import RUNNING
 from broker.cluster.follower_fetches import FollowerFetches, Key
+from protocol.answer_wire import request_type
 
 log = logging.getLogger(__name__)
 
 FETCH = 1
 OFFSET_OUT_OF_RANGE = 1
 FETCH_VERSION = 17  # as Kafka 4.4's fetchers: replica_state, topic ids
+_FETCH = request_type(FETCH)
 FETCH_WAIT_MAX_MS = 500  # Kafka's replica.fetch.wait.max.ms
 FETCH_MAX_BYTES = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
 PARTITION_MAX_BYTES = 1024 * 1024  # replica.fetch.max.bytes
@@ -262,15 +264,15 @@ class Replication:
         topics: dict[object, list] = {}
         for topic, index, topic_id, leader_epoch in followed:
             offset = positions.setdefault((topic, index, follower), self._log_end(topic, index))
-            topics.setdefault(topic_id, []).append({
-                "partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": PARTITION_MAX_BYTES})
+            topics.setdefault(topic_id, []).append(_FETCH.FetchPartition(
+                partition=index, current_leader_epoch=leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES))
         settling = not fetcher.settled.is_set()
-        body = {"cluster_id": None, "replica_state": {"replica_id": follower, "replica_epoch": -1},
-                "max_wait_ms": 0 if settling else FETCH_WAIT_MAX_MS, "min_bytes": 1, "max_bytes": FETCH_MAX_BYTES,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic_id": t, "partitions": parts} for t, parts in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+        body = _FETCH(cluster_id=None, replica_state=_FETCH.ReplicaState(replica_id=follower, replica_epoch=-1),
+                      max_wait_ms=0 if settling else FETCH_WAIT_MAX_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
+                      isolation_level=0, session_id=0, session_epoch=-1,
+                      topics=tuple(_FETCH.FetchTopic(topic_id=t, partitions=tuple(parts)) for t, parts in topics.items()),
+                      forgotten_topics_data=(), rack_id="")
         fetcher.kick.clear()
         keys = [(topic, index, follower) for topic, index, _, _ in followed]
         sent_ms = self._now_ms()

@@ -18,19 +18,16 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 
 from kio.schema.errors import ErrorCode
-from kio.schema.write_txn_markers.v2.request import (  # VERSION's schema
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
 
 from broker.cluster.cluster import Cluster
 from coordinator.transaction.coordinator import SendMarkers
+from protocol.answer_wire import kio_request, request_type
 
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS = 27
 VERSION = 2  # carries TransactionVersion (KIP-1228)
+_REQUEST = request_type(WRITE_TXN_MARKERS)
 # Partitions that no longer exist cannot take a marker: Kafka drops those too.
 _DONE = {0, 3}  # NONE, UNKNOWN_TOPIC_OR_PARTITION
 _CANCEL = {47, 52}  # INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED
@@ -131,24 +128,24 @@ class MarkerSender:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def marker_request(markers: SendMarkers, partitions: list[tuple[str, int]]) -> WriteTxnMarkersRequest:
-    """The WriteTxnMarkers request for ``partitions``, built as its kio dataclasses
-    directly: the generic build from a dict cost more than the rest of the request."""
+def marker_request(markers: SendMarkers, partitions: list[tuple[str, int]]):
+    """The WriteTxnMarkers request for ``partitions``, as kio's request of VERSION: built of
+    ``request_type`` and turned into kio's once for each (cached) request."""
     return _marker_request(markers.producer_id, markers.producer_epoch, markers.commit, markers.coordinator_epoch,
                            markers.transaction_version, tuple(partitions))
 
 
 @lru_cache(maxsize=256)  # a producer's transactions (same epoch, same partitions) send the same request
 def _marker_request(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    transaction_version: int, partitions: tuple[tuple[str, int], ...]) -> WriteTxnMarkersRequest:
+                    transaction_version: int, partitions: tuple[tuple[str, int], ...]):
     topics: dict[str, list[int]] = defaultdict(list)
     for topic, partition in partitions:
         topics[topic].append(partition)
-    return WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+    return kio_request(WRITE_TXN_MARKERS, VERSION, _REQUEST(markers=(_REQUEST.WritableTxnMarker(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         transaction_result=commit,
-        topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
+        topics=tuple(_REQUEST.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
         coordinator_epoch=coordinator_epoch,
         transaction_version=transaction_version,
-    ),))
+    ),)))

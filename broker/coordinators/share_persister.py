@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from coordinator.share.persister_policy import retry_after_ms
 from coordinator.share.state_log_codec import ShareSnapshot, StateBatch, StateKey
 from kio.schema.errors import ErrorCode
+from protocol.answer_wire import nested_type, request_type
 from protocol.names import SHARE_KEY_TYPE
 
 log = logging.getLogger(__name__)
@@ -52,35 +53,39 @@ class SharePersister:
                          start_offset: int = -1) -> dict[tuple[uuid.UUID, int], ErrorCode]:
         """Each partition's error (E.none when initialized)."""
         keys = [StateKey(group_id, t, p) for t, p in partitions]
-        answers = await asyncio.gather(*(self._call(INITIALIZE, key, {
-            "partition": key.partition, "state_epoch": state_epoch, "start_offset": start_offset}) for key in keys))
+        answers = await asyncio.gather(*(self._call(INITIALIZE, key, _partition_type(INITIALIZE)(
+            partition=key.partition, state_epoch=state_epoch, start_offset=start_offset)) for key in keys))
         return {(k.topic_id, k.partition): a[0] for k, a in zip(keys, answers)}
 
     async def delete(self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]
                      ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
         keys = [StateKey(group_id, t, p) for t, p in partitions]
-        answers = await asyncio.gather(*(self._call(DELETE, key, {"partition": key.partition}) for key in keys))
+        answers = await asyncio.gather(*(self._call(DELETE, key, _partition_type(DELETE)(partition=key.partition))
+                                         for key in keys))
         return {(k.topic_id, k.partition): a[0] for k, a in zip(keys, answers)}
 
     async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, str | None, ShareSnapshot | None]:
-        error, message, p = await self._call(READ, key, {"partition": key.partition, "leader_epoch": leader_epoch})
+        error, message, p = await self._call(READ, key, _partition_type(READ)(partition=key.partition,
+                                                                              leader_epoch=leader_epoch))
         if error:
             return error, message, None
         return E.none, None, ShareSnapshot(0, p.state_epoch, leader_epoch, p.start_offset, 0, 0, tuple(
             StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
 
     async def write(self, key: StateKey, snapshot: ShareSnapshot) -> tuple[ErrorCode, str | None]:
-        error, message, _ = await self._call(WRITE, key, {
-            "partition": key.partition, "state_epoch": snapshot.state_epoch, "leader_epoch": snapshot.leader_epoch,
-            "start_offset": snapshot.start_offset, "delivery_complete_count": snapshot.delivery_complete_count,
-            "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
-                               "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
-                              for b in snapshot.state_batches]})
+        partition = _partition_type(WRITE)
+        batch = nested_type(partition, "state_batches")
+        error, message, _ = await self._call(WRITE, key, partition(
+            partition=key.partition, state_epoch=snapshot.state_epoch, leader_epoch=snapshot.leader_epoch,
+            start_offset=snapshot.start_offset, delivery_complete_count=snapshot.delivery_complete_count,
+            state_batches=tuple(batch(first_offset=b.first_offset, last_offset=b.last_offset,
+                                      delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                                for b in snapshot.state_batches)))
         return error, message
 
     async def summary(self, key: StateKey) -> tuple[ErrorCode, ShareSnapshot | None]:
         """The share-partition's start offset and epochs (None: never initialized)."""
-        error, _, p = await self._call(SUMMARY, key, {"partition": key.partition, "leader_epoch": 0})
+        error, _, p = await self._call(SUMMARY, key, _partition_type(SUMMARY)(partition=key.partition, leader_epoch=0))
         if error or p.start_offset < 0:
             return error, None
         return E.none, ShareSnapshot(0, p.state_epoch, p.leader_epoch, p.start_offset, 0, 0, (),
@@ -88,7 +93,7 @@ class SharePersister:
 
     # -- sending -----------------------------------------------------------------------------
 
-    async def _call(self, api_key: int, key: StateKey, partition: dict) -> tuple[ErrorCode, str | None, object]:
+    async def _call(self, api_key: int, key: StateKey, partition: tuple) -> tuple[ErrorCode, str | None, object]:
         """(error, message, the partition's answer) of one share-partition's call, retried
         as Kafka's persister retries it."""
         attempts = 0
@@ -106,7 +111,7 @@ class SharePersister:
                      error.name.upper(), wait_ms)
             await self.clock.sleep(wait_ms / 1000)
 
-    async def _send(self, api_key: int, key: StateKey, partition: dict) -> tuple[ErrorCode, str | None, object]:
+    async def _send(self, api_key: int, key: StateKey, partition: tuple) -> tuple[ErrorCode, str | None, object]:
         """One share-partition's call, sent with the others for the same group and node
         made in this event-loop turn."""
         target = await self._coordinator_node(key)
@@ -135,10 +140,13 @@ class SharePersister:
 
     async def _send_together(self, bucket: tuple[int, str, int], gathered: list[_Waiting]) -> None:
         api_key, group_id, target = bucket
-        topics: dict[uuid.UUID, list[dict]] = {}
+        topics: dict[uuid.UUID, list[tuple]] = {}
         for w in gathered:
             topics.setdefault(w.key.topic_id, []).append(w.partition)
-        body = {"group_id": group_id, "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
+        request = request_type(api_key)
+        topic = nested_type(request, "topics")
+        body = request(group_id=group_id, topics=tuple(topic(topic_id=t, partitions=tuple(ps))
+                                                       for t, ps in topics.items()))
         answers: dict = {}
         failed = (E.unknown_server_error, "The answer does not name the share-partition.", None)
         try:
@@ -170,8 +178,13 @@ class _Waiting:
     """A share-partition's call waiting to be sent with others, and its answer."""
 
     key: StateKey
-    partition: dict
+    partition: tuple  # the partition's entry, of its API's request_type
     answer: asyncio.Future
+
+
+def _partition_type(api_key: int) -> type:
+    """The type of a share-partition's entry in ``api_key``'s request."""
+    return nested_type(nested_type(request_type(api_key), "topics"), "partitions")
 
 
 _NAMES = {INITIALIZE: "InitializeShareGroupState", READ: "ReadShareGroupState", WRITE: "WriteShareGroupState",

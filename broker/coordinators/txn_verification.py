@@ -28,18 +28,16 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from kio.schema.add_partitions_to_txn.v5.request import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnTopic,
-    AddPartitionsToTxnTransaction,
-)
 from kio.schema.errors import ErrorCode
+
+from protocol.answer_wire import request_type
 
 
 log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN = 24
 VERSION = 5  # the brokers' batched form; v5 marks an add as transaction version 2's
+_REQUEST = request_type(ADD_PARTITIONS_TO_TXN)
 
 # What the client's request version lets the leader do (Kafka's TransactionSupportedOperation).
 DEFAULT_ERROR = 0  # a partition missing from the transaction is INVALID_TXN_STATE
@@ -168,8 +166,8 @@ class TransactionVerifier:
 
     async def _request(self, link: tuple[int, int], batch: dict[str, _Waiting]) -> dict[str, dict]:
         source, target = link
-        request = AddPartitionsToTxnRequest(transactions=tuple(
-            AddPartitionsToTxnTransaction(
+        request = _REQUEST(transactions=tuple(
+            _REQUEST.AddPartitionsToTxnTransaction(
                 transactional_id=tid, producer_id=w.producer_id, producer_epoch=w.producer_epoch,
                 verify_only=w.operation != ADD_PARTITION, topics=_topics(w.partitions))
             for tid, w in batch.items()))
@@ -211,11 +209,11 @@ class TransactionVerifier:
         return answers
 
 
-def _topics(partitions: list[TopicPartition]) -> tuple[AddPartitionsToTxnTopic, ...]:
+def _topics(partitions: list[TopicPartition]) -> tuple:
     by_topic: dict[str, list[int]] = {}
     for topic, index in partitions:
         by_topic.setdefault(topic, []).append(index)
-    return tuple(AddPartitionsToTxnTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    return tuple(_REQUEST.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
 
 
 def _answer(waiting: _Waiting, errors: dict) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from broker.process import Broker
 from broker.config import BrokerConfig
+from protocol.answer_wire import request_type
 
 API_VERSIONS = 18
 
 
 async def _ask(broker: Broker, source: int, target: int) -> None:
-    answer = await broker.network.request(source, target, API_VERSIONS, 0, {})
+    asked = request_type(API_VERSIONS)(client_software_name="test", client_software_version="0")
+    answer = await broker.network.request(source, target, API_VERSIONS, 0, asked)
     assert answer.error_code == 0
 
 

@@ -108,8 +108,8 @@ def test_acknowledged_markers_complete_the_transaction(typed):
 
 
 def test_marker_request_is_what_the_generic_build_makes():
-    """The sender builds its WriteTxnMarkers request as kio dataclasses directly: the
-    same request, and the same bytes, as the generic build from Kafka's field names."""
+    """The sender builds its WriteTxnMarkers request of request_type: the same request,
+    and the same bytes, as the generic build from Kafka's field names."""
     markers = SendMarkers("tid", 7, 3, 1, False, (("a", 0), ("b", 2), ("a", 1)), 2)
     built = answer_wire.build_request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
         "producer_id": 7, "producer_epoch": 3, "transaction_result": False,
