@@ -165,6 +165,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("group.streams.num.standby.replicas", _long, 0,
                 doc="Standby replicas of each stateful task of a streams group (its streams.num.standby.replicas "
                     "group config overrides it)."),
+        Setting("group.streams.rack.aware.assignment.tags", _str, "",
+                doc="Client tags (comma separated) each streams member must send; a member missing one gets "
+                    "the MISSING_CLIENT_TAGS status (heartbeat v1+). Standbys are not placed by them, as in Kafka 4.4."),
         Setting("group.share.session.timeout.ms", _long, 45000),
         Setting("group.share.heartbeat.interval.ms", _long, 5000),
         Setting("group.share.max.size", _long, 200),

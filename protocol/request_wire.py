@@ -34,6 +34,7 @@ from kio.index import load_request_schema
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader
 
+from protocol import own_schemas
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, is_optional, PrimitiveTupleField
 
 _INT32 = struct.Struct(">i")
@@ -276,7 +277,7 @@ FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2,
     35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0, 68: 0, 69: 0,
-    76: 0, 77: 0, 78: 0, 79: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0, 88: 0, 89: 0, 90: 0, 91: 0, 92: 0,
+    76: 0, 77: 0, 78: 0, 79: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0, 88: 0, 89: 0, 90: 0, 91: 0, 92: 0, 93: 0,
 }
 NEVER_FLEXIBLE = 1 << 15
 
@@ -346,17 +347,18 @@ KAFKA_4_0: dict[int, tuple[str, int, int, int]] = {
     86: ("DeleteShareGroupState", 0, 0, 0),
     87: ("ReadShareGroupStateSummary", 0, 0, 1),
     # KIP-1071 streams groups: served from Kafka 4.2, where streams.version 1 is finalized.
-    # v1 (KIP-1331 topology descriptions) is not served: kio has v0 only.
-    88: ("StreamsGroupHeartbeat", 0, 0, 0),
-    89: ("StreamsGroupDescribe", 0, 0, 0),
+    # v1 and API 93 (KIP-1331 topology descriptions) from protocol/own_schemas.py.
+    88: ("StreamsGroupHeartbeat", 0, 0, 1),
+    89: ("StreamsGroupDescribe", 0, 0, 1),
     90: ("DescribeShareGroupOffsets", 0, 0, 1),
     91: ("AlterShareGroupOffsets", 0, 0, 0),
     92: ("DeleteShareGroupOffsets", 0, 0, 0),
+    93: ("StreamsGroupTopologyDescriptionUpdate", 0, 0, 0),
 }
 # The share group (KIP-932, with its share-state APIs) and streams group (KIP-1071) APIs:
 # off before the 4.2 profile.
 APIS_FROM_4_2 = {76: None, 77: None, 78: None, 79: None, 83: None, 84: None, 85: None, 86: None, 87: None,
-                 88: None, 89: None, 90: None, 91: None, 92: None}
+                 88: None, 89: None, 90: None, 91: None, 92: None, 93: None}
 
 # Maxima of older releases, for the version profile. Only keys that differ from 4.0
 # and matter to clients' version inference are listed; missing APIs did not exist.
@@ -381,7 +383,9 @@ PROFILE_MAXIMA["3.6"] = {
     **APIS_FROM_4_2,
 }
 PROFILE_MAXIMA["3.9"] = {0: 11, 2: 9, 26: 4, 60: 1, 66: 1, 68: None, 69: None, **APIS_FROM_4_2}
-PROFILE_MAXIMA["4.2"] = {}  # share and streams groups production-ready (share.version, streams.version 1)
+# share and streams groups production-ready (share.version, streams.version 1); KIP-1331
+# (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate) came after 4.2
+PROFILE_MAXIMA["4.2"] = {88: 0, 89: 0, 93: None}
 PROFILE_MAXIMA["4.4"] = {}  # everything implemented is within what 4.4 advertises
 _OLD_MINIMA = {0: 3, 2: 1, 8: 2}  # versions Kafka 4 removed (KIP-896) stay refused here
 PROFILE_MINIMA: dict[str, dict[int, int]] = {"4.0": {}, "4.2": {}, "4.4": {}, "2.4": _OLD_MINIMA, "2.8": _OLD_MINIMA,
@@ -633,7 +637,8 @@ class DecodeError(ValueError):
 
 @cache
 def request_class(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    own = own_schemas.REQUESTS.get((api_key, version))
+    return own if own is not None else load_request_schema(api_key, version)
 
 
 @cache
@@ -663,7 +668,7 @@ def request_decoder(api_key: int, version: int):
             walk(body, offset, len(body), 0)  # kio's native reader aborts on absurd counts
             return read(body, offset)[0]
         except Exception as e:  # kio raises several types for malformed input
-            raise DecodeError(f"cannot decode {api_key_map[api_key]} v{version}: {e}") from e
+            raise DecodeError(f"cannot decode {api_name(api_key)} v{version}: {e}") from e
 
     if api_key not in _REPEATING_APIS:
         return decode

@@ -81,6 +81,7 @@ class BrokerNode:
     def _streams_group_config(self, group_id: str):
         """A streams group's settings with its group configs."""
         from broker.coordinators.share_service import group_setting
+        from coordinator.group.streams_group import tag_list
 
         def setting(key: str) -> int:
             return int(group_setting(self.broker, group_id, key))
@@ -88,7 +89,9 @@ class BrokerNode:
         return replace(self.groups.coordinator.config.streams,
                        num_standby_replicas=setting("streams.num.standby.replicas"),
                        initial_rebalance_delay_ms=setting("streams.initial.rebalance.delay.ms"),
-                       assignment_interval_ms=setting("streams.assignment.interval.ms"))
+                       assignment_interval_ms=setting("streams.assignment.interval.ms"),
+                       rack_aware_assignment_tags=tag_list(group_setting(
+                           self.broker, group_id, "streams.rack.aware.assignment.tags")))
 
     @cached_property
     def shares(self):

@@ -41,7 +41,7 @@ from broker.coordinators.group_history import GroupHistory
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
-from coordinator.group.streams_group import StreamsGroupConfig
+from coordinator.group.streams_group import StreamsGroupConfig, tag_list
 from coordinator.runtime import Result, TimerEvent
 from protocol.names import CONSUMER_OFFSETS
 
@@ -91,6 +91,7 @@ class GroupService:
                 initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
                 assignment_interval_ms=config["group.streams.assignment.interval.ms"],
                 num_standby_replicas=config["group.streams.num.standby.replicas"],
+                rack_aware_assignment_tags=tag_list(config["group.streams.rack.aware.assignment.tags"]),
             ),
         ))
         self.coordinator.topics = lambda: {

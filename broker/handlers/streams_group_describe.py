@@ -1,10 +1,13 @@
-"""StreamsGroupDescribe (89): v0. A streams group's state, epochs, topology (as
+"""StreamsGroupDescribe (89): v0-1. A streams group's state, epochs, topology (as
 configured against the topics now) and members with their process ids, endpoints and
 current and target tasks; a group of another type or an unknown one gets
-GROUP_ID_NOT_FOUND, as Kafka answers."""
+GROUP_ID_NOT_FOUND, as Kafka answers. v1 (KIP-1331) adds the assignor's name and the
+topology description's status: never stored here (no topology description plugin, as
+Kafka without group.streams.topology.description.plugin.class), so NOT_STORED when asked."""
 
 from broker.coordinators.group_requests import describe
-from coordinator.group.streams_group import DEAD, configure
+from coordinator.group.streams_group import DEAD, STREAMS_ASSIGNOR, configure
+from protocol.own_schemas import TOPOLOGY_DESCRIPTION_NOT_REQUESTED, TOPOLOGY_DESCRIPTION_NOT_STORED
 from protocol.answer_wire import answer_type
 
 API_KEY = 89
@@ -69,13 +72,19 @@ def _member(group, m):
     )
 
 
-def _described(coordinator, group, _topic_names, common: dict):
-    return Answer.DescribedGroup(**common, topology=_topology(coordinator, group),
-                                 members=[_member(group, m) for m in group.members.values()])
+def _described(request):
+    status = TOPOLOGY_DESCRIPTION_NOT_STORED if getattr(request, "include_topology_description", False) \
+        else TOPOLOGY_DESCRIPTION_NOT_REQUESTED
+
+    def described(coordinator, group, _topic_names, common: dict):
+        return Answer.DescribedGroup(**common, topology=_topology(coordinator, group),
+                                     members=[_member(group, m) for m in group.members.values()],
+                                     topology_description_status=status, assignor_name=STREAMS_ASSIGNOR)
+    return described
 
 
 async def handle(ctx, request):
     return await describe(ctx, request, Answer,
                           lambda coordinator, group_id: coordinator.streams_group_describe(group_id),
                           {"group_state": DEAD, "group_epoch": -1, "assignment_epoch": -1, "topology": None},
-                          _described)
+                          _described(request))

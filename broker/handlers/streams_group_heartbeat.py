@@ -1,8 +1,10 @@
-"""StreamsGroupHeartbeat (88): v0, KIP-1071 streams groups. A Kafka Streams client's
+"""StreamsGroupHeartbeat (88): v0-1, KIP-1071 streams groups. A Kafka Streams client's
 threads join with epoch 0, their topology and process id, heartbeat with their epoch
 and the tasks they own, and are given active tasks by the broker's sticky assignor;
 -1 leaves. Internal topics the group reports missing (MISSING_INTERNAL_TOPICS) are
-created here, after the coordinator answered, as Kafka's request handler creates them."""
+created here, after the coordinator answered, as Kafka's request handler creates them.
+v1 (KIP-1331): the int64 AcceptableRecoveryLag, TopologyDescriptionRequired (never set:
+no topology description plugin, Kafka's default) and the MISSING_CLIENT_TAGS status."""
 
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ async def handle(ctx, request):
         warmup_tasks=_tasks(request.warmup_tasks), process_id=request.process_id,
         user_endpoint=None if endpoint is None else (endpoint.host, endpoint.port),
         client_tags=None if request.client_tags is None else tuple((t.key, t.value) for t in request.client_tags),
-        shutdown_application=request.shutdown_application,
+        shutdown_application=request.shutdown_application, version=request.__version__,
         task_offsets=_offsets(request.task_offsets), task_end_offsets=_offsets(request.task_end_offsets),
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
     )
@@ -130,7 +132,8 @@ async def handle(ctx, request):
         error_code=answer.error_code, error_message=answer.error_message,
         member_id=answer.member_id or request.member_id, member_epoch=answer.member_epoch,
         heartbeat_interval_ms=answer.heartbeat_interval_ms,
-        acceptable_recovery_lag=config.acceptable_recovery_lag,
+        # Kafka 4.4 sets only v1's int64 field; v0's int32 AcceptableRecoveryLagLegacy stays 0
+        acceptable_recovery_lag=config.acceptable_recovery_lag if request.__version__ >= 1 else 0,
         task_offset_interval_ms=config.task_offset_interval_ms,
         status=statuses if answer.error_code == 0 else None,
         active_tasks=_task_ids(answer.active_tasks), standby_tasks=_task_ids(answer.standby_tasks),

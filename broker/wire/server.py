@@ -146,6 +146,7 @@ _MODULES = {
     90: "describe_share_group_offsets",
     91: "alter_share_group_offsets",
     92: "delete_share_group_offsets",
+    93: "streams_group_topology_description_update",
 }
 
 

@@ -32,10 +32,13 @@ is a member's that has not left), FENCED_INSTANCE_ID (another member id), UNKNOW
 The task offsets members report (their state's changelog offsets) are kept in memory,
 shown by StreamsGroupDescribe, and rank standby candidates after the previous standbys.
 
+Client tags: with streams.rack.aware.assignment.tags set, a member (heartbeat v1+)
+missing one of those tags gets the MISSING_CLIENT_TAGS status, as Kafka 4.4's coordinator
+answers; Kafka 4.4's sticky assignor itself reads neither racks nor client tags, so
+standbys are placed here without them too.
+
 Not as Kafka 4.4 yet: Kafka's promotion and demotion of tasks between a member's
-standby and active roles while it reconciles, rack-aware assignment by client tags, and
-the KIP-1331
-topology descriptions (StreamsGroupHeartbeat/Describe v1, StreamsGroupTopologyDescriptionUpdate).
+standby and active roles while it reconciles.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 ASSIGNMENT_DELAYED = 5
+MISSING_CLIENT_TAGS = 6  # from v1 (v0 clients do not know it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,16 @@ class StreamsGroupConfig:
     initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
     assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
     num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    # group.streams.rack.aware.assignment.tags: the client tags each member must send. The
+    # sticky assignor of Kafka 4.4 does not place standbys by them; the heartbeat (v1+)
+    # reports members missing one, as Kafka does.
+    rack_aware_assignment_tags: tuple[str, ...] = ()
+
+
+def tag_list(value: str) -> tuple[str, ...]:
+    """A rack.aware.assignment.tags value's tag keys (comma separated, as Kafka splits it)."""
+    value = value.strip()
+    return tuple(re.split(r"\s*,\s*", value)) if value else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +271,7 @@ class StreamsHeartbeatRequest:
     user_endpoint: tuple[str, int] | None = None
     client_tags: tuple[tuple[str, str], ...] | None = None
     shutdown_application: bool = False
+    version: int = 0  # the StreamsGroupHeartbeat version: MISSING_CLIENT_TAGS needs v1
     client_id: str = ""
     client_host: str = ""
     task_offsets: TaskOffsets | None = None  # None: unchanged since the last heartbeat
@@ -740,6 +755,11 @@ class StreamsGroups:
         if group.shutdown_requested_by is not None:
             statuses.append((SHUTDOWN_APPLICATION, f"Streams group {group.group_id} is shutting down: "
                                                    f"member {group.shutdown_requested_by} requested it."))
+        missing_tags = [t for t in config.rack_aware_assignment_tags if t not in dict(reconciled.client_tags)]
+        if request.version >= 1 and missing_tags:
+            statuses.append((MISSING_CLIENT_TAGS, "Missing required client tags for rack-aware standby assignment: "
+                                                  f"[{', '.join(missing_tags)}]. Configure them via "
+                                                  "'client.tag.<tagKey>' in your Streams config."))
 
         # As Kafka: the tasks are sent to a member joining and when they (or their epochs) changed.
         changed = is_new or (reconciled.assigned, reconciled.standby) != (member.assigned, member.standby) or (

@@ -17,7 +17,7 @@ from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    StreamsMember, assign_tasks, configure,
+    StreamsMember, assign_tasks, configure, MISSING_CLIENT_TAGS, tag_list,
 )
 from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
@@ -628,3 +628,22 @@ def test_an_active_task_waits_while_another_thread_of_its_process_holds_it_as_st
     assert joined.active_tasks == {}  # held back: b1 of its process still stands by for it
     group.members["b1"] = replace(group.members["b1"], standby={})
     assert s.hb("b2", joined.member_epoch, active={}, process_id="pb").active_tasks == tasks(s1={0})
+
+
+def test_members_missing_a_required_client_tag_get_missing_client_tags_from_v1():
+    """streams.rack.aware.assignment.tags: a v1 heartbeat without one of the tags gets
+    MISSING_CLIENT_TAGS (naming those missing, in the config's order); v0 never does."""
+    assert tag_list(" zone ,  cluster ") == ("zone", "cluster") and tag_list("  ") == ()
+    s = Streams()
+    s.coordinator.streams.group_config = lambda group_id: replace(
+        CONFIG.streams, rack_aware_assignment_tags=tag_list("zone,cluster"))
+
+    def missing(member: str, version: int, tags: dict) -> list[str]:
+        answer = s.hb(member, 0, version=version, client_tags=tuple(tags.items()))
+        return [d for c, d in answer.statuses if c == MISSING_CLIENT_TAGS]
+
+    assert missing("a", 1, {"cluster": "c1"}) == [
+        "Missing required client tags for rack-aware standby assignment: [zone]. "
+        "Configure them via 'client.tag.<tagKey>' in your Streams config."]
+    assert missing("b", 1, {"zone": "z", "cluster": "c"}) == []
+    assert missing("c", 0, {}) == []

@@ -49,13 +49,14 @@ def test_share_groups_from_4_2():
 
 def test_streams_groups_from_4_2():
     """KIP-1071's APIs and streams.version 1 where Kafka 4.2 finalizes it (metadata version
-    4.2-IV1 bootstraps it), v0 only."""
+    4.2-IV1 bootstraps it), v0 there; KIP-1331's v1 and StreamsGroupTopologyDescriptionUpdate
+    (93) in the 4.4 profile, as Kafka 4.4 advertises them."""
     for profile in ("3.9", "4.0"):
         table = ApiTable(set(HANDLERS), profile)
-        assert not {88, 89} & table.ranges.keys() and "streams.version" not in table.features
-    for profile in ("4.2", "4.4"):
+        assert not {88, 89, 93} & table.ranges.keys() and "streams.version" not in table.features
+    for profile, maxima in (("4.2", {88: 0, 89: 0}), ("4.4", {88: 1, 89: 1, 93: 0})):
         table = ApiTable(set(HANDLERS), profile)
-        assert {k: table.ranges[k].max for k in (88, 89)} == {88: 0, 89: 0}
+        assert {k: table.ranges[k].max for k in (88, 89, 93) if k in table.ranges} == maxima
         assert table.features["streams.version"] == 1 and table.supported_features["streams.version"] == 1
 
 
