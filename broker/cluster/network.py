@@ -192,16 +192,38 @@ class Network:
         return result
 
 
+class _NodeWork:
+    """A request being handled for a node, in the sender's task: what the node's ``halt``
+    cancels to abandon it."""
+
+    __slots__ = ("task", "cancelling", "abandoned")
+
+    def __init__(self, task: asyncio.Task) -> None:
+        self.task = task
+        self.cancelling = task.cancelling()
+        self.abandoned = False
+
+    def cancel(self) -> None:
+        self.abandoned = True
+        self.task.cancel()
+
+
 async def _handled_on(node, handler) -> Any:
-    """Runs a handler as the target node's work: the node stopping abandons it (its
-    ``halt`` cancels it), which the sender sees as the connection going, Unreachable."""
-    handling = asyncio.get_running_loop().create_task(handler)
-    node.handling.add(handling)
+    """Runs a handler as the target node's work, in the sender's task (a task of its own
+    would make each request wait two turns of the event loop): the node stopping abandons
+    it (its ``halt`` cancels it), which the sender sees as the connection going,
+    Unreachable."""
+    work = _NodeWork(asyncio.current_task())
+    node.handling.add(work)
     try:
-        return await handling
+        answer = await handler
     except asyncio.CancelledError:
-        if handling.cancelled() and not asyncio.current_task().cancelling():
+        # ours only if no one else cancelled the sender too (then theirs propagates)
+        if work.abandoned and work.task.uncancel() <= work.cancelling:
             raise Unreachable(f"node {node.node_id} stopped while handling the request") from None
         raise
     finally:
-        node.handling.discard(handling)
+        node.handling.discard(work)
+    if work.abandoned:  # the handler took the cancel in and finished: the sender is not cancelled
+        work.task.uncancel()
+    return answer

@@ -41,7 +41,7 @@ class BrokerNode:
         # machine that is gone (broker.cluster.network).
         self.incarnation = 0
         # Other nodes' requests being handled here (broker.cluster.network): abandoned at a stop.
-        self.handling: set[asyncio.Task] = set()
+        self.handling: set = set()  # requests from other nodes being handled (cancel() abandons one)
 
     # The coordinators load on first use (or at start-up when their topic exists), so a
     # broker that never sees a group or a transaction never imports them. Once made, each

@@ -195,24 +195,19 @@ class TransactionService:
                offsets: list[int] | None = None) -> Coroutine[Any, Any, tuple[object, ErrorCode | None]]:
         """Runs the handler now, through the runtime; the coroutine returned waits until
         what it wrote is in the partition's ISR, and only then are its markers sent (Kafka
-        sends them from the append's callback). It gives the response and, if the wait
+        sends them from the append's callback): with no wait, when it is first run, so
+        that whoever awaits it comes first (a timed-out abort is told as such before its
+        markers can complete it). It gives the response and, if the wait
         failed, the error to answer: too few in sync or timed out,
         COORDINATOR_NOT_AVAILABLE; leadership lost, NOT_COORDINATOR. Either way the
         transition is undone in memory, as Kafka clears the pending state (the record
         stays in the log), so a retry finds the transaction as it was, not
         CONCURRENT_TRANSACTIONS."""
         replication = self.replication
-        if replication is None or replication.quiet():
-            logged = transactional_id is not None and log.isEnabledFor(logging.INFO)
-            before = self.coordinator.transaction_metadata(transactional_id) if logged else None
-            response = self.runtime.run(partition, handler, self.clock.now_ms())
-            offset = self.runtime.last_offset
-            if offsets is not None:
-                offsets.append(offset)
-            if logged and offset >= 0:
-                self._log_written(transactional_id, before, partition, offset)
-            return _at_once((response, None))
-        before = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
+        quiet = replication is None or replication.quiet()
+        logged = quiet and transactional_id is not None and log.isEnabledFor(logging.INFO)
+        before = self.coordinator.transaction_metadata(transactional_id) if transactional_id and (
+            logged or not quiet) else None
         epoch = self.coordinator.coordinator_epoch(partition)
         held = self._held_markers = []
         try:
@@ -222,8 +217,22 @@ class TransactionService:
         offset = self.runtime.last_offset
         if offsets is not None:
             offsets.append(offset)
+        if quiet:
+            if logged and offset >= 0:
+                self._log_written(transactional_id, before, partition, offset)
+            return self._written_at_once(partition, response, held, epoch)
         written = self.coordinator.transaction_metadata(transactional_id) if offset >= 0 and transactional_id else None
         return self._replicated(transactional_id, partition, response, held, offset, before, written, epoch)
+
+    async def _written_at_once(self, partition: int, response, held: list[SendMarkers],
+                               epoch: int | None) -> tuple[object, None]:
+        self._send_held(partition, held, epoch)
+        return response, None
+
+    def _send_held(self, partition: int, held: list[SendMarkers], epoch: int | None) -> None:
+        if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
+            for markers in held:
+                self.markers.send(markers)
 
     async def _replicated(self, transactional_id: str | None, partition: int, response, held: list[SendMarkers],
                           offset: int, before, written, epoch: int | None) -> tuple[object, ErrorCode | None]:
@@ -233,9 +242,7 @@ class TransactionService:
         if error is None:
             if offset >= 0 and transactional_id and log.isEnabledFor(logging.INFO):
                 self._log_written(transactional_id, before, partition, offset, written)
-            if self.coordinator.coordinator_epoch(partition) == epoch:  # else the new load rolls forward
-                for markers in held:
-                    self.markers.send(markers)
+            self._send_held(partition, held, epoch)
             return response, None
         answer = ErrorCode.not_coordinator if error == "NOT_LEADER_OR_FOLLOWER" else ErrorCode.coordinator_not_available
         undone = written is not None and self.coordinator.restore(transactional_id, written, before)
@@ -341,10 +348,6 @@ class TransactionService:
         dropped, in this turn."""
         self.topic.halt()
         self.markers.halt()
-
-
-async def _at_once(value):
-    return value
 
 
 def _partition_names(partitions) -> str:
