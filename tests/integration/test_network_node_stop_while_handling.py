@@ -10,17 +10,19 @@ import pytest
 from broker.cluster.network import Unreachable
 from broker.config import BrokerConfig
 from broker.process import Broker
+from protocol.answer_wire import request_type
 
 FETCH = 1
 
 
-def _long_poll(topic: str) -> dict:
+def _long_poll(topic: str):
     """A Fetch at the log end that waits up to a minute for a byte."""
-    return {"replica_id": -1, "max_wait": 60_000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
-                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    fetch = request_type(FETCH)
+    return fetch(replica_id=-1, max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                 session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+                 topics=(fetch.FetchTopic(topic=topic, topic_id=None, partitions=(fetch.FetchPartition(
+                     partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                     log_start_offset=-1, partition_max_bytes=1 << 20),)),))
 
 
 async def test_a_node_stopping_abandons_the_request_it_is_handling(tmp_path):
