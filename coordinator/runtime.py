@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from protocol.records import (
     CONTROL_TYPE_COMMIT,
     InvalidBatch,
@@ -183,18 +185,62 @@ class CoordinatorLog(Protocol):
         """The same batches as (buffer, start, end) spans of whole batches."""
 
 
+class PartitionLoads:
+    """Which partitions of its topic a coordinator holds, and whether each is loaded yet
+    (Kafka's CoordinatorRuntime keeps this per partition context: LOADING, then ACTIVE).
+    The runtime moves partitions through it; the state machine reads it to refuse what
+    it cannot serve yet, and the broker to list what it serves."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[int, bool] = {}  # held partitions: loaded (True) or loading
+
+    def refusal(self, partition: int) -> ErrorCode | None:
+        """The error a request for ``partition`` gets: NOT_COORDINATOR when it is not
+        held, COORDINATOR_LOAD_IN_PROGRESS while it loads, None once it is served."""
+        loaded = self._loaded.get(partition)
+        if loaded is None:
+            return ErrorCode.not_coordinator
+        return None if loaded else ErrorCode.coordinator_load_in_progress
+
+    def is_loading(self, partition: int) -> bool:
+        return self._loaded.get(partition) is False
+
+    def loaded(self) -> frozenset[int]:
+        """The partitions served."""
+        return frozenset(p for p, loaded in self._loaded.items() if loaded)
+
+    def loading(self) -> frozenset[int]:
+        return frozenset(p for p, loaded in self._loaded.items() if not loaded)
+
+    def held(self) -> frozenset[int]:
+        """Loaded or loading."""
+        return frozenset(self._loaded)
+
+    def mark_loading(self, partition: int) -> None:  # the runtime moves partitions
+        self._loaded[partition] = False
+
+    def mark_loaded(self, partition: int) -> None:
+        self._loaded[partition] = True
+
+    def drop(self, partition: int) -> None:
+        self._loaded.pop(partition, None)
+
+
 class StateMachine(Protocol):
     """What the runtime needs of a coordinator; both coordinators implement it."""
+
+    # The load state of its partitions, which the runtime that drives it keeps.
+    loads: PartitionLoads
 
     # True when each record holds its key's whole state, so that load may replay only
     # the newest record of each key (the state is the same, the work is not).
     replays_latest_record_per_key: bool
 
     def load_partition(self, partition: int, coordinator_epoch: int) -> None:
-        """Become coordinator of ``partition``, marked loading: replay comes next."""
+        """Become coordinator of ``partition`` (it is loading): replay comes next."""
 
     def finish_loading(self, partition: int, now_ms: int) -> list[Result]:
-        """Serve the partition; the results carry effects (roll-forwards, replies) and
+        """The partition is served now; the results carry effects (roll-forwards, replies) and
         records for what the load itself decides (transactions timed out meanwhile)."""
 
     def unload_partition(self, partition: int) -> list[Result]:
@@ -207,15 +253,13 @@ class StateMachine(Protocol):
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """Applies a COMMIT/ABORT marker of ``producer_id`` on ``partition``."""
 
-    def owned_partitions(self) -> frozenset[int]:
-        """The partitions served (loaded)."""
-
 
 class CoordinatorRuntime:
     def __init__(self, machine: StateMachine, log: CoordinatorLog, perform: Callable[[Any], None],
                  resign: Callable[[int], None] | None = None, timers: tuple[Timer, ...] = ()) -> None:
         self.machine = machine
         self.log = log
+        self.loads = machine.loads = PartitionLoads()
         self.timers = timers
         self._periodic_due: dict[str, int] = {}  # a periodic timer's next firing, once started
         self._perform = perform
@@ -234,6 +278,7 @@ class CoordinatorRuntime:
     def begin_load(self, partition: int, coordinator_epoch: int) -> None:
         """Takes ownership of ``partition``; requests for it get COORDINATOR_LOAD_IN_PROGRESS
         until ``load`` has replayed it."""
+        self.loads.mark_loading(partition)
         self.machine.load_partition(partition, coordinator_epoch)
 
     def load(self, partition: int, now_ms: int) -> int:
@@ -242,6 +287,7 @@ class CoordinatorRuntime:
             count = self._replay_latest_per_key(self.log.chunks(partition))
         else:
             count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
+        self.loads.mark_loaded(partition)
         self.written_at_load = 0
         try:
             for result in self.machine.finish_loading(partition, now_ms):
@@ -253,6 +299,7 @@ class CoordinatorRuntime:
 
     def unload(self, partition: int) -> None:
         """The partition moved away: its state is dropped, parked requests answered."""
+        self.loads.drop(partition)
         self._perform_all(self.machine.unload_partition(partition))
 
     def _replay_latest_per_key(self, chunks: Iterable[tuple[bytes, int, int]]) -> int:
@@ -325,7 +372,7 @@ class CoordinatorRuntime:
         partition order; periodic timers are due again an interval later. The caller
         runs each through ``run`` (and waits for its writes as for a request's)."""
         events = []
-        partitions = sorted(self.machine.owned_partitions())
+        partitions = sorted(self.loads.loaded())
         for timer in self.timers:
             due = self._due(timer)
             if due is None or due > now_ms:

@@ -89,7 +89,7 @@ class CoordinatorTopic:
         NOT_COORDINATOR) and starts over on a new topic, rather than writing to nothing."""
         if self._started and self.topic not in self.cluster.topics.by_name:
             log.warning("%s of node %d: %s was deleted; resigning and recreating it", self.name, self.node_id, self.topic)
-            for p in self.machine.owned_partitions() | self.machine.loading_partitions():
+            for p in self.runtime.loads.held():
                 self.unload_partition(p)
             self._started = False
         if self._started:
@@ -181,7 +181,7 @@ class CoordinatorTopic:
         """"loading", "loaded" or "not loaded" (for the control API)."""
         if partition in self._loads:
             return "loading"
-        return "loaded" if partition in self.machine.owned_partitions() else "not loaded"
+        return "loaded" if partition in self.runtime.loads.loaded() else "not loaded"
 
     def _resign(self, partition: int) -> None:
         log.warning("%s of node %d: an append to %s-%d was refused (coordinator epoch %s is stale); resigning it",
@@ -204,7 +204,7 @@ class CoordinatorTopic:
         for task in self._timer_writes:
             task.cancel()
         self._timer_writes.clear()
-        for p in self.machine.owned_partitions() | self.machine.loading_partitions():
+        for p in self.runtime.loads.held():
             self.runtime.unload(p)
         self._epochs.clear()
 

@@ -78,7 +78,7 @@ from coordinator.group.messages import (
 )
 from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
-from coordinator.runtime import CoordinatorRecord, Result, Timer, TimerEvent, combined
+from coordinator.runtime import CoordinatorRecord, PartitionLoads, Result, Timer, TimerEvent, combined
 from protocol.names import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,6 @@ class GroupConfig:
 @dataclass(slots=True)
 class _Partition:
     coordinator_epoch: int = 0
-    loading: bool = True
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     offsets: OffsetStore = field(default_factory=OffsetStore)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
@@ -148,6 +147,8 @@ class GroupCoordinator:
             new_member_uuid,
         )
         self._partitions: dict[int, _Partition] = {}
+        # Whether each partition is loaded: the runtime that drives this coordinator keeps it.
+        self.loads = PartitionLoads()
         self.consumer = ConsumerGroups(self.config.consumer, new_member_uuid)
         self.share = ShareGroups(self.config.share, lambda: self.topics())
         self.streams = StreamsGroups(self.config.streams)
@@ -168,12 +169,6 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
-    def owned_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if not s.loading)
-
-    def loading_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if s.loading)
-
     def load_partition(self, partition: int, coordinator_epoch: int = 0) -> None:
         """Become coordinator for ``partition``: forget what was held; replay comes next."""
         self._partitions[partition] = _Partition(coordinator_epoch)
@@ -185,7 +180,6 @@ class GroupCoordinator:
     def finish_loading(self, partition: int, now_ms: int) -> list[Result]:
         """Serve the partition. Loaded members get a full session to send a heartbeat."""
         state = self._partitions[partition]
-        state.loading = False
         for group in state.groups.values():
             for member in group.members.values():
                 member.session_deadline_ms = now_ms + member.session_timeout_ms
@@ -358,7 +352,7 @@ class GroupCoordinator:
             return
         decoded = log_codec.decode_group_metadata_value(value)
         group = state.groups.get(group_id)
-        if state.loading or group is None:
+        if group is None or self.loads.is_loading(self.partition_for(group_id)):
             state.groups[group_id] = ClassicGroup.from_record(group_id, decoded)
         elif group.state is S.COMPLETING_REBALANCE and group.generation_id == decoded.generation:
             assignment = {m.member_id: m.assignment for m in decoded.members}
@@ -369,12 +363,9 @@ class GroupCoordinator:
     # -- lookups -------------------------------------------------------------------------
 
     def _serving(self, group_id: str) -> tuple[ErrorCode | None, _Partition | None]:
-        state = self._partitions.get(self.partition_for(group_id))
-        if state is None:
-            return E.not_coordinator, None
-        if state.loading:
-            return E.coordinator_load_in_progress, None
-        return None, state
+        partition = self.partition_for(group_id)
+        refusal = self.loads.refusal(partition)
+        return (refusal, None) if refusal is not None else (None, self._partitions[partition])
 
     def _typed_group(self, group_id: str, kind: str, rivals: tuple[str, ...]) -> tuple[ErrorCode, str | None, Any]:
         """(error, message, group) as a modern group's Describe answers for one group: the
@@ -823,7 +814,7 @@ class GroupCoordinator:
     def list_groups(
         self, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()
     ) -> ListGroupsResponse:
-        if any(s.loading for s in self._partitions.values()):
+        if self.loads.loading():
             return ListGroupsResponse(E.coordinator_load_in_progress)
         states = {s.lower() for s in states_filter}
         types = {t.lower() for t in types_filter}
@@ -1116,25 +1107,26 @@ class GroupCoordinator:
             if member is not None and member.session_deadline_ms == deadline:
                 self._rebalancer.session_expired(group, member, now_ms, out)
 
+    def _served(self, partition: int | None) -> list[_Partition]:
+        """The loaded partitions' states (only ``partition``'s, if given)."""
+        served = self.loads.loaded()
+        return [s for p, s in self._partitions.items() if p in served and partition in (None, p)]
+
     def _live_consumer_groups(self, partition: int | None = None) -> Iterable[ConsumerGroup]:
-        for p, state in self._partitions.items():
-            if not state.loading and partition in (None, p):
-                yield from state.consumer_groups.values()
+        for state in self._served(partition):
+            yield from state.consumer_groups.values()
 
     def _live_share_groups(self, partition: int | None = None) -> Iterable[ShareGroup]:
-        for p, state in self._partitions.items():
-            if not state.loading and partition in (None, p):
-                yield from state.share_groups.values()
+        for state in self._served(partition):
+            yield from state.share_groups.values()
 
     def _live_streams_groups(self, partition: int | None = None) -> Iterable[StreamsGroup]:
-        for p, state in self._partitions.items():
-            if not state.loading and partition in (None, p):
-                yield from state.streams_groups.values()
+        for state in self._served(partition):
+            yield from state.streams_groups.values()
 
     def _live_groups(self, partition: int | None = None) -> Iterable[ClassicGroup]:
-        for p, state in self._partitions.items():
-            if not state.loading and partition in (None, p):
-                yield from state.groups.values()
+        for state in self._served(partition):
+            yield from state.groups.values()
 
 
 def _group_timers(g: ClassicGroup) -> list[tuple[int, tuple[str, str]]]:

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.log_codec import LogCodecError
 from coordinator.partitioning import partition_for
-from coordinator.runtime import CoordinatorRecord, Result
+from coordinator.runtime import CoordinatorRecord, PartitionLoads, Result
 from coordinator.share.state_log_codec import (
     ShareSnapshot, StateKey, decode_key, decode_snapshot, snapshot_record,
 )
@@ -48,7 +48,6 @@ class StateAnswer:
 @dataclass(slots=True)
 class _Partition:
     coordinator_epoch: int = 0
-    loading: bool = True
     states: dict[StateKey, ShareSnapshot] = field(default_factory=dict)
 
 
@@ -59,6 +58,8 @@ class ShareCoordinator:
     def __init__(self, partitions: int = 50) -> None:
         self.partition_count = partitions
         self._partitions: dict[int, _Partition] = {}
+        # Whether each partition is loaded: the runtime that drives this coordinator keeps it.
+        self.loads = PartitionLoads()
 
     def partition_for(self, key: StateKey) -> int:
         return partition_for(key.coordinator_key(), self.partition_count)
@@ -69,18 +70,11 @@ class ShareCoordinator:
         self._partitions[partition] = _Partition(coordinator_epoch)
 
     def finish_loading(self, partition: int, now_ms: int) -> list[Result]:
-        self._partitions[partition].loading = False
         return []
 
     def unload_partition(self, partition: int) -> list[Result]:
         self._partitions.pop(partition, None)
         return []
-
-    def owned_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if not s.loading)
-
-    def loading_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if s.loading)
 
     def coordinator_epoch(self, partition: int) -> int | None:
         state = self._partitions.get(partition)
@@ -113,12 +107,9 @@ class ShareCoordinator:
     # -- the state APIs (Kafka's ShareCoordinatorShard) ------------------------------------
 
     def _serving(self, key: StateKey) -> tuple[ErrorCode | None, _Partition | None]:
-        state = self._partitions.get(self.partition_for(key))
-        if state is None:
-            return E.not_coordinator, None
-        if state.loading:
-            return E.coordinator_load_in_progress, None
-        return None, state
+        partition = self.partition_for(key)
+        refusal = self.loads.refusal(partition)
+        return (refusal, None) if refusal is not None else (None, self._partitions[partition])
 
     def read_state(self, key: StateKey, leader_epoch: int, now_ms: int) -> Result[StateAnswer]:
         """ReadShareGroupState: the snapshot of an initialized share-partition. A leader
@@ -154,7 +145,8 @@ class ShareCoordinator:
 
     def states(self, group_id: str) -> dict[StateKey, ShareSnapshot]:
         """Every share-partition state of a group this coordinator serves."""
-        return {k: v for s in self._partitions.values() if not s.loading
+        served = self.loads.loaded()
+        return {k: v for p, s in self._partitions.items() if p in served
                 for k, v in s.states.items() if k.group_id == group_id}
 
     def initialize_state(self, key: StateKey, state_epoch: int, start_offset: int, now_ms: int

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from kio.schema.errors import ErrorCode
 
 from coordinator.partitioning import partition_for
-from coordinator.runtime import CoordinatorRecord, Result, Timer, TimerEvent, combined
+from coordinator.runtime import CoordinatorRecord, PartitionLoads, Result, Timer, TimerEvent, combined
 from coordinator.transaction import log_codec
 from coordinator.transaction.metadata import (
     MAX_EPOCH,
@@ -168,7 +168,6 @@ class TransactionConfig:
 @dataclass(slots=True)
 class _PartitionState:
     coordinator_epoch: int
-    loading: bool = True
     transactions: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
@@ -188,6 +187,8 @@ class TransactionCoordinator:
         self.config = config
         self._log_partitions = config.transaction_state_log_num_partitions  # asked per request
         self._partitions: dict[int, _PartitionState] = {}
+        # Whether each partition is loaded: the runtime that drives this coordinator keeps it.
+        self.loads = PartitionLoads()
 
     # -- placement and inspection ------------------------------------------------------
 
@@ -197,12 +198,6 @@ class TransactionCoordinator:
     def partition_of(self, record: CoordinatorRecord) -> int:
         """The __transaction_state partition a record of ours belongs to."""
         return self.partition_for(log_codec.decode_key(record.key))
-
-    def owned_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if not s.loading)
-
-    def loading_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if s.loading)
 
     def coordinator_epoch(self, partition: int) -> int | None:
         state = self._partitions.get(partition)
@@ -226,7 +221,7 @@ class TransactionCoordinator:
     def snapshot(self) -> dict[int, tuple[int, bool, dict[str, TransactionMetadata]]]:
         """A copy of the whole state (metadata values are immutable), for comparisons."""
         return {
-            p: (s.coordinator_epoch, s.loading, dict(s.transactions))
+            p: (s.coordinator_epoch, self.loads.is_loading(p), dict(s.transactions))
             for p, s in self._partitions.items()
         }
 
@@ -241,7 +236,6 @@ class TransactionCoordinator:
         and abort every Ongoing one whose timeout passed (by ``now_ms``) while nobody
         coordinated it, before the first request is served, as Kafka does at load."""
         state = self._partitions[partition]
-        state.loading = False
         rolled_forward = [
             Result(effects=(self._send_markers(md, state.coordinator_epoch,
                                                md.state is S.PREPARE_COMMIT),))
@@ -689,7 +683,7 @@ class TransactionCoordinator:
         transactional_id_pattern: str | None = None,
         now_ms: int = 0,
     ) -> ListTransactionsResponse:
-        if self.loading_partitions():
+        if self.loads.loading():
             return ListTransactionsResponse(E.coordinator_load_in_progress)
         pattern = None
         if transactional_id_pattern:
@@ -721,11 +715,13 @@ class TransactionCoordinator:
     def _lookup(
         self, transactional_id: str
     ) -> tuple[ErrorCode | None, int, TransactionMetadata | None]:
-        state = self._partitions.get(self.partition_for(transactional_id))
+        partition = self.partition_for(transactional_id)
+        refusal = self.loads.refusal(partition)
+        state = self._partitions.get(partition)
         if state is None:
-            return E.not_coordinator, -1, None
-        if state.loading:
-            return E.coordinator_load_in_progress, state.coordinator_epoch, None
+            return refusal or E.not_coordinator, -1, None
+        if refusal is not None:
+            return refusal, state.coordinator_epoch, None
         return None, state.coordinator_epoch, state.transactions.get(transactional_id)
 
     @staticmethod
@@ -743,8 +739,8 @@ class TransactionCoordinator:
         return None
 
     def _serving(self, partition: int | None = None) -> list[_PartitionState]:
-        states = self._partitions.values() if partition is None else [self._partitions.get(partition)]
-        return [s for s in states if s is not None and not s.loading]
+        served = self.loads.loaded()
+        return [s for p, s in self._partitions.items() if p in served and partition in (None, p)]
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:

@@ -26,6 +26,7 @@ from broker.errors import code
 from broker.handlers import describe_transactions, list_transactions
 from broker.tools.transaction_admin import ActiveProducer, Description, hanging, open_transactions
 from coordinator.partitioning import partition_for
+from coordinator.runtime import CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import TransactionConfig, TransactionCoordinator
 from protocol import answer_wire
 
@@ -254,7 +255,7 @@ async def test_describe_transactions_errors_per_id():
     loading_id = "loading-id"
     loading = partition_for(loading_id, TXN_PARTITIONS)
     foreign_id = next(f"id-{i}" for i in range(1000) if partition_for(f"id-{i}", TXN_PARTITIONS) != loading)
-    coordinator.load_partition(loading, 3)
+    CoordinatorRuntime(coordinator, InMemoryLog(), lambda _effect: None).begin_load(loading, 3)
     request = answer_wire.build_request(65, 0, {"transactional_ids": [loading_id, foreign_id]})
     response = await describe_transactions.handle(_context(coordinator), request)
     built = answer_wire.build_response(65, 0, response)
@@ -272,9 +273,10 @@ async def test_describe_transactions_errors_per_id():
 ])
 async def test_list_transactions_errors(version, pattern, loading, error):
     coordinator = TransactionCoordinator(TransactionConfig())
-    coordinator.load_partition(0, 0)
+    runtime = CoordinatorRuntime(coordinator, InMemoryLog(), lambda _effect: None)
+    runtime.begin_load(0, 0)
     if not loading:
-        coordinator.finish_loading(0)
+        runtime.load(0, 0)
     body = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
     if pattern is not None:
         body["transactional_id_pattern"] = pattern

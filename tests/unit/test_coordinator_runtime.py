@@ -106,7 +106,7 @@ def test_unload_answers_parked_requests_and_forgets_the_partition():
     runtime = CoordinatorRuntime(coordinator, InMemoryLog(),
                                  lambda effect: replies.__setitem__(effect.reply_to, effect.response))
     runtime.begin_load(0, 5)
-    assert coordinator.coordinator_epoch(0) == 5 and coordinator.owned_partitions() == frozenset()
+    assert coordinator.coordinator_epoch(0) == 5 and runtime.loads.loaded() == frozenset()
     runtime.load(0, NOW)
     join = dict(group_id="g", group_instance_id=None, protocol_type="consumer",
                 protocols=(JoinProtocol("range", b""),),
@@ -115,7 +115,7 @@ def test_unload_answers_parked_requests_and_forgets_the_partition():
     assert runtime.run(0, lambda: coordinator.join_group(member_id="", reply_to="first", **join), NOW) is None
     runtime.unload(0)
     assert replies["first"].error_code is E.not_coordinator
-    assert coordinator.owned_partitions() == frozenset() and coordinator.coordinator_epoch(0) is None
+    assert runtime.loads.loaded() == frozenset() and coordinator.coordinator_epoch(0) is None
 
 
 def test_a_refused_append_applies_nothing_and_the_request_is_answered_not_coordinator():
@@ -132,7 +132,7 @@ def test_a_refused_append_applies_nothing_and_the_request_is_answered_not_coordi
     assert not [e for e in effects if isinstance(e, SendMarkers)]  # no markers for a commit never written
     assert len(log.batches(0)) == written
     assert before.state.state_name == "Ongoing"
-    assert 0 not in coordinator.owned_partitions() and coordinator.transaction_metadata("t") is None
+    assert 0 not in runtime.loads.loaded() and coordinator.transaction_metadata("t") is None
 
     # Every later request is refused before it writes: no epoch is handed out twice.
     again = runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, 500, 0, 4, NOW, 501), NOW)
@@ -156,7 +156,7 @@ def test_a_refused_timer_append_resigns_only_its_partition():
     done = runtime.fire_timers(later)
     assert [(e.partition, answer) for e, answer in done if e.timer == "transaction timeouts"] == \
         [(0, E.not_coordinator), (1, E.none)]
-    assert coordinator.owned_partitions() == {1}
+    assert runtime.loads.loaded() == {1}
     assert coordinator.transaction_metadata(ids[1]).state.state_name == "PrepareAbort"
 
 

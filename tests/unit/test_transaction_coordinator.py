@@ -82,10 +82,23 @@ class Harness:
     def own(self, *transactional_ids, epoch=None):
         for tid in transactional_ids or (TID,):
             p = self.coordinator.partition_for(tid)
-            if p not in self.coordinator.owned_partitions():
+            if p not in self.runtime.loads.loaded():
                 self.runtime.begin_load(p, epoch or self.coordinator_epoch)
                 self.runtime.load(p, NOW)
         return self
+
+    def load_partition(self, partition, coordinator_epoch):
+        """The runtime starts loading the partition (``seed`` then writes its log)."""
+        self.runtime.begin_load(partition, coordinator_epoch)
+
+    def finish_loading(self, partition, now_ms=0):
+        """What the runtime's load does once the log is replayed: the partition is
+        served; the coordinator's load results are returned, not committed."""
+        self.runtime.loads.mark_loaded(partition)
+        return self.coordinator.finish_loading(partition, now_ms)
+
+    def unload_partition(self, partition):
+        self.runtime.unload(partition)
 
     def reload(self, partition, coordinator_epoch):
         """The partition moves away and back: its state is rebuilt from the log."""
@@ -929,7 +942,7 @@ def test_delete_partition():
     h.seed(meta(S.EMPTY, pid=10, tid="a"))
     h.unload_partition(0)
     assert h.md("b") is None and h.md("a") is not None
-    assert h.owned_partitions() == {1}
+    assert h.runtime.loads.loaded() == {1}
     assert h.end_txn("b", 5, EPOCH, True, TXN_V, NOW).response.error is E.not_coordinator
 
 
@@ -940,7 +953,7 @@ def test_delete_loading_partition():
     h.load_partition(p, 0)
     h.seed(meta(S.PREPARE_COMMIT))
     h.unload_partition(p)
-    assert h.loading_partitions() == frozenset()
+    assert h.runtime.loads.held() == frozenset()
     assert h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.not_coordinator
     with pytest.raises(KeyError):
         h.finish_loading(p)

@@ -186,8 +186,11 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         self.logs: dict[int, list[CoordinatorRecord]] = {p: [] for p in range(PARTITIONS)}
         self.now = 1_000_000
         self.pending: list[SendMarkers] = []
+        self.loads = self.real.loads  # kept by the runtime, which this test plays
         for p in range(PARTITIONS):
+            self.loads.mark_loading(p)
             self.real.load_partition(p, 0)
+            self.loads.mark_loaded(p)
             self.real.finish_loading(p)
 
     # -- driving the real coordinator as the runtime does ------------------------------
@@ -293,7 +296,9 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         if p in self.model.loading:
             return
         self.model.start_reload(p)
+        self.loads.drop(p)
         self.real.unload_partition(p)
+        self.loads.mark_loading(p)
         self.real.load_partition(p, self.model.coordinator_epoch[p])
 
     @rule(p=st.integers(0, PARTITIONS - 1))
@@ -305,6 +310,7 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         for offset, record in enumerate(self.logs[p]):  # as read back from disk
             self.real.replay(CoordinatorRecord(record.key, record.value), offset, self.now)
         markers = []
+        self.loads.mark_loaded(p)
         for result in self.real.finish_loading(p):
             markers += self.apply(result)[1]
         # Kafka aborts the timed-out transactions of one check in no defined order.
