@@ -99,12 +99,12 @@ async def handle(ctx, request):
                     continue
                 try:
                     validate_topic_name(name)
-                    info = cluster.create_topic(name)
+                    cluster.create_topic(name)
                 except TopicError as e:
                     topics.append(_error_topic(name, e.error_name))
                     continue
-                # Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; we
-                # elect leaders at once, so clients can use it right away.
+                # Kafka 4.x asks its controller to create the topic and answers before it
+                # exists: the client asks again (the next answer has the topic).
             topics.append(_topic(ctx, info, ops) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))
     return Answer(
         # on the listener the request came in on

@@ -4,7 +4,8 @@ started again: extended set), reads back exactly once: every
 input record is copied once, and the counts by key (through a repartition topic and a
 changelog the group coordinator had the broker create) go 1, 2, ... n without a repeat or
 a gap. The same runs against Apache Kafka 4.4 (extended reference set), and with the
-classic protocol against eosbroker (extended set) for comparison.
+classic protocol against eosbroker (extended set) for comparison, and Kafka 4.4's offline
+upgrade from the classic protocol to the streams protocol through a kill, on both (extended set).
 
 Both brokers get a 6 s streams session timeout, so the killed instance's tasks move to
 the new one within seconds (Kafka's minimum is lowered to allow it)."""
@@ -16,7 +17,7 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupState, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.reference import streams_app
@@ -92,10 +93,28 @@ def _new_instance(first, start):
     return start("state-2")
 
 
-def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams", interrupt=_new_instance) -> None:
+def _upgraded_offline(bootstrap: str, app_id: str):
+    """Kafka 4.4's offline upgrade from the classic protocol: the classic instance killed,
+    the new instance (streams protocol) started once the group is empty (its members'
+    sessions ended), which the group coordinator then converts."""
+    def interrupt(first, start):
+        first.kill()
+        first.wait(30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + 60
+        while admin.describe_consumer_groups([app_id])[app_id].result(10).state != ConsumerGroupState.EMPTY:
+            assert time.monotonic() < deadline, "the killed classic members stayed in the group"
+            time.sleep(0.5)
+        return start("state-2")
+
+    return interrupt
+
+
+def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams", interrupt=_new_instance,
+                       app_id: str | None = None, then_protocol: str | None = None) -> None:
     """``interrupt(app, start)``: what happens mid-run; it returns the instance that goes on
-    (``start(state dir name)`` starts one)."""
-    app_id = f"streams-{uuid.uuid4().hex[:8]}"
+    (``start(state dir name)`` starts one, on ``then_protocol`` if given)."""
+    app_id = app_id or f"streams-{uuid.uuid4().hex[:8]}"
     topics = (f"{app_id}-input", f"{app_id}-copy", f"{app_id}-counts")
     _create_topics(bootstrap, topics)
     _produce(bootstrap, topics[0])
@@ -106,7 +125,7 @@ def run_through_a_kill(bootstrap: str, tmp_path, protocol: str = "streams", inte
     try:
         _wait_for(copies, KILL_AFTER, first, log)
         second = interrupt(first, lambda state: streams_app.start(bootstrap, app_id, topics, tmp_path / state, log,
-                                                                  protocol))
+                                                                  then_protocol or protocol))
         _wait_for(copies, RECORDS, second, log, timeout=180)
         expected_counts = RECORDS
         _wait_for(counts, expected_counts, second, log, timeout=60)
@@ -162,5 +181,29 @@ def test_streams_protocol_exactly_once_through_a_kill_on_kafka(tmp_path):
     kafka = KafkaBroker(tmp_path / "kafka", KAFKA_SETTINGS).start()
     try:
         run_through_a_kill(kafka.bootstrap, tmp_path)
+    finally:
+        kafka.stop()
+
+
+def upgraded_offline_through_a_kill(bootstrap: str, tmp_path) -> None:
+    app_id = f"streams-{uuid.uuid4().hex[:8]}"
+    run_through_a_kill(bootstrap, tmp_path, protocol="classic", interrupt=_upgraded_offline(bootstrap, app_id),
+                       app_id=app_id, then_protocol="streams")
+
+
+@pytest.mark.reference_extended
+def test_classic_to_streams_offline_upgrade_exactly_once(broker_factory, tmp_path):
+    """Started on the classic protocol, killed, started again on the streams protocol: the
+    streams group takes over the classic group's committed offsets, nothing is lost or
+    repeated."""
+    broker = broker_factory({"emulate.kafka.version": "4.4", **STREAMS_SETTINGS})
+    upgraded_offline_through_a_kill(broker.bootstrap, tmp_path)
+
+
+@pytest.mark.reference_extended
+def test_classic_to_streams_offline_upgrade_exactly_once_on_kafka(tmp_path):
+    kafka = KafkaBroker(tmp_path / "kafka", KAFKA_SETTINGS).start()
+    try:
+        upgraded_offline_through_a_kill(kafka.bootstrap, tmp_path)
     finally:
         kafka.stop()

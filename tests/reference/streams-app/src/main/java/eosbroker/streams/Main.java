@@ -48,6 +48,12 @@ public final class Main {
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (protocol.equals("classic")) {
+            // a killed instance's members leave the group within seconds (the streams
+            // protocol takes its session timeout from the group's config instead)
+            props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 6000);
+            props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), 1000);
+        }
 
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         CountDownLatch failed = new CountDownLatch(1);
