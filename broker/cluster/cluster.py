@@ -167,11 +167,17 @@ class Cluster:
                      else "an unclean shutdown (active segments validated beyond their recovery points)")
 
     def _finish_recorded_intents(self) -> None:
-        if not self.intents.load():
+        try:
+            found = self.intents.load()
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s is unreadable (%s): the partition directories are checked against the registry "
+                        "instead", self.intents.path, e)
+            found = False
+        if not found:
             # written by a version without the journal: its half-made topics are found
             # by one scan, then the (empty) journal says there is nothing to scan for
             self._repair_half_made_topics()
-            self.intents.clear_all()
+            self._clear_all_intents()
             return
         for intent in self.intents.pending:
             topic = self.topics.by_name.get(intent.topic)
@@ -184,7 +190,13 @@ class Cluster:
                 fsync_dir(self.data_dir)
             log.warning("%s", outcome.message)
         if self.intents.pending:
+            self._clear_all_intents()
+
+    def _clear_all_intents(self) -> None:
+        try:
             self.intents.clear_all()
+        except OSError as e:  # what was resolved resolves the same way again
+            log.warning("could not write %s (%s): the next start checks again", self.intents.path, e)
 
     def _repair_half_made_topics(self) -> None:
         """The one-time scan of a data directory from before the intent journal: partition

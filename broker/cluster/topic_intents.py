@@ -82,19 +82,24 @@ class TopicIntents:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return False
+        # a clear is not synced: a crash may leave it empty (rename before data)
         self.pending = [Intent.from_json(e) for e in json.loads(data or b"[]")]
         return True
 
-    def _write(self, pending: list[Intent]) -> None:
-        replace_atomically(self.path, json.dumps([i.to_json() for i in pending]).encode(), sync_dir=True)
+    def _write(self, pending: list[Intent], durable: bool) -> None:
+        replace_atomically(self.path, json.dumps([i.to_json() for i in pending]).encode(),
+                           fsync=durable, sync_dir=durable)
         self.pending = pending
 
     def begin(self, intent: Intent) -> None:
         """Durable before it returns; raises OSError (then nothing is recorded)."""
-        self._write(self.pending + [intent])
+        self._write(self.pending + [intent], durable=True)
 
     def clear(self, intent: Intent) -> None:
-        self._write([i for i in self.pending if i != intent])
+        """Not synced: a clear a crash loses brings back an intent whose step has
+        finished, which resolves to what is on disk already, and the next begin's
+        synced rewrite supersedes it."""
+        self._write([i for i in self.pending if i != intent], durable=False)
 
     def clear_all(self) -> None:
-        self._write([])
+        self._write([], durable=True)

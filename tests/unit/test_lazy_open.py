@@ -217,3 +217,14 @@ def test_create_killed_at_each_point_leaves_the_whole_topic_or_none(tmp_path: Pa
     assert "c" not in cluster.topics.by_name and not list(tmp_path.glob("c-*"))
     assert "completed the delete of topic c" in caplog.text
     cluster.close()
+
+
+def test_an_unreadable_intent_journal_falls_back_to_the_directory_scan(tmp_path: Path, caplog) -> None:
+    _start(tmp_path).close()
+    (tmp_path / "ghost-0").mkdir()
+    (tmp_path / "meta" / "topic-intents.json").write_bytes(b"[{\"op\": ")  # torn by a failing disk
+    with caplog.at_level(logging.WARNING, logger="broker.cluster.cluster"):
+        cluster = _start(tmp_path)
+    assert "topic-intents.json is unreadable" in caplog.text and not (tmp_path / "ghost-0").exists()
+    assert cluster.intents.pending == [] and cluster.intents.load()
+    cluster.close()

@@ -49,3 +49,9 @@ def test_the_journal_file_holds_only_pending_intents(tmp_path: Path):
     again.clear_all()
     third = TopicIntents(tmp_path)
     assert third.load() is True and third.pending == []
+
+
+def test_a_journal_emptied_by_a_crash_after_an_unsynced_clear_reads_as_no_intent(tmp_path: Path):
+    (tmp_path / "topic-intents.json").write_bytes(b"")
+    journal = TopicIntents(tmp_path)
+    assert journal.load() is True and journal.pending == []
