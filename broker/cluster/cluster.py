@@ -22,6 +22,7 @@ from broker.cluster.replicas import Leadership, ReplicaState
 from broker.log.files import fsync_all, fsync_dir, replace_atomically
 from broker.log.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.log.recovery_points import read_recovery_points, write_recovery_points
+from broker.cluster.topic_intents import ADD, CREATE, DELETE, Intent, TopicIntents, resolve
 from broker.cluster.topics import TopicError, TopicInfo, TopicRegistry, effective_topic_config, validate_topic_configs, validate_topic_name
 from protocol.names import CONSUMER_OFFSETS, INTERNAL_TOPICS, SHARE_GROUP_STATE, TRANSACTION_STATE
 
@@ -88,6 +89,7 @@ class Cluster:
         self.nodes: list[NodeRegistration] = [NodeRegistration(first + i, "", 0) for i in range(max(1, config["node.count"]))]
         self.replicas = ReplicaState(data_dir / "meta" / "partitions.json", [n.node_id for n in self.nodes])
         self.topics = TopicRegistry(data_dir)
+        self.intents = TopicIntents(data_dir / "meta")
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
         self._log_configs: dict = {}  # LogConfig -> itself
@@ -140,10 +142,10 @@ class Cluster:
 
     def open_all(self) -> None:
         """Readies every known partition for its first use without opening it: its
-        leadership declared (assigned when first asked for); after an unclean shutdown,
-        what a crash left half made (a topic's directories without its registry entry,
-        or the reverse) removed or completed (a clean stop did that before leaving its
-        marker: a start after it lists no directory). The coordinator topics' partitions
+        leadership declared (assigned when first asked for); a topic create, partition
+        add or delete a crash stopped midway completed or rolled back from the intent
+        journal (``topic_intents``), which names only those: no partition directory is
+        listed, except once for a data directory without a journal yet. The coordinator topics' partitions
         open as their coordinators load them, in the background once the listeners are
         up (broker.coordinators.coordinator_topic).
 
@@ -153,8 +155,7 @@ class Cluster:
         """
         started = self.clock.now_ms()
         self._clean_start = self._take_clean_shutdown_marker()
-        if not self._clean_start:  # a clean stop repaired before it left its marker
-            self._repair_half_made_topics()
+        self._finish_recorded_intents()
         for topic in self.topics.by_name.values():  # leaderships assigned when first asked for
             self.replicas.declare(topic.name, topic.partitions,
                                   self.default_replication_factor(_replication_setting(topic.name)))
@@ -165,10 +166,43 @@ class Cluster:
                      "a clean shutdown (index files trusted)" if self._clean_start
                      else "an unclean shutdown (active segments validated beyond their recovery points)")
 
+    def _finish_recorded_intents(self) -> None:
+        try:
+            found = self.intents.load()
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s is unreadable (%s): the partition directories are checked against the registry "
+                        "instead", self.intents.path, e)
+            found = False
+        if not found:
+            # written by a version without the journal: its half-made topics are found
+            # by one scan, then the (empty) journal says there is nothing to scan for
+            self._repair_half_made_topics()
+            self._clear_all_intents()
+            return
+        for intent in self.intents.pending:
+            topic = self.topics.by_name.get(intent.topic)
+            outcome = resolve(intent, None if topic is None else topic.partitions)
+            remove = [self.partition_dir(intent.topic, i) for i in outcome.remove]
+            _remove_dirs([d for d in remove if d.is_dir() and _holds_only_partition_files(d)])
+            for i in outcome.make:
+                self.partition_dir(intent.topic, i).mkdir(exist_ok=True)
+            if outcome.make:
+                fsync_dir(self.data_dir)
+            log.warning("%s", outcome.message)
+        if self.intents.pending:
+            self._clear_all_intents()
+
+    def _clear_all_intents(self) -> None:
+        try:
+            self.intents.clear_all()
+        except OSError as e:  # what was resolved resolves the same way again
+            log.warning("could not write %s (%s): the next start checks again", self.intents.path, e)
+
     def _repair_half_made_topics(self) -> None:
-        """A create or delete killed in the middle: partition directories the registry
-        does not name are removed (the registry entry is written last when creating,
-        first when deleting); directories missing for a registered topic are created."""
+        """The one-time scan of a data directory from before the intent journal: partition
+        directories the registry does not name are removed (the registry entry is written
+        last when creating, first when deleting); directories missing for a registered
+        topic are created."""
         # Set operations on names: a start compares every partition's directory, so the
         # per-name work is kept to the few names that differ.
         names = set(os.listdir(self.data_dir))
@@ -419,13 +453,15 @@ class Cluster:
         checked = validate_topic_configs(configs or {})
         if validate_only:
             return None
-        self._make_partition_dirs(name, 0, partitions)
+        intent = self._begin(Intent(CREATE, name, 0, partitions, tuple(sorted(checked.items()))))
+        self._make_partition_dirs(intent)
         try:
             topic = self.topics.add(name, partitions, checked)  # the commit point
         except OSError as e:
-            _remove_dirs([self.partition_dir(name, i) for i in range(partitions)])
+            self._roll_back(intent)
             log.warning("could not record topic %s (%s): nothing created", name, e)
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record topic {name}: {e}") from None
+        self._clear(intent)
         self.created_this_run.add(name)
         for i in range(partitions):
             self.replicas.assign(name, i, replication_factor, (assignments or {}).get(i))
@@ -441,23 +477,49 @@ class Cluster:
         except OSError as e:
             log.warning("could not record the partition leaderships (%s): assigned again at the next start", e)
 
-    def _make_partition_dirs(self, name: str, first: int, end: int) -> None:
-        """Creates the directories of partitions ``first`` to ``end - 1`` before the
-        registry names them; on failure removes those made and raises TopicError
-        (KAFKA_STORAGE_ERROR), so nothing of them is left. A crash in between leaves
-        directories the registry does not name: start-up removes them."""
-        made: list[Path] = []
+    def _begin(self, intent: Intent) -> Intent:
+        """Records the intent durably before any directory is touched; a crash from
+        here until ``_clear`` is completed or rolled back at the next start."""
         try:
-            for i in range(first, end):
-                path = self.partition_dir(name, i)
-                path.mkdir()
-                made.append(path)
+            self.intents.begin(intent)
+        except OSError as e:
+            log.warning("could not record the %s of topic %s (%s): nothing changed", intent.op, intent.topic, e)
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the {intent.op} of {intent.topic}: {e}") from None
+        return intent
+
+    def _clear(self, intent: Intent) -> None:
+        """After the step's commit point: failing to clear only leaves the next start
+        an intent that resolves to what is already there."""
+        try:
+            self.intents.clear(intent)
+        except OSError as e:
+            log.warning("could not clear the %s of topic %s from the intent journal (%s): the next start "
+                        "checks it", intent.op, intent.topic, e)
+
+    def _roll_back(self, intent: Intent, made: int | None = None) -> None:
+        """Removes the directories of the intent's first ``made`` partitions (all by
+        default), then clears it unless one is left (the next start removes it)."""
+        end = intent.end if made is None else intent.first + made
+        dirs = [self.partition_dir(intent.topic, i) for i in range(intent.first, end)]
+        _remove_dirs([d for d in dirs if d.is_dir()])
+        if not any(d.is_dir() for d in dirs):
+            self._clear(intent)
+
+    def _make_partition_dirs(self, intent: Intent) -> None:
+        """Creates the directories of the intent's partitions before the registry names
+        them; on failure removes those made and raises TopicError (KAFKA_STORAGE_ERROR),
+        so nothing of them is left."""
+        made = 0
+        try:
+            for i in range(intent.first, intent.end):
+                self.partition_dir(intent.topic, i).mkdir()
+                made += 1
             fsync_dir(self.data_dir)
         except OSError as e:
-            _remove_dirs(made)
-            log.warning("could not create the partition directories of %s (%s): nothing created", name, e)
+            self._roll_back(intent, made)
+            log.warning("could not create the partition directories of %s (%s): nothing created", intent.topic, e)
             raise TopicError("KAFKA_STORAGE_ERROR",
-                             f"could not create partition {name}-{first + len(made)}: {e}") from None
+                             f"could not create partition {intent.topic}-{intent.first + made}: {e}") from None
 
     def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         """Creates an internal topic if it is missing (coordinator topics)."""
@@ -470,14 +532,19 @@ class Cluster:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
         if not self.config["delete.topic.enable"]:
             raise TopicError("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
-        self.topics.remove(name)  # first: a crash from here on leaves directories start-up removes
+        intent = self._begin(Intent(DELETE, name, 0, topic.partitions))
+        try:
+            self.topics.remove(name)  # the commit point, before any directory goes
+        except OSError as e:
+            self._clear(intent)
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the delete of {name}: {e}") from None
         for i in range(topic.partitions):
             part = self.partitions.pop((name, i), None)
             if part is not None:
                 part.discard()
             self.replicas.forget(name, i)
             self._start_points.pop((name, i), None)
-        _remove_dirs([self.partition_dir(name, i) for i in range(topic.partitions)])
+        self._roll_back(intent)  # its directories removed, then the intent cleared
         self.created_this_run.discard(name)
         self.replicas.save()
         self._write_recovery_points()  # a topic created again under the name starts without one
@@ -512,12 +579,14 @@ class Cluster:
                                      f"{first + offset} are fenced or in controlled shutdown.")
         if validate_only:
             return None
-        self._make_partition_dirs(name, first, count)
+        intent = self._begin(Intent(ADD, name, first, count))
+        self._make_partition_dirs(intent)
         try:
             topic = self.topics.set_partitions(name, count)  # the commit point
         except OSError as e:
-            _remove_dirs([self.partition_dir(name, i) for i in range(first, count)])
+            self._roll_back(intent)
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the new partitions of {name}: {e}") from None
+        self._clear(intent)
         for k, i in enumerate(range(first, count)):
             self.replicas.assign(name, i, replication_factor, list(assignments[k]) if assignments else None)
         self._save_leaderships([(name, i) for i in range(first, count)])
@@ -626,12 +695,6 @@ class Cluster:
                 log.info("no clean-shutdown marker: %d partitions not opened since the unclean shutdown are "
                          "validated at the next start", unchecked)
                 return
-        try:  # what a create or delete that failed midway could not remove: the next start trusts the marker
-            self._repair_half_made_topics()
-        except OSError as e:
-            log.warning("no clean-shutdown marker: could not check the partition directories (%s); the next "
-                        "start does", e)
-            return
         replace_atomically(self.clean_shutdown_path, b"", sync_dir=True)
 
 

@@ -1,7 +1,7 @@
 """No half-made topics: CreateTopics and CreatePartitions create every partition
 (directories, registry, leaders) or answer an error and leave nothing; a kill -9 in the
-middle of one is repaired at start-up (what the registry does not name is removed, what
-it names is completed), with a log line."""
+middle of one is completed or rolled back at start-up from the intent journal, with a log
+line; a data directory from before the journal is scanned once."""
 
 from __future__ import annotations
 
@@ -98,10 +98,11 @@ def test_kill_9_during_create_topics_is_repaired_at_start(broker_factory):
     else:
         assert topic not in listed
         assert _dirs(broker, topic) == set()
-        assert f"partition directories of unknown topic {topic}" in started
+        assert f"rolled back the topic create of {topic}" in started
 
-    # the states a kill leaves, made by hand: directories of a topic the registry does
-    # not name, and a registered topic missing directories
+    # what an older version's kill left, made by hand in a data directory without the
+    # journal: directories of a topic the registry does not name, and a registered topic
+    # missing directories; the one scan such a directory gets repairs both
     ghost = f"ghost-{uuid.uuid4().hex[:6]}"
     kept = f"kept-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(kept, 3, 1)])[kept].result(30)
@@ -112,6 +113,7 @@ def test_kill_9_during_create_topics_is_repaired_at_start(broker_factory):
     (broker.data_dir / f"{kept}-2").rmdir()
     (broker.data_dir / "not-a-partition-7").mkdir()
     (broker.data_dir / "not-a-partition-7" / "notes.txt").write_text("a user's file")
+    (broker.data_dir / "meta" / "topic-intents.json").unlink()
     seen = len(broker.log_text())
     broker.start()
     started = broker.log_text()[seen:]
@@ -122,3 +124,12 @@ def test_kill_9_during_create_topics_is_repaired_at_start(broker_factory):
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce(kept, b"v", partition=2)
     assert producer.flush(30) == 0
+
+    # the journal is back: later starts do not list the partition directories
+    broker.kill()
+    (broker.data_dir / f"{ghost}-0").mkdir()
+    seen = len(broker.log_text())
+    broker.start()
+    assert "removed" not in broker.log_text()[seen:]
+    assert (broker.data_dir / f"{ghost}-0").is_dir()  # not named by the registry nor the journal: not served
+    assert ghost not in admin.list_topics(timeout=10).topics

@@ -121,23 +121,110 @@ def test_a_start_after_a_clean_stop_replays_no_journal_and_reads_no_recovery_poi
     cluster.close()
 
 
-def test_a_clean_stop_repairs_half_made_topics_so_the_next_start_lists_no_directory(tmp_path: Path,
-                                                                                    monkeypatch) -> None:
-    cluster = _start(tmp_path)
-    cluster.create_topic("t", 2)
-    (tmp_path / "ghost-0").mkdir()  # what a create that failed midway could not remove
-    (tmp_path / "ghost-0" / f"{0:020d}.log").write_bytes(b"")
-    cluster.close()
-    assert not (tmp_path / "ghost-0").exists() and (tmp_path / "t-1").is_dir()
-
+def test_only_a_data_directory_without_the_intent_journal_is_scanned_once(tmp_path: Path, monkeypatch) -> None:
     scans = []
     real_scan = Cluster._repair_half_made_topics
     monkeypatch.setattr(Cluster, "_repair_half_made_topics", lambda self: (scans.append(1), real_scan(self))[1])
     cluster = _start(tmp_path)
-    assert cluster.clean_start and scans == []
+    cluster.create_topic("t", 2)
     cluster.close()
-    assert scans == [1]  # again at the stop
+    assert scans == [1]  # the first start: no journal yet
 
+    (tmp_path / "ghost-0").mkdir()  # as an older version's crash leaves it
+    (tmp_path / "ghost-0" / f"{0:020d}.log").write_bytes(b"")
+    _start(tmp_path).close()
     (tmp_path / "meta" / "clean-shutdown").unlink()  # as a kill -9 leaves it
     _start(tmp_path).close()
-    assert scans == [1, 1]  # at the unclean start (its stop leaves no marker: t's partitions were not validated)
+    assert scans == [1]  # neither a clean nor an unclean start lists the directories again
+
+    (tmp_path / "meta" / "topic-intents.json").unlink()  # a data directory from before the journal
+    _start(tmp_path).close()
+    assert scans == [1, 1] and not (tmp_path / "ghost-0").exists() and (tmp_path / "t-1").is_dir()
+
+
+class _Killed(BaseException):
+    """Stands for a kill -9: nothing after it runs, no clean-up."""
+
+
+def _kill_at(monkeypatch, owner, name: str) -> None:
+    def killed(*args, **kwargs):
+        raise _Killed
+    monkeypatch.setattr(owner, name, killed)
+
+
+def _restart(tmp_path: Path, monkeypatch, caplog) -> Cluster:
+    monkeypatch.undo()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="broker.cluster.cluster"):
+        return _start(tmp_path)
+
+
+def test_create_killed_at_each_point_leaves_the_whole_topic_or_none(tmp_path: Path, monkeypatch, caplog) -> None:
+    from broker.cluster.topic_intents import TopicIntents
+    from broker.cluster.topics import TopicRegistry
+
+    _start(tmp_path).close()
+    # before the journal write: nothing recorded, nothing made
+    cluster = _start(tmp_path)
+    _kill_at(monkeypatch, TopicIntents, "begin")
+    try:
+        cluster.create_topic("a", 3)
+    except _Killed:
+        pass
+    cluster = _restart(tmp_path, monkeypatch, caplog)
+    assert "a" not in cluster.topics.by_name and not list(tmp_path.glob("a-*")) and caplog.records == []
+
+    # after the directories, before the registry: rolled back, with a log line
+    _kill_at(monkeypatch, TopicRegistry, "add")
+    try:
+        cluster.create_topic("b", 3)
+    except _Killed:
+        pass
+    assert (tmp_path / "b-2").is_dir()
+    cluster = _restart(tmp_path, monkeypatch, caplog)
+    assert "b" not in cluster.topics.by_name and not list(tmp_path.glob("b-*"))
+    assert "rolled back the topic create of b: removed its partition directories (0-2)" in caplog.text
+
+    # after the registry, before the intent is cleared: the topic stays, whole
+    _kill_at(monkeypatch, TopicIntents, "clear")
+    try:
+        cluster.create_topic("c", 3)
+    except _Killed:
+        pass
+    cluster = _restart(tmp_path, monkeypatch, caplog)
+    assert cluster.topics.by_name["c"].partitions == 3 and len(list(tmp_path.glob("c-*"))) == 3
+    assert "completed the topic create of c" in caplog.text
+    assert TopicIntents(tmp_path / "meta").load() and not cluster.intents.pending
+
+    # a partition add killed before the registry: the topic as it was
+    _kill_at(monkeypatch, TopicRegistry, "set_partitions")
+    try:
+        cluster.add_partitions("c", 5)
+    except _Killed:
+        pass
+    cluster = _restart(tmp_path, monkeypatch, caplog)
+    assert cluster.topics.by_name["c"].partitions == 3 and len(list(tmp_path.glob("c-*"))) == 3
+    assert "rolled back the partition add of c" in caplog.text
+
+    # a delete killed after the registry, before its directories went: they go at start
+    import broker.cluster.cluster as cluster_module
+    _kill_at(monkeypatch, cluster_module, "_remove_dirs")
+    try:
+        cluster.delete_topic("c")
+    except _Killed:
+        pass
+    cluster = _restart(tmp_path, monkeypatch, caplog)
+    assert "c" not in cluster.topics.by_name and not list(tmp_path.glob("c-*"))
+    assert "completed the delete of topic c" in caplog.text
+    cluster.close()
+
+
+def test_an_unreadable_intent_journal_falls_back_to_the_directory_scan(tmp_path: Path, caplog) -> None:
+    _start(tmp_path).close()
+    (tmp_path / "ghost-0").mkdir()
+    (tmp_path / "meta" / "topic-intents.json").write_bytes(b"[{\"op\": ")  # torn by a failing disk
+    with caplog.at_level(logging.WARNING, logger="broker.cluster.cluster"):
+        cluster = _start(tmp_path)
+    assert "topic-intents.json is unreadable" in caplog.text and not (tmp_path / "ghost-0").exists()
+    assert cluster.intents.pending == [] and cluster.intents.load()
+    cluster.close()
