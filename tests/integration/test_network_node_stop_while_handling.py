@@ -25,14 +25,20 @@ def _long_poll(topic: str):
                      log_start_offset=-1, partition_max_bytes=1 << 20),)),))
 
 
-async def test_a_node_stopping_abandons_the_request_it_is_handling(tmp_path):
+async def _fetch_waiting_on_the_leader(tmp_path):
+    """Two nodes; one sends the other, leader of an empty partition, a long-polling Fetch."""
     broker = Broker(BrokerConfig({"node.count": 2}), tmp_path, "127.0.0.1", 0)
     await broker.start()
+    broker.cluster.create_topic("waited-on", 1, 1)
+    leader = broker.cluster.leader_of("waited-on", 0)
+    sender = 1 if leader == 2 else 2
+    fetch = asyncio.ensure_future(broker.network.request(sender, leader, FETCH, 12, _long_poll("waited-on")))
+    return broker, leader, fetch
+
+
+async def test_a_node_stopping_abandons_the_request_it_is_handling(tmp_path):
+    broker, leader, fetch = await _fetch_waiting_on_the_leader(tmp_path)
     try:
-        broker.cluster.create_topic("waited-on", 1, 1)
-        leader = broker.cluster.leader_of("waited-on", 0)
-        sender = 1 if leader == 2 else 2
-        fetch = asyncio.ensure_future(broker.network.request(sender, leader, FETCH, 12, _long_poll("waited-on")))
         for _ in range(10):  # until its handler waits on the leader
             await asyncio.sleep(0)
         assert not fetch.done() and broker.node(leader).handling
@@ -47,13 +53,8 @@ async def test_a_node_stopping_abandons_the_request_it_is_handling(tmp_path):
 
 async def test_the_sender_cancelled_meanwhile_stays_cancelled(tmp_path):
     """A cancel of the sender's own (its caller giving up) is not taken for the node's."""
-    broker = Broker(BrokerConfig({"node.count": 2}), tmp_path, "127.0.0.1", 0)
-    await broker.start()
+    broker, leader, fetch = await _fetch_waiting_on_the_leader(tmp_path)
     try:
-        broker.cluster.create_topic("waited-on", 1, 1)
-        leader = broker.cluster.leader_of("waited-on", 0)
-        sender = 1 if leader == 2 else 2
-        fetch = asyncio.ensure_future(broker.network.request(sender, leader, FETCH, 12, _long_poll("waited-on")))
         for _ in range(10):
             await asyncio.sleep(0)
         fetch.cancel()

@@ -152,6 +152,16 @@ def _kill_at(monkeypatch, owner, name: str) -> None:
     monkeypatch.setattr(owner, name, killed)
 
 
+def _killed_during(step, tmp_path: Path, monkeypatch, caplog, owner, name: str) -> Cluster:
+    """Runs ``step`` killed at ``owner.name`` and starts the cluster again from its disk."""
+    _kill_at(monkeypatch, owner, name)
+    try:
+        step()
+    except _Killed:
+        pass
+    return _restart(tmp_path, monkeypatch, caplog)
+
+
 def _restart(tmp_path: Path, monkeypatch, caplog) -> Cluster:
     monkeypatch.undo()
     caplog.clear()
@@ -166,12 +176,7 @@ def test_create_killed_at_each_point_leaves_the_whole_topic_or_none(tmp_path: Pa
     _start(tmp_path).close()
     # before the journal write: nothing recorded, nothing made
     cluster = _start(tmp_path)
-    _kill_at(monkeypatch, TopicIntents, "begin")
-    try:
-        cluster.create_topic("a", 3)
-    except _Killed:
-        pass
-    cluster = _restart(tmp_path, monkeypatch, caplog)
+    cluster = _killed_during(lambda: cluster.create_topic("a", 3), tmp_path, monkeypatch, caplog, TopicIntents, "begin")
     assert "a" not in cluster.topics.by_name and not list(tmp_path.glob("a-*")) and caplog.records == []
 
     # after the directories, before the registry: rolled back, with a log line
@@ -186,34 +191,19 @@ def test_create_killed_at_each_point_leaves_the_whole_topic_or_none(tmp_path: Pa
     assert "rolled back the topic create of b: removed its partition directories (0-2)" in caplog.text
 
     # after the registry, before the intent is cleared: the topic stays, whole
-    _kill_at(monkeypatch, TopicIntents, "clear")
-    try:
-        cluster.create_topic("c", 3)
-    except _Killed:
-        pass
-    cluster = _restart(tmp_path, monkeypatch, caplog)
+    cluster = _killed_during(lambda: cluster.create_topic("c", 3), tmp_path, monkeypatch, caplog, TopicIntents, "clear")
     assert cluster.topics.by_name["c"].partitions == 3 and len(list(tmp_path.glob("c-*"))) == 3
     assert "completed the topic create of c" in caplog.text
     assert TopicIntents(tmp_path / "meta").load() and not cluster.intents.pending
 
     # a partition add killed before the registry: the topic as it was
-    _kill_at(monkeypatch, TopicRegistry, "set_partitions")
-    try:
-        cluster.add_partitions("c", 5)
-    except _Killed:
-        pass
-    cluster = _restart(tmp_path, monkeypatch, caplog)
+    cluster = _killed_during(lambda: cluster.add_partitions("c", 5), tmp_path, monkeypatch, caplog, TopicRegistry, "set_partitions")
     assert cluster.topics.by_name["c"].partitions == 3 and len(list(tmp_path.glob("c-*"))) == 3
     assert "rolled back the partition add of c" in caplog.text
 
     # a delete killed after the registry, before its directories went: they go at start
     import broker.cluster.cluster as cluster_module
-    _kill_at(monkeypatch, cluster_module, "_remove_dirs")
-    try:
-        cluster.delete_topic("c")
-    except _Killed:
-        pass
-    cluster = _restart(tmp_path, monkeypatch, caplog)
+    cluster = _killed_during(lambda: cluster.delete_topic("c"), tmp_path, monkeypatch, caplog, cluster_module, "_remove_dirs")
     assert "c" not in cluster.topics.by_name and not list(tmp_path.glob("c-*"))
     assert "completed the delete of topic c" in caplog.text
     cluster.close()
