@@ -16,9 +16,13 @@ group's reconciliation serves both): a task another member still owns is held ba
 until that member reports it revoked, so a task is never processed by two members.
 Standby tasks (the group's ``streams.num.standby.replicas``, else the broker's
 ``group.streams.num.standby.replicas``, 0 by default) go to the stateful tasks, never to
-a process running the task, by Kafka 4.4's sticky assignor; a member gets its standby
-tasks at once unless another member of its process still holds the task. Kafka 4.4
-assigns no warm-up tasks.
+a process running the task, by Kafka 4.4's sticky assignor. As Kafka 4.4 reconciles
+them: a member keeps the standbys its target keeps; a standby its target makes active
+stays a standby until it is granted as active (while the member revokes, or while another
+member still runs it); an active task its target makes a standby is a standby at once,
+even while the member revokes; its target's other standbys come once it is at the target
+epoch and not revoking. A standby to be given (new or demoted) waits while another member
+of its process runs the task or stands by for it. Kafka 4.4 assigns no warm-up tasks.
 
 A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a timer), and
 assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
@@ -37,8 +41,9 @@ missing one of those tags gets the MISSING_CLIENT_TAGS status, as Kafka 4.4's co
 answers; Kafka 4.4's sticky assignor itself reads neither racks nor client tags, so
 standbys are placed here without them too.
 
-Not as Kafka 4.4 yet: Kafka's promotion and demotion of tasks between a member's
-standby and active roles while it reconciles.
+Not as Kafka 4.4 yet: a member whose only held-back tasks are standbys stays STABLE
+(Kafka: UNRELEASED_TASKS), and a member still reporting a revoked standby is not kept
+revoking for it.
 """
 
 from __future__ import annotations
@@ -745,7 +750,7 @@ class StreamsGroups:
         reconciled = reconcile_step(
             group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
             codec.current_assignment_record, records, now_ms, session_timeout_ms,
-            lambda m: replace(m, standby=_standby_step(m, target.standby, target_epoch, members),
+            lambda m: replace(m, standby=_standby_step(updated, m, target, target_epoch, members),
                               task_epochs=_task_epochs(updated, m, target_epoch)),
             _standbys_of_process(updated, members))
         members[member_id] = reconciled
@@ -932,21 +937,26 @@ def _standbys_of_process(member: StreamsMember, members: dict[str, StreamsMember
             for s, ps in other.standby.items() for p in ps}
 
 
-def _standby_step(member: StreamsMember, target: Tasks, target_epoch: int, members: dict[str, StreamsMember]
-                  ) -> Tasks:
-    """The member's standby tasks after a heartbeat: while it revokes active tasks, those of
-    its target it has; at the target epoch, its target's, less those another member of its
-    process still runs as active or holds as standby (as Kafka's CurrentAssignmentBuilder
-    holds them back until released)."""
-    if member.member_epoch != target_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
-        return {s: ps & target[s] for s, ps in member.standby.items() if ps & target.get(s, frozenset())}
+def _standby_step(before: StreamsMember, after: StreamsMember, target: AssignedTasks, target_epoch: int,
+                  members: dict[str, StreamsMember]) -> Tasks:
+    """The member's standby tasks after a heartbeat moved its active tasks from ``before``
+    to ``after``, as Kafka 4.4's CurrentAssignmentBuilder: it keeps the standbys its target
+    keeps; one its target makes active stays a standby until granted as active (also while
+    it revokes); an active task its target makes a standby is a standby at once (also while
+    it revokes); its target's other standbys come at the target epoch, not revoking. A
+    standby to be given (new or demoted) waits while another member of its process runs
+    the task as active or holds it as standby."""
     held: set[tuple[str, int]] = set()
     for other in members.values():
-        if other.member_id != member.member_id and other.process_id == member.process_id:
-            held.update((s, p) for tasks in (other.assigned, other.pending_revocation, other.standby)
-                        for s, ps in tasks.items() for p in ps)
-    out = {s: frozenset(p for p in ps if (s, p) not in held) for s, ps in target.items()}
-    return {s: ps for s, ps in out.items() if ps}
+        if other.member_id != after.member_id and other.process_id == after.process_id:
+            held.update(_task_set(other.assigned, other.pending_revocation, other.standby))
+    current, wanted = _task_set(before.standby), _task_set(target.standby)
+    promoted = current & _task_set(target.active) - _task_set(after.assigned)
+    demoted = _task_set(before.assigned) & wanted - current - held
+    out = current & wanted | promoted | demoted
+    if after.member_epoch == target_epoch and after.state is not MemberState.UNREVOKED_PARTITIONS:
+        out |= wanted - held
+    return _by_subtopology(out)
 
 
 def _static_member(group: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember:

@@ -1,6 +1,7 @@
 """Streams groups against Apache Kafka 4.4 and eosbroker (4.4 profile), at the wire: the
 standby tasks the sticky assignor gives with the streams.num.standby.replicas group
-config (in the heartbeat answers and StreamsGroupDescribe), static members (leaving
+config (in the heartbeat answers and StreamsGroupDescribe; a task given up while revoking is
+a standby at once), static members (leaving
 with -2, coming back, and the refusals), and ConsumerGroupDescribe of the id of a
 streams group and of a share group. Which member gets which task may differ (ties break by hash order
 in Kafka); the answers' shapes may not."""
@@ -80,6 +81,9 @@ async def _two_members_answers(port: int, app: str, standby_replicas: int) -> li
                            standby_tasks=_listed(m1_standby))
             epoch = r.member_epoch
             if r.active_tasks is not None:
+                if not out[-1][0].startswith("m1 told"):
+                    # Revoking: the stateful task it gives up is its standby at once (demotion).
+                    out.append(("m1 told to move", _count(_tasks(r.active_tasks)), _count(_tasks(r.standby_tasks))))
                 m1_active, m1_standby = _tasks(r.active_tasks), _tasks(r.standby_tasks)
             r2 = await beat("m2", m2_epoch, "process-2", active_tasks=_listed(_tasks(m2.active_tasks) or {}),
                             standby_tasks=_listed(m2_standby))

@@ -14,10 +14,12 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group import GroupConfig, OffsetFetchGroup, OffsetToCommit
 from coordinator.group import streams_log_codec as codec
-from coordinator.group.consumer_group import ConsumerGroupConfig, HeartbeatRequest
+from coordinator.group.consumer_group import (
+    ConsumerGroupConfig, HeartbeatRequest, MemberState, owned_by_others, reconcile,
+)
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    StreamsMember, assign_tasks, configure, MISSING_CLIENT_TAGS, tag_list,
+    StreamsMember, _standby_step, _standbys_of_process, assign_tasks, configure, MISSING_CLIENT_TAGS, tag_list,
 )
 from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
@@ -439,10 +441,12 @@ def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
     # its active tasks wait for a to revoke them; its standby tasks do not (another process runs them)
     assert (b.active_tasks, b.standby_tasks) == ({}, target["b"].standby) and target["b"].standby
     a = s.hb("a", 2, active=a_alone.assigned)
-    assert (a.active_tasks, a.standby_tasks) == (target["a"].active, {})  # revoking: no standby yet
-    a = s.hb("a", a.member_epoch, active=target["a"].active)
-    # moved on: the standby of the task it gave up (b's to run) comes
+    # revoking: the task it gives up (b's to run) is its standby at once (Kafka's demotion)
     assert (a.active_tasks, a.standby_tasks) == (target["a"].active, target["a"].standby)
+    a = s.hb("a", a.member_epoch, active=target["a"].active)
+    assert (a.active_tasks, a.standby_tasks) == (None, None)  # revoked: its tasks unchanged, none sent
+    assert (s.group().members["a"].assigned, s.group().members["a"].standby) == (target["a"].active,
+                                                                                  target["a"].standby)
     b = s.hb("b", b.member_epoch, active={})
     assert (b.active_tasks, b.standby_tasks) == (target["b"].active, target["b"].standby)
     # each member stands by for the stateful task the other runs (subtopology 1)
@@ -454,6 +458,59 @@ def test_standby_tasks_in_the_heartbeat_answers_records_and_replay():
     assert s.hb("a", a.member_epoch, active={}).active_tasks is None
     members = {m: (x.assigned, x.standby) for m, x in s.group().members.items()}
     assert {m: x.standby for m, x in s.restart().group().members.items()} == {m: st for m, (_a, st) in members.items()}
+
+
+def promotion_member(**fields) -> StreamsMember:
+    """A stable member at epoch 4 (process p1) running s0-0 and s1-0, standing by for s1-1 and s1-2."""
+    return StreamsMember("m", process_id="p1", member_epoch=4, previous_member_epoch=3,
+                         assigned=tasks(s0={0}, s1={0}), standby=tasks(s1={1, 2}), **fields)
+
+
+def step(member: StreamsMember, target: AssignedTasks, owned: dict | None, *others: StreamsMember) -> StreamsMember:
+    """One reconciliation step towards ``target`` at epoch 5, as a heartbeat takes it."""
+    members = {m.member_id: m for m in (member, *others)}
+    held = {**owned_by_others(members, member.member_id), **_standbys_of_process(member, members)}
+    after = reconcile(member, 5, target.active, held, owned)
+    return replace(after, standby=_standby_step(member, after, target, 5, members))
+
+
+def test_promotion_keeps_the_standby_until_the_task_is_granted_active():
+    """As Kafka 4.4's CurrentAssignmentBuilder: a standby its target makes active stays a
+    standby while the member revokes, and while another member still runs the task."""
+    target = AssignedTasks(tasks(s0={1}, s1={0, 1}), tasks(s1={2}))  # s0-0 revoked, s1-1 promoted
+    revoking = step(promotion_member(), target, None)
+    assert revoking.state is MemberState.UNREVOKED_PARTITIONS and revoking.pending_revocation == tasks(s0={0})
+    assert (revoking.assigned, revoking.standby) == (tasks(s1={0}), tasks(s1={1, 2}))
+    assert step(revoking, target, tasks(s0={0}, s1={0})).standby == tasks(s1={1, 2})  # not revoked yet
+    # revoked, s1-1 and s0-1 free: s1-1 granted as active, its standby goes
+    stable = step(revoking, target, tasks(s1={0}))
+    assert (stable.state, stable.member_epoch) == (MemberState.STABLE, 5)
+    assert (stable.assigned, stable.standby) == (tasks(s0={1}, s1={0, 1}), tasks(s1={2}))
+    # another member still runs s1-1: held back as active (unreleased), kept as standby
+    other = StreamsMember("o", process_id="p2", member_epoch=5, assigned=tasks(s1={1}))
+    unreleased = step(revoking, target, tasks(s1={0}), other)
+    assert (unreleased.state, unreleased.member_epoch) == (MemberState.UNRELEASED_PARTITIONS, 5)
+    assert (unreleased.assigned, unreleased.standby) == (tasks(s0={1}, s1={0}), tasks(s1={1, 2}))
+    assert step(unreleased, target, tasks(s0={1}, s1={0})).standby == tasks(s1={2})  # released: now active
+
+
+def test_demotion_grants_the_standby_at_once_even_while_revoking():
+    """An active task its target makes a standby is a standby at once (Kafka's demotion),
+    unless another member of its process runs or stands by for it; a new standby waits
+    for the revocation."""
+    target = AssignedTasks(tasks(s0={0}), tasks(s1={0, 1, 2, 3}))  # s1-0 demoted, s1-3 new
+    revoking = step(promotion_member(), target, None)
+    assert revoking.state is MemberState.UNREVOKED_PARTITIONS and revoking.pending_revocation == tasks(s1={0})
+    assert revoking.standby == tasks(s1={0, 1, 2})
+    stable = step(revoking, target, tasks(s0={0}))
+    assert (stable.state, stable.assigned, stable.standby) == (MemberState.STABLE, tasks(s0={0}),
+                                                               tasks(s1={0, 1, 2, 3}))
+    # another thread of its process stands by for s1-0 and s1-3: neither given
+    thread = StreamsMember("t", process_id="p1", member_epoch=5, standby=tasks(s1={0, 3}))
+    held_back = step(promotion_member(), target, None, thread)
+    assert held_back.standby == tasks(s1={1, 2})
+    assert step(held_back, target, tasks(s0={0}), thread).standby == tasks(s1={1, 2})
+    assert step(held_back, target, tasks(s0={0})).standby == tasks(s1={0, 1, 2, 3})  # released
 
 
 def static_pair() -> Streams:
