@@ -146,12 +146,17 @@ class JsonJournal:
         lines += [json.dumps([k]) for k in removed]
         if not lines:
             return
+        # no line appended since the last load or rewrite: the journal may be created here,
+        # and its name must be as durable as its first line
+        creating = not self._lines and not self.journal_path.exists()
         fd = os.open(self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, ("\n".join(lines) + "\n").encode())
             os.fsync(fd)
         finally:
             os.close(fd)
+        if creating:
+            fsync_dir(self.journal_path.parent)
         self._lines += len(lines)
         if self._lines > max(64, len(whole)):
             self.rewrite(whole)

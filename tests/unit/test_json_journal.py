@@ -105,3 +105,25 @@ def test_partitions_of_topics_with_equal_configs_share_one_log_config(tmp_path):
         assert b0.log.config is c0.log.config and a0.log.config.retention_ms != 1000
     finally:
         cluster.close()
+
+
+def test_the_directory_is_synced_when_a_change_creates_the_journal(tmp_path, monkeypatch):
+    """The journal's first line is durable only with its name: the directory is synced when
+    a change creates the file, and not again for the lines appended after it."""
+    import broker.log.files as files
+
+    synced = []
+    monkeypatch.setattr(files, "fsync_dir", synced.append)
+    journal = JsonJournal(tmp_path / "t.json")
+    journal.change({"a": 1}, {"a": 1})
+    journal.change({"a": 1, "b": 2}, {"b": 2})
+    assert synced == [tmp_path]
+    journal.rewrite({"a": 1, "b": 2})
+    synced.clear()
+    journal.change({"a": 1, "b": 2, "c": 3}, {"c": 3})  # a new journal after the rewrite
+    assert synced == [tmp_path]
+    reopened = JsonJournal(tmp_path / "t.json")
+    assert reopened.load() == {"a": 1, "b": 2, "c": 3}
+    synced.clear()
+    reopened.change({"d": 4}, {"d": 4})  # the journal exists: no directory sync
+    assert synced == []
