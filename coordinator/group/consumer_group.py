@@ -659,15 +659,16 @@ def reconcile_step(group: Any, updated: Any, is_new: bool, target_epoch: int, ta
                    assignment_record: Callable[[str, str, Any], CoordinatorRecord],
                    records: list[CoordinatorRecord], now_ms: int, session_timeout_ms: int,
                    settle: Callable[[Any], Any] | None = None,
-                   held: Mapping[tuple[Any, int], int] | None = None) -> Any:
+                   held: Mapping[tuple[Any, int], int] | None = None, revoking_elsewhere: bool = False) -> Any:
     """A consumer or streams member's heartbeat, one step towards its target (``members``
     holds it as ``updated``): its current assignment record (written by the group's
     codec) when it changed, and its rebalance and session deadlines. Returns the
     reconciled member (``settle``: what a streams member's standby tasks add to it;
-    ``held``: tasks not to be given yet besides those other members own)."""
+    ``held``: tasks not to be given yet besides those other members own;
+    ``revoking_elsewhere``: it still owns other tasks to give up, a streams member's standbys)."""
     member_id = updated.member_id
     reconciled = reconcile(updated, target_epoch, target, {**owned_by_others(members, member_id), **(held or {})},
-                           owned)
+                           owned, revoking_elsewhere)
     if settle is not None:
         reconciled = settle(reconciled)
     if is_new or reconciled.assignment_value() != updated.assignment_value():
@@ -735,28 +736,33 @@ def owned_by_others(members: Mapping[str, ConsumerMember], excluding: str) -> di
 def reconcile(
     member: ConsumerMember, target_epoch: int, target: Partitions,
     owned_by_others: Mapping[tuple[uuid.UUID, int], int], owned: Partitions | None,
+    revoking_elsewhere: bool = False,
 ) -> ConsumerMember:
     """Kafka's CurrentAssignmentBuilder: one step of the member towards its target. A
-    streams member (its active tasks by subtopology id) moves by the same rules."""
+    streams member (its active tasks by subtopology id) moves by the same rules; with
+    ``revoking_elsewhere`` (it still owns standbys to give up) it stays or goes revoking."""
     if member.state is MemberState.STABLE:
         if member.member_epoch == target_epoch:
             return member
-        return _next_assignment(member, member.member_epoch, target_epoch, target, owned_by_others, owned)
+        return _next_assignment(member, member.member_epoch, target_epoch, target, owned_by_others, owned,
+                                revoking_elsewhere)
     if member.state is MemberState.UNREVOKED_PARTITIONS:
-        if _owns_any(owned, member.pending_revocation):
+        if _owns_any(owned, member.pending_revocation) or revoking_elsewhere:
             return member
         return _next_assignment(member, member.member_epoch + 1, target_epoch, target, owned_by_others, owned)
     if member.state is MemberState.UNRELEASED_PARTITIONS:
-        return _next_assignment(member, member.member_epoch, target_epoch, target, owned_by_others, owned)
+        return _next_assignment(member, member.member_epoch, target_epoch, target, owned_by_others, owned,
+                                revoking_elsewhere)
     if owned is None or owned:
         raise Refused(E.fenced_member_epoch, "The consumer group member is in a unknown state. "
                       "The member must abandon all its partitions and rejoin.")
-    return _next_assignment(member, target_epoch, target_epoch, target, owned_by_others, owned)
+    return _next_assignment(member, target_epoch, target_epoch, target, owned_by_others, owned, revoking_elsewhere)
 
 
 def _next_assignment(
     member: ConsumerMember, member_epoch: int, target_epoch: int, target: Partitions,
     owned_by_others: Mapping[tuple[uuid.UUID, int], int], owned: Partitions | None,
+    revoking_elsewhere: bool = False,
 ) -> ConsumerMember:
     assigned: dict[uuid.UUID, frozenset[int]] = {}
     revoking: dict[uuid.UUID, frozenset[int]] = {}
@@ -773,7 +779,7 @@ def _next_assignment(
         for out, ps in ((assigned, keep), (revoking, give_up), (pending, free)):
             if ps:
                 out[topic_id] = ps
-    if revoking and _owns_any(owned, revoking):
+    if revoking and _owns_any(owned, revoking) or revoking_elsewhere:
         return _with_epoch(member, member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned, revoking)
     for topic_id, ps in pending.items():
         assigned[topic_id] = assigned.get(topic_id, frozenset()) | ps

@@ -22,7 +22,10 @@ stays a standby until it is granted as active (while the member revokes, or whil
 member still runs it); an active task its target makes a standby is a standby at once,
 even while the member revokes; its target's other standbys come once it is at the target
 epoch and not revoking. A standby to be given (new or demoted) waits while another member
-of its process runs the task or stands by for it. Kafka 4.4 assigns no warm-up tasks.
+of its process runs the task or stands by for it; a member whose target has such held-back
+tasks, of either role, is UNRELEASED. A standby its target drops (not made active) is
+revoked as an active task is: the member stays revoking at its epoch while it still reports
+that standby (or reports no tasks). Kafka 4.4 assigns no warm-up tasks.
 
 A new group's first tasks wait ``group.streams.initial.rebalance.delay.ms`` (a timer), and
 assignments come at most once every ``group.streams.assignment.interval.ms`` (the next
@@ -40,10 +43,6 @@ Client tags: with streams.rack.aware.assignment.tags set, a member (heartbeat v1
 missing one of those tags gets the MISSING_CLIENT_TAGS status, as Kafka 4.4's coordinator
 answers; Kafka 4.4's sticky assignor itself reads neither racks nor client tags, so
 standbys are placed here without them too.
-
-Not as Kafka 4.4 yet: a member whose only held-back tasks are standbys stays STABLE
-(Kafka: UNRELEASED_TASKS), and a member still reporting a revoked standby is not kept
-revoking for it.
 """
 
 from __future__ import annotations
@@ -124,6 +123,7 @@ class StreamsMember:
     assigned: Tasks = field(default_factory=dict)  # active tasks
     pending_revocation: Tasks = field(default_factory=dict)  # active tasks being revoked
     standby: Tasks = field(default_factory=dict)
+    standby_pending_revocation: Tasks = field(default_factory=dict)  # dropped standbys it still reports
     # The epoch each active task (assigned or being revoked) was assigned at: an offset
     # commit of an older member epoch is accepted for the tasks it had by then.
     task_epochs: TaskEpochs = field(default_factory=dict)
@@ -142,7 +142,8 @@ class StreamsMember:
         return codec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
                                             AssignedTasks(self.assigned, self.standby,
                                                           active_epochs=_epochs_of(self.task_epochs, self.assigned)),
-                                            AssignedTasks(self.pending_revocation, active_epochs=_epochs_of(
+                                            AssignedTasks(self.pending_revocation, self.standby_pending_revocation,
+                                                          active_epochs=_epochs_of(
                                                 self.task_epochs, self.pending_revocation)))
 
 
@@ -246,6 +247,7 @@ class StreamsGroup:
             self.members[member_id] = replace(
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch, state=state,
                 assigned=v.assigned.active, pending_revocation=v.pending_revocation.active, standby=v.assigned.standby,
+                standby_pending_revocation=v.pending_revocation.standby,
                 task_epochs={t: epochs.get(t, v.member_epoch) for t in _task_set(v.assigned.active,
                                                                                  v.pending_revocation.active)})
             self.endpoint_epoch += 1
@@ -747,12 +749,12 @@ class StreamsGroups:
                 target_epoch = group_epoch
 
         target = targets.get(member_id, AssignedTasks())
+        owned_standby = None if request.active_tasks is None else request.standby_tasks or {}
         reconciled = reconcile_step(
             group, updated, is_new, target_epoch, target.active, members, request.active_tasks,
             codec.current_assignment_record, records, now_ms, session_timeout_ms,
-            lambda m: replace(m, standby=_standby_step(updated, m, target, target_epoch, members),
-                              task_epochs=_task_epochs(updated, m, target_epoch)),
-            _standbys_of_process(updated, members))
+            lambda m: settle_standbys(updated, m, target, target_epoch, members),
+            _standbys_of_process(updated, members), _revokes_standbys(updated, target, owned_standby))
         members[member_id] = reconciled
 
         if request.shutdown_application and group.shutdown_requested_by is None:
@@ -802,7 +804,7 @@ class StreamsGroups:
         if request.instance_id is not None and request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # As Kafka: its tasks' assignment epochs go to 0 (its successor commits at a new epoch).
             away = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={},
-                           task_epochs=dict.fromkeys(_task_set(member.assigned), 0))
+                           standby_pending_revocation={}, task_epochs=dict.fromkeys(_task_set(member.assigned), 0))
             group.rebalance_deadlines.pop(member_id, None)
             return [codec.current_assignment_record(group.group_id, member_id, away.assignment_value())], answer, False
         return self.fence(group, [member_id], topics, now_ms), answer, True
@@ -935,6 +937,42 @@ def _standbys_of_process(member: StreamsMember, members: dict[str, StreamsMember
     return {(s, p): other.member_epoch for other in members.values()
             if other.member_id != member.member_id and other.process_id == member.process_id
             for s, ps in other.standby.items() for p in ps}
+
+
+def _standbys_to_revoke(member: StreamsMember, target: AssignedTasks) -> set[tuple[str, int]]:
+    """The standbys the member gives up at this step: those pending if it is revoking,
+    else those its target neither keeps as standby nor makes active."""
+    if member.state is MemberState.UNREVOKED_PARTITIONS:
+        return _task_set(member.standby_pending_revocation)
+    return _dropped_standbys(member, target)
+
+
+def _dropped_standbys(member: StreamsMember, target: AssignedTasks) -> set[tuple[str, int]]:
+    return _task_set(member.standby) - _task_set(target.standby, target.active)
+
+
+def _revokes_standbys(member: StreamsMember, target: AssignedTasks, owned_standby: Tasks | None) -> bool:
+    """Whether the member must be (or stay) revoking for its standbys, as Kafka 4.4 counts
+    standbys in the tasks to revoke: it still reports one, or reported nothing."""
+    dropped = _standbys_to_revoke(member, target)
+    return bool(dropped) and (owned_standby is None or bool(dropped & _task_set(owned_standby)))
+
+
+def settle_standbys(before: StreamsMember, after: StreamsMember, target: AssignedTasks, target_epoch: int,
+                    members: dict[str, StreamsMember]) -> StreamsMember:
+    """What a heartbeat's step (``before`` to ``after`` by the shared reconciliation) makes
+    of the member's standbys, their revocation and its task epochs. As Kafka 4.4, a member
+    whose target standbys are held back by its process is UNRELEASED, not STABLE."""
+    standby = _standby_step(before, after, target, target_epoch, members)
+    state = after.state
+    if state is MemberState.STABLE and _task_set(target.standby) - _task_set(standby):
+        state = MemberState.UNRELEASED_PARTITIONS
+    pending: Tasks = {}
+    if state is MemberState.UNREVOKED_PARTITIONS:
+        staying = (before.state, before.member_epoch) == (state, after.member_epoch)
+        pending = before.standby_pending_revocation if staying else _by_subtopology(_dropped_standbys(before, target))
+    return replace(after, state=state, standby=standby, standby_pending_revocation=pending,
+                   task_epochs=_task_epochs(before, after, target_epoch))
 
 
 def _standby_step(before: StreamsMember, after: StreamsMember, target: AssignedTasks, target_epoch: int,

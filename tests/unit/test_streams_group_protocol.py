@@ -19,7 +19,7 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    StreamsMember, _standby_step, _standbys_of_process, assign_tasks, configure, MISSING_CLIENT_TAGS, tag_list,
+    StreamsMember, _revokes_standbys, _standbys_of_process, settle_standbys, assign_tasks, configure, MISSING_CLIENT_TAGS, tag_list,
 )
 from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
@@ -466,12 +466,17 @@ def promotion_member(**fields) -> StreamsMember:
                          assigned=tasks(s0={0}, s1={0}), standby=tasks(s1={1, 2}), **fields)
 
 
-def step(member: StreamsMember, target: AssignedTasks, owned: dict | None, *others: StreamsMember) -> StreamsMember:
-    """One reconciliation step towards ``target`` at epoch 5, as a heartbeat takes it."""
+def step(member: StreamsMember, target: AssignedTasks, owned: dict | None, *others: StreamsMember,
+         owned_standby: dict | None = None) -> StreamsMember:
+    """One reconciliation step towards ``target`` at epoch 5, as a heartbeat takes it; the
+    member reports ``owned`` active tasks (None: nothing reported) and ``owned_standby``
+    (by default the standbys it was given)."""
     members = {m.member_id: m for m in (member, *others)}
     held = {**owned_by_others(members, member.member_id), **_standbys_of_process(member, members)}
-    after = reconcile(member, 5, target.active, held, owned)
-    return replace(after, standby=_standby_step(member, after, target, 5, members))
+    if owned is not None and owned_standby is None:
+        owned_standby = member.standby
+    after = reconcile(member, 5, target.active, held, owned, _revokes_standbys(member, target, owned_standby))
+    return settle_standbys(member, after, target, 5, members)
 
 
 def test_promotion_keeps_the_standby_until_the_task_is_granted_active():
@@ -511,6 +516,43 @@ def test_demotion_grants_the_standby_at_once_even_while_revoking():
     assert held_back.standby == tasks(s1={1, 2})
     assert step(held_back, target, tasks(s0={0}), thread).standby == tasks(s1={1, 2})
     assert step(held_back, target, tasks(s0={0})).standby == tasks(s1={0, 1, 2, 3})  # released
+
+
+def test_a_member_whose_only_held_back_tasks_are_standbys_is_unreleased():
+    """As Kafka 4.4 (it checks unreleased tasks of every role): a standby its target gives,
+    held back while another thread of its process stands by for it, leaves the member
+    UNRELEASED at the target epoch, not STABLE, until released."""
+    member = StreamsMember("m", process_id="p1", member_epoch=4, previous_member_epoch=3, assigned=tasks(s0={0}))
+    target = AssignedTasks(tasks(s0={0}), tasks(s1={1}))
+    thread = StreamsMember("t", process_id="p1", member_epoch=5, standby=tasks(s1={1}))
+    unreleased = step(member, target, tasks(s0={0}), thread)
+    assert (unreleased.state, unreleased.member_epoch) == (MemberState.UNRELEASED_PARTITIONS, 5)
+    assert (unreleased.assigned, unreleased.standby) == (tasks(s0={0}), {})
+    assert step(unreleased, target, tasks(s0={0}), thread).state is MemberState.UNRELEASED_PARTITIONS
+    stable = step(unreleased, target, tasks(s0={0}))
+    assert (stable.state, stable.member_epoch, stable.standby) == (MemberState.STABLE, 5, tasks(s1={1}))
+
+
+def test_a_member_still_reporting_a_dropped_standby_stays_revoking():
+    """As Kafka 4.4 counts standbys in the tasks to revoke: a standby its target drops keeps
+    the member revoking (at its epoch, no new standby) while it reports it, or reports
+    nothing; the standby pending revocation is in its current assignment record."""
+    target = AssignedTasks(tasks(s0={0}, s1={0}), tasks(s1={2, 3}))  # s1-1 dropped, s1-3 new
+    revoking = step(promotion_member(), target, None)
+    assert (revoking.state, revoking.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 4)
+    assert (revoking.pending_revocation, revoking.standby_pending_revocation) == ({}, tasks(s1={1}))
+    assert (revoking.assigned, revoking.standby) == (tasks(s0={0}, s1={0}), tasks(s1={2}))
+    value = codec.decode_current_assignment(codec.current_assignment_record("g", "m", revoking.assignment_value()).value)
+    assert value.pending_revocation.standby == tasks(s1={1})
+    still = step(revoking, target, tasks(s0={0}, s1={0}), owned_standby=tasks(s1={1, 2}))
+    assert (still.state, still.member_epoch, still.standby) == (MemberState.UNREVOKED_PARTITIONS, 4, tasks(s1={2}))
+    assert step(revoking, target, None).state is MemberState.UNREVOKED_PARTITIONS
+    stable = step(revoking, target, tasks(s0={0}, s1={0}), owned_standby=tasks(s1={2}))
+    assert (stable.state, stable.member_epoch) == (MemberState.STABLE, 5)
+    assert (stable.standby, stable.standby_pending_revocation) == (tasks(s1={2, 3}), {})
+    # a member reporting it no longer holds the dropped standby goes on at once
+    direct = step(promotion_member(), target, tasks(s0={0}, s1={0}), owned_standby=tasks(s1={2}))
+    assert (direct.state, direct.member_epoch, direct.standby) == (MemberState.STABLE, 5, tasks(s1={2, 3}))
 
 
 def static_pair() -> Streams:
