@@ -40,9 +40,8 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial.writers import write_tagged_field
 
-from protocol import own_schemas
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
-from protocol.request_wire import KAFKA_4_0, request_class, write_unsigned_varint as _uvarint
+from protocol.request_wire import KAFKA_4_0, OWN_SCHEMA_APIS, own_schema, request_class, write_unsigned_varint as _uvarint
 
 ZERO_UUID = UUID(int=0)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -50,7 +49,7 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 @cache
 def response_class(api_key: int, version: int) -> type:
-    own = own_schemas.RESPONSES.get((api_key, version))
+    own = own_schema(api_key, version, "RESPONSES")
     return own if own is not None else load_response_schema(api_key, version)
 
 
@@ -308,8 +307,12 @@ def _message_type(api_key: int, schema: Callable[[int, int], type], made: set[ty
     """The named tuple type of ``schema``'s messages (kio's response or request classes)
     of ``api_key`` over the versions the broker serves, its nested types attributes of it."""
     served = KAFKA_4_0.get(api_key)
-    versions = [v for v in own_schemas.versions(api_key, schema_name_map.get(api_key_map.get(api_key), ()))
-                if served is None or v <= served[3]]
+    versions = schema_name_map.get(api_key_map.get(api_key), ())
+    if api_key in OWN_SCHEMA_APIS:
+        from protocol.own_schemas import versions as schema_versions
+
+        versions = schema_versions(api_key, versions)
+    versions = [v for v in sorted(versions) if served is None or v <= served[3]]
     structs: dict[str, dict[str, tuple]] = {}  # struct name -> Kafka name -> (field, newest version seen)
     newest: dict[str, int] = {}
     top = None

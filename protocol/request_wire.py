@@ -34,7 +34,6 @@ from kio.index import load_request_schema
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader
 
-from protocol import own_schemas
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, is_optional, PrimitiveTupleField
 
 _INT32 = struct.Struct(">i")
@@ -635,9 +634,24 @@ class DecodeError(ValueError):
     """A request body kio could not parse."""
 
 
+# The APIs some of whose versions kio has no schema for (protocol/own_schemas.py has them);
+# that module is loaded only when one of them is first decoded or answered.
+OWN_SCHEMA_APIS = frozenset({88, 89, 93})
+
+
+def own_schema(api_key: int, version: int, direction: str) -> type | None:
+    """The message class protocol/own_schemas.py defines for ``api_key`` v``version``
+    (``direction`` "REQUESTS" or "RESPONSES"), or None where kio has it."""
+    if api_key not in OWN_SCHEMA_APIS:
+        return None
+    from protocol import own_schemas
+
+    return getattr(own_schemas, direction).get((api_key, version))
+
+
 @cache
 def request_class(api_key: int, version: int) -> type:
-    own = own_schemas.REQUESTS.get((api_key, version))
+    own = own_schema(api_key, version, "REQUESTS")
     return own if own is not None else load_request_schema(api_key, version)
 
 

@@ -11,7 +11,6 @@ decision for one recorded intent; ``TopicIntents`` keeps the file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,10 +82,17 @@ class TopicIntents:
         except FileNotFoundError:
             return False
         # a clear is not synced: a crash may leave it empty (rename before data)
-        self.pending = [Intent.from_json(e) for e in json.loads(data or b"[]")]
+        if data.strip() in (b"", b"[]"):  # nothing in progress, the usual start: no json parser loaded
+            self.pending = []
+            return True
+        import json
+
+        self.pending = [Intent.from_json(e) for e in json.loads(data)]
         return True
 
     def _write(self, pending: list[Intent], durable: bool) -> None:
+        import json
+
         replace_atomically(self.path, json.dumps([i.to_json() for i in pending]).encode(),
                            fsync=durable, sync_dir=durable)
         self.pending = pending

@@ -457,3 +457,25 @@ def test_a_repeated_body_over_a_kilobyte_is_not_kept():
     first = decode_request(26, 3, body)
     again = decode_request(26, 3, body)
     assert again == first and again is not first
+
+
+def test_own_schemas_load_when_one_of_their_apis_is_first_used():
+    """protocol/own_schemas.py (and the kio modules it builds on) is not on a start's path:
+    it loads when a streams-group message is first decoded or answered."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys\n"
+        "from protocol.answer_wire import answer_type, response_class\n"
+        "from protocol.request_wire import request_class, OWN_SCHEMA_APIS\n"
+        "answer_type(3); request_class(3, 12)\n"
+        "assert 'protocol.own_schemas' not in sys.modules\n"
+        "from protocol import own_schemas\n"
+        "assert {k for k, _ in own_schemas.REQUESTS} | {k for k, _ in own_schemas.RESPONSES} <= OWN_SCHEMA_APIS\n"
+        "assert request_class(93, 0) is own_schemas.REQUESTS[(93, 0)]\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
