@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 FETCH = 1
 OFFSET_OUT_OF_RANGE = 1
 FETCH_VERSION = 17  # as Kafka 4.4's fetchers: replica_state, topic ids
-_FETCH = request_type(FETCH)
 FETCH_WAIT_MAX_MS = 500  # Kafka's replica.fetch.wait.max.ms
 FETCH_MAX_BYTES = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
 PARTITION_MAX_BYTES = 1024 * 1024  # replica.fetch.max.bytes
@@ -262,16 +261,17 @@ class Replication:
             return False
         positions = self.positions
         topics: dict[object, list] = {}
+        fetch_request = request_type(FETCH)  # built at the first follower fetch: a single node never pays for it
         for topic, index, topic_id, leader_epoch in followed:
             offset = positions.setdefault((topic, index, follower), self._log_end(topic, index))
-            topics.setdefault(topic_id, []).append(_FETCH.FetchPartition(
+            topics.setdefault(topic_id, []).append(fetch_request.FetchPartition(
                 partition=index, current_leader_epoch=leader_epoch, fetch_offset=offset,
                 last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES))
         settling = not fetcher.settled.is_set()
-        body = _FETCH(cluster_id=None, replica_state=_FETCH.ReplicaState(replica_id=follower, replica_epoch=-1),
+        body = fetch_request(cluster_id=None, replica_state=fetch_request.ReplicaState(replica_id=follower, replica_epoch=-1),
                       max_wait_ms=0 if settling else FETCH_WAIT_MAX_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
                       isolation_level=0, session_id=0, session_epoch=-1,
-                      topics=tuple(_FETCH.FetchTopic(topic_id=t, partitions=tuple(parts)) for t, parts in topics.items()),
+                      topics=tuple(fetch_request.FetchTopic(topic_id=t, partitions=tuple(parts)) for t, parts in topics.items()),
                       forgotten_topics_data=(), rack_id="")
         fetcher.kick.clear()
         keys = [(topic, index, follower) for topic, index, _, _ in followed]
