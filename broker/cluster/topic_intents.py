@@ -91,10 +91,13 @@ class TopicIntents:
         return True
 
     def _write(self, pending: list[Intent], durable: bool) -> None:
-        import json
+        if pending:
+            import json
 
-        replace_atomically(self.path, json.dumps([i.to_json() for i in pending]).encode(),
-                           fsync=durable, sync_dir=durable)
+            data = json.dumps([i.to_json() for i in pending]).encode()
+        else:  # the usual write: nothing in progress, no json encoder loaded
+            data = b"[]"
+        replace_atomically(self.path, data, fsync=durable, sync_dir=durable)
         self.pending = pending
 
     def begin(self, intent: Intent) -> None:
