@@ -458,7 +458,7 @@ class Cluster:
         try:
             topic = self.topics.add(name, partitions, checked)  # the commit point
         except OSError as e:
-            self._roll_back(intent)
+            self._remove_partition_dirs(intent)
             log.warning("could not record topic %s (%s): nothing created", name, e)
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record topic {name}: {e}") from None
         self._clear(intent)
@@ -496,9 +496,10 @@ class Cluster:
             log.warning("could not clear the %s of topic %s from the intent journal (%s): the next start "
                         "checks it", intent.op, intent.topic, e)
 
-    def _roll_back(self, intent: Intent, made: int | None = None) -> None:
+    def _remove_partition_dirs(self, intent: Intent, made: int | None = None) -> None:
         """Removes the directories of the intent's first ``made`` partitions (all by
-        default), then clears it unless one is left (the next start removes it)."""
+        default): a create or add rolled back, a delete finished. Then clears the intent,
+        unless one is left (the next start removes it)."""
         end = intent.end if made is None else intent.first + made
         dirs = [self.partition_dir(intent.topic, i) for i in range(intent.first, end)]
         _remove_dirs([d for d in dirs if d.is_dir()])
@@ -516,7 +517,7 @@ class Cluster:
                 made += 1
             fsync_dir(self.data_dir)
         except OSError as e:
-            self._roll_back(intent, made)
+            self._remove_partition_dirs(intent, made)
             log.warning("could not create the partition directories of %s (%s): nothing created", intent.topic, e)
             raise TopicError("KAFKA_STORAGE_ERROR",
                              f"could not create partition {intent.topic}-{intent.first + made}: {e}") from None
@@ -544,7 +545,7 @@ class Cluster:
                 part.discard()
             self.replicas.forget(name, i)
             self._start_points.pop((name, i), None)
-        self._roll_back(intent)  # its directories removed, then the intent cleared
+        self._remove_partition_dirs(intent)
         self.created_this_run.discard(name)
         self.replicas.save()
         self._write_recovery_points()  # a topic created again under the name starts without one
@@ -584,7 +585,7 @@ class Cluster:
         try:
             topic = self.topics.set_partitions(name, count)  # the commit point
         except OSError as e:
-            self._roll_back(intent)
+            self._remove_partition_dirs(intent)
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the new partitions of {name}: {e}") from None
         self._clear(intent)
         for k, i in enumerate(range(first, count)):
