@@ -281,7 +281,7 @@ class Broker:
         for node in self.nodes:
             if node.is_up:
                 await node.stop()
-        await self.cluster.wait_for_checkpoint()
+        await self.cluster.wait_for_file_threads()
         self.cluster.close()
         self.data_dir_lock.release()
 

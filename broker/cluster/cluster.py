@@ -90,6 +90,7 @@ class Cluster:
         self.replicas = ReplicaState(data_dir / "meta" / "partitions.json", [n.node_id for n in self.nodes])
         self.topics = TopicRegistry(data_dir)
         self.intents = TopicIntents(data_dir / "meta")
+        self._removals: set[asyncio.Future] = set()  # deleted topics' directories being removed by a thread
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
         self._log_configs: dict = {}  # LogConfig -> itself
@@ -181,8 +182,10 @@ class Cluster:
             return
         for intent in self.intents.pending:
             topic = self.topics.by_name.get(intent.topic)
-            outcome = resolve(intent, None if topic is None else topic.partitions)
+            outcome = resolve(intent, None if topic is None else topic.partitions,
+                              None if topic is None else topic.topic_id.hex)
             remove = [self.partition_dir(intent.topic, i) for i in outcome.remove]
+            remove += [self.data_dir / intent.aside_name(i) for i in outcome.remove_aside]
             _remove_dirs([d for d in remove if d.is_dir() and _holds_only_partition_files(d)])
             for i in outcome.make:
                 self.partition_dir(intent.topic, i).mkdir(exist_ok=True)
@@ -275,15 +278,17 @@ class Cluster:
                 c.partition.recovery_point = c.end
         self._write_recovery_points()
 
-    async def wait_for_checkpoint(self) -> None:
+    async def wait_for_file_threads(self) -> None:
         """Lets a checkpoint's thread finish its snapshot files before the logs close and
-        write theirs."""
+        write theirs, and deleted topics' directories finish going (their intents cleared)."""
         write = self._checkpoint_write
-        if write is not None and not write.done():
-            try:
-                await write
-            except OSError:
-                pass
+        for work in ([write] if write is not None else []) + list(self._removals):
+            if not work.done():
+                try:
+                    await asyncio.shield(work)
+                except OSError:
+                    pass
+        await asyncio.sleep(0)  # the removals' done callbacks run
 
     def _take_clean_shutdown_marker(self) -> bool:
         path = self.clean_shutdown_path
@@ -506,6 +511,48 @@ class Cluster:
         if not any(d.is_dir() for d in dirs):
             self._clear(intent)
 
+    def _remove_deleted_dirs(self, intent: Intent) -> None:
+        """A delete's directories renamed aside at once (the topic's name is free for a
+        create), then removed by a thread while the broker goes on answering (Kafka too
+        renames them and removes them later); the intent is cleared when they are gone.
+        Where a rename fails, or there is no event loop, they are removed here."""
+        aside: list[Path] = []
+        try:
+            for i in range(intent.first, intent.end):
+                path = self.partition_dir(intent.topic, i)
+                if path.is_dir():
+                    target = path.with_name(intent.aside_name(i))
+                    path.rename(target)
+                    aside.append(target)
+            if aside:
+                fsync_dir(self.data_dir)
+        except OSError as e:
+            log.warning("could not rename the directories of deleted topic %s aside (%s): removing them now",
+                        intent.topic, e)
+            _remove_dirs(aside)
+            self._remove_partition_dirs(intent)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or not aside:
+            _remove_dirs(aside)
+            self._clear(intent)
+            return
+        removal = loop.run_in_executor(None, _remove_dirs, aside)
+        self._removals.add(removal)
+
+        def removed(done) -> None:
+            self._removals.discard(done)
+            if done.cancelled() or done.exception() is not None:
+                log.warning("could not remove the directories of deleted topic %s (%s): the next start "
+                            "removes them", intent.topic, None if done.cancelled() else done.exception())
+            else:
+                self._clear(intent)
+
+        removal.add_done_callback(removed)
+
     def _make_partition_dirs(self, intent: Intent) -> None:
         """Creates the directories of the intent's partitions before the registry names
         them; on failure removes those made and raises TopicError (KAFKA_STORAGE_ERROR),
@@ -533,7 +580,7 @@ class Cluster:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
         if not self.config["delete.topic.enable"]:
             raise TopicError("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
-        intent = self._begin(Intent(DELETE, name, 0, topic.partitions))
+        intent = self._begin(Intent(DELETE, name, 0, topic.partitions, aside=topic.topic_id.hex))
         try:
             self.topics.remove(name)  # the commit point, before any directory goes
         except OSError as e:
@@ -545,9 +592,9 @@ class Cluster:
                 part.discard()
             self.replicas.forget(name, i)
             self._start_points.pop((name, i), None)
-        self._remove_partition_dirs(intent)
+        self._remove_deleted_dirs(intent)
         self.created_this_run.discard(name)
-        self.replicas.save()
+        self.replicas.save([])  # the forgotten partitions only
         self._write_recovery_points()  # a topic created again under the name starts without one
         log.info("deleted topic %s", name)
         return topic

@@ -23,21 +23,32 @@ CREATE, ADD, DELETE = "create", "add", "delete"
 
 @dataclass(frozen=True)
 class Intent:
-    """Partitions ``first`` to ``end - 1`` of ``topic`` being made (create, add) or removed (delete)."""
+    """Partitions ``first`` to ``end - 1`` of ``topic`` being made (create, add) or removed
+    (delete). A delete's directories are first renamed ``<topic>-<p>.<aside>-delete``
+    (``aside``: the deleted topic's id), so the name is free at once and their removal
+    can run beside the broker."""
     op: str
     topic: str
     first: int
     end: int
     configs: tuple[tuple[str, str], ...] = ()
+    aside: str = ""
 
     def to_json(self) -> dict:
-        return {"op": self.op, "topic": self.topic, "first": self.first, "end": self.end,
-                "configs": dict(self.configs)}
+        entry = {"op": self.op, "topic": self.topic, "first": self.first, "end": self.end,
+                 "configs": dict(self.configs)}
+        if self.aside:
+            entry["aside"] = self.aside
+        return entry
 
     @classmethod
     def from_json(cls, entry: dict) -> "Intent":
         return cls(entry["op"], entry["topic"], int(entry["first"]), int(entry["end"]),
-                   tuple(sorted(entry.get("configs", {}).items())))
+                   tuple(sorted(entry.get("configs", {}).items())), str(entry.get("aside", "")))
+
+    def aside_name(self, partition: int) -> str:
+        """The name a deleted partition's directory is renamed to before it is removed."""
+        return f"{self.topic}-{partition}.{self.aside}-delete"
 
 
 @dataclass(frozen=True)
@@ -47,16 +58,22 @@ class Resolution:
     remove: range
     make: range
     message: str
+    remove_aside: range = range(0)  # a delete's directories renamed aside (Intent.aside_name)
 
 
-def resolve(intent: Intent, registered_partitions: int | None) -> Resolution:
-    """``registered_partitions``: what the registry names for the topic now (None: not there)."""
+def resolve(intent: Intent, registered_partitions: int | None, registered_id: str | None = None) -> Resolution:
+    """``registered_partitions``, ``registered_id``: what the registry names for the topic
+    now, its partition count and id (None: not there)."""
     parts = range(intent.first, intent.end)
     span = f"{intent.first}-{intent.end - 1}" if intent.end - intent.first > 1 else str(intent.first)
     if intent.op == DELETE:
+        aside = parts if intent.aside else range(0)
         if registered_partitions is None:
             return Resolution(parts, range(0), f"completed the delete of topic {intent.topic}: removed its "
-                                               f"partition directories ({span})")
+                                               f"partition directories ({span})", aside)
+        if intent.aside and registered_id != intent.aside:  # created again since: only the old directories go
+            return Resolution(range(0), range(0), f"completed the delete of topic {intent.topic} (since created "
+                                                  f"again): removed its old partition directories ({span})", aside)
         return Resolution(range(0), range(0), f"topic {intent.topic} kept: its delete stopped before the "
                                               f"registry recorded it")
     what = "topic create" if intent.op == CREATE else "partition add"

@@ -262,9 +262,9 @@ class Partition:
         return [] if sync else unsynced
 
     def discard(self) -> None:
-        """Closes files without a snapshot: the partition is being deleted."""
+        """Closes files without a snapshot or an fsync: the partition is being deleted."""
         self.wake_fetchers()
-        self.log.close()
+        self.log.close(sync=False)
 
     # long-poll fetch support -------------------------------------------------
     def waiter(self) -> asyncio.Future:

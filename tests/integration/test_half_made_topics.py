@@ -6,13 +6,16 @@ line; a data directory from before the journal is scanned once."""
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 import uuid
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from broker.wire.client import KafkaConnection
 from broker.testing.helpers import HOST
+from broker.cluster.topic_intents import TopicIntents
 from broker.cluster.topics import read_topic_entries
 
 
@@ -25,6 +28,12 @@ def _registry(broker) -> dict[str, int]:
 
 def _dirs(broker, topic: str) -> set[str]:
     return {p.name for p in broker.data_dir.glob(f"{topic}-*") if p.is_dir()}
+
+
+def _pending_intents(broker) -> list:
+    journal = TopicIntents(broker.data_dir / "meta")
+    journal.load()
+    return journal.pending
 
 
 def _error_of(future) -> KafkaError:
@@ -133,3 +142,58 @@ def test_kill_9_during_create_topics_is_repaired_at_start(broker_factory):
     assert "removed" not in broker.log_text()[seen:]
     assert (broker.data_dir / f"{ghost}-0").is_dir()  # not named by the registry nor the journal: not served
     assert ghost not in admin.list_topics(timeout=10).topics
+
+
+def test_a_deleted_topics_directories_go_beside_the_broker_and_its_name_is_free_at_once(broker_factory):
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = f"gone-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3000):
+        producer.produce(topic, b"old", partition=i % 3)
+    assert producer.flush(30) == 0
+
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)  # at once: the directories are aside
+    producer.produce(topic, b"new", partition=1)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    seen = []
+    while not seen:
+        message = consumer.poll(10)
+        assert message is not None, "the recreated topic's record was not read"
+        assert message.error() is None, message.error()
+        seen.append(message.value())
+    assert consumer.poll(1) is None and seen == [b"new"]  # nothing of the deleted topic
+    consumer.close()
+    for _ in range(500):  # removed by a thread: gone soon, the intent with them
+        if not list(broker.data_dir.glob(f"{topic}-*-delete")) and _pending_intents(broker) == []:
+            break
+        time.sleep(0.01)
+    assert not list(broker.data_dir.glob(f"{topic}-*-delete"))
+    assert _pending_intents(broker) == []
+    assert _dirs(broker, topic) == {f"{topic}-0", f"{topic}-1"}
+
+
+def test_a_kill_9_before_the_renamed_directories_are_gone_removes_them_at_start(broker_factory):
+    broker = broker_factory(in_process=False)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = f"aside-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    broker.kill()
+    # what a kill -9 leaves after a delete's commit and renames, its topic created again since
+    old_id = uuid.uuid4().hex
+    for p in range(3):
+        aside = broker.data_dir / f"{topic}-{p}.{old_id}-delete"
+        aside.mkdir()
+        (aside / f"{0:020d}.log").write_bytes(b"old records")
+    (broker.data_dir / "meta" / "topic-intents.json").write_text(json.dumps(
+        [{"op": "delete", "topic": topic, "first": 0, "end": 3, "configs": {}, "aside": old_id}]))
+    seen = len(broker.log_text())
+    broker.start()
+    assert f"completed the delete of topic {topic} (since created again)" in broker.log_text()[seen:]
+    assert not list(broker.data_dir.glob(f"{topic}-*-delete"))
+    assert _dirs(broker, topic) == {f"{topic}-0", f"{topic}-1"}
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2

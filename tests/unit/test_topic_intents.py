@@ -55,3 +55,23 @@ def test_a_journal_emptied_by_a_crash_after_an_unsynced_clear_reads_as_no_intent
     (tmp_path / "topic-intents.json").write_bytes(b"")
     journal = TopicIntents(tmp_path)
     assert journal.load() is True and journal.pending == []
+
+
+def test_a_delete_whose_directories_were_renamed_aside_removes_them_too():
+    intent = Intent(DELETE, "t", 0, 3, aside="ab12")
+    assert intent.aside_name(2) == "t-2.ab12-delete"
+    gone = resolve(intent, registered_partitions=None)
+    assert gone.remove == range(0, 3) and gone.remove_aside == range(0, 3)
+    # created again before the kill: the new topic's directories stay, the old ones go
+    again = resolve(intent, registered_partitions=5, registered_id="cd34")
+    assert again.remove == range(0) and again.make == range(0) and again.remove_aside == range(0, 3)
+    assert "since created again" in again.message
+    kept = resolve(intent, registered_partitions=3, registered_id="ab12")  # stopped before the registry
+    assert kept.remove == kept.remove_aside == range(0) and "kept" in kept.message
+
+
+def test_the_journal_keeps_a_deletes_aside_name(tmp_path: Path):
+    journal = TopicIntents(tmp_path)
+    journal.begin(Intent(DELETE, "t", 0, 2, aside="ab12"))
+    again = TopicIntents(tmp_path)
+    assert again.load() is True and again.pending == [Intent(DELETE, "t", 0, 2, aside="ab12")]
