@@ -282,11 +282,17 @@ class CoordinatorRuntime:
         self.machine.load_partition(partition, coordinator_epoch)
 
     def load(self, partition: int, now_ms: int) -> int:
-        """Replays the partition's log and starts serving it; returns the records read."""
-        if self.machine.replays_latest_record_per_key:
-            count = self._replay_latest_per_key(self.log.chunks(partition))
-        else:
-            count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
+        """Replays the partition's log and starts serving it; returns the records read.
+        A replay that raises leaves the partition failed, as Kafka's runtime does: not
+        held, so its requests get NOT_COORDINATOR rather than LOAD_IN_PROGRESS forever."""
+        try:
+            if self.machine.replays_latest_record_per_key:
+                count = self._replay_latest_per_key(self.log.chunks(partition))
+            else:
+                count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
+        except Exception:
+            self.unload(partition)
+            raise
         self.loads.mark_loaded(partition)
         self.written_at_load = 0
         try:

@@ -150,7 +150,12 @@ class CoordinatorTopic:
                           self.node_id, self.topic, partition, e, _REOPEN_DELAY_S)
                 await self.clock.sleep(_REOPEN_DELAY_S)
         started = self.clock.now_ms()
-        records = self.runtime.load(partition, started)
+        try:
+            records = self.runtime.load(partition, started)
+        except Exception:  # the runtime has failed the partition: a move or restart loads it again
+            log.exception("%s of node %d: failed to load %s-%d; it is not served (NOT_COORDINATOR) until its "
+                          "leadership moves or the broker restarts", self.name, self.node_id, self.topic, partition)
+            return
         if self.on_partition_loaded is not None:
             self.on_partition_loaded(partition)
         self.wake_timers()  # loaded groups' members have session deadlines now

@@ -209,3 +209,26 @@ def test_an_append_the_log_cannot_take_now_applies_nothing_and_answers_its_retri
     assert not [e for e in effects if isinstance(e, SendMarkers)]
     runtime.log = log  # the ISR grew back: the retry commits
     assert runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW).error is E.none
+
+
+def test_a_load_that_raises_fails_the_partition_not_coordinator_rather_than_loading_forever():
+    from coordinator.transaction.log_codec import encode_key
+    from protocol.records import RecordBatch, build_batch
+
+    log = InMemoryLog()
+    coordinator, runtime, _ = _txn_runtime(log, 0)
+    runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 7), NOW)
+    log.append(0, RecordBatch(build_batch([(encode_key("t"), b"\xff\xff not a transaction value", (), NOW)]), 0), NOW)
+
+    moved = TransactionCoordinator(CONFIG)
+    moved_runtime = CoordinatorRuntime(moved, log, lambda effect: None)
+    moved_runtime.begin_load(0, 1)
+    assert moved_runtime.loads.refusal(0) is E.coordinator_load_in_progress
+    try:
+        moved_runtime.load(0, NOW)
+    except Exception:
+        pass
+    else:
+        raise AssertionError("the undecodable record was replayed")
+    assert moved_runtime.loads.refusal(0) is E.not_coordinator  # failed, as Kafka's runtime
+    assert moved_runtime.loads.held() == frozenset()
