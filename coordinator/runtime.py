@@ -167,6 +167,17 @@ class AppendUnavailable(Exception):
         self.error = error
 
 
+class CoordinatorRefused(Exception):
+    """The runtime refuses an event on a partition it does not serve (Kafka 4.4's
+    CoordinatorRuntime ``withActiveContextOrThrow``): ``error`` is NOT_COORDINATOR when
+    the partition is not held here, COORDINATOR_LOAD_IN_PROGRESS while it loads. Each
+    service maps it once to its API's answer; nothing ran and nothing was written."""
+
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name.upper())
+        self.error = error
+
+
 class CoordinatorLog(Protocol):
     """A coordinator topic's partitions, as the runtime reads and writes them."""
 
@@ -188,8 +199,9 @@ class CoordinatorLog(Protocol):
 class PartitionLoads:
     """Which partitions of its topic a coordinator holds, and whether each is loaded yet
     (Kafka's CoordinatorRuntime keeps this per partition context: LOADING, then ACTIVE).
-    The runtime moves partitions through it; the state machine reads it to refuse what
-    it cannot serve yet, and the broker to list what it serves."""
+    The runtime moves partitions through it and refuses events on partitions not served;
+    the describe/list reads of the state machines check it per key, and the broker reads
+    it to list what it serves."""
 
     def __init__(self) -> None:
         self._loaded: dict[int, bool] = {}  # held partitions: loaded (True) or loading
@@ -337,9 +349,13 @@ class CoordinatorRuntime:
         """A request: runs ``handler`` on the current state, commits its records, hands
         the effects to the broker and returns the response.
 
-        When the log refuses the records (another coordinator leads the partition now),
-        nothing of the result takes effect: the partition is resigned and the handler
-        runs again on the state without it, which answers NOT_COORDINATOR."""
+        Raises ``CoordinatorRefused`` without running the handler when the partition is
+        not served here (not held, or still loading). When the log refuses the records
+        (another coordinator leads the partition now), nothing of the result takes
+        effect: the partition is resigned and the event refused NOT_COORDINATOR."""
+        refusal = self.loads.refusal(partition)
+        if refusal is not None:
+            raise CoordinatorRefused(refusal)
         result = handler()
         try:
             return self.apply(partition, result, now_ms)
@@ -347,7 +363,7 @@ class CoordinatorRuntime:
             self._resign(partition)
         except AppendUnavailable as e:
             return with_error(result.response, e.error)
-        return self.apply(partition, handler(), now_ms)
+        raise CoordinatorRefused(ErrorCode.not_coordinator)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -385,8 +401,15 @@ class CoordinatorRuntime:
 
     def fire_timers(self, now_ms: int) -> list[tuple[TimerEvent, Any]]:
         """Runs every due timer's events now, each through ``run`` (unit tests drive
-        time this way); returns each event with its answer."""
-        return [(event, self.run(event.partition, event.operation, now_ms)) for event in self.due_timer_events(now_ms)]
+        time this way); returns each event with its answer (the refusal's error for an
+        event on a partition an earlier event resigned)."""
+        answers = []
+        for event in self.due_timer_events(now_ms):
+            try:
+                answers.append((event, self.run(event.partition, event.operation, now_ms)))
+            except CoordinatorRefused as refused:
+                answers.append((event, refused.error))
+        return answers
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:

@@ -9,6 +9,7 @@ mapping would get and reports whether it took it.
 
 from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
 from broker.errors import code
+from coordinator.transaction.coordinator import InitProducerIdResponse
 from protocol.answer_wire import answer_type, ms
 
 API_KEY = 22
@@ -31,5 +32,5 @@ async def handle(ctx, request):
         ctx.version,
         ctx.clock.now_ms(),
         ctx.broker.producer_ids.peek(),
-    ), reason="fenced")
+    ), InitProducerIdResponse, reason="fenced")
     return Answer(error_code=response.error, producer_id=response.producer_id, producer_epoch=response.producer_epoch)

@@ -4,10 +4,11 @@ coordinator epoch of a load reaches the effects."""
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import GroupConfig, GroupCoordinator, JoinProtocol, OffsetFetchGroup, OffsetToCommit
-from coordinator.runtime import AppendUnavailable, CoordinatorRuntime, InMemoryLog
+from coordinator.runtime import AppendUnavailable, CoordinatorRefused, CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import SendMarkers, TransactionConfig, TransactionCoordinator
 
 NOW = 1_000_000
@@ -47,7 +48,9 @@ def test_records_are_appended_then_replayed_and_a_reload_rebuilds_the_same_state
 
     # The old coordinator's late completion is ignored: it no longer owns the partition.
     runtime.unload(0)
-    assert runtime.run(0, lambda: coordinator.markers_written("t", 500, 0, True, NOW, 3), NOW) is None
+    with pytest.raises(CoordinatorRefused) as refused:
+        runtime.run(0, lambda: coordinator.markers_written("t", 500, 0, True, NOW, 3), NOW)
+    assert refused.value.error is E.not_coordinator
     assert len(log.batches(0)) == 3
     moved_runtime.run(0, lambda: moved.markers_written("t", 500, 0, True, NOW, 4), NOW)
     assert moved.transaction_metadata("t").state.state_name == "CompleteCommit"
@@ -127,16 +130,45 @@ def test_a_refused_append_applies_nothing_and_the_request_is_answered_not_coordi
     before = coordinator.transaction_metadata("t")
     log.refused.add(0)  # the partition's leadership moved on; this coordinator has not heard yet
 
-    ended = runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
-    assert ended.error is E.not_coordinator
+    with pytest.raises(CoordinatorRefused) as ended:
+        runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
+    assert ended.value.error is E.not_coordinator
     assert not [e for e in effects if isinstance(e, SendMarkers)]  # no markers for a commit never written
     assert len(log.batches(0)) == written
     assert before.state.state_name == "Ongoing"
     assert 0 not in runtime.loads.loaded() and coordinator.transaction_metadata("t") is None
 
     # Every later request is refused before it writes: no epoch is handed out twice.
-    again = runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, 500, 0, 4, NOW, 501), NOW)
-    assert again.error is E.not_coordinator and len(log.batches(0)) == written
+    with pytest.raises(CoordinatorRefused) as again:
+        runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, 500, 0, 4, NOW, 501), NOW)
+    assert again.value.error is E.not_coordinator and len(log.batches(0)) == written
+
+
+def test_the_runtime_refuses_an_event_on_a_partition_it_does_not_serve_without_running_it():
+    """As Kafka's withActiveContextOrThrow: NOT_COORDINATOR for a partition not held,
+    COORDINATOR_LOAD_IN_PROGRESS while it loads; the handler never runs, nothing is written."""
+    log = InMemoryLog()
+    coordinator = TransactionCoordinator(CONFIG)
+    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+    ran = []
+
+    def init():
+        ran.append(1)
+        return coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500)
+
+    def refusal():
+        with pytest.raises(CoordinatorRefused) as refused:
+            runtime.run(0, init, NOW)
+        return refused.value.error
+
+    assert refusal() is E.not_coordinator
+    runtime.begin_load(0, 1)
+    assert refusal() is E.coordinator_load_in_progress
+    assert ran == [] and log.batches(0) == []
+    runtime.load(0, NOW)
+    assert runtime.run(0, init, NOW).error is E.none and ran == [1]
+    runtime.unload(0)
+    assert refusal() is E.not_coordinator and ran == [1]
 
 
 def test_a_refused_timer_append_resigns_only_its_partition():
