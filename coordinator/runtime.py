@@ -205,6 +205,7 @@ class PartitionLoads:
 
     def __init__(self) -> None:
         self._loaded: dict[int, bool] = {}  # held partitions: loaded (True) or loading
+        self._failed: set[int] = set()  # their load raised: refused NOT_COORDINATOR, as not held
 
     def refusal(self, partition: int) -> ErrorCode | None:
         """The error a request for ``partition`` gets: NOT_COORDINATOR when it is not
@@ -228,14 +229,24 @@ class PartitionLoads:
         """Loaded or loading."""
         return frozenset(self._loaded)
 
+    def failed(self) -> frozenset[int]:
+        """The partitions whose load failed (Kafka's FAILED state), until they move again."""
+        return frozenset(self._failed)
+
     def mark_loading(self, partition: int) -> None:  # the runtime moves partitions
+        self._failed.discard(partition)
         self._loaded[partition] = False
 
     def mark_loaded(self, partition: int) -> None:
         self._loaded[partition] = True
 
+    def mark_failed(self, partition: int) -> None:
+        self._loaded.pop(partition, None)
+        self._failed.add(partition)
+
     def drop(self, partition: int) -> None:
         self._loaded.pop(partition, None)
+        self._failed.discard(partition)
 
 
 class StateMachine(Protocol):
@@ -293,20 +304,31 @@ class CoordinatorRuntime:
         self.loads.mark_loading(partition)
         self.machine.load_partition(partition, coordinator_epoch)
 
-    def load(self, partition: int, now_ms: int) -> int:
-        """Replays the partition's log and starts serving it; returns the records read."""
-        if self.machine.replays_latest_record_per_key:
-            count = self._replay_latest_per_key(self.log.chunks(partition))
-        else:
-            count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
-        self.loads.mark_loaded(partition)
+    def load(self, partition: int, now_ms: int) -> int | None:
+        """Replays the partition's log and starts serving it; returns the records read.
+
+        A load that raises leaves the partition failed, as Kafka's runtime does: its
+        state is dropped, the error logged, and requests for it are refused
+        NOT_COORDINATOR (not COORDINATOR_LOAD_IN_PROGRESS forever) until it moves again.
+        Returns None then."""
         self.written_at_load = 0
         try:
+            if self.machine.replays_latest_record_per_key:
+                count = self._replay_latest_per_key(self.log.chunks(partition))
+            else:
+                count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
+            self.loads.mark_loaded(partition)
             for result in self.machine.finish_loading(partition, now_ms):
                 self.apply(partition, result, now_ms)
                 self.written_at_load += len(result.records)
         except AppendRefused:
             self._resign(partition)
+        except Exception:
+            log.exception("failed to load coordinator partition %d; it is refused NOT_COORDINATOR until it "
+                          "moves again", partition)
+            self.unload(partition)
+            self.loads.mark_failed(partition)
+            return None
         return count
 
     def unload(self, partition: int) -> None:

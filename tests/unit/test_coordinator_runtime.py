@@ -241,3 +241,30 @@ def test_an_append_the_log_cannot_take_now_applies_nothing_and_answers_its_retri
     assert not [e for e in effects if isinstance(e, SendMarkers)]
     runtime.log = log  # the ISR grew back: the retry commits
     assert runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW).error is E.none
+
+
+def test_a_load_that_raises_leaves_the_partition_failed_and_refused_not_coordinator(caplog):
+    """As Kafka's runtime: a partition whose load fails is not left loading forever
+    (COORDINATOR_LOAD_IN_PROGRESS to every retry); it is failed, logged, and refused
+    NOT_COORDINATOR until it moves again."""
+    from coordinator.transaction.log_codec import encode_key
+    from protocol.records import RecordBatch, build_batch
+
+    log = InMemoryLog()
+    log.append(0, RecordBatch(build_batch([(encode_key("t"), b"\xff\xff not a value", (), NOW)]), 0), NOW)
+    coordinator = TransactionCoordinator(CONFIG)
+    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+    runtime.begin_load(0, 1)
+    with caplog.at_level("ERROR", logger="coordinator.runtime"):
+        assert runtime.load(0, NOW) is None
+    assert "failed to load coordinator partition 0" in caplog.text
+    assert runtime.loads.failed() == {0} and runtime.loads.held() == frozenset()
+    assert coordinator.coordinator_epoch(0) is None  # the half-loaded state is dropped
+    with pytest.raises(CoordinatorRefused) as refused:
+        runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500), NOW)
+    assert refused.value.error is E.not_coordinator
+
+    # Moving here again (a new leader epoch) loads it afresh.
+    log.partitions[0].clear()
+    runtime.begin_load(0, 2)
+    assert runtime.load(0, NOW) == 0 and runtime.loads.failed() == frozenset() and runtime.loads.loaded() == {0}
