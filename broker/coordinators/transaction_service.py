@@ -162,6 +162,8 @@ class TransactionService:
         record each run wrote (-1: none), read before any wait lets another event write.
         ``reason``: why an abort this starts was not the client's own (the event history).
         """
+        if not transactional_id:  # Kafka answers this before it looks for the id's coordinator
+            return failed(ErrorCode.invalid_request)
         try:
             return await self._run(transactional_id, handler, offsets)
         except CoordinatorRefused as refused:

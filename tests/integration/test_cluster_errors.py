@@ -137,6 +137,11 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
     init = {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
     async with await _conn(cluster, wrong) as conn:
         assert (await conn.request(22, 4, init)).error_code == code("NOT_COORDINATOR")
+        # What Kafka checks before it asks for the id's coordinator is answered by any node.
+        too_long = dict(init, transaction_timeout_ms=900_001)
+        assert (await conn.request(22, 4, too_long)).error_code == code("INVALID_TRANSACTION_TIMEOUT")
+        end = {"transactional_id": "", "producer_id": 0, "producer_epoch": 0, "committed": True}
+        assert (await conn.request(26, 3, end)).error_code == code("INVALID_REQUEST")
         r = await conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
         group_coordinator = r.coordinators[0].node_id
     async with await _conn(cluster, coordinator) as conn:
