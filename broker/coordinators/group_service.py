@@ -141,6 +141,13 @@ class GroupService:
         when it wrote, waits for the ISR to have it. ``failed(error)``: the API's answer
         when the runtime refuses the request (the partition is not served here) or the
         wait fails, given the error Kafka maps the failure to."""
+        if not group_id:
+            # Refused by the request's own checks (INVALID_GROUP_ID, INVALID_REQUEST), which
+            # Kafka's service makes before it asks a coordinator: any node answers it. A
+            # handler only reads, so one that would write runs again through the runtime.
+            result = handler()
+            if not result.records and not result.effects:
+                return result.response
         await self.ready()
         await self.topic.wait_while_paused()
         try:

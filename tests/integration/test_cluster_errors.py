@@ -127,10 +127,15 @@ async def test_offset_for_leader_epoch_follows_leader_changes(cluster, topic_nam
 async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
     txn_id, group = topic_name + "-txn", topic_name + "-g"
     answers = set()
+    join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
     for node in (1, 2, 3):
         async with await _conn(cluster, node) as conn:
             r = await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
             answers.add((r.coordinators[0].error_code, r.coordinators[0].node_id, r.coordinators[0].port))
+            # An empty group id is refused by the request's checks on every node, the
+            # coordinator of its partition or not, as on Kafka.
+            assert (await conn.request(11, 5, dict(join, group_id=""))).error_code == code("INVALID_GROUP_ID")
     [(error, coordinator, port)] = answers
     assert error == 0 and port == cluster.node_ports[coordinator]
     wrong = next(n for n in (1, 2, 3) if n != coordinator)
@@ -155,10 +160,7 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
     async with await _conn(cluster, wrong_group_node) as conn:
         r = await conn.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
         assert r.groups[0].error_code == code("NOT_COORDINATOR")
-        r = await conn.request(11, 5, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
-                                       "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                                       "protocols": [{"name": "range", "metadata": b""}]})
-        assert r.error_code == code("NOT_COORDINATOR")
+        assert (await conn.request(11, 5, join)).error_code == code("NOT_COORDINATOR")
 
 
 async def test_a_moved_coordinator_loads_before_it_answers(broker_factory, topic_name):
