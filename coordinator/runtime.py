@@ -167,6 +167,17 @@ class AppendUnavailable(Exception):
         self.error = error
 
 
+class CoordinatorRefused(Exception):
+    """The runtime refuses an event on a partition it does not serve (Kafka 4.4's
+    CoordinatorRuntime ``withActiveContextOrThrow``): ``error`` is NOT_COORDINATOR when
+    the partition is not held here, COORDINATOR_LOAD_IN_PROGRESS while it loads. Each
+    service maps it once to its API's answer; nothing ran and nothing was written."""
+
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name.upper())
+        self.error = error
+
+
 class CoordinatorLog(Protocol):
     """A coordinator topic's partitions, as the runtime reads and writes them."""
 
@@ -188,11 +199,14 @@ class CoordinatorLog(Protocol):
 class PartitionLoads:
     """Which partitions of its topic a coordinator holds, and whether each is loaded yet
     (Kafka's CoordinatorRuntime keeps this per partition context: LOADING, then ACTIVE).
-    The runtime moves partitions through it; the state machine reads it to refuse what
-    it cannot serve yet, and the broker to list what it serves."""
+    The runtime moves partitions through it and refuses events on partitions not served;
+    the state machines' describe/list reads check it per key (the transaction and group
+    machines' lookups for writes still do too, answering what the runtime refused first),
+    and the broker reads it to list what it serves."""
 
     def __init__(self) -> None:
         self._loaded: dict[int, bool] = {}  # held partitions: loaded (True) or loading
+        self._failed: set[int] = set()  # their load raised: refused NOT_COORDINATOR, as not held
 
     def refusal(self, partition: int) -> ErrorCode | None:
         """The error a request for ``partition`` gets: NOT_COORDINATOR when it is not
@@ -216,14 +230,24 @@ class PartitionLoads:
         """Loaded or loading."""
         return frozenset(self._loaded)
 
+    def failed(self) -> frozenset[int]:
+        """The partitions whose load failed (Kafka's FAILED state), until they move again."""
+        return frozenset(self._failed)
+
     def mark_loading(self, partition: int) -> None:  # the runtime moves partitions
+        self._failed.discard(partition)
         self._loaded[partition] = False
 
     def mark_loaded(self, partition: int) -> None:
         self._loaded[partition] = True
 
+    def mark_failed(self, partition: int) -> None:
+        self._loaded.pop(partition, None)
+        self._failed.add(partition)
+
     def drop(self, partition: int) -> None:
         self._loaded.pop(partition, None)
+        self._failed.discard(partition)
 
 
 class StateMachine(Protocol):
@@ -281,26 +305,31 @@ class CoordinatorRuntime:
         self.loads.mark_loading(partition)
         self.machine.load_partition(partition, coordinator_epoch)
 
-    def load(self, partition: int, now_ms: int) -> int:
+    def load(self, partition: int, now_ms: int) -> int | None:
         """Replays the partition's log and starts serving it; returns the records read.
-        A replay that raises leaves the partition failed, as Kafka's runtime does: not
-        held, so its requests get NOT_COORDINATOR rather than LOAD_IN_PROGRESS forever."""
+
+        A load that raises leaves the partition failed, as Kafka's runtime does: its
+        state is dropped, the error logged, and requests for it are refused
+        NOT_COORDINATOR (not COORDINATOR_LOAD_IN_PROGRESS forever) until it moves again.
+        Returns None then."""
+        self.written_at_load = 0
         try:
             if self.machine.replays_latest_record_per_key:
                 count = self._replay_latest_per_key(self.log.chunks(partition))
             else:
                 count = sum(self._replay_batch(partition, batch) for batch in self.log.batches(partition))
-        except Exception:
-            self.unload(partition)
-            raise
-        self.loads.mark_loaded(partition)
-        self.written_at_load = 0
-        try:
+            self.loads.mark_loaded(partition)
             for result in self.machine.finish_loading(partition, now_ms):
                 self.apply(partition, result, now_ms)
                 self.written_at_load += len(result.records)
         except AppendRefused:
             self._resign(partition)
+        except Exception:
+            log.exception("failed to load coordinator partition %d; it is refused NOT_COORDINATOR until it "
+                          "moves again", partition)
+            self.unload(partition)
+            self.loads.mark_failed(partition)
+            return None
         return count
 
     def unload(self, partition: int) -> None:
@@ -343,9 +372,13 @@ class CoordinatorRuntime:
         """A request: runs ``handler`` on the current state, commits its records, hands
         the effects to the broker and returns the response.
 
-        When the log refuses the records (another coordinator leads the partition now),
-        nothing of the result takes effect: the partition is resigned and the handler
-        runs again on the state without it, which answers NOT_COORDINATOR."""
+        Raises ``CoordinatorRefused`` without running the handler when the partition is
+        not served here (not held, or still loading). When the log refuses the records
+        (another coordinator leads the partition now), nothing of the result takes
+        effect: the partition is resigned and the event refused NOT_COORDINATOR."""
+        refusal = self.loads.refusal(partition)
+        if refusal is not None:
+            raise CoordinatorRefused(refusal)
         result = handler()
         try:
             return self.apply(partition, result, now_ms)
@@ -353,7 +386,7 @@ class CoordinatorRuntime:
             self._resign(partition)
         except AppendUnavailable as e:
             return with_error(result.response, e.error)
-        return self.apply(partition, handler(), now_ms)
+        raise CoordinatorRefused(ErrorCode.not_coordinator)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -391,8 +424,15 @@ class CoordinatorRuntime:
 
     def fire_timers(self, now_ms: int) -> list[tuple[TimerEvent, Any]]:
         """Runs every due timer's events now, each through ``run`` (unit tests drive
-        time this way); returns each event with its answer."""
-        return [(event, self.run(event.partition, event.operation, now_ms)) for event in self.due_timer_events(now_ms)]
+        time this way); returns each event with its answer (the refusal's error for an
+        event on a partition an earlier event resigned)."""
+        answers = []
+        for event in self.due_timer_events(now_ms):
+            try:
+                answers.append((event, self.run(event.partition, event.operation, now_ms)))
+            except CoordinatorRefused as refused:
+                answers.append((event, refused.error))
+        return answers
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> None:

@@ -459,7 +459,7 @@ class ControlService:
         coordinator = service.coordinator
         now_ms = self.broker.cluster.clock.now_ms()
         error = await service.run(transactional_id, lambda: coordinator.abort_transaction(transactional_id, now_ms),
-                                  reason="fenced")
+                                  lambda refused: refused, reason="fenced")
         if error.name != "none":
             why, status = self._ABORT_REFUSALS.get(error.name, (error.name.upper(), 409))
             raise ControlError(f"transactional id {transactional_id!r} {why}", "transactional_id", status)

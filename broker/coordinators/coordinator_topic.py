@@ -150,11 +150,8 @@ class CoordinatorTopic:
                           self.node_id, self.topic, partition, e, _REOPEN_DELAY_S)
                 await self.clock.sleep(_REOPEN_DELAY_S)
         started = self.clock.now_ms()
-        try:
-            records = self.runtime.load(partition, started)
-        except Exception:  # the runtime has failed the partition: a move or restart loads it again
-            log.exception("%s of node %d: failed to load %s-%d; it is not served (NOT_COORDINATOR) until its "
-                          "leadership moves or the broker restarts", self.name, self.node_id, self.topic, partition)
+        records = self.runtime.load(partition, started)
+        if records is None:  # the load raised: the runtime logged it and refuses the partition
             return
         if self.on_partition_loaded is not None:
             self.on_partition_loaded(partition)
@@ -183,9 +180,11 @@ class CoordinatorTopic:
             log.info("%s of node %d unloaded %s-%d", self.name, self.node_id, self.topic, partition)
 
     def state_of(self, partition: int) -> str:
-        """"loading", "loaded" or "not loaded" (for the control API)."""
+        """"loading", "loaded", "failed" or "not loaded" (for the control API)."""
         if partition in self._loads:
             return "loading"
+        if partition in self.runtime.loads.failed():
+            return "failed"
         return "loaded" if partition in self.runtime.loads.loaded() else "not loaded"
 
     def _resign(self, partition: int) -> None:

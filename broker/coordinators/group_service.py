@@ -42,7 +42,7 @@ from coordinator.group import GroupConfig, GroupCoordinator, Reply
 from coordinator.group.consumer_group import ConsumerGroupConfig
 from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
 from coordinator.group.streams_group import StreamsGroupConfig, tag_list
-from coordinator.runtime import Result, TimerEvent
+from coordinator.runtime import CoordinatorRefused, Result, TimerEvent
 from protocol.names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
@@ -139,10 +139,21 @@ class GroupService:
     async def run(self, group_id: str, handler: Callable[[], Result], failed: Callable[[ErrorCode], Any]) -> Any:
         """Runs a coordinator handler through the runtime on the group's partition and,
         when it wrote, waits for the ISR to have it. ``failed(error)``: the API's answer
-        when that wait fails, given the error Kafka maps the failure to."""
+        when the runtime refuses the request (the partition is not served here) or the
+        wait fails, given the error Kafka maps the failure to."""
+        if not group_id:
+            # Refused by the request's own checks (INVALID_GROUP_ID, INVALID_REQUEST), which
+            # Kafka's service makes before it asks a coordinator: any node answers it. A
+            # handler only reads, so one that would write runs again through the runtime.
+            result = handler()
+            if not result.records and not result.effects:
+                return result.response
         await self.ready()
         await self.topic.wait_while_paused()
-        response, error = await self.write(self.partition_for(group_id), handler, group_id)
+        try:
+            response, error = await self.write(self.partition_for(group_id), handler, group_id)
+        except CoordinatorRefused as refused:
+            return failed(refused.error)
         return response if error is None else failed(write_failed(error))
 
     async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result],
@@ -212,7 +223,10 @@ class GroupService:
             self._history.timers_fired({partition})
 
     def _write_timer_event(self, event: TimerEvent) -> Coroutine[Any, Any, tuple[Any, str | None]]:
-        return self._write(event.partition, event.operation)
+        try:
+            return self._write(event.partition, event.operation)
+        except CoordinatorRefused as refused:  # an earlier event of the round resigned the partition
+            return _at_once((refused.error, None))
 
     def producer_epoch(self, partition: int, producer_id: int) -> int | None:
         """The newest epoch of ``producer_id`` on a __consumer_offsets partition (its

@@ -16,7 +16,8 @@ import logging
 from broker.cluster.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
-from coordinator.share.coordinator import ShareCoordinator
+from coordinator.runtime import CoordinatorRefused
+from coordinator.share.coordinator import ShareCoordinator, StateAnswer
 from protocol.names import SHARE_GROUP_STATE
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,13 @@ class ShareStateService:
         self.topic.halt()
 
     def run(self, key, handler):
-        """Runs a handler through the runtime on the key's partition, now (the partition
-        must be loaded here; else the handler answers NOT_COORDINATOR or
+        """Runs a handler through the runtime on the key's partition, now; a partition
+        not served here is answered the runtime's refusal (NOT_COORDINATOR or
         COORDINATOR_LOAD_IN_PROGRESS)."""
-        return self.runtime.run(self.coordinator.partition_for(key), handler, self.clock.now_ms())
+        try:
+            return self.runtime.run(self.coordinator.partition_for(key), handler, self.clock.now_ms())
+        except CoordinatorRefused as refused:
+            return StateAnswer(refused.error)
 
     @staticmethod
     def _perform(effect) -> None:

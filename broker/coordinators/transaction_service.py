@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -16,8 +16,9 @@ from broker.cluster.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
 from broker.coordinators.markers import MarkerSender
-from coordinator.runtime import TimerEvent, with_error
+from coordinator.runtime import CoordinatorRefused, TimerEvent, with_error
 from coordinator.transaction.coordinator import (
+    AddPartitionsResponse,
     TIMEOUT_ABORTS,
     ProducerIdTaken,
     SendMarkers,
@@ -113,9 +114,12 @@ class TransactionService:
         partition = coordinator.partition_for(m.transactional_id)
         while True:
             now_ms = self.clock.now_ms()
-            response, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
-                coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit, now_ms,
-                                            m.coordinator_epoch)))
+            try:
+                response, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
+                    coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit,
+                                                now_ms, m.coordinator_epoch)))
+            except CoordinatorRefused:  # the partition moved away: its new coordinator rolls forward
+                break
             if ErrorCode.coordinator_not_available not in (response, error):  # refused at once, or not replicated
                 break
             await self.clock.sleep(_COMPLETE_RETRY_S)
@@ -144,9 +148,11 @@ class TransactionService:
             transactional_id, md.state.state_name, md.producer_id, md.producer_epoch,
             sorted(f"{t}-{p}" for t, p in md.topic_partitions), reason)
 
-    async def run(self, transactional_id: str | None, handler, offsets: list[int] | None = None,
-                  reason: str | None = None):
+    async def run(self, transactional_id: str | None, handler, failed: Callable[[ErrorCode], Any],
+                  offsets: list[int] | None = None, reason: str | None = None):
         """Runs a coordinator handler through the runtime on the id's partition.
+        ``failed(error)``: the API's answer when the runtime refuses the request (the
+        partition is not served here: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS).
 
         CONCURRENT_TRANSACTIONS is answered at once, as Kafka does. With
         emulate.concurrent.transactions.hold.ms set, that answer is instead held while
@@ -156,8 +162,12 @@ class TransactionService:
         record each run wrote (-1: none), read before any wait lets another event write.
         ``reason``: why an abort this starts was not the client's own (the event history).
         """
+        if not transactional_id:  # Kafka answers this before it looks for the id's coordinator
+            return failed(ErrorCode.invalid_request)
         try:
             return await self._run(transactional_id, handler, offsets)
+        except CoordinatorRefused as refused:
+            return failed(refused.error)
         finally:
             self._observe(transactional_id, reason)
 
@@ -310,7 +320,8 @@ class TransactionService:
         whose request was never answered."""
         offsets: list[int] = []
         response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
-            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()), offsets)
+            transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()),
+            AddPartitionsResponse, offsets)
         if log.isEnabledFor(logging.INFO):  # a written add has its transition's line (_log_written)
             offset = offsets[-1] if offsets else -1
             added = _partition_names(partitions)
@@ -334,8 +345,11 @@ class TransactionService:
         transaction's PrepareAbort waits for the ISR (the coroutine returned) before its
         markers leave, as EndTxn's does, and a failed wait leaves it Ongoing, for the
         timer's next round."""
-        return self._timer_event_written(event, self._write(event.key, event.partition,
-                                                             lambda: _answered(event.operation())))
+        try:
+            write = self._write(event.key, event.partition, lambda: _answered(event.operation()))
+        except CoordinatorRefused as refused:  # an earlier event of the round resigned the partition
+            write = _at_once((refused.error, None))
+        return self._timer_event_written(event, write)
 
     async def _timer_event_written(self, event: TimerEvent, write) -> None:
         response, error = await write
@@ -357,3 +371,7 @@ def _partition_names(partitions) -> str:
 def _answered(result):
     """A completion's result with a response, so a refused append can carry its error."""
     return result if result.response is not None else result._replace(response=_NONE)
+
+
+async def _at_once(value):
+    return value

@@ -3,6 +3,7 @@ so its offsets (TxnOffsetCommit) commit or abort with it."""
 
 
 from broker.security.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from coordinator.transaction.coordinator import AddPartitionsResponse
 from protocol.answer_wire import answer_type
 
 API_KEY = 25
@@ -17,5 +18,5 @@ async def handle(ctx, request):
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.add_offsets_to_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, ctx.version,
-        ctx.clock.now_ms()))
+        ctx.clock.now_ms()), AddPartitionsResponse)
     return Answer(error_code=response.error)

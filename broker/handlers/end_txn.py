@@ -9,6 +9,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from coordinator.transaction.coordinator import EndTxnResponse
 from protocol.answer_wire import answer_type
 
 API_KEY = 26
@@ -22,7 +23,7 @@ async def handle(ctx, request):
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
-        ctx.clock.now_ms(), ctx.broker.producer_ids.peek()))
+        ctx.clock.now_ms(), ctx.broker.producer_ids.peek()), EndTxnResponse)
     if response.error is ErrorCode.invalid_txn_state:  # fatal for the client: say what the coordinator holds
         md = txns.coordinator.transaction_metadata(request.transactional_id)
         log.info("EndTxn(%s) of %s (producer %d, epoch %d): INVALID_TXN_STATE; the coordinator holds %s",

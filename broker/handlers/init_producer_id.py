@@ -9,6 +9,7 @@ mapping would get and reports whether it took it.
 
 from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
 from broker.errors import code
+from coordinator.transaction.coordinator import InitProducerIdResponse
 from protocol.answer_wire import answer_type, ms
 
 API_KEY = 22
@@ -23,6 +24,11 @@ async def handle(ctx, request):
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
         return Answer(error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), producer_id=-1, producer_epoch=-1)
     txns = ctx.node.transactions
+    invalid = txns.coordinator.init_producer_id_request_error(
+        request.transactional_id, ms(request.transaction_timeout), getattr(request, "producer_id", -1),
+        getattr(request, "producer_epoch", -1))
+    if invalid is not None:  # answered before the coordinator could refuse it, as Kafka does
+        return Answer(error_code=invalid, producer_id=-1, producer_epoch=-1)
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.init_producer_id(
         request.transactional_id,
         ms(request.transaction_timeout),
@@ -31,5 +37,5 @@ async def handle(ctx, request):
         ctx.version,
         ctx.clock.now_ms(),
         ctx.broker.producer_ids.peek(),
-    ), reason="fenced")
+    ), InitProducerIdResponse, reason="fenced")
     return Answer(error_code=response.error, producer_id=response.producer_id, producer_epoch=response.producer_epoch)

@@ -107,9 +107,15 @@ class ShareCoordinator:
     # -- the state APIs (Kafka's ShareCoordinatorShard) ------------------------------------
 
     def _serving(self, key: StateKey) -> tuple[ErrorCode | None, _Partition | None]:
+        """For the reads asked outside the runtime (the summary, snapshots): the key's
+        partition, or why it is not served here."""
         partition = self.partition_for(key)
         refusal = self.loads.refusal(partition)
         return (refusal, None) if refusal is not None else (None, self._partitions[partition])
+
+    def _served(self, key: StateKey) -> _Partition:
+        """The key's partition, for the writes: the runtime runs them on served partitions only."""
+        return self._partitions[self.partition_for(key)]
 
     def read_state(self, key: StateKey, leader_epoch: int, now_ms: int) -> Result[StateAnswer]:
         """ReadShareGroupState: the snapshot of an initialized share-partition. A leader
@@ -117,9 +123,7 @@ class ShareCoordinator:
         leader before it is fenced; one with an older epoch is FENCED_LEADER_EPOCH."""
         if leader_epoch < 0:
             return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH))
-        error, state = self._serving(key)
-        if state is None:
-            return Result(response=StateAnswer(error))
+        state = self._served(key)
         current = state.states.get(key)
         if current is None:
             return Result(response=StateAnswer(E.invalid_request, READ_UNINITIALIZED))
@@ -155,9 +159,7 @@ class ShareCoordinator:
         start offset -1 leaves it to the leader's share.auto.offset.reset)."""
         if state_epoch < 0:
             return Result(response=StateAnswer(E.invalid_request, NEGATIVE_STATE_EPOCH))
-        error, state = self._serving(key)
-        if state is None:
-            return Result(response=StateAnswer(error))
+        state = self._served(key)
         current = state.states.get(key)
         if current is not None and state_epoch < current.state_epoch:
             return Result(response=StateAnswer(E.fenced_state_epoch, FENCED_STATE))
@@ -172,9 +174,7 @@ class ShareCoordinator:
         if snapshot.leader_epoch < 0 or snapshot.state_epoch < 0:
             return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH if snapshot.leader_epoch < 0
                                                else NEGATIVE_STATE_EPOCH))
-        error, state = self._serving(key)
-        if state is None:
-            return Result(response=StateAnswer(error))
+        state = self._served(key)
         current = state.states.get(key)
         if current is None:
             return Result(response=StateAnswer(E.invalid_request, WRITE_UNINITIALIZED))
@@ -187,9 +187,7 @@ class ShareCoordinator:
 
     def delete_state(self, key: StateKey) -> Result[StateAnswer]:
         """DeleteShareGroupState: a tombstone (none for a state never initialized)."""
-        error, state = self._serving(key)
-        if state is None:
-            return Result(response=StateAnswer(error))
+        state = self._served(key)
         if key not in state.states:
             return Result(response=StateAnswer(E.none))
         return Result(records=(snapshot_record(key, None),), response=StateAnswer(E.none))

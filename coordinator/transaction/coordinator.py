@@ -311,12 +311,10 @@ class TransactionCoordinator:
         a ``ProducerIdTaken`` effect, so an id is consumed only once its record is in."""
         if transactional_id is None:
             raise ValueError("a null transactional id is answered by the broker, not the coordinator")
-        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-            return _init_error(E.invalid_request)
-        if transactional_id == "":
-            return _init_error(E.invalid_request)
-        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
-            return _init_error(E.invalid_transaction_timeout)
+        error = self.init_producer_id_request_error(transactional_id, transaction_timeout_ms, producer_id,
+                                                    producer_epoch)
+        if error is not None:
+            return _init_error(error)
         error, coordinator_epoch, md = self._lookup(transactional_id)
         if error is not None:
             return _init_error(error)
@@ -383,6 +381,17 @@ class TransactionCoordinator:
             response=InitProducerIdResponse(E.none, new.producer_id, new.producer_epoch),
             effects=taken,
         )
+
+    def init_producer_id_request_error(self, transactional_id: str, transaction_timeout_ms: int,
+                                       producer_id: int, producer_epoch: int) -> ErrorCode | None:
+        """What an InitProducerId is answered before the id's state is looked at (Kafka
+        checks these before asking whether it coordinates the id, so the service asks this
+        before the runtime can refuse the request); None: nothing."""
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH) or transactional_id == "":
+            return E.invalid_request
+        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
+            return E.invalid_transaction_timeout
+        return None
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------
 

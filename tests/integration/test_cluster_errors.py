@@ -127,16 +127,26 @@ async def test_offset_for_leader_epoch_follows_leader_changes(cluster, topic_nam
 async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
     txn_id, group = topic_name + "-txn", topic_name + "-g"
     answers = set()
+    join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
     for node in (1, 2, 3):
         async with await _conn(cluster, node) as conn:
             r = await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
             answers.add((r.coordinators[0].error_code, r.coordinators[0].node_id, r.coordinators[0].port))
+            # An empty group id is refused by the request's checks on every node, the
+            # coordinator of its partition or not, as on Kafka.
+            assert (await conn.request(11, 5, dict(join, group_id=""))).error_code == code("INVALID_GROUP_ID")
     [(error, coordinator, port)] = answers
     assert error == 0 and port == cluster.node_ports[coordinator]
     wrong = next(n for n in (1, 2, 3) if n != coordinator)
     init = {"transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
     async with await _conn(cluster, wrong) as conn:
         assert (await conn.request(22, 4, init)).error_code == code("NOT_COORDINATOR")
+        # What Kafka checks before it asks for the id's coordinator is answered by any node.
+        too_long = dict(init, transaction_timeout_ms=900_001)
+        assert (await conn.request(22, 4, too_long)).error_code == code("INVALID_TRANSACTION_TIMEOUT")
+        end = {"transactional_id": "", "producer_id": 0, "producer_epoch": 0, "committed": True}
+        assert (await conn.request(26, 3, end)).error_code == code("INVALID_REQUEST")
         r = await conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
         group_coordinator = r.coordinators[0].node_id
     async with await _conn(cluster, coordinator) as conn:
@@ -150,10 +160,7 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
     async with await _conn(cluster, wrong_group_node) as conn:
         r = await conn.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
         assert r.groups[0].error_code == code("NOT_COORDINATOR")
-        r = await conn.request(11, 5, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
-                                       "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                                       "protocols": [{"name": "range", "metadata": b""}]})
-        assert r.error_code == code("NOT_COORDINATOR")
+        assert (await conn.request(11, 5, join)).error_code == code("NOT_COORDINATOR")
 
 
 async def test_a_moved_coordinator_loads_before_it_answers(broker_factory, topic_name):

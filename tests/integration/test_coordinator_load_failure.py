@@ -52,7 +52,7 @@ def test_a_coordinator_partition_whose_load_fails_answers_not_coordinator(broker
     broker.start()
 
     assert _init_producer_id(broker.port, broken) == NOT_COORDINATOR
-    assert f"failed to load {TRANSACTION_STATE}-{partition}" in caplog.text
+    assert f"failed to load coordinator partition {partition};" in caplog.text
     # the other partitions are served: a transaction on another one commits
     other = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": healthy})
     other.init_transactions(30)

@@ -4,10 +4,11 @@ coordinator epoch of a load reaches the effects."""
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import GroupConfig, GroupCoordinator, JoinProtocol, OffsetFetchGroup, OffsetToCommit
-from coordinator.runtime import AppendUnavailable, CoordinatorRuntime, InMemoryLog
+from coordinator.runtime import AppendUnavailable, CoordinatorRefused, CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import SendMarkers, TransactionConfig, TransactionCoordinator
 
 NOW = 1_000_000
@@ -47,7 +48,9 @@ def test_records_are_appended_then_replayed_and_a_reload_rebuilds_the_same_state
 
     # The old coordinator's late completion is ignored: it no longer owns the partition.
     runtime.unload(0)
-    assert runtime.run(0, lambda: coordinator.markers_written("t", 500, 0, True, NOW, 3), NOW) is None
+    with pytest.raises(CoordinatorRefused) as refused:
+        runtime.run(0, lambda: coordinator.markers_written("t", 500, 0, True, NOW, 3), NOW)
+    assert refused.value.error is E.not_coordinator
     assert len(log.batches(0)) == 3
     moved_runtime.run(0, lambda: moved.markers_written("t", 500, 0, True, NOW, 4), NOW)
     assert moved.transaction_metadata("t").state.state_name == "CompleteCommit"
@@ -127,16 +130,45 @@ def test_a_refused_append_applies_nothing_and_the_request_is_answered_not_coordi
     before = coordinator.transaction_metadata("t")
     log.refused.add(0)  # the partition's leadership moved on; this coordinator has not heard yet
 
-    ended = runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
-    assert ended.error is E.not_coordinator
+    with pytest.raises(CoordinatorRefused) as ended:
+        runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW)
+    assert ended.value.error is E.not_coordinator
     assert not [e for e in effects if isinstance(e, SendMarkers)]  # no markers for a commit never written
     assert len(log.batches(0)) == written
     assert before.state.state_name == "Ongoing"
     assert 0 not in runtime.loads.loaded() and coordinator.transaction_metadata("t") is None
 
     # Every later request is refused before it writes: no epoch is handed out twice.
-    again = runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, 500, 0, 4, NOW, 501), NOW)
-    assert again.error is E.not_coordinator and len(log.batches(0)) == written
+    with pytest.raises(CoordinatorRefused) as again:
+        runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, 500, 0, 4, NOW, 501), NOW)
+    assert again.value.error is E.not_coordinator and len(log.batches(0)) == written
+
+
+def test_the_runtime_refuses_an_event_on_a_partition_it_does_not_serve_without_running_it():
+    """As Kafka's withActiveContextOrThrow: NOT_COORDINATOR for a partition not held,
+    COORDINATOR_LOAD_IN_PROGRESS while it loads; the handler never runs, nothing is written."""
+    log = InMemoryLog()
+    coordinator = TransactionCoordinator(CONFIG)
+    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+    ran = []
+
+    def init():
+        ran.append(1)
+        return coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500)
+
+    def refusal():
+        with pytest.raises(CoordinatorRefused) as refused:
+            runtime.run(0, init, NOW)
+        return refused.value.error
+
+    assert refusal() is E.not_coordinator
+    runtime.begin_load(0, 1)
+    assert refusal() is E.coordinator_load_in_progress
+    assert ran == [] and log.batches(0) == []
+    runtime.load(0, NOW)
+    assert runtime.run(0, init, NOW).error is E.none and ran == [1]
+    runtime.unload(0)
+    assert refusal() is E.not_coordinator and ran == [1]
 
 
 def test_a_refused_timer_append_resigns_only_its_partition():
@@ -211,24 +243,28 @@ def test_an_append_the_log_cannot_take_now_applies_nothing_and_answers_its_retri
     assert runtime.run(0, lambda: coordinator.end_txn("t", 500, 0, True, 3, NOW), NOW).error is E.none
 
 
-def test_a_load_that_raises_fails_the_partition_not_coordinator_rather_than_loading_forever():
+def test_a_load_that_raises_leaves_the_partition_failed_and_refused_not_coordinator(caplog):
+    """As Kafka's runtime: a partition whose load fails is not left loading forever
+    (COORDINATOR_LOAD_IN_PROGRESS to every retry); it is failed, logged, and refused
+    NOT_COORDINATOR until it moves again."""
     from coordinator.transaction.log_codec import encode_key
     from protocol.records import RecordBatch, build_batch
 
     log = InMemoryLog()
-    coordinator, runtime, _ = _txn_runtime(log, 0)
-    runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 7), NOW)
-    log.append(0, RecordBatch(build_batch([(encode_key("t"), b"\xff\xff not a transaction value", (), NOW)]), 0), NOW)
+    log.append(0, RecordBatch(build_batch([(encode_key("t"), b"\xff\xff not a value", (), NOW)]), 0), NOW)
+    coordinator = TransactionCoordinator(CONFIG)
+    runtime = CoordinatorRuntime(coordinator, log, lambda effect: None)
+    runtime.begin_load(0, 1)
+    with caplog.at_level("ERROR", logger="coordinator.runtime"):
+        assert runtime.load(0, NOW) is None
+    assert "failed to load coordinator partition 0" in caplog.text
+    assert runtime.loads.failed() == {0} and runtime.loads.held() == frozenset()
+    assert coordinator.coordinator_epoch(0) is None  # the half-loaded state is dropped
+    with pytest.raises(CoordinatorRefused) as refused:
+        runtime.run(0, lambda: coordinator.init_producer_id("t", 60_000, -1, -1, 4, NOW, 500), NOW)
+    assert refused.value.error is E.not_coordinator
 
-    moved = TransactionCoordinator(CONFIG)
-    moved_runtime = CoordinatorRuntime(moved, log, lambda effect: None)
-    moved_runtime.begin_load(0, 1)
-    assert moved_runtime.loads.refusal(0) is E.coordinator_load_in_progress
-    try:
-        moved_runtime.load(0, NOW)
-    except Exception:
-        pass
-    else:
-        raise AssertionError("the undecodable record was replayed")
-    assert moved_runtime.loads.refusal(0) is E.not_coordinator  # failed, as Kafka's runtime
-    assert moved_runtime.loads.held() == frozenset()
+    # Moving here again (a new leader epoch) loads it afresh.
+    log.partitions[0].clear()
+    runtime.begin_load(0, 2)
+    assert runtime.load(0, NOW) == 0 and runtime.loads.failed() == frozenset() and runtime.loads.loaded() == {0}

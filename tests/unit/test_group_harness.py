@@ -7,7 +7,10 @@ the log, as a broker does at start-up."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
+
+from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import (
     GroupConfig,
@@ -16,7 +19,7 @@ from coordinator.group import (
     Reply,
     SyncAssignment,
 )
-from coordinator.runtime import CoordinatorRecord, CoordinatorRuntime, InMemoryLog
+from coordinator.runtime import CoordinatorRecord, CoordinatorRefused, CoordinatorRuntime, InMemoryLog
 from protocol.records import decode_records
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=100)
@@ -36,6 +39,13 @@ class RecordingLog(InMemoryLog):
         if not batch.is_control:
             self.appended += [CoordinatorRecord(r.key, r.value) for r in decode_records(batch)]
         return base_offset
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What the runtime refused a call with (not loaded here: the partition's refusal)."""
+
+    error_code: E
 
 
 class Runtime:
@@ -66,7 +76,10 @@ class Runtime:
             kwargs.setdefault("now_ms", self.now)
         group_id = kwargs["group_id"] if "group_id" in kwargs else (list(kwargs["group_ids"]) or [""])[0]
         partition = self.coordinator.partition_for(group_id)
-        response = self.runtime.run(partition, lambda: getattr(self.coordinator, handler)(**kwargs), self.now)
+        try:
+            response = self.runtime.run(partition, lambda: getattr(self.coordinator, handler)(**kwargs), self.now)
+        except CoordinatorRefused as refused:  # the broker answers it with the API's failure answer
+            return Refused(refused.error)
         if response is not None and "reply_to" in kwargs:
             self.replies[kwargs["reply_to"]] = response
         return response

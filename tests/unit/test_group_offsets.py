@@ -6,7 +6,7 @@ from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import GroupConfig, JoinProtocol, MemberIdentity, OffsetFetchGroup, OffsetToCommit
 from coordinator.group import log_codec
-from tests.unit.test_group_harness import Runtime
+from tests.unit.test_group_harness import Refused, Runtime
 
 
 def commit(rt, offsets, generation=-1, member_id="", instance=None, version=8, group="g", **kw):
@@ -14,6 +14,8 @@ def commit(rt, offsets, generation=-1, member_id="", instance=None, version=8, g
         "offset_commit", group_id=group, generation_id=generation, member_id=member_id,
         group_instance_id=instance, offsets=offsets, api_version=version, **kw,
     )
+    if isinstance(response, Refused):  # the runtime's refusal: the broker answers it for every partition
+        return [(o.topic, o.partition, response.error_code) for o in offsets]
     return [(t.name, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
 
 

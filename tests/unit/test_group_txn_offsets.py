@@ -4,7 +4,7 @@ from kio.schema.errors import ErrorCode as E
 
 from coordinator.group import OffsetFetchGroup, OffsetToCommit
 from coordinator.group import log_codec
-from tests.unit.test_group_harness import Runtime
+from tests.unit.test_group_harness import Refused, Runtime
 
 PID, EPOCH = 4000, 2
 
@@ -15,6 +15,8 @@ def txn_commit(rt, offsets, generation=-1, member_id="", instance=None, version=
         producer_epoch=EPOCH, generation_id=generation, member_id=member_id,
         group_instance_id=instance, offsets=offsets, api_version=version,
     )
+    if isinstance(response, Refused):  # the runtime's refusal: the broker answers it for every partition
+        return [(o.topic, o.partition, response.error_code) for o in offsets]
     return [(t.name, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
 
 
