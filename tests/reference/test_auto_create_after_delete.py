@@ -42,6 +42,16 @@ async def _metadata(wire: Wire, topic: str, auto_create: bool):
     return r.topics[0]
 
 
+async def _forgotten(wire: Wire, topic: str) -> None:
+    """Until Metadata without auto-creation no longer names the deleted topic: Kafka's
+    DeleteTopics answers once its controller committed the deletion, and the broker's
+    metadata cache learns it a moment later (eosbroker's at once)."""
+    deadline = time.monotonic() + 15
+    while (await _metadata(wire, topic, auto_create=False)).partitions:
+        assert time.monotonic() < deadline, "the deleted topic is still named"
+        await asyncio.sleep(0.05)
+
+
 def _id_kind(topic_id, old) -> str:
     if topic_id is None or topic_id.int == 0:
         return "none"
@@ -59,6 +69,7 @@ async def _answers(port: int, tag: str) -> list[tuple]:
         old = await wire.topic_id(recreated)
 
         out.append(("delete", await _delete(wire, recreated)))
+        await _forgotten(wire, recreated)
         asked = await _metadata(wire, recreated, auto_create=True)
         out.append(("metadata asking for auto-creation", err(asked.error_code), len(asked.partitions),
                     _id_kind(asked.topic_id, old)))
@@ -73,6 +84,7 @@ async def _answers(port: int, tag: str) -> list[tuple]:
         out.append(("CreateTopics of the name", await _create(wire, recreated)))
 
         out.append(("delete", await _delete(wire, left_free)))
+        await _forgotten(wire, left_free)
         asked = await _metadata(wire, left_free, auto_create=False)
         out.append(("metadata without auto-creation", err(asked.error_code), len(asked.partitions)))
         out.append(("CreateTopics of the name", await _create(wire, left_free)))
