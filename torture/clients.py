@@ -18,7 +18,11 @@ prescribes, and each logging every outcome as it saw it.
   librdkafka makes it fatal ("rewound sequence number").
 - ``CtpWorker``: reads the idempotent topic read_committed and copies each record into
   an output topic inside a transaction that also commits the input offsets
-  (``send_offsets_to_transaction``); after an abort it rewinds to the batch start.
+  (``send_offsets_to_transaction``); after an abort it rewinds to the batch start. A
+  ``send_offsets_to_transaction`` that outlives its timeout (librdkafka waiting for a
+  group coordinator it decommissioned, confluentinc/librdkafka#5511) is given up on: the
+  producer is abandoned and the next one fences it, so the transaction ends aborted. The
+  run counts such calls (client_wedged_calls) and fails on one no node's departure explains.
 """
 
 from __future__ import annotations
@@ -54,6 +58,15 @@ class Fatal(Exception):
     """The producer cannot go on; the client replaces it."""
 
 
+class Wedged(Exception):
+    """A call of the producer outlived its own timeout by far: the client abandons it."""
+
+
+# Given up on, never destroyed: destroying a handle with a call stuck inside can block too.
+_ABANDONED: list[Producer] = []
+_WEDGED_GRACE_S = 15.0
+
+
 class _Client(threading.Thread):
     def __init__(self, name: str, bootstrap: str, history: HistoryLog, seed: int, stop: threading.Event) -> None:
         super().__init__(name=f"torture-{name}", daemon=True)
@@ -64,6 +77,7 @@ class _Client(threading.Thread):
         self.stop_event = stop
         self.progress = 0  # outcomes logged so far; the run waits for it between kills
         self.fatal_errors = 0
+        self.wedged: list[tuple[float, float]] = []  # (call started, given up), monotonic
         self.failure: BaseException | None = None
 
     def run(self) -> None:
@@ -132,6 +146,31 @@ class _TransactionalProducer:
         if self.producer is not None:
             self._discard(self.producer)
         self.producer = None
+
+    def send_offsets(self, offsets: list[TopicPartition], group_metadata) -> None:
+        """send_offsets_to_transaction, given up on (Wedged) when it has not returned long
+        after its timeout. librdkafka's call can wait forever for a group coordinator it
+        has decommissioned (a node gone from Metadata while cached as the coordinator:
+        confluentinc/librdkafka#5511, open); an application would restart its producer."""
+        producer, outcome = self.producer, {}
+
+        def call() -> None:
+            try:
+                producer.send_offsets_to_transaction(offsets, group_metadata, _CALL_TIMEOUT_S)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                outcome["error"] = e
+
+        started = time.monotonic()
+        caller = threading.Thread(target=call, name=f"{self.client.name}-send-offsets", daemon=True)
+        caller.start()
+        caller.join(_CALL_TIMEOUT_S + _WEDGED_GRACE_S)
+        if caller.is_alive():
+            self.client.wedged.append((started, time.monotonic()))
+            _ABANDONED.append(producer)
+            self.producer = None  # the next one's init_transactions aborts the transaction
+            raise Wedged(f"send_offsets_to_transaction has not returned after {time.monotonic() - started:.0f} s")
+        if "error" in outcome:
+            raise outcome["error"]
 
     @staticmethod
     def _discard(producer: Producer) -> None:
@@ -385,7 +424,11 @@ class CtpWorker(_Client):
             for m in msgs:
                 ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
             offsets = [TopicPartition(self.source, p, o) for p, o in sorted(ends.items())]
-            txp.producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), _CALL_TIMEOUT_S)
+            txp.send_offsets(offsets, consumer.consumer_group_metadata())
+        except Wedged as e:
+            # aborted for certain: never asked to commit, and fenced by the next producer
+            log.warning("%s: transaction %d: %s; producer abandoned", self.client_name, x, e)
+            return ABORTED
         except (Fatal, KafkaException) as e:
             log.info("%s: transaction %d: %s", self.client_name, x, e)
             return txp.abort()

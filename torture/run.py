@@ -110,6 +110,7 @@ class Run:
         self.clients = []
         self.restart_failures = 0
         self.kills = 0
+        self.departures: list[float] = []  # when a node left the cluster (monotonic)
         self.coordinator_faults: dict[str, int] = {}
         self.burst_requests = 0  # InitProducerId sent while coordinators stopped
         self.init_answers: list[tuple[str, int, int]] = []  # the bursts' successful answers
@@ -157,6 +158,11 @@ class Run:
                 time.sleep(1)
         raise RuntimeError("the broker does not restart")
 
+    def _left_before(self, started: float, given_up: float) -> bool:
+        """Whether a node left the cluster in the minute before a client call, or during
+        it: what makes librdkafka forget a broker it may still hold as a coordinator."""
+        return any(started - 60.0 <= t <= given_up for t in self.departures)
+
     @property
     def cycles_done(self) -> int:
         return self.kills + self.node_faults + self.lost_response_cycles + self.link_cuts + \
@@ -178,6 +184,7 @@ class Run:
             self.coordinator_fault()
         else:
             self.broker.kill()
+            self.departures.append(time.monotonic())
             self.kills += 1
             time.sleep(self.rng.uniform(0.0, 0.3))
             self.restart()
@@ -208,6 +215,8 @@ class Run:
         node = self.rng.randint(1, self.nodes)
         control = self.broker.control()
         kind = self.rng.choice(["kill", "pause", "cut"])
+        if kind != "cut":
+            self.departures.append(time.monotonic())
         if kind == "kill":
             control.node_kill(node_id=node)
             time.sleep(self.rng.uniform(0.5, 2.0))
@@ -247,6 +256,7 @@ class Run:
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline and not self._fired(control, rule["id"]):
                 time.sleep(0.05)
+            self.departures.append(time.monotonic())
             if kind == "stop_in_flight":
                 control.node_stop(node_id=coordinator)
             else:
@@ -260,6 +270,7 @@ class Run:
             control.node_start(node_id=coordinator)
         elif kind == "long_pause":  # beyond broker.session.timeout.ms: fenced meanwhile
             session_s = BROKER_SETTINGS["broker.session.timeout.ms"] / 1000
+            self.departures.append(time.monotonic())
             control.node_pause(node_id=coordinator)
             time.sleep(self.rng.uniform(1.3, 2.0) * session_s)
             control.node_resume(node_id=coordinator)
@@ -319,6 +330,9 @@ class Run:
                 print(f"client {c.client_name} did not stop:\n" + "".join(traceback.format_stack(frames[c.ident])),
                       file=sys.stderr)
         failed = [f"{c.client_name}: {c.failure!r}" for c in self.clients if c.failure is not None]
+        wedged = [(c.client_name, started, given_up) for c in self.clients for started, given_up in c.wedged]
+        failed += [f"{name}: a call wedged with no node leaving in the minute before it"
+                   for name, started, given_up in wedged if not self._left_before(started, given_up)]
         partitions = _all_partitions()
         bootstrap = self.bootstrap
         ends = readback.wait_stable(bootstrap, partitions, timeout_s=3 * TXN_TIMEOUT_MS / 1000)
@@ -346,7 +360,7 @@ class Run:
                               f"InitProducerId burst={self.burst_requests} "
                               f"responses lost={self.responses_lost})")
               + f" restart_failures={self.restart_failures} broker_tracebacks={tracebacks}"
-              + f" client_fatal_errors={fatal}", flush=True)
+              + f" client_fatal_errors={fatal} client_wedged_calls={len(wedged)}", flush=True)
         return 0 if report.ok and not (self.restart_failures or tracebacks or hung or failed) else 1
 
 
