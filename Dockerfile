@@ -28,7 +28,8 @@ COPY spark_client spark_client
 RUN python3 -m venv venv \
     && venv/bin/pip install --quiet . \
     && venv/bin/python -m compileall -q venv/lib \
-    && venv/bin/python -m broker.dataclass_code \
+    && venv/bin/python -P -m broker.dataclass_code \
+    && venv/bin/python -P -m protocol.answer_wire \
     && useradd --system --uid 10001 --no-create-home --home-dir /data eosbroker \
     && mkdir -p /data && chown eosbroker /data
 USER eosbroker

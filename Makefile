@@ -35,14 +35,17 @@ venv: $(STAMP)
 
 # Byte-compile the sources: with PYTHONDONTWRITEBYTECODE set, every start would
 # otherwise compile them again at every start. Then the dataclasses' generated
-# methods (broker/dataclass_code.py), which Python would otherwise compile at every start.
+# methods (broker/dataclass_code.py), which Python would otherwise compile at every start,
+# and the specs of the answer and request types (protocol/message_specs.py).
 compile: venv
 	$(PY) -m compileall -q protocol coordinator broker spark_client
 	$(PY) -m broker.dataclass_code
+	$(PY) -m protocol.answer_wire
 
 run: $(BROKER_STAMP)
 	$(PY) -m compileall -q protocol coordinator broker
 	$(PY) -m broker.dataclass_code
+	$(PY) -m protocol.answer_wire
 	$(VENV)/bin/eosbroker serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 # PySpark (tests/spark, the bench's spark-write, spark-demo) needs a Java runtime; the

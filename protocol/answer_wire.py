@@ -40,6 +40,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial.writers import write_tagged_field
 
+from protocol import message_specs
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
 from protocol.request_wire import KAFKA_4_0, OWN_SCHEMA_APIS, own_schema, request_class, write_unsigned_varint as _uvarint
 
@@ -290,7 +291,7 @@ def answer_type(api_key: int) -> type:
     missing field fails at construction. A field has a default only where Kafka's schema
     gives one, where only older versions have it, for tagged fields, and for
     ``throttle_time_ms`` (the broker never throttles); every other field must be given."""
-    return _message_type(api_key, response_class, _ANSWER_TYPES)
+    return _message_type(api_key, "answer", _ANSWER_TYPES)
 
 
 @cache
@@ -300,12 +301,28 @@ def request_type(api_key: int) -> type:
     the same fields, names and defaults rules (``request_type(1).FetchTopic``). A misspelt
     or missing field fails at construction; ``kio_request`` turns it into kio's request
     of the version sent."""
-    return _message_type(api_key, request_class, _REQUEST_TYPES)
+    return _message_type(api_key, "request", _REQUEST_TYPES)
 
 
-def _message_type(api_key: int, schema: Callable[[int, int], type], made: set[type]) -> type:
-    """The named tuple type of ``schema``'s messages (kio's response or request classes)
-    of ``api_key`` over the versions the broker serves, its nested types attributes of it."""
+def _message_type(api_key: int, direction: str, made: set[type]) -> type:
+    """The named tuple type of the API's messages of ``direction``, built from its spec:
+    the one ``make compile`` stored (protocol/message_specs.py), else made from kio's
+    schemas here, which imports every served version's schema module."""
+    spec = message_specs.stored(direction, api_key)
+    if spec is None:
+        spec = message_spec(api_key, direction)
+    return _types_from_spec(spec, made)
+
+
+_SCHEMAS: dict[str, Callable[[int, int], type]] = {"answer": response_class, "request": request_class}
+
+
+def message_spec(api_key: int, direction: str) -> tuple:
+    """What the named tuple types of ``direction``'s ("answer" or "request") messages of
+    ``api_key`` are, as plain data: (the message's struct name, the structs), each struct
+    (name, its fields in order as (Kafka name, default or ``REQUIRED``), its nested structs
+    as (Kafka name, struct name)); the fields the union over the versions the broker serves."""
+    schema = _SCHEMAS[direction]
     served = KAFKA_4_0.get(api_key)
     versions = schema_name_map.get(api_key_map.get(api_key), ())
     if api_key in OWN_SCHEMA_APIS:
@@ -335,52 +352,89 @@ def _message_type(api_key: int, schema: Callable[[int, int], type], made: set[ty
                 kind = classify_field(f)
                 if isinstance(kind, (EntityField, EntityTupleField)):
                     todo.append(kind.type_)
+
+    def held(value: Any) -> tuple:
+        """A kio default as a message of these types holds it (times in milliseconds, error
+        codes as ints, a struct as its type), as data."""
+        if is_dataclass(value):
+            return ("struct", type(value).__name__, tuple((_kafka_name(f), held(getattr(value, f.name)))
+                                                          for f in fields(value) if not f.name.startswith("__")))
+        if isinstance(value, tuple):
+            return ("tuple", tuple(held(v) for v in value))
+        if isinstance(value, (datetime.timedelta, datetime.datetime)):
+            return ("value", ms(value))
+        if isinstance(value, ErrorCode):
+            return ("value", int(value))
+        if isinstance(value, UUID):
+            return ("uuid", value.bytes)
+        return ("value", value)
+
+    out = []
+    for name, known in structs.items():
+        required, defaults = [], []
+        for attr, (f, version) in known.items():
+            if f.default is not MISSING:
+                default = f.default
+            elif f.default_factory is not MISSING:  # type: ignore[misc]
+                default = f.default_factory()  # type: ignore[misc]
+            elif attr == "throttle_time_ms" or "tag" in f.metadata or version < newest[name]:
+                default = _zero(f.metadata.get("kafka_type"), classify_field(f))
+            else:
+                required.append((attr, REQUIRED))
+                continue
+            defaults.append((attr, held(default)))
+        nested = tuple((attr, kind.type_.__name__) for attr, (f, _) in known.items()
+                       if isinstance(kind := classify_field(f), (EntityField, EntityTupleField)))
+        out.append((name, tuple(required + defaults), nested))
+    return top, tuple(out)
+
+
+REQUIRED = ("required",)
+
+
+def store_message_specs(path=None) -> int:
+    """Makes every served API's answer and request spec from kio's schemas and stores them
+    (protocol/message_specs.py); returns how many."""
+    specs = {(direction, api_key): message_spec(api_key, direction)
+             for api_key in KAFKA_4_0 for direction in _SCHEMAS}
+    message_specs.save(specs, *([] if path is None else [path]))
+    return len(specs)
+
+
+def _types_from_spec(spec: tuple, made: set[type]) -> type:
+    """The message's named tuple type of a ``message_spec``, its nested types attributes of it."""
+    top, structs = spec
+    by_name = {name: (struct_fields, nested) for name, struct_fields, nested in structs}
     types: dict[str, type] = {}
 
     def make(name: str) -> type:
         """The type of one struct, the types of the structs its defaults hold first."""
         if name in types:
             return types[name]
-        required, defaults = [], {}
-        for attr, (f, version) in structs[name].items():
-            kafka_type = f.metadata.get("kafka_type")
-            if f.default is not MISSING:
-                defaults[attr] = f.default
-            elif f.default_factory is not MISSING:  # type: ignore[misc]
-                defaults[attr] = f.default_factory()  # type: ignore[misc]
-            elif attr == "throttle_time_ms" or "tag" in f.metadata or version < newest[name]:
-                defaults[attr] = _zero(kafka_type, classify_field(f))
-            else:
-                required.append(attr)
-                continue
-            defaults[attr] = as_held(defaults[attr])
-        types[name] = namedtuple(name, required + list(defaults), defaults=tuple(defaults.values()))
+        struct_fields, _ = by_name[name]
+        defaults = tuple(value(default) for _, default in struct_fields if default != REQUIRED)
+        types[name] = namedtuple(name, [attr for attr, _ in struct_fields], defaults=defaults)
         types[name].__module__ = __name__
         return types[name]
 
-    def as_held(value: Any) -> Any:
-        """A kio default as a message of these types holds it: times in milliseconds, error
-        codes as ints, a struct as its type."""
-        if is_dataclass(value):
-            return make(type(value).__name__)(**{_kafka_name(f): as_held(getattr(value, f.name))
-                                                 for f in fields(value) if not f.name.startswith("__")})
-        if isinstance(value, tuple):
-            return tuple(as_held(v) for v in value)
-        if isinstance(value, (datetime.timedelta, datetime.datetime)):
-            return ms(value)
-        if isinstance(value, ErrorCode):
-            return int(value)
-        return value
+    def value(held: tuple) -> Any:
+        kind = held[0]
+        if kind == "value":
+            return held[1]
+        if kind == "tuple":
+            return tuple(value(v) for v in held[1])
+        if kind == "uuid":
+            return UUID(bytes=held[1])
+        return make(held[1])(**{attr: value(v) for attr, v in held[2]})
 
-    for name in structs:
+    for name in by_name:
         make(name)
-    for name, known in structs.items():  # each struct's nested structs, for answer_from
-        types[name]._nested = {attr: types[kind.type_.__name__] for attr, (f, _) in known.items()
-                               if isinstance(kind := classify_field(f), (EntityField, EntityTupleField))}
+    for name, (_, nested) in by_name.items():  # each struct's nested structs, for answer_from
+        types[name]._nested = {attr: types[inner] for attr, inner in nested}
     message = types[top]
-    for name, nested in types.items():
-        if nested is not message:
-            setattr(message, name, nested)
+    for name, nested_type_ in types.items():
+        if nested_type_ is not message:
+            setattr(message, name, nested_type_)
     made.update(types.values())
     return message
 
@@ -760,3 +814,9 @@ def encode_response(api_key: int, version: int, answer) -> bytes:
     """The response body for a handler's answer (the frame of ``response_frame_encoder``
     after its size and header)."""
     return bytes(response_frame_encoder(api_key, version, False)(0, answer)[response_head_size(False):])
+
+
+if __name__ == "__main__":
+    from protocol import answer_wire  # the module the broker imports, not this __main__ copy
+
+    print(f"{answer_wire.store_message_specs()} message type specs stored in {message_specs.CACHE_FILE}")

@@ -19,11 +19,13 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.serial._serialize import get_field_writer
+from kio._version import __version__ as INSTALLED_KIO
 
 # The kio release these imports were written and checked against.
 WRITTEN_FOR_KIO = "0.6.5"
 
 __all__ = [
+    "INSTALLED_KIO",
     "WRITTEN_FOR_KIO",
     "EntityField",
     "EntityTupleField",

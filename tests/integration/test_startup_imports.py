@@ -70,3 +70,7 @@ def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
     assert not (workdir / ".hypothesis").exists()
     early = {name for name in _logged(stderr) if name.startswith(NOT_BEFORE_FIRST_USE)}
     assert "broker.cluster.cluster" in _logged(stderr) and not early, sorted(early)
+    # the answer types come from the specs ``make compile`` stored: only the Metadata
+    # versions the client used are imported, not the 14 the broker serves
+    metadata_versions = {name.split(".")[3] for name in _logged(stderr) if name.startswith("kio.schema.metadata.v")}
+    assert metadata_versions and len(metadata_versions) <= 2, sorted(metadata_versions)
