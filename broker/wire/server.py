@@ -21,6 +21,7 @@ import itertools
 import logging
 import socket
 import struct
+import sys
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -54,8 +55,9 @@ _DRAIN_GRACE_S = 5.0
 # come (SO_RCVLOWAT), not at each segment. Worth a system call only for large frames; a
 # TLS layer may hold up to a record's plaintext (16 kB) undecrypted, so the low-water mark
 # on a TLS listener leaves twice that out; the kernel also wakes a reader whose receive
-# window closes.
-_RCVLOWAT = getattr(socket, "SO_RCVLOWAT", None)
+# window closes (Linux's tcp_epollin_ready; elsewhere a mark above the receive buffer
+# could leave the reader asleep, so it is Linux only).
+_RCVLOWAT = socket.SO_RCVLOWAT if sys.platform == "linux" else None
 _RCVLOWAT_FROM = 32 * 1024
 _RCVLOWAT_MAX = 256 * 1024
 _TLS_HELD_BACK = 2 * 16384
