@@ -108,6 +108,10 @@ class FrameDecoder:
         gathered = self._have if self._parts is not None else 0
         return len(self._buf) - self._pos + (len(chunk) - self._chunk_pos if chunk is not None else 0) + gathered
 
+    def missing(self) -> int:
+        """Bytes the frame part-way received still needs (0 when none is)."""
+        return self._size - self._have if self._parts is not None else 0
+
     def pending_frame_size(self) -> int | None:
         """The length of the frame being received, once its prefix has arrived."""
         if self._parts is not None:

@@ -21,6 +21,7 @@ import itertools
 import logging
 import socket
 import struct
+import sys
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -50,6 +51,17 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 _WRITE_HIGH_WATER = 1 << 20
 _DRAIN_GRACE_S = 5.0
+# A frame part-way received: the socket wakes the loop only once the rest could have
+# come (SO_RCVLOWAT), not at each segment. Worth a system call only for large frames; a
+# TLS layer may hold up to a record's plaintext (16 kB) undecrypted, so the low-water mark
+# on a TLS listener leaves twice that out; the kernel also wakes a reader whose receive
+# window closes (Linux's tcp_epollin_ready; elsewhere a mark above the receive buffer
+# could leave the reader asleep, so it is Linux only).
+_RCVLOWAT = socket.SO_RCVLOWAT if sys.platform == "linux" else None
+_RCVLOWAT_FROM = 32 * 1024
+_RCVLOWAT_MAX = 256 * 1024
+_TLS_HELD_BACK = 2 * 16384
+
 # why a connection's reading is paused (any one pauses it)
 _NOT_ADMITTED = 1  # max.connections: held unread, as Kafka's acceptor does
 _STALLED = 2  # a frame waits for room in the queue (queued.max.requests) or for request memory
@@ -729,6 +741,8 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._reserving = False
         self._grace = None
         self._done = False
+        self._socket = None  # for the receive low-water mark
+        self._rcvlowat = 1
 
     # -- transport callbacks ---------------------------------------------------------
 
@@ -754,6 +768,8 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         if self.tls is None and not self.accepted(transport):
             return
         self._loop = asyncio.get_running_loop()  # kept: each lookup of the running loop costs a getpid()
+        if _RCVLOWAT is not None:
+            self._socket = transport.get_extra_info("socket")
         if self.tls is not None:
             # here: a broker without TLS listeners does not compile the rules' grammar at start
             from broker.security.principal_mapping import PrincipalMappingError
@@ -785,8 +801,12 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             return
         conn.last_active = self.server.broker.clock.monotonic()
         try:
-            self._decoder.feed(data)
+            decoder = self._decoder
+            decoder.feed(data)
             self._cut()
+            awaited = decoder.missing() - (_TLS_HELD_BACK if self.tls is not None else 0)
+            if awaited >= _RCVLOWAT_FROM or self._rcvlowat != 1:
+                self._await_bytes(min(awaited, _RCVLOWAT_MAX) if awaited >= _RCVLOWAT_FROM else 1)
         except FrameError as e:
             if conn.sasl is not None and conn.sasl.authenticating:
                 log.info("Failed authentication with %s (connection %s): Failing SASL authentication due to invalid "
@@ -796,6 +816,17 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             else:
                 log.warning("closing connection %s: %s", conn.describe(), e)
             self._end()
+
+    def _await_bytes(self, count: int) -> None:
+        """Readable (for the event loop) once ``count`` bytes have arrived, or at the end of the stream."""
+        if count == self._rcvlowat or self._socket is None:
+            return
+        try:
+            self._socket.setsockopt(socket.SOL_SOCKET, _RCVLOWAT, count)
+        except OSError:
+            self._socket = None  # not a TCP socket that takes it: read as it comes
+            return
+        self._rcvlowat = count
 
     def eof_received(self) -> bool:
         self._end()

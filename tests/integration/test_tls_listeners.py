@@ -635,3 +635,34 @@ def test_healthcheck_over_tls(one_node, certs):
     assert mtls.returncode == 0 and "healthy" in mtls.stdout, mtls.stderr
     plain = healthcheck(one_node.ports["SSL"])  # plaintext on a TLS port: unhealthy, not hung
     assert plain.returncode == 1 and "unhealthy" in plain.stderr
+
+
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
+def test_a_large_request_arriving_in_pieces_is_answered(one_node, certs, listener):
+    """A 300 kB request in pieces, the first of 100 kB, the rest of 1 kB (each its own TLS
+    record on SSL): the broker, waiting for the rest with a raised receive low-water mark,
+    still wakes for the last piece, far smaller than the mark, and answers; then the
+    small request right behind it."""
+    large = _api_versions_v3(1, "b" * 300_000)
+    raw = socket.create_connection((HOST, one_node.ports[listener]))
+    raw.settimeout(30)
+    sock = raw if listener == "PLAINTEXT" else ssl.create_default_context(cafile=str(certs.ca)).wrap_socket(
+        raw, server_hostname="localhost")
+    with sock:
+        sock.sendall(large[:100_000])
+        rest = large[100_000:]
+        for start in range(0, len(rest), 1000):
+            sock.sendall(rest[start:start + 1000])
+        sock.sendall(_api_versions_v3(2, "c"))
+        received = b""
+        answers = []
+        while len(answers) < 2:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {len(answers)} answers"
+            received += chunk
+            while len(received) >= 4 and len(received) >= 4 + struct.unpack(">i", received[:4])[0]:
+                size = struct.unpack(">i", received[:4])[0]
+                answers.append(received[4:4 + size])
+                received = received[4 + size:]
+        assert [struct.unpack(">i", a[:4])[0] for a in answers] == [1, 2]
+        assert all(struct.unpack(">h", a[4:6])[0] == 0 for a in answers)

@@ -50,6 +50,19 @@ def test_pending_frame_size_once_the_prefix_is_in():
     assert decoder.buffered == 6
 
 
+def test_missing_counts_what_a_part_way_frame_still_needs():
+    decoder = FrameDecoder(max_frame_size=1000)
+    data = frame(b"x" * 100) + frame(b"tail")
+    assert decoder.missing() == 0
+    decoder.feed(data[:2])  # not even the prefix: nothing known
+    assert decoder.next_frame() is None and decoder.missing() == 0
+    decoder.feed(data[2:30])
+    assert decoder.next_frame() is None and decoder.missing() == 104 - 30
+    decoder.feed(data[30:104] + data[104:106])
+    assert decoder.next_frame() == b"x" * 100
+    assert decoder.next_frame() is None and decoder.missing() == 0
+
+
 def test_several_frames_in_one_feed_and_a_partial_tail():
     decoder = FrameDecoder(max_frame_size=100)
     decoder.feed(frame(b"one") + frame(b"") + frame(b"three") + frame(b"four")[:5])
