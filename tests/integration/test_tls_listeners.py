@@ -579,6 +579,22 @@ def test_sasl_ssl_each_client_and_mechanism(sasl_ssl_broker, certs, client, mech
     assert got == [b"v0", b"v1", b"v2"]
 
 
+def _read_answers(sock, count: int) -> list[bytes]:
+    """``count`` response frames (without their size prefix), nothing after them."""
+    received = b""
+    answers = []
+    while len(answers) < count:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(answers)} answers"
+        received += chunk
+        while len(received) >= 4 and len(received) >= 4 + struct.unpack(">i", received[:4])[0]:
+            size = struct.unpack(">i", received[:4])[0]
+            answers.append(received[4:4 + size])
+            received = received[4 + size:]
+    assert received == b""
+    return answers
+
+
 def _api_versions_v3(correlation_id: int, software_name: str) -> bytes:
     name = software_name.encode()
     header = struct.pack(">hhih", 18, 3, correlation_id, -1) + b"\x00"
@@ -605,17 +621,7 @@ def test_pipelined_requests_over_tls_are_answered_in_order_then_close_notify(one
         raw.settimeout(30)
         with context.wrap_socket(raw, server_hostname="localhost") as sock:
             sock.sendall(b"".join(requests))
-            received = b""
-            answers = []
-            while len(answers) < len(requests):
-                chunk = sock.recv(65536)
-                assert chunk, f"closed after {len(answers)} answers"
-                received += chunk
-                while len(received) >= 4 and len(received) >= 4 + struct.unpack(">i", received[:4])[0]:
-                    size = struct.unpack(">i", received[:4])[0]
-                    answers.append(received[4:4 + size])
-                    received = received[4 + size:]
-            assert received == b""
+            answers = _read_answers(sock, len(requests))
             assert [struct.unpack(">i", a[:4])[0] for a in answers] == list(range(1, 20))
             assert all(struct.unpack(">h", a[4:6])[0] == 0 for a in answers)  # error_code
             assert len({a[4:] for i, a in enumerate(answers) if i != 1}) == 1  # every v3 answer alike
@@ -654,15 +660,6 @@ def test_a_large_request_arriving_in_pieces_is_answered(one_node, certs, listene
         for start in range(0, len(rest), 1000):
             sock.sendall(rest[start:start + 1000])
         sock.sendall(_api_versions_v3(2, "c"))
-        received = b""
-        answers = []
-        while len(answers) < 2:
-            chunk = sock.recv(65536)
-            assert chunk, f"closed after {len(answers)} answers"
-            received += chunk
-            while len(received) >= 4 and len(received) >= 4 + struct.unpack(">i", received[:4])[0]:
-                size = struct.unpack(">i", received[:4])[0]
-                answers.append(received[4:4 + size])
-                received = received[4 + size:]
+        answers = _read_answers(sock, 2)
         assert [struct.unpack(">i", a[:4])[0] for a in answers] == [1, 2]
         assert all(struct.unpack(">h", a[4:6])[0] == 0 for a in answers)
