@@ -215,7 +215,7 @@ class TransactionService:
         CONCURRENT_TRANSACTIONS."""
         replication = self.replication
         quiet = replication is None or replication.quiet()
-        logged = quiet and transactional_id is not None and log.isEnabledFor(logging.INFO)
+        logged = quiet and transactional_id is not None and log.isEnabledFor(logging.DEBUG)
         before = self.coordinator.transaction_metadata(transactional_id) if transactional_id and (
             logged or not quiet) else None
         epoch = self.coordinator.coordinator_epoch(partition)
@@ -250,7 +250,7 @@ class TransactionService:
         if offset >= 0:
             error = await self.replication.wait_for_isr(TOPIC, partition, _APPEND_TIMEOUT_S)
         if error is None:
-            if offset >= 0 and transactional_id and log.isEnabledFor(logging.INFO):
+            if offset >= 0 and transactional_id and log.isEnabledFor(logging.DEBUG):
                 self._log_written(transactional_id, before, partition, offset, written)
             self._send_held(partition, held, epoch)
             return response, None
@@ -262,9 +262,11 @@ class TransactionService:
         return response, answer
 
     def _log_written(self, transactional_id: str, before, partition: int, offset: int, written=None) -> None:
-        """One INFO line per transition written to __transaction_state, once the write is
+        """One DEBUG line per transition written to __transaction_state, once the write is
         acknowledged (appended, and in the ISR where that is waited for): after a crash,
-        the lines before it say what the log holds and the load's lines what came back."""
+        the lines before it say what the log holds and the load's lines what came back.
+        DEBUG, as Kafka's coordinator logs a successful transition: INFO would be three
+        lines per transaction."""
         after = written if written is not None else self.coordinator.transaction_metadata(transactional_id)
         if after is None:
             return
@@ -273,7 +275,7 @@ class TransactionService:
                                                                                   after.producer_epoch):
             was += f" (producer {before.producer_id}, epoch {before.producer_epoch})"
         added = after.topic_partitions - before.topic_partitions if before is not None else after.topic_partitions
-        log.info("transaction %s (producer %d, epoch %d): %s -> %s%s; record at %s-%d offset %d acknowledged",
+        log.debug("transaction %s (producer %d, epoch %d): %s -> %s%s; record at %s-%d offset %d acknowledged",
                  transactional_id, after.producer_id, after.producer_epoch, was, after.state.state_name,
                  f", added {_partition_names(added)}" if added else "", TOPIC, partition, offset)
 

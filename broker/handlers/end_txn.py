@@ -9,7 +9,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
-from coordinator.transaction.coordinator import EndTxnResponse
+from coordinator.transaction.coordinator import FIRST_END_TXN_VERSION_OF_TV2, NO_PRODUCER_ID, EndTxnResponse
 from protocol.answer_wire import answer_type
 
 API_KEY = 26
@@ -23,7 +23,7 @@ async def handle(ctx, request):
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, ctx.version,
-        ctx.clock.now_ms(), ctx.broker.producer_ids.peek()), EndTxnResponse)
+        ctx.clock.now_ms(), _next_producer_id(ctx, txns.coordinator, request.transactional_id)), EndTxnResponse)
     if response.error is ErrorCode.invalid_txn_state:  # fatal for the client: say what the coordinator holds
         md = txns.coordinator.transaction_metadata(request.transactional_id)
         log.info("EndTxn(%s) of %s (producer %d, epoch %d): INVALID_TXN_STATE; the coordinator holds %s",
@@ -32,3 +32,10 @@ async def handle(ctx, request):
                  f"{md.state.state_name} (producer {md.producer_id}, epoch {md.producer_epoch}, partitions "
                  f"{sorted(md.topic_partitions)})")
     return Answer(error_code=response.error, producer_id=response.producer_id, producer_epoch=response.producer_epoch)
+
+
+def _next_producer_id(ctx, coordinator, transactional_id):
+    """The id an end that exhausts the epoch rotates to; the allocator is asked only then."""
+    if ctx.version >= FIRST_END_TXN_VERSION_OF_TV2 and coordinator.needs_producer_id(transactional_id):
+        return ctx.broker.producer_ids.peek()
+    return NO_PRODUCER_ID

@@ -9,7 +9,7 @@ mapping would get and reports whether it took it.
 
 from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
 from broker.errors import code
-from coordinator.transaction.coordinator import InitProducerIdResponse
+from coordinator.transaction.coordinator import NO_PRODUCER_ID, InitProducerIdResponse
 from protocol.answer_wire import answer_type, ms
 
 API_KEY = 22
@@ -36,6 +36,8 @@ async def handle(ctx, request):
         getattr(request, "producer_epoch", -1),
         ctx.version,
         ctx.clock.now_ms(),
-        ctx.broker.producer_ids.peek(),
+        # The allocator is asked only when the coordinator may take an id.
+        ctx.broker.producer_ids.peek() if txns.coordinator.needs_producer_id(request.transactional_id)
+        else NO_PRODUCER_ID,
     ), InitProducerIdResponse, reason="fenced")
     return Answer(error_code=response.error, producer_id=response.producer_id, producer_epoch=response.producer_epoch)

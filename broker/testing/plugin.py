@@ -103,8 +103,13 @@ def _ini_settings(config: pytest.Config) -> dict[str, str]:
 
 
 def new_broker(data_dir: Path, settings: dict[str, object] | None = None, *, in_process: bool = False,
-               nodes: int = 1, admin: bool = False):
-    """A broker handle, not yet started; ``admin`` serves the control API (``.control()``)."""
+               nodes: int = 1, admin: bool = False, log_level: str | None = None):
+    """A broker handle, not yet started; ``admin`` serves the control API (``.control()``);
+    ``log_level`` (a subprocess's only) its --log-level."""
+    if log_level is not None:
+        if in_process:
+            raise ValueError("log_level is a subprocess broker's (in_process=False)")
+        return BrokerProcess(data_dir, settings, nodes=nodes, admin=admin, log_level=log_level)
     cls = InProcessBroker if in_process else BrokerProcess
     return cls(data_dir, settings, nodes=nodes, admin=admin)
 
@@ -149,7 +154,7 @@ def _write_timelines(request: pytest.FixtureRequest, brokers: list) -> None:
 @pytest.fixture
 def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config, request: pytest.FixtureRequest):
     """``eosbroker_cluster(settings={...}, in_process=False, data_dir=None, nodes=1,
-    admin=False, scenario=None)`` starts a broker the test owns and returns its handle
+    admin=False, scenario=None, log_level=None)`` starts a broker the test owns and returns its handle
     (``stop``, ``restart``, ``kill``; with ``nodes=3`` a cluster of three nodes in one
     process, with ``admin=True`` its control API: ``.control().node_stop(node_id=2)``;
     with ``scenario="zombie-fencing"`` (or a TOML file) the scenario's settings and nodes,
@@ -159,7 +164,8 @@ def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config, request: pyte
     default_in_process = _in_process_default(pytestconfig)
 
     def make(settings: dict[str, object] | None = None, *, in_process: bool | None = None,
-             data_dir: Path | None = None, nodes: int = 1, admin: bool = False, scenario: str | None = None):
+             data_dir: Path | None = None, nodes: int = 1, admin: bool = False, scenario: str | None = None,
+             log_level: str | None = None):
         if scenario is not None:  # the scenario's settings and node count, its control API
             from broker.faults.scenarios import read_scenario
 
@@ -168,7 +174,7 @@ def eosbroker_cluster(tmp_path: Path, pytestconfig: pytest.Config, request: pyte
             nodes, admin = loaded.nodes, True
         broker = new_broker(data_dir or tmp_path / f"eosbroker{next(counter)}",
                             settings, in_process=default_in_process if in_process is None else in_process,
-                            nodes=nodes, admin=admin)
+                            nodes=nodes, admin=admin, log_level=log_level)
         started.append(broker)
         broker.start()
         if scenario is not None:

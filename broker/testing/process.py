@@ -17,7 +17,7 @@ class BrokerProcess(BrokerHelpers):
 
     def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None, port: int = 0,
                  extra_args: list[str] | None = None, nodes: int = 1, admin: bool = False,
-                 wrapper: list[str] | None = None) -> None:
+                 wrapper: list[str] | None = None, log_level: str | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.port = port
@@ -27,6 +27,7 @@ class BrokerProcess(BrokerHelpers):
         self.admin_port = 0
         self.extra_args = list(extra_args or [])
         self.wrapper = list(wrapper or [])  # a command prefix, e.g. setpriv dropping capabilities
+        self.log_level = log_level  # the broker's --log-level (INFO when None)
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._stderr = None
@@ -46,7 +47,8 @@ class BrokerProcess(BrokerHelpers):
     def _start(self, timeout: float) -> "BrokerProcess":
         # a listeners setting replaces --host/--port (the short form of one PLAINTEXT listener)
         address = [] if "listeners" in self.overrides else ["--host", HOST, "--port", str(self.port)]
-        args = [*self.wrapper, sys.executable, "-m", "broker.program", "serve", *address,
+        level = ["--log-level", self.log_level] if self.log_level else []
+        args = [*self.wrapper, sys.executable, "-m", "broker.program", *level, "serve", *address,
                 "--data-dir", str(self.data_dir), *self.extra_args]
         if self.nodes != 1:
             args += ["--nodes", str(self.nodes)]

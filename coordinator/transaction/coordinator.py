@@ -207,6 +207,13 @@ class TransactionCoordinator:
         state = self._partitions.get(self.partition_for(transactional_id))
         return None if state is None else state.transactions.get(transactional_id)
 
+    def needs_producer_id(self, transactional_id: str) -> bool:
+        """Whether an InitProducerId or EndTxn of ``transactional_id`` may hand out a new
+        producer id: a new mapping, or an exhausted epoch that rotates the id. Only then
+        is the broker's allocator asked for one, as Kafka's coordinator asks only then."""
+        md = self.transaction_metadata(transactional_id)
+        return md is None or md.is_producer_epoch_exhausted
+
     def transactions(self, partition: int) -> list[TransactionMetadata]:
         """Every transactional id the partition holds, whatever its state."""
         state = self._partitions.get(partition)

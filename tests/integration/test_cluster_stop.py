@@ -238,8 +238,8 @@ def test_an_acknowledged_add_partitions_survives_kill_9_and_its_abort_is_accepte
     """AddPartitionsToTxn is answered only once its record is in the log (the page
     cache, which a process crash keeps): after kill -9 and a restart the coordinator
     holds the transaction Ongoing with the partition, and the producer's abort is
-    accepted, not INVALID_TXN_STATE. The broker's log names the record's offset."""
-    broker = broker_factory(in_process=False)
+    accepted, not INVALID_TXN_STATE. The broker's DEBUG log names the record's offset."""
+    broker = broker_factory(in_process=False, log_level="DEBUG")
     create(broker.bootstrap, topic_name, 1)
     txn_id = f"a-{topic_name}"
 

@@ -1265,3 +1265,15 @@ def test_live_replay_gives_the_state_a_load_of_the_same_bytes_gives():
                 for p, (epoch, loading, txns) in c.snapshot().items()}
 
     assert without_last_epoch(from_disk.coordinator) == without_last_epoch(h.coordinator)
+
+
+@pytest.mark.parametrize("epoch", [5, MAX - 2, MAX - 1])
+def test_a_producer_id_is_needed_only_where_one_is_taken(epoch):
+    # The handlers ask the allocator only when needs_producer_id says so: at any other
+    # epoch an end and an init take no id, so no id handed in gives the same answer.
+    h = owned(meta(S.ONGOING, epoch=epoch), first_pid=100)
+    assert h.needs_producer_id(TID) is (epoch == MAX - 1)
+    without = h.end_txn(TID, PID, epoch, True, TV2_V, NOW)
+    with_id = h.end_txn(TID, PID, epoch, True, TV2_V, NOW, 100)
+    assert (without == with_id) is (epoch != MAX - 1)
+    assert Harness().needs_producer_id(TID)  # a new mapping always takes one
