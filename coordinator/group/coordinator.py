@@ -362,14 +362,7 @@ class GroupCoordinator:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def _state_of(self, group_id: str) -> _Partition:
-        """The state of the group's partition, for the writes ``CoordinatorRuntime.run``
-        runs only on a partition loaded here (it refuses them before they run otherwise)."""
-        return self._partitions[self.partition_for(group_id)]
-
     def _serving(self, group_id: str) -> tuple[ErrorCode | None, _Partition | None]:
-        """For the reads Kafka answers per group (describe, offset fetch, delete): the
-        refusal of a group whose partition is not loaded here, else (None, its state)."""
         partition = self.partition_for(group_id)
         refusal = self.loads.refusal(partition)
         return (refusal, None) if refusal is not None else (None, self._partitions[partition])
@@ -401,7 +394,9 @@ class GroupCoordinator:
         _require_reply_to(reply_to)
         if not group_id:
             return Result(response=JoinGroupResponse(E.invalid_group_id, member_id=member_id))
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=JoinGroupResponse(error, member_id=member_id))
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
@@ -464,7 +459,9 @@ class GroupCoordinator:
         _require_reply_to(reply_to)
         if not group_id:
             return Result(response=SyncGroupResponse(E.invalid_group_id))
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=SyncGroupResponse(error))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
             try:
@@ -488,7 +485,9 @@ class GroupCoordinator:
     ) -> Result[HeartbeatResponse]:
         if not group_id:
             return Result(response=HeartbeatResponse(E.invalid_group_id))
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=HeartbeatResponse(error))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
             try:
@@ -507,7 +506,9 @@ class GroupCoordinator:
         """v0-v2 name one member; its error becomes the top-level error, as Kafka answers."""
         if not group_id:
             return Result(response=LeaveGroupResponse(E.invalid_group_id))
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id)
+        if state is None:
+            return Result(response=LeaveGroupResponse(error))
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
             return self._leave_consumer_group(consumer_group, members, api_version)
@@ -551,7 +552,9 @@ class GroupCoordinator:
     def consumer_group_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
         try:
             validate(request, self.config.consumer.assignors)
-            state = self._state_of(request.group_id)
+            error, state = self._serving(request.group_id)
+            if state is None:
+                return Result(response=HeartbeatAnswer(error))
             records: list[CoordinatorRecord] = []
             if state.holds(request.group_id, ("share", "streams")):
                 raise Refused(E.group_id_not_found, _not_a(request.group_id, "consumer"))
@@ -633,7 +636,9 @@ class GroupCoordinator:
     # -- ShareGroupHeartbeat / ShareGroupDescribe (KIP-932) -----------------------------
 
     def share_group_heartbeat(self, request: ShareHeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
-        state = self._state_of(request.group_id) if request.group_id else None
+        error, state = self._serving(request.group_id) if request.group_id else (None, None)
+        if error is not None:
+            return Result(response=HeartbeatAnswer(error))
         group = state.share_groups.get(request.group_id) if state is not None else None
         try:
             if state is not None and group is None and state.holds(request.group_id,
@@ -654,7 +659,9 @@ class GroupCoordinator:
         share-partitions ({topic id: partitions}), or failed to initialize it: recorded in
         the group's ShareGroupStatePartitionMetadata (which creates a group not there yet,
         as AlterShareGroupOffsets does on Kafka)."""
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id)
+        if error is not None:
+            return Result(response=error)
         if state.holds(group_id, ("classic", "consumer", "streams")):
             return Result(response=E.group_id_not_found)
         group = state.share_groups.get(group_id) or ShareGroup(group_id)
@@ -677,7 +684,9 @@ class GroupCoordinator:
 
     def streams_group_heartbeat(self, request: StreamsHeartbeatRequest, now_ms: int
                                 ) -> Result[StreamsHeartbeatAnswer]:
-        state = self._state_of(request.group_id) if request.group_id else None
+        error, state = self._serving(request.group_id) if request.group_id else (None, None)
+        if error is not None:
+            return Result(response=StreamsHeartbeatAnswer(error))
         group = state.streams_groups.get(request.group_id) if state is not None else None
         records: list[CoordinatorRecord] = []
         try:
@@ -920,9 +929,9 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
         transactional: bool, api_version: int,
     ) -> ErrorCode | Callable[[str, int], ErrorCode | None] | None:
-        if not group_id:
-            return E.invalid_group_id
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is None:
+            return error
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None:
             return self.consumer.validate_offset_commit(
@@ -1007,9 +1016,9 @@ class GroupCoordinator:
         self, *, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> Result[OffsetDeleteResponse]:
         """Refused for a topic the group's live ``consumer`` subscriptions name."""
-        if not group_id:
-            return Result(response=OffsetDeleteResponse(E.invalid_group_id))
-        state = self._state_of(group_id)
+        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        if state is None:
+            return Result(response=OffsetDeleteResponse(error))
         group = state.groups.get(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         streams_group = state.streams_groups.get(group_id)

@@ -322,7 +322,9 @@ class TransactionCoordinator:
                                                     producer_epoch)
         if error is not None:
             return _init_error(error)
-        coordinator_epoch, md = self._served(transactional_id)
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is not None:
+            return _init_error(error)
         expected_given = producer_id != NO_PRODUCER_ID
         if md is None:
             # A new mapping: a fresh producer id whose first persisted epoch will be 0.
@@ -411,8 +413,9 @@ class TransactionCoordinator:
     ) -> Result[AddPartitionsResponse]:
         if not transactional_id:
             return Result(response=AddPartitionsResponse(E.invalid_request))
-        _, md = self._served(transactional_id)
-        error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
+        error, _, md = self._lookup(transactional_id)
+        if error is None:
+            error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is None and md.state.is_prepare:
             error = _CONCURRENT_TRANSACTIONS
         if error is not None:
@@ -502,8 +505,9 @@ class TransactionCoordinator:
         if api_version >= FIRST_END_TXN_VERSION_OF_TV2:
             return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit, now_ms,
                                     next_producer_id)
-        coordinator_epoch, md = self._served(transactional_id)
-        error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is None:
+            error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is not None:
             return Result(response=EndTxnResponse(error))
         if md.state is TransactionState.ONGOING:
@@ -530,15 +534,17 @@ class TransactionCoordinator:
         epoch but one (exhausted) bumps to the last and rotates the producer id: the
         answer carries the new id at epoch 0, which the producer holds once the markers
         are written; a retry from the old id and epoch is answered with the new ones."""
-        coordinator_epoch, md = self._served(transactional_id)
-        if md is not None and md.state in _MARKERS_PENDING:
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is None and md is not None and md.state in _MARKERS_PENDING:
             return Result(response=EndTxnResponse(E.concurrent_transactions))
         ended = (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-        retry_on_overflow = (md is not None and md.state in ended
+        retry_on_overflow = (error is None and md is not None and md.state in ended
                              and md.previous_producer_id == producer_id != md.producer_id
                              and producer_epoch == MAX_EPOCH - 1 and md.producer_epoch == 0)
-        if (md is None or md.producer_id != producer_id) and not retry_on_overflow:
-            return Result(response=EndTxnResponse(E.invalid_producer_id_mapping))
+        if error is None and (md is None or md.producer_id != producer_id) and not retry_on_overflow:
+            error = E.invalid_producer_id_mapping
+        if error is not None:
+            return Result(response=EndTxnResponse(error))
         retry = retry_on_overflow or (md.state in ended and producer_epoch == md.producer_epoch - 1)
         if producer_epoch != md.producer_epoch and not retry:
             return Result(response=EndTxnResponse(E.producer_fenced))
@@ -576,8 +582,8 @@ class TransactionCoordinator:
         coordinator_epoch: int | None = None,
     ) -> Result[None]:
         """Every marker is acknowledged: persist Complete*, unless the world moved on."""
-        current_epoch, md = self._served(transactional_id)
-        if md is None:
+        error, current_epoch, md = self._lookup(transactional_id)
+        if error is not None or md is None:
             return _NOTHING
         if coordinator_epoch is not None and coordinator_epoch != current_epoch:
             return _NOTHING
@@ -620,7 +626,9 @@ class TransactionCoordinator:
     def abort_timed_out_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
         """Fence and abort one transaction if it is (still) Ongoing past its timeout: the
         timer's event for one id, so that its write can wait for the ISR on its own."""
-        coordinator_epoch, md = self._served(transactional_id)
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is not None:
+            return Result(response=error)
         if md is None or not _timed_out(md, now_ms):
             return Result(response=E.invalid_txn_state)
         aborted = self._fence_and_abort(md, coordinator_epoch, now_ms)
@@ -629,11 +637,13 @@ class TransactionCoordinator:
     def abort_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
         """Fence the producer and abort its ongoing transaction now, as its timeout
         would: an operator ending a transaction that hangs (the control service)."""
-        coordinator_epoch, md = self._served(transactional_id)
-        if md is None:
-            return Result(response=E.transactional_id_not_found)
-        if md.state is not S.ONGOING:
-            return Result(response=E.invalid_txn_state)
+        error, coordinator_epoch, md = self._lookup(transactional_id)
+        if error is None and md is None:
+            error = E.transactional_id_not_found
+        if error is None and md.state is not S.ONGOING:
+            error = E.invalid_txn_state
+        if error is not None:
+            return Result(response=error)
         aborted = self._fence_and_abort(md, coordinator_epoch, now_ms)
         return Result(records=aborted.records, effects=aborted.effects, response=E.none)
 
@@ -718,18 +728,9 @@ class TransactionCoordinator:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _served(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
-        """(coordinator epoch, metadata or None) of an id whose partition this coordinator
-        serves: what a write runs on, which ``CoordinatorRuntime.run`` refuses (NOT_COORDINATOR,
-        COORDINATOR_LOAD_IN_PROGRESS) before it runs when the partition is not loaded here."""
-        state = self._partitions[self.partition_for(transactional_id)]
-        return state.coordinator_epoch, state.transactions.get(transactional_id)
-
     def _lookup(
         self, transactional_id: str
     ) -> tuple[ErrorCode | None, int, TransactionMetadata | None]:
-        """For the reads Kafka answers per id without the runtime (verification, describe):
-        the refusal of an id whose partition is not loaded here, else (None, epoch, metadata)."""
         partition = self.partition_for(transactional_id)
         refusal = self.loads.refusal(partition)
         state = self._partitions.get(partition)

@@ -25,9 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
-from coordinator.runtime import CoordinatorRecord, Result
+from coordinator.runtime import CoordinatorRecord
 from coordinator.transaction import ProducerIdTaken, SendMarkers, TransactionConfig, TransactionCoordinator
-from coordinator.transaction.coordinator import AddPartitionsResponse, EndTxnResponse, InitProducerIdResponse
 
 IDS = ("tx-a", "tx-b", "tx-c")
 PARTITIONS = 2
@@ -207,15 +206,6 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         self.pending += markers
         return result.response, markers
 
-    def run(self, tid, handler, refused):
-        """As ``CoordinatorRuntime.run``: an operation on an id whose partition is not
-        loaded is refused before the handler runs (``refused`` makes the service's answer
-        of the error; None: the operation is dropped, as a marker completion is)."""
-        refusal = self.loads.refusal(partition_for(tid, PARTITIONS))
-        if refusal is None:
-            return handler()
-        return Result() if refused is None else Result(response=refused(refusal))
-
     def check_markers(self, markers, expected_before, ordered=True):
         expected = self.model.markers[expected_before:]
         got = [(m.transactional_id, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit,
@@ -239,12 +229,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         given = self.producer(data, tid) if kip360 and tid in self.model.txns else None
         before = len(self.model.markers)
         expected = self.model.init(tid, timeout, given, version, self.now)
-        # the handler answers what is wrong with the request before the runtime is asked
-        invalid = self.real.init_producer_id_request_error(tid, timeout, *(given or (-1, -1)))
-        response, markers = self.apply(Result(response=InitProducerIdResponse(invalid)) if invalid is not None else
-                                       self.run(tid, lambda: self.real.init_producer_id(
-                                           tid, timeout, *(given or (-1, -1)), version, self.now, self.next_pid),
-                                           InitProducerIdResponse))
+        response, markers = self.apply(self.real.init_producer_id(
+            tid, timeout, *(given or (-1, -1)), version, self.now, self.next_pid))
         assert self.next_pid == self.model.next_pid
         got = (response.error, response.producer_id, response.producer_epoch) if response.error == E.none \
             else (response.error, -1, -1)
@@ -256,8 +242,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
     def add_partitions_to_txn(self, tid, partitions, version, data):
         pid, epoch = self.producer(data, tid)
         expected = self.model.add(tid, pid, epoch, frozenset(partitions), version, self.now)
-        response, markers = self.apply(self.run(tid, lambda: self.real.add_partitions_to_txn(
-            tid, pid, epoch, partitions, version, self.now), AddPartitionsResponse))
+        response, markers = self.apply(self.real.add_partitions_to_txn(tid, pid, epoch, partitions, version,
+                                                                       self.now))
         assert response.error == expected and not markers
 
     @rule(tid=st.sampled_from(IDS), group=st.sampled_from(GROUPS), version=st.integers(0, 4), data=st.data())
@@ -265,8 +251,7 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         pid, epoch = self.producer(data, tid)
         offsets = frozenset({("__consumer_offsets", partition_for(group, CONFIG.offsets_topic_num_partitions))})
         expected = self.model.add(tid, pid, epoch, offsets, version, self.now)
-        response, markers = self.apply(self.run(tid, lambda: self.real.add_offsets_to_txn(
-            tid, pid, epoch, group, version, self.now), AddPartitionsResponse))
+        response, markers = self.apply(self.real.add_offsets_to_txn(tid, pid, epoch, group, version, self.now))
         assert response.error == expected and not markers
 
     @rule(tid=st.sampled_from(IDS), commit=st.booleans(), version=st.integers(0, 4), data=st.data())
@@ -274,8 +259,7 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         pid, epoch = self.producer(data, tid)
         before = len(self.model.markers)
         expected = self.model.end(tid, pid, epoch, commit, version, self.now)
-        response, markers = self.apply(self.run(tid, lambda: self.real.end_txn(
-            tid, pid, epoch, commit, version, self.now), EndTxnResponse))
+        response, markers = self.apply(self.real.end_txn(tid, pid, epoch, commit, version, self.now))
         assert response.error == expected
         self.check_markers(markers, before)
 
@@ -286,8 +270,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         m = self.pending.pop(data.draw(st.integers(0, len(self.pending) - 1)))
         self.model.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit,
                                    m.coordinator_epoch, self.now)
-        response, markers = self.apply(self.run(m.transactional_id, lambda: self.real.markers_written(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.now, m.coordinator_epoch), None))
+        response, markers = self.apply(self.real.markers_written(
+            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.now, m.coordinator_epoch))
         assert not markers
 
     @rule(ms=st.sampled_from([1, 999, 1001, 5001, 60_001, 100_001]))
