@@ -599,16 +599,17 @@ class TransactionCoordinator:
                 every_ms=config.remove_expired_transaction_cleanup_interval_ms),
         )
 
-    def abort_timed_out_transactions(self, now_ms: int, partition: int | None = None) -> list[Result]:
-        """Fence and abort every Ongoing transaction older than its own timeout
-        (of one coordinator partition, or of all)."""
+    def abort_timed_out_transactions(self, now_ms: int, partition: int) -> list[Result]:
+        """Fence and abort every Ongoing transaction of a served partition older than its
+        own timeout."""
+        state = self._partitions[partition]
         return [self._fence_and_abort(md, state.coordinator_epoch, now_ms)
-                for state in self._serving(partition) for md in state.transactions.values() if _timed_out(md, now_ms)]
+                for md in state.transactions.values() if _timed_out(md, now_ms)]
 
     def timed_out_transactions(self, now_ms: int, partition: int) -> list[str]:
-        """The ids of the partition's Ongoing transactions older than their own timeout."""
-        return [md.transactional_id for state in self._serving(partition)
-                for md in state.transactions.values() if _timed_out(md, now_ms)]
+        """The ids of a served partition's Ongoing transactions older than their own timeout."""
+        return [md.transactional_id for md in self._partitions[partition].transactions.values()
+                if _timed_out(md, now_ms)]
 
     def abort_timed_out_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
         """Fence and abort one transaction if it is (still) Ongoing past its timeout: the
@@ -635,17 +636,16 @@ class TransactionCoordinator:
         return Result(records=(self._record(aborting),),
                       effects=(self._send_markers(aborting, coordinator_epoch, False),))
 
-    def expire_transactional_ids(self, now_ms: int, partition: int | None = None) -> list[Result]:
-        """Tombstone idle ids (Empty/Complete*) untouched for transactional.id.expiration.ms
-        (of one coordinator partition, or of all)."""
+    def expire_transactional_ids(self, now_ms: int, partition: int) -> list[Result]:
+        """Tombstone a served partition's idle ids (Empty/Complete*) untouched for
+        transactional.id.expiration.ms."""
         horizon = now_ms - self.config.transactional_id_expiration_ms
         results = []
-        for state in self._serving(partition):
-            for md in state.transactions.values():
-                if md.state.is_expiration_allowed and md.txn_last_update_timestamp_ms <= horizon:
-                    md.prepare_dead()  # asserts the transition is legal
-                    key = log_codec.encode_key(md.transactional_id)
-                    results.append(Result(records=(TransactionLogRecord(key, None),)))
+        for md in self._partitions[partition].transactions.values():
+            if md.state.is_expiration_allowed and md.txn_last_update_timestamp_ms <= horizon:
+                md.prepare_dead()  # asserts the transition is legal
+                key = log_codec.encode_key(md.transactional_id)
+                results.append(Result(records=(TransactionLogRecord(key, None),)))
         return results
 
     # -- admin -------------------------------------------------------------------------
@@ -695,8 +695,8 @@ class TransactionCoordinator:
         unknown = tuple(n for n in state_names if S.from_name(n) is None)
         producer_ids = set(producer_id_filters)
         listed = []
-        for state in self._serving():
-            for md in state.transactions.values():
+        for partition in self.loads.loaded():  # asked outside the runtime: the partitions served
+            for md in self._partitions[partition].transactions.values():
                 if producer_ids and md.producer_id not in producer_ids:
                     continue
                 if state_names and md.state not in wanted_states:
@@ -740,10 +740,6 @@ class TransactionCoordinator:
         if md.producer_epoch != producer_epoch:
             return _fenced_error(api_version, first_fenced_version)
         return None
-
-    def _serving(self, partition: int | None = None) -> list[_PartitionState]:
-        served = self.loads.loaded()
-        return [s for p, s in self._partitions.items() if p in served and partition in (None, p)]
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:

@@ -68,7 +68,8 @@ class Harness:
         self.coordinator_epoch = coordinator_epoch
         self.log = InMemoryLog()
         self.effects = []
-        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform)
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform,
+                                          timers=self.coordinator.timers())
         self.appended = []  # every record committed, as the objects replay was given
 
     def _perform(self, effect):
@@ -123,6 +124,20 @@ class Harness:
 
     def md(self, tid=TID):
         return self.coordinator.transaction_metadata(tid)
+
+    def abort_timed_out_transactions(self, now_ms, partition=None):
+        """The timeout aborts of one partition, or of every partition the runtime serves
+        (as its timer round runs them)."""
+        return [r for p in self._timer_partitions(partition)
+                for r in self.coordinator.abort_timed_out_transactions(now_ms, p)]
+
+    def expire_transactional_ids(self, now_ms, partition=None):
+        """The expirations of one partition, or of every partition the runtime serves."""
+        return [r for p in self._timer_partitions(partition)
+                for r in self.coordinator.expire_transactional_ids(now_ms, p)]
+
+    def _timer_partitions(self, partition):
+        return sorted(self.runtime.loads.loaded()) if partition is None else [partition]
 
     def refused(self, operation, transactional_id, *args):
         """Runs ``operation`` as the broker does, through the runtime on the id's
@@ -739,8 +754,11 @@ def test_timers_can_be_run_one_coordinator_partition_at_a_time():
     (result,) = h.abort_timed_out_transactions(NOW + TIMEOUT + 1, partition=mine)
     assert only_record(result)[0] == TID
     assert len(h.abort_timed_out_transactions(NOW + TIMEOUT + 1)) == 2
-    unowned = min(set(range(50)) - {mine, h.partition_for(other)})
-    assert h.abort_timed_out_transactions(NOW + TIMEOUT + 1, partition=unowned) == []
+    # the runtime's timer round runs on the partitions it serves only
+    h.runtime.start_timers(NOW)
+    events = h.runtime.due_timer_events(NOW + TransactionConfig().remove_expired_transaction_cleanup_interval_ms)
+    assert {(e.timer, e.partition) for e in events} == {
+        (timer.name, p) for timer in h.coordinator.timers() for p in (mine, h.partition_for(other))}
     idle = owned(meta(S.COMPLETE_COMMIT, updated=NOW), meta(S.EMPTY, tid=other, pid=PID + 1, updated=NOW))
     late = NOW + TransactionConfig().transactional_id_expiration_ms
     (expired,) = idle.expire_transactional_ids(late, partition=idle.partition_for(other))

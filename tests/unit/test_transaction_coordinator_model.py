@@ -304,16 +304,18 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         before = len(self.model.markers)
         self.model.time_out(self.now)
         markers = []
-        for result in self.real.abort_timed_out_transactions(self.now):
-            markers += self.apply(result)[1]
+        for p in sorted(self.loads.loaded()):  # the runtime's timer round: the partitions served
+            for result in self.real.abort_timed_out_transactions(self.now, p):
+                markers += self.apply(result)[1]
         # Kafka aborts the timed-out transactions of one check in no defined order.
         self.check_markers(markers, before, ordered=False)
 
     @rule()
     def expiration(self):
         self.model.expire(self.now)
-        for result in self.real.expire_transactional_ids(self.now):
-            self.apply(result)
+        for p in sorted(self.loads.loaded()):
+            for result in self.real.expire_transactional_ids(self.now, p):
+                self.apply(result)
 
     @rule(p=st.integers(0, PARTITIONS - 1))
     def coordinator_unloads_and_starts_loading(self, p):
