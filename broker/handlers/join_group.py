@@ -19,14 +19,13 @@ async def handle(ctx, request):
     # v0 has no rebalance timeout: the session timeout serves as both, as on Kafka.
     rebalance_timeout_ms = ms(request.rebalance_timeout) if ctx.version >= 1 else session_timeout_ms
     client_host = "/" + ctx.connection.peer.rsplit(":", 1)[0]
-    def failed(error):
-        return JoinGroupResponse(error, member_id=request.member_id)
-
     response = await groups.run_parked(request.group_id, lambda answer: groups.coordinator.join_group(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None), protocol_type=request.protocol_type,
         protocols=[JoinProtocol(p.name, p.metadata) for p in request.protocols],
         session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
         client_id=ctx.header.client_id or "", client_host=client_host, api_version=ctx.version,
-        reply_to=answer, now_ms=ctx.clock.now_ms()), failed, groups.group_id_given(request.group_id, failed))
+        reply_to=answer, now_ms=ctx.clock.now_ms()),
+        lambda error: JoinGroupResponse(error, member_id=request.member_id),
+        lambda: groups.coordinator.join_group_request_error(request.group_id, request.member_id, session_timeout_ms))
     return answer_from(Answer, response.for_version(ctx.version))

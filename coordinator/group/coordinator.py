@@ -413,6 +413,18 @@ class GroupCoordinator:
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
 
+    def join_group_request_error(self, group_id: str, member_id: str, session_timeout_ms: int
+                                 ) -> JoinGroupResponse | None:
+        """What a JoinGroup is answered before its group's partition is asked (Kafka's
+        service checks these before it schedules the join): an empty group id, a session
+        timeout out of the broker's bounds. None: neither."""
+        if not group_id:
+            return JoinGroupResponse(E.invalid_group_id, member_id=member_id)
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return JoinGroupResponse(E.invalid_session_timeout, member_id=member_id)
+        return None
+
     def join_group(
         self, *, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
         protocols: Sequence[JoinProtocol], session_timeout_ms: int, rebalance_timeout_ms: int,
@@ -420,12 +432,10 @@ class GroupCoordinator:
     ) -> Result[JoinGroupResponse]:
         """``rebalance_timeout_ms``: JoinGroup v0 has none; pass the session timeout."""
         _require_reply_to(reply_to)
-        if not group_id:
-            return Result(response=JoinGroupResponse(E.invalid_group_id, member_id=member_id))
+        refused = self.join_group_request_error(group_id, member_id, session_timeout_ms)
+        if refused is not None:
+            return Result(response=refused)
         state = self._served_partition(group_id)
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
-            return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
         if group_id in state.share_groups:
             return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
         streams_group = state.streams_groups.get(group_id)
