@@ -162,7 +162,8 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
         assert r.groups[0].error_code == code("NOT_COORDINATOR")
         assert (await conn.request(11, 5, join)).error_code == code("NOT_COORDINATOR")
         # A request's own checks come before the coordinator is asked, as on Kafka.
-        assert (await conn.request(11, 5, dict(join, session_timeout_ms=1))).error_code == code("INVALID_SESSION_TIMEOUT")
+        too_short = dict(join, session_timeout_ms=1)
+        assert (await conn.request(11, 5, too_short)).error_code == code("INVALID_SESSION_TIMEOUT")
         heartbeat = {"group_id": group, "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
                      "rebalance_timeout_ms": 30000, "subscribed_topic_names": [], "subscribed_topic_regex": None,
                      "server_assignor": None, "topic_partitions": []}

@@ -9,8 +9,9 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from coordinator.runtime import CoordinatorRefused, CoordinatorRuntime
-from coordinator.share.coordinator import NEGATIVE_LEADER_EPOCH, READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator, \
-    StateAnswer
+from coordinator.share.coordinator import (
+    NEGATIVE_LEADER_EPOCH, READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator, StateAnswer,
+)
 from coordinator.share.persister_policy import leader_error, retry_after_ms
 from coordinator.share.partition import ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, Acknowledgement, \
     Acquired, LogBatch, SharePartition
