@@ -199,10 +199,10 @@ class CoordinatorLog(Protocol):
 class PartitionLoads:
     """Which partitions of its topic a coordinator holds, and whether each is loaded yet
     (Kafka's CoordinatorRuntime keeps this per partition context: LOADING, then ACTIVE).
-    The runtime moves partitions through it and refuses events on partitions not served;
-    the state machines' describe/list reads check it per key (the transaction and group
-    machines' lookups for writes still do too, answering what the runtime refused first),
-    and the broker reads it to list what it serves."""
+    The runtime moves partitions through it and refuses events on partitions not served
+    (the machines' writes assume a served partition); the state machines' describe/list
+    reads and the KIP-890 verification, asked outside the runtime, check it per key; the
+    broker reads it to list what it serves."""
 
     def __init__(self) -> None:
         self._loaded: dict[int, bool] = {}  # held partitions: loaded (True) or loading

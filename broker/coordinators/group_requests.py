@@ -13,10 +13,11 @@ from broker.security.acls import (
 from coordinator.group.consumer_group import HeartbeatAnswer
 
 
-async def heartbeat(ctx, request, beat: Callable[[Any, int], HeartbeatAnswer], answer: type):
+async def heartbeat(ctx, request, beat_request, beat: Callable[[Any, int], HeartbeatAnswer], answer: type):
     """ConsumerGroupHeartbeat and ShareGroupHeartbeat: READ on the group and DESCRIBE on
     every subscribed topic (clients may not learn of topics they cannot describe, as
-    Kafka checks), then ``beat(coordinator, now_ms)`` through the group service; the
+    Kafka checks), then ``beat(coordinator, now_ms)`` through the group service, once
+    ``beat_request`` (the coordinator's form of the request) passes its own checks; the
     answer is of type ``answer`` (the API's answer type)."""
     groups = ctx.node.groups
     names = request.subscribed_topic_names
@@ -26,7 +27,7 @@ async def heartbeat(ctx, request, beat: Callable[[Any, int], HeartbeatAnswer], a
         beaten = HeartbeatAnswer(TOPIC_DENIED)
     else:
         beaten = await groups.run(request.group_id or "", lambda: beat(groups.coordinator, ctx.clock.now_ms()),
-                                  HeartbeatAnswer)
+                                  HeartbeatAnswer, lambda: groups.coordinator.heartbeat_request_error(beat_request))
     assignment = None
     if beaten.assignment is not None:
         assignment = answer.Assignment(topic_partitions=[

@@ -136,18 +136,16 @@ class GroupService:
 
     # -- the request path ----------------------------------------------------------------
 
-    async def run(self, group_id: str, handler: Callable[[], Result], failed: Callable[[ErrorCode], Any]) -> Any:
+    async def run(self, group_id: str, handler: Callable[[], Result], failed: Callable[[ErrorCode], Any],
+                  check: Callable[[], Any] | None = None) -> Any:
         """Runs a coordinator handler through the runtime on the group's partition and,
         when it wrote, waits for the ISR to have it. ``failed(error)``: the API's answer
         when the runtime refuses the request (the partition is not served here) or the
-        wait fails, given the error Kafka maps the failure to."""
-        if not group_id:
-            # Refused by the request's own checks (INVALID_GROUP_ID, INVALID_REQUEST), which
-            # Kafka's service makes before it asks a coordinator: any node answers it. A
-            # handler only reads, so one that would write runs again through the runtime.
-            result = handler()
-            if not result.records and not result.effects:
-                return result.response
+        wait fails, given the error Kafka maps the failure to. ``check()``: the API's
+        answer to a request its own checks refuse (None: none do); Kafka's service makes
+        them before it schedules the operation, so any node answers them."""
+        if check is not None and (refused := check()) is not None:
+            return refused
         await self.ready()
         await self.topic.wait_while_paused()
         try:
@@ -156,14 +154,20 @@ class GroupService:
             return failed(refused.error)
         return response if error is None else failed(write_failed(error))
 
+    @staticmethod
+    def group_id_given(group_id: str, failed: Callable[[ErrorCode], Any]) -> Callable[[], Any]:
+        """The check of the APIs that name one group (Kafka's service checks it first):
+        an empty group id is answered ``failed(INVALID_GROUP_ID)``."""
+        return lambda: None if group_id else failed(ErrorCode.invalid_group_id)
+
     async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result],
-                         failed: Callable[[ErrorCode], Any]) -> Any:
+                         failed: Callable[[ErrorCode], Any], check: Callable[[], Any] | None = None) -> Any:
         """Runs a JoinGroup/SyncGroup handler; if the coordinator parks the request,
         waits for the ``Reply`` that answers it."""
         answer = asyncio.get_running_loop().create_future()
         self._parked[answer] = failed
         answer.add_done_callback(self._unpark)
-        response = await self.run(group_id, lambda: handler(answer), failed)
+        response = await self.run(group_id, lambda: handler(answer), failed, check)
         if response is not None:
             self._parked.pop(answer, None)  # answered at once: nobody holds the token
             return response

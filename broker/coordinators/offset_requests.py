@@ -41,8 +41,13 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
     ]
     errors = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
     if offsets or not partitions:
-        response = await ctx.node.groups.run(request.group_id, lambda: commit(offsets),
-                                             lambda error: _every_offset_failed(offsets, error))
+        groups = ctx.node.groups
+
+        def failed(error):
+            return _every_offset_failed(offsets, error)
+
+        response = await groups.run(request.group_id, lambda: commit(offsets), failed,
+                                    groups.group_id_given(request.group_id, failed))
         errors.update(partition_errors(response))
     return answer(topics=errors_by_topic(partitions, errors, answer))
 

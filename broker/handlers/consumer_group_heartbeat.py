@@ -29,5 +29,6 @@ async def handle(ctx, request):
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
         api_version=ctx.version,
     )
-    return await heartbeat(ctx, request, lambda coordinator, now_ms: coordinator.consumer_group_heartbeat(beat, now_ms),
+    return await heartbeat(ctx, request, beat,
+                           lambda coordinator, now_ms: coordinator.consumer_group_heartbeat(beat, now_ms),
                            Answer)

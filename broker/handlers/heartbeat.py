@@ -16,5 +16,6 @@ async def handle(ctx, request):
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
-        group_instance_id=getattr(request, "group_instance_id", None), now_ms=ctx.clock.now_ms()), HeartbeatResponse)
+        group_instance_id=getattr(request, "group_instance_id", None), now_ms=ctx.clock.now_ms()), HeartbeatResponse,
+        groups.group_id_given(request.group_id, HeartbeatResponse))
     return Answer(error_code=response.error_code)

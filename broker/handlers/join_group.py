@@ -26,5 +26,6 @@ async def handle(ctx, request):
         session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
         client_id=ctx.header.client_id or "", client_host=client_host, api_version=ctx.version,
         reply_to=answer, now_ms=ctx.clock.now_ms()),
-        lambda error: JoinGroupResponse(error, member_id=request.member_id))
+        lambda error: JoinGroupResponse(error, member_id=request.member_id),
+        lambda: groups.coordinator.join_group_request_error(request.group_id, request.member_id, session_timeout_ms))
     return answer_from(Answer, response.for_version(ctx.version))

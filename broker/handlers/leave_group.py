@@ -21,5 +21,5 @@ async def handle(ctx, request):
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.leave_group(
         group_id=request.group_id, members=members, api_version=ctx.version, now_ms=ctx.clock.now_ms()),
-        LeaveGroupResponse)
+        LeaveGroupResponse, groups.group_id_given(request.group_id, LeaveGroupResponse))
     return answer_from(Answer, response)

@@ -24,7 +24,8 @@ async def handle(ctx, request):
             topics.setdefault(topic, []).append(partition)
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.offset_delete(
-        group_id=request.group_id, topics=list(topics.items())), OffsetDeleteResponse)
+        group_id=request.group_id, topics=list(topics.items())), OffsetDeleteResponse,
+        groups.group_id_given(request.group_id, OffsetDeleteResponse))
     if response.error_code:
         return Answer(error_code=response.error_code, topics=())
     errors = (dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)

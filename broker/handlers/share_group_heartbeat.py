@@ -17,5 +17,6 @@ async def handle(ctx, request):
         rack_id=request.rack_id, subscribed_topic_names=None if names is None else tuple(names),
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
     )
-    return await heartbeat(ctx, request, lambda coordinator, now_ms: coordinator.share_group_heartbeat(beat, now_ms),
+    return await heartbeat(ctx, request, beat,
+                           lambda coordinator, now_ms: coordinator.share_group_heartbeat(beat, now_ms),
                            Answer)

@@ -113,7 +113,8 @@ async def handle(ctx, request):
         answer = StreamsHeartbeatAnswer(TOPIC_DENIED)
     else:
         answer = await groups.run(request.group_id or "", lambda: groups.coordinator.streams_group_heartbeat(
-            beat, ctx.clock.now_ms()), StreamsHeartbeatAnswer)
+            beat, ctx.clock.now_ms()), StreamsHeartbeatAnswer,
+            lambda: groups.coordinator.heartbeat_request_error(beat))
     statuses = [Answer.Status(status_code=c, status_detail=d) for c, d in answer.statuses]
     if answer.topics_to_create:
         problem = create_internal_topics(ctx, answer.topics_to_create)

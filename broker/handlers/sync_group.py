@@ -19,5 +19,6 @@ async def handle(ctx, request):
         group_instance_id=getattr(request, "group_instance_id", None),
         protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
         assignments=[SyncAssignment(a.member_id, a.assignment) for a in request.assignments],
-        reply_to=answer, now_ms=ctx.clock.now_ms()), SyncGroupResponse)
+        reply_to=answer, now_ms=ctx.clock.now_ms()), SyncGroupResponse,
+        groups.group_id_given(request.group_id, SyncGroupResponse))
     return answer_from(Answer, response)

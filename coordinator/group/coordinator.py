@@ -41,9 +41,11 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from coordinator.group.share_group import ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest
+from coordinator.group.share_group import validate as validate_share_heartbeat
 from coordinator.group.streams_group import (
     StreamsGroup, StreamsGroupConfig, StreamsGroups, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
 )
+from coordinator.group.streams_group import validate as validate_streams_heartbeat
 from coordinator.group.group import Member
 from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer, Reply
 from coordinator.group.messages import (
@@ -360,9 +362,35 @@ class GroupCoordinator:
         # Otherwise the live group already is what the record describes (an empty
         # generation, a static member's new id): the handler changed it in memory.
 
+    # -- what a request is answered before its group's partition is asked -----------------
+
+    def heartbeat_request_error(self, request: HeartbeatRequest | ShareHeartbeatRequest | StreamsHeartbeatRequest
+                                ) -> HeartbeatAnswer | StreamsHeartbeatAnswer | None:
+        """A consumer, share or streams group heartbeat's own checks (INVALID_REQUEST,
+        UNSUPPORTED_ASSIGNOR, ...), which Kafka's service makes before it schedules the
+        heartbeat, so any node answers them: the answer, or None when it passes."""
+        try:
+            if isinstance(request, StreamsHeartbeatRequest):
+                validate_streams_heartbeat(request)
+            elif isinstance(request, ShareHeartbeatRequest):
+                validate_share_heartbeat(request)
+            else:
+                validate(request, self.config.consumer.assignors)
+        except Refused as refused:
+            answer = StreamsHeartbeatAnswer if isinstance(request, StreamsHeartbeatRequest) else HeartbeatAnswer
+            return answer(refused.error, refused.message)
+        return None
+
     # -- lookups -------------------------------------------------------------------------
 
+    def _served_partition(self, group_id: str) -> _Partition:
+        """The group's partition, for the writes: the runtime runs them only on a
+        partition it serves."""
+        return self._partitions[self.partition_for(group_id)]
+
     def _serving(self, group_id: str) -> tuple[ErrorCode | None, _Partition | None]:
+        """For the reads asked outside the runtime (the describes, OffsetFetch), which
+        Kafka checks per group: the group's partition, or why it is not served here."""
         partition = self.partition_for(group_id)
         refusal = self.loads.refusal(partition)
         return (refusal, None) if refusal is not None else (None, self._partitions[partition])
@@ -385,6 +413,18 @@ class GroupCoordinator:
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
 
+    def join_group_request_error(self, group_id: str, member_id: str, session_timeout_ms: int
+                                 ) -> JoinGroupResponse | None:
+        """What a JoinGroup is answered before its group's partition is asked (Kafka's
+        service checks these before it schedules the join): an empty group id, a session
+        timeout out of the broker's bounds. None: neither."""
+        if not group_id:
+            return JoinGroupResponse(E.invalid_group_id, member_id=member_id)
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return JoinGroupResponse(E.invalid_session_timeout, member_id=member_id)
+        return None
+
     def join_group(
         self, *, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
         protocols: Sequence[JoinProtocol], session_timeout_ms: int, rebalance_timeout_ms: int,
@@ -392,14 +432,10 @@ class GroupCoordinator:
     ) -> Result[JoinGroupResponse]:
         """``rebalance_timeout_ms``: JoinGroup v0 has none; pass the session timeout."""
         _require_reply_to(reply_to)
-        if not group_id:
-            return Result(response=JoinGroupResponse(E.invalid_group_id, member_id=member_id))
-        error, state = self._serving(group_id)
-        if state is None:
-            return Result(response=JoinGroupResponse(error, member_id=member_id))
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
-            return Result(response=JoinGroupResponse(E.invalid_session_timeout, member_id=member_id))
+        refused = self.join_group_request_error(group_id, member_id, session_timeout_ms)
+        if refused is not None:
+            return Result(response=refused)
+        state = self._served_partition(group_id)
         if group_id in state.share_groups:
             return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
         streams_group = state.streams_groups.get(group_id)
@@ -459,9 +495,7 @@ class GroupCoordinator:
         _require_reply_to(reply_to)
         if not group_id:
             return Result(response=SyncGroupResponse(E.invalid_group_id))
-        error, state = self._serving(group_id)
-        if state is None:
-            return Result(response=SyncGroupResponse(error))
+        state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
             try:
@@ -485,9 +519,7 @@ class GroupCoordinator:
     ) -> Result[HeartbeatResponse]:
         if not group_id:
             return Result(response=HeartbeatResponse(E.invalid_group_id))
-        error, state = self._serving(group_id)
-        if state is None:
-            return Result(response=HeartbeatResponse(error))
+        state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
             try:
@@ -506,9 +538,7 @@ class GroupCoordinator:
         """v0-v2 name one member; its error becomes the top-level error, as Kafka answers."""
         if not group_id:
             return Result(response=LeaveGroupResponse(E.invalid_group_id))
-        error, state = self._serving(group_id)
-        if state is None:
-            return Result(response=LeaveGroupResponse(error))
+        state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
             return self._leave_consumer_group(consumer_group, members, api_version)
@@ -552,9 +582,7 @@ class GroupCoordinator:
     def consumer_group_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
         try:
             validate(request, self.config.consumer.assignors)
-            error, state = self._serving(request.group_id)
-            if state is None:
-                return Result(response=HeartbeatAnswer(error))
+            state = self._served_partition(request.group_id)
             records: list[CoordinatorRecord] = []
             if state.holds(request.group_id, ("share", "streams")):
                 raise Refused(E.group_id_not_found, _not_a(request.group_id, "consumer"))
@@ -636,9 +664,7 @@ class GroupCoordinator:
     # -- ShareGroupHeartbeat / ShareGroupDescribe (KIP-932) -----------------------------
 
     def share_group_heartbeat(self, request: ShareHeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
-        error, state = self._serving(request.group_id) if request.group_id else (None, None)
-        if error is not None:
-            return Result(response=HeartbeatAnswer(error))
+        state = self._served_partition(request.group_id) if request.group_id else None
         group = state.share_groups.get(request.group_id) if state is not None else None
         try:
             if state is not None and group is None and state.holds(request.group_id,
@@ -659,9 +685,7 @@ class GroupCoordinator:
         share-partitions ({topic id: partitions}), or failed to initialize it: recorded in
         the group's ShareGroupStatePartitionMetadata (which creates a group not there yet,
         as AlterShareGroupOffsets does on Kafka)."""
-        error, state = self._serving(group_id)
-        if error is not None:
-            return Result(response=error)
+        state = self._served_partition(group_id)
         if state.holds(group_id, ("classic", "consumer", "streams")):
             return Result(response=E.group_id_not_found)
         group = state.share_groups.get(group_id) or ShareGroup(group_id)
@@ -684,9 +708,7 @@ class GroupCoordinator:
 
     def streams_group_heartbeat(self, request: StreamsHeartbeatRequest, now_ms: int
                                 ) -> Result[StreamsHeartbeatAnswer]:
-        error, state = self._serving(request.group_id) if request.group_id else (None, None)
-        if error is not None:
-            return Result(response=StreamsHeartbeatAnswer(error))
+        state = self._served_partition(request.group_id) if request.group_id else None
         group = state.streams_groups.get(request.group_id) if state is not None else None
         records: list[CoordinatorRecord] = []
         try:
@@ -837,33 +859,33 @@ class GroupCoordinator:
         records: list[CoordinatorRecord] = []
         results = []
         for group_id in group_ids:
-            error, state = self._serving(group_id)
-            if state is not None:
-                group = state.groups.get(group_id)
-                consumer_group = state.consumer_groups.get(group_id)
-                share_group = state.share_groups.get(group_id)
-                streams_group = state.streams_groups.get(group_id)
-                if group is None and consumer_group is None and share_group is None and streams_group is None:
-                    error = E.group_id_not_found
-                elif (group is not None and group.state is not S.EMPTY) or (
-                        consumer_group is not None and consumer_group.members) or (
-                        share_group is not None and share_group.members) or (
-                        streams_group is not None and streams_group.members):
-                    error = E.non_empty_group
-                elif share_group is not None:
-                    records += share_group.deletion_records()
+            error = None
+            state = self._served_partition(group_id)
+            group = state.groups.get(group_id)
+            consumer_group = state.consumer_groups.get(group_id)
+            share_group = state.share_groups.get(group_id)
+            streams_group = state.streams_groups.get(group_id)
+            if group is None and consumer_group is None and share_group is None and streams_group is None:
+                error = E.group_id_not_found
+            elif (group is not None and group.state is not S.EMPTY) or (
+                    consumer_group is not None and consumer_group.members) or (
+                    share_group is not None and share_group.members) or (
+                    streams_group is not None and streams_group.members):
+                error = E.non_empty_group
+            elif share_group is not None:
+                records += share_group.deletion_records()
+            else:
+                offsets = state.offsets
+                for topic, partition in sorted(
+                    set(offsets.group_offsets(group_id)) | offsets.pending_partitions(group_id)
+                ):
+                    records.append(log_codec.offset_commit_record(group_id, topic, partition, None))
+                if consumer_group is not None:
+                    records += consumer_group.deletion_records()
+                elif streams_group is not None:
+                    records += streams_group.deletion_records()
                 else:
-                    offsets = state.offsets
-                    for topic, partition in sorted(
-                        set(offsets.group_offsets(group_id)) | offsets.pending_partitions(group_id)
-                    ):
-                        records.append(log_codec.offset_commit_record(group_id, topic, partition, None))
-                    if consumer_group is not None:
-                        records += consumer_group.deletion_records()
-                    elif streams_group is not None:
-                        records += streams_group.deletion_records()
-                    else:
-                        records.append(log_codec.group_metadata_record(group_id, None))
+                    records.append(log_codec.group_metadata_record(group_id, None))
             results.append(DeletableGroupResult(group_id, error or E.none))
         return Result(records=tuple(records), response=DeleteGroupsResponse(tuple(results)))
 
@@ -929,9 +951,9 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
         transactional: bool, api_version: int,
     ) -> ErrorCode | Callable[[str, int], ErrorCode | None] | None:
-        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
-        if state is None:
-            return error
+        if not group_id:
+            return E.invalid_group_id
+        state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None:
             return self.consumer.validate_offset_commit(
@@ -1016,9 +1038,9 @@ class GroupCoordinator:
         self, *, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> Result[OffsetDeleteResponse]:
         """Refused for a topic the group's live ``consumer`` subscriptions name."""
-        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
-        if state is None:
-            return Result(response=OffsetDeleteResponse(error))
+        if not group_id:
+            return Result(response=OffsetDeleteResponse(E.invalid_group_id))
+        state = self._served_partition(group_id)
         group = state.groups.get(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         streams_group = state.streams_groups.get(group_id)

@@ -322,9 +322,7 @@ class TransactionCoordinator:
                                                     producer_epoch)
         if error is not None:
             return _init_error(error)
-        error, coordinator_epoch, md = self._lookup(transactional_id)
-        if error is not None:
-            return _init_error(error)
+        coordinator_epoch, md = self._served(transactional_id)
         expected_given = producer_id != NO_PRODUCER_ID
         if md is None:
             # A new mapping: a fresh producer id whose first persisted epoch will be 0.
@@ -413,9 +411,8 @@ class TransactionCoordinator:
     ) -> Result[AddPartitionsResponse]:
         if not transactional_id:
             return Result(response=AddPartitionsResponse(E.invalid_request))
-        error, _, md = self._lookup(transactional_id)
-        if error is None:
-            error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
+        _, md = self._served(transactional_id)
+        error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is None and md.state.is_prepare:
             error = _CONCURRENT_TRANSACTIONS
         if error is not None:
@@ -478,7 +475,7 @@ class TransactionCoordinator:
         """Why a producer's ongoing transaction cannot be verified (None: it can), and its metadata."""
         if not transactional_id:
             return E.invalid_request, None
-        error, _, md = self._lookup(transactional_id)
+        error, md = self._lookup(transactional_id)
         if error is None:
             error = self._check_producer(md, producer_id, producer_epoch, api_version=4,
                                          first_fenced_version=2)
@@ -505,9 +502,8 @@ class TransactionCoordinator:
         if api_version >= FIRST_END_TXN_VERSION_OF_TV2:
             return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit, now_ms,
                                     next_producer_id)
-        error, coordinator_epoch, md = self._lookup(transactional_id)
-        if error is None:
-            error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
+        coordinator_epoch, md = self._served(transactional_id)
+        error = self._check_producer(md, producer_id, producer_epoch, api_version, 2)
         if error is not None:
             return Result(response=EndTxnResponse(error))
         if md.state is TransactionState.ONGOING:
@@ -534,17 +530,15 @@ class TransactionCoordinator:
         epoch but one (exhausted) bumps to the last and rotates the producer id: the
         answer carries the new id at epoch 0, which the producer holds once the markers
         are written; a retry from the old id and epoch is answered with the new ones."""
-        error, coordinator_epoch, md = self._lookup(transactional_id)
-        if error is None and md is not None and md.state in _MARKERS_PENDING:
+        coordinator_epoch, md = self._served(transactional_id)
+        if md is not None and md.state in _MARKERS_PENDING:
             return Result(response=EndTxnResponse(E.concurrent_transactions))
         ended = (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-        retry_on_overflow = (error is None and md is not None and md.state in ended
+        retry_on_overflow = (md is not None and md.state in ended
                              and md.previous_producer_id == producer_id != md.producer_id
                              and producer_epoch == MAX_EPOCH - 1 and md.producer_epoch == 0)
-        if error is None and (md is None or md.producer_id != producer_id) and not retry_on_overflow:
-            error = E.invalid_producer_id_mapping
-        if error is not None:
-            return Result(response=EndTxnResponse(error))
+        if (md is None or md.producer_id != producer_id) and not retry_on_overflow:
+            return Result(response=EndTxnResponse(E.invalid_producer_id_mapping))
         retry = retry_on_overflow or (md.state in ended and producer_epoch == md.producer_epoch - 1)
         if producer_epoch != md.producer_epoch and not retry:
             return Result(response=EndTxnResponse(E.producer_fenced))
@@ -582,8 +576,8 @@ class TransactionCoordinator:
         coordinator_epoch: int | None = None,
     ) -> Result[None]:
         """Every marker is acknowledged: persist Complete*, unless the world moved on."""
-        error, current_epoch, md = self._lookup(transactional_id)
-        if error is not None or md is None:
+        current_epoch, md = self._served(transactional_id)
+        if md is None:
             return _NOTHING
         if coordinator_epoch is not None and coordinator_epoch != current_epoch:
             return _NOTHING
@@ -612,23 +606,22 @@ class TransactionCoordinator:
                 every_ms=config.remove_expired_transaction_cleanup_interval_ms),
         )
 
-    def abort_timed_out_transactions(self, now_ms: int, partition: int | None = None) -> list[Result]:
-        """Fence and abort every Ongoing transaction older than its own timeout
-        (of one coordinator partition, or of all)."""
+    def abort_timed_out_transactions(self, now_ms: int, partition: int) -> list[Result]:
+        """Fence and abort every Ongoing transaction of a served partition older than its
+        own timeout."""
+        state = self._partitions[partition]
         return [self._fence_and_abort(md, state.coordinator_epoch, now_ms)
-                for state in self._serving(partition) for md in state.transactions.values() if _timed_out(md, now_ms)]
+                for md in state.transactions.values() if _timed_out(md, now_ms)]
 
     def timed_out_transactions(self, now_ms: int, partition: int) -> list[str]:
-        """The ids of the partition's Ongoing transactions older than their own timeout."""
-        return [md.transactional_id for state in self._serving(partition)
-                for md in state.transactions.values() if _timed_out(md, now_ms)]
+        """The ids of a served partition's Ongoing transactions older than their own timeout."""
+        return [md.transactional_id for md in self._partitions[partition].transactions.values()
+                if _timed_out(md, now_ms)]
 
     def abort_timed_out_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
         """Fence and abort one transaction if it is (still) Ongoing past its timeout: the
         timer's event for one id, so that its write can wait for the ISR on its own."""
-        error, coordinator_epoch, md = self._lookup(transactional_id)
-        if error is not None:
-            return Result(response=error)
+        coordinator_epoch, md = self._served(transactional_id)
         if md is None or not _timed_out(md, now_ms):
             return Result(response=E.invalid_txn_state)
         aborted = self._fence_and_abort(md, coordinator_epoch, now_ms)
@@ -637,11 +630,9 @@ class TransactionCoordinator:
     def abort_transaction(self, transactional_id: str, now_ms: int) -> Result[ErrorCode]:
         """Fence the producer and abort its ongoing transaction now, as its timeout
         would: an operator ending a transaction that hangs (the control service)."""
-        error, coordinator_epoch, md = self._lookup(transactional_id)
-        if error is None and md is None:
-            error = E.transactional_id_not_found
-        if error is None and md.state is not S.ONGOING:
-            error = E.invalid_txn_state
+        coordinator_epoch, md = self._served(transactional_id)
+        error = (E.transactional_id_not_found if md is None
+                 else E.invalid_txn_state if md.state is not S.ONGOING else None)
         if error is not None:
             return Result(response=error)
         aborted = self._fence_and_abort(md, coordinator_epoch, now_ms)
@@ -652,17 +643,16 @@ class TransactionCoordinator:
         return Result(records=(self._record(aborting),),
                       effects=(self._send_markers(aborting, coordinator_epoch, False),))
 
-    def expire_transactional_ids(self, now_ms: int, partition: int | None = None) -> list[Result]:
-        """Tombstone idle ids (Empty/Complete*) untouched for transactional.id.expiration.ms
-        (of one coordinator partition, or of all)."""
+    def expire_transactional_ids(self, now_ms: int, partition: int) -> list[Result]:
+        """Tombstone a served partition's idle ids (Empty/Complete*) untouched for
+        transactional.id.expiration.ms."""
         horizon = now_ms - self.config.transactional_id_expiration_ms
         results = []
-        for state in self._serving(partition):
-            for md in state.transactions.values():
-                if md.state.is_expiration_allowed and md.txn_last_update_timestamp_ms <= horizon:
-                    md.prepare_dead()  # asserts the transition is legal
-                    key = log_codec.encode_key(md.transactional_id)
-                    results.append(Result(records=(TransactionLogRecord(key, None),)))
+        for md in self._partitions[partition].transactions.values():
+            if md.state.is_expiration_allowed and md.txn_last_update_timestamp_ms <= horizon:
+                md.prepare_dead()  # asserts the transition is legal
+                key = log_codec.encode_key(md.transactional_id)
+                results.append(Result(records=(TransactionLogRecord(key, None),)))
         return results
 
     # -- admin -------------------------------------------------------------------------
@@ -673,7 +663,7 @@ class TransactionCoordinator:
             if not transactional_id:
                 described.append(DescribedTransaction(transactional_id, E.invalid_request))
                 continue
-            error, _, md = self._lookup(transactional_id)
+            error, md = self._lookup(transactional_id)
             if error is None and md is None:
                 error = E.transactional_id_not_found
             if error is not None:
@@ -712,8 +702,8 @@ class TransactionCoordinator:
         unknown = tuple(n for n in state_names if S.from_name(n) is None)
         producer_ids = set(producer_id_filters)
         listed = []
-        for state in self._serving():
-            for md in state.transactions.values():
+        for partition in self.loads.loaded():  # asked outside the runtime: the partitions served
+            for md in self._partitions[partition].transactions.values():
                 if producer_ids and md.producer_id not in producer_ids:
                     continue
                 if state_names and md.state not in wanted_states:
@@ -728,17 +718,21 @@ class TransactionCoordinator:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _lookup(
-        self, transactional_id: str
-    ) -> tuple[ErrorCode | None, int, TransactionMetadata | None]:
+    def _served(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
+        """For the writes, which the runtime runs only on a partition it serves: the
+        partition's coordinator epoch and the id's metadata (None: not mapped)."""
+        state = self._partitions[self.partition_for(transactional_id)]
+        return state.coordinator_epoch, state.transactions.get(transactional_id)
+
+    def _lookup(self, transactional_id: str) -> tuple[ErrorCode | None, TransactionMetadata | None]:
+        """For the reads asked outside the runtime (DescribeTransactions, the KIP-890
+        verification), which Kafka checks per id: why the id's partition is not served
+        here (None: it is), and the id's metadata."""
         partition = self.partition_for(transactional_id)
         refusal = self.loads.refusal(partition)
-        state = self._partitions.get(partition)
-        if state is None:
-            return refusal or E.not_coordinator, -1, None
         if refusal is not None:
-            return refusal, state.coordinator_epoch, None
-        return None, state.coordinator_epoch, state.transactions.get(transactional_id)
+            return refusal, None
+        return None, self._partitions[partition].transactions.get(transactional_id)
 
     @staticmethod
     def _check_producer(
@@ -753,10 +747,6 @@ class TransactionCoordinator:
         if md.producer_epoch != producer_epoch:
             return _fenced_error(api_version, first_fenced_version)
         return None
-
-    def _serving(self, partition: int | None = None) -> list[_PartitionState]:
-        served = self.loads.loaded()
-        return [s for p, s in self._partitions.items() if p in served and partition in (None, p)]
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:

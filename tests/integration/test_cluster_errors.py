@@ -161,6 +161,15 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
         r = await conn.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
         assert r.groups[0].error_code == code("NOT_COORDINATOR")
         assert (await conn.request(11, 5, join)).error_code == code("NOT_COORDINATOR")
+        # A request's own checks come before the coordinator is asked, as on Kafka.
+        too_short = dict(join, session_timeout_ms=1)
+        assert (await conn.request(11, 5, too_short)).error_code == code("INVALID_SESSION_TIMEOUT")
+        heartbeat = {"group_id": group, "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
+                     "rebalance_timeout_ms": 30000, "subscribed_topic_names": [], "subscribed_topic_regex": None,
+                     "server_assignor": None, "topic_partitions": []}
+        refused = await conn.request(68, 1, heartbeat)
+        assert (refused.error_code, refused.error_message) == (code("INVALID_REQUEST"), "MemberId can't be empty.")
+        assert (await conn.request(68, 1, dict(heartbeat, member_id="m1"))).error_code == code("NOT_COORDINATOR")
 
 
 async def test_a_moved_coordinator_loads_before_it_answers(broker_factory, topic_name):

@@ -8,8 +8,10 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.share.coordinator import READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator, StateAnswer
+from coordinator.runtime import CoordinatorRefused, CoordinatorRuntime
+from coordinator.share.coordinator import (
+    NEGATIVE_LEADER_EPOCH, READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator, StateAnswer,
+)
 from coordinator.share.persister_policy import leader_error, retry_after_ms
 from coordinator.share.partition import ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, Acknowledgement, \
     Acquired, LogBatch, SharePartition
@@ -105,3 +107,25 @@ def test_a_share_partition_goes_on_from_its_snapshot():
     assert (restored.start_offset, restored.end_offset) == (1, 6)
     assert restored.acquire("b", [LogBatch(0, 5), LogBatch(6, 6)], 0, 1000, 500, 2000) == [
         Acquired(1, 1, 2), Acquired(4, 5, 2), Acquired(6, 6, 1)]
+
+
+def test_a_negative_leader_epoch_is_checked_after_the_runtime_refuses():
+    """As Kafka 4.4: ReadShareGroupState's negative leader epoch is the share coordinator
+    shard's check, so it runs only once the runtime serves the key's partition; a node
+    that does not serve it answers NOT_COORDINATOR, one still loading it
+    COORDINATOR_LOAD_IN_PROGRESS."""
+    machine = ShareCoordinator(partitions=1)
+    runtime = CoordinatorRuntime(machine, RecordingLog(), lambda effect: None)
+
+    def refusal():
+        try:
+            read(machine, runtime, leader_epoch=-1)
+        except CoordinatorRefused as refused:
+            return refused.error
+        return None
+
+    assert refusal() is E.not_coordinator
+    runtime.begin_load(0, 0)
+    assert refusal() is E.coordinator_load_in_progress
+    runtime.load(0, 0)
+    assert read(machine, runtime, leader_epoch=-1) == StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH)

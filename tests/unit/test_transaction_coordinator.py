@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
-from coordinator.runtime import CoordinatorRecord, CoordinatorRuntime, InMemoryLog, Result
+from coordinator.runtime import CoordinatorRecord, CoordinatorRefused, CoordinatorRuntime, InMemoryLog, Result
 from coordinator.transaction import (
     ProducerIdTaken,
     SendMarkers,
@@ -68,7 +68,8 @@ class Harness:
         self.coordinator_epoch = coordinator_epoch
         self.log = InMemoryLog()
         self.effects = []
-        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform)
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, self._perform,
+                                          timers=self.coordinator.timers())
         self.appended = []  # every record committed, as the objects replay was given
 
     def _perform(self, effect):
@@ -123,6 +124,30 @@ class Harness:
 
     def md(self, tid=TID):
         return self.coordinator.transaction_metadata(tid)
+
+    def abort_timed_out_transactions(self, now_ms, partition=None):
+        """The timeout aborts of one partition, or of every partition the runtime serves
+        (as its timer round runs them)."""
+        return [r for p in self._timer_partitions(partition)
+                for r in self.coordinator.abort_timed_out_transactions(now_ms, p)]
+
+    def expire_transactional_ids(self, now_ms, partition=None):
+        """The expirations of one partition, or of every partition the runtime serves."""
+        return [r for p in self._timer_partitions(partition)
+                for r in self.coordinator.expire_transactional_ids(now_ms, p)]
+
+    def _timer_partitions(self, partition):
+        return sorted(self.runtime.loads.loaded()) if partition is None else [partition]
+
+    def refused(self, operation, transactional_id, *args):
+        """Runs ``operation`` as the broker does, through the runtime on the id's
+        partition: the error the runtime refuses it with (None: it ran)."""
+        try:
+            self.runtime.run(self.partition_for(transactional_id),
+                             lambda: getattr(self, operation)(transactional_id, *args), NOW)
+        except CoordinatorRefused as refused:
+            return refused.error
+        return None
 
     def __getattr__(self, name):
         return getattr(self.coordinator, name)
@@ -236,14 +261,14 @@ def test_should_generate_new_producer_id_if_epochs_exhausted():
 
 def test_should_respond_with_not_coordinator_on_init_pid_when_not_coordinator():
     h = Harness()
-    assert h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.not_coordinator
+    assert h.refused("init_producer_id", TID, TIMEOUT, -1, -1, INIT_V, NOW) is E.not_coordinator
     assert h.pids.next == 100  # no producer id was spent
 
 
 def test_should_respond_with_coordinator_load_in_progress_on_init_pid_when_coordinator_loading():
     h = Harness()
     h.load_partition(h.partition_for(TID), 1)
-    assert h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.coordinator_load_in_progress
+    assert h.refused("init_producer_id", TID, TIMEOUT, -1, -1, INIT_V, NOW) is E.coordinator_load_in_progress
 
 
 @pytest.mark.parametrize("state", [S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT])
@@ -422,14 +447,13 @@ def test_should_respond_with_invalid_request_add_partitions_when_transactional_i
 
 
 def test_should_respond_with_not_coordinator_on_add_partitions_when_not_coordinator():
-    result = Harness().add_partitions_to_txn(TID, 0, 1, PARTITIONS, TXN_V, NOW)
-    assert result.response.error is E.not_coordinator
+    assert Harness().refused("add_partitions_to_txn", TID, 0, 1, PARTITIONS, TXN_V, NOW) is E.not_coordinator
 
 
 def test_should_respond_with_coordinator_load_in_progress_on_add_partitions_when_coordinator_loading():
     h = Harness()
     h.load_partition(h.partition_for(TID), 1)
-    assert h.add_partitions_to_txn(TID, 0, 1, PARTITIONS, TXN_V, NOW).response.error is E.coordinator_load_in_progress
+    assert h.refused("add_partitions_to_txn", TID, 0, 1, PARTITIONS, TXN_V, NOW) is E.coordinator_load_in_progress
 
 
 @pytest.mark.parametrize("state", [S.PREPARE_COMMIT, S.PREPARE_ABORT])
@@ -659,13 +683,13 @@ def test_should_respond_with_invalid_request_on_end_txn_when_transactional_id_is
 
 
 def test_should_respond_with_not_coordinator_on_end_txn_when_is_not_coordinator_for_id():
-    assert Harness().end_txn(TID, 0, 0, True, TXN_V, NOW).response.error is E.not_coordinator
+    assert Harness().refused("end_txn", TID, 0, 0, True, TXN_V, NOW) is E.not_coordinator
 
 
 def test_should_respond_with_coordinator_load_in_progress_on_end_txn_when_coordinator_is_loading():
     h = Harness()
     h.load_partition(h.partition_for(TID), 1)
-    assert h.end_txn(TID, 0, 0, True, TXN_V, NOW).response.error is E.coordinator_load_in_progress
+    assert h.refused("end_txn", TID, 0, 0, True, TXN_V, NOW) is E.coordinator_load_in_progress
 
 
 # -- markers_written (TransactionMarkerChannelManagerTest) ----------------------------------
@@ -689,7 +713,7 @@ def test_markers_written_is_ignored_when_the_state_moved_on(pid, epoch, commit, 
 def test_markers_written_after_emigration_is_ignored():
     h = owned(meta(S.PREPARE_ABORT))
     h.unload_partition(h.partition_for(TID))
-    assert h.markers_written(TID, PID, EPOCH, False, NOW) == Result()
+    assert h.refused("markers_written", TID, PID, EPOCH, False, NOW) is E.not_coordinator  # nothing written
     assert Harness().own().markers_written(TID, PID, EPOCH, False, NOW) == Result()  # unknown id
 
 
@@ -730,8 +754,11 @@ def test_timers_can_be_run_one_coordinator_partition_at_a_time():
     (result,) = h.abort_timed_out_transactions(NOW + TIMEOUT + 1, partition=mine)
     assert only_record(result)[0] == TID
     assert len(h.abort_timed_out_transactions(NOW + TIMEOUT + 1)) == 2
-    unowned = min(set(range(50)) - {mine, h.partition_for(other)})
-    assert h.abort_timed_out_transactions(NOW + TIMEOUT + 1, partition=unowned) == []
+    # the runtime's timer round runs on the partitions it serves only
+    h.runtime.start_timers(NOW)
+    events = h.runtime.due_timer_events(NOW + TransactionConfig().remove_expired_transaction_cleanup_interval_ms)
+    assert {(e.timer, e.partition) for e in events} == {
+        (timer.name, p) for timer in h.coordinator.timers() for p in (mine, h.partition_for(other))}
     idle = owned(meta(S.COMPLETE_COMMIT, updated=NOW), meta(S.EMPTY, tid=other, pid=PID + 1, updated=NOW))
     late = NOW + TransactionConfig().transactional_id_expiration_ms
     (expired,) = idle.expire_transactional_ids(late, partition=idle.partition_for(other))
@@ -924,7 +951,7 @@ def test_list_transactions_with_coordinator_loading_in_progress():
 def test_should_return_not_coordinator_error_if_transaction_id_partition_not_owned():
     h = Harness(TransactionConfig(transaction_state_log_num_partitions=2)).own("a")
     assert h.partition_for("a") == 1 and h.partition_for("b") == 0
-    assert h.init_producer_id("b", TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.not_coordinator
+    assert h.refused("init_producer_id", "b", TIMEOUT, -1, -1, INIT_V, NOW) is E.not_coordinator
     assert h.init_producer_id("a", TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.none
 
 
@@ -943,7 +970,7 @@ def test_delete_partition():
     h.unload_partition(0)
     assert h.md("b") is None and h.md("a") is not None
     assert h.runtime.loads.loaded() == {1}
-    assert h.end_txn("b", 5, EPOCH, True, TXN_V, NOW).response.error is E.not_coordinator
+    assert h.refused("end_txn", "b", 5, EPOCH, True, TXN_V, NOW) is E.not_coordinator
 
 
 def test_delete_loading_partition():
@@ -954,7 +981,7 @@ def test_delete_loading_partition():
     h.seed(meta(S.PREPARE_COMMIT))
     h.unload_partition(p)
     assert h.runtime.loads.held() == frozenset()
-    assert h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.not_coordinator
+    assert h.refused("init_producer_id", TID, TIMEOUT, -1, -1, INIT_V, NOW) is E.not_coordinator
     with pytest.raises(KeyError):
         h.finish_loading(p)
 
@@ -970,7 +997,7 @@ def test_load_and_remove_transactions_for_partition():
     h.seed(meta(S.PREPARE_ABORT, pid=2, tid="two", partitions={("topic3", 0)}))
     h.seed(meta(S.COMPLETE_ABORT, pid=2, tid="two"))
     h.seed(meta(S.EMPTY, pid=2, tid="two", epoch=EPOCH + 1))
-    assert h.init_producer_id("one", TIMEOUT, -1, -1, INIT_V, NOW).response.error is E.coordinator_load_in_progress
+    assert h.refused("init_producer_id", "one", TIMEOUT, -1, -1, INIT_V, NOW) is E.coordinator_load_in_progress
     rolled = h.finish_loading(0)
     assert h.md("one").state is S.PREPARE_COMMIT and len(h.md("one").topic_partitions) == 5
     assert h.md("two").state is S.EMPTY and h.md("two").producer_epoch == EPOCH + 1
@@ -1014,7 +1041,7 @@ def test_successful_reimmigration():
     h = owned(meta(S.PREPARE_COMMIT))
     p = h.partition_for(TID)
     h.unload_partition(p)
-    assert h.end_txn(TID, PID, EPOCH, True, TXN_V, NOW).response.error is E.not_coordinator
+    assert h.refused("end_txn", TID, PID, EPOCH, True, TXN_V, NOW) is E.not_coordinator
     h.load_partition(p, 12)
     h.seed(meta(S.PREPARE_COMMIT))
     (result,) = h.finish_loading(p)
@@ -1078,7 +1105,7 @@ def test_every_handler_leaves_state_untouched():
     for state in S:
         if state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
             continue
-        h = owned(meta(state, start=0, updated=0), config=EXPIRY)
+        h = owned(meta(state, start=0, updated=0), config=EXPIRY).own("fresh-id")
         calls = [
             lambda: h.init_producer_id(TID, TIMEOUT, -1, -1, INIT_V, NOW),
             lambda: h.init_producer_id(TID, TIMEOUT, PID, EPOCH, INIT_V, NOW),

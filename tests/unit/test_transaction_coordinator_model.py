@@ -25,8 +25,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kio.schema.errors import ErrorCode as E
 
 from coordinator.partitioning import partition_for
-from coordinator.runtime import CoordinatorRecord
+from coordinator.runtime import CoordinatorRecord, CoordinatorRefused, CoordinatorRuntime, InMemoryLog
 from coordinator.transaction import ProducerIdTaken, SendMarkers, TransactionConfig, TransactionCoordinator
+from coordinator.transaction.coordinator import AddPartitionsResponse, EndTxnResponse, InitProducerIdResponse
 
 IDS = ("tx-a", "tx-b", "tx-c")
 PARTITIONS = 2
@@ -183,10 +184,14 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         self.model = Model()
         self.real = TransactionCoordinator(CONFIG)
         self.next_pid = self.model.next_pid  # the broker's allocator: an id is used once taken
-        self.logs: dict[int, list[CoordinatorRecord]] = {p: [] for p in range(PARTITIONS)}
+        self.log = InMemoryLog()
+        self.effects: list = []
+        # Requests run through the runtime (which refuses them on a partition it does not
+        # serve); loads and timers are played by hand.
+        self.runtime = CoordinatorRuntime(self.real, self.log, self.effects.append)
         self.now = 1_000_000
         self.pending: list[SendMarkers] = []
-        self.loads = self.real.loads  # kept by the runtime, which this test plays
+        self.loads = self.real.loads  # kept by the runtime
         for p in range(PARTITIONS):
             self.loads.mark_loading(p)
             self.real.load_partition(p, 0)
@@ -196,15 +201,27 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
     # -- driving the real coordinator as the runtime does ------------------------------
 
     def apply(self, result):
-        for record in result.records:
-            p = self.real.partition_of(record)
-            self.logs[p].append(record)
-            self.real.replay(record, len(self.logs[p]) - 1, self.now)
-        markers = [e for e in result.effects if isinstance(e, SendMarkers)]
-        if any(isinstance(e, ProducerIdTaken) for e in result.effects):
+        """Commits a load's or a timer's result, as the runtime does."""
+        self.effects.clear()
+        partition = self.real.partition_of(result.records[0]) if result.records else 0
+        return self._performed(self.runtime.apply(partition, result, self.now))
+
+    def run(self, tid, handler, refused):
+        """Runs a request's handler as the broker does, through the runtime on the id's
+        partition; a refusal is answered ``refused(error)``, as the service maps it."""
+        self.effects.clear()
+        try:
+            response = self.runtime.run(self.real.partition_for(tid), handler, self.now)
+        except CoordinatorRefused as refusal:
+            response = refused(refusal.error)
+        return self._performed(response)
+
+    def _performed(self, response):
+        markers = [e for e in self.effects if isinstance(e, SendMarkers)]
+        if any(isinstance(e, ProducerIdTaken) for e in self.effects):
             self.next_pid += 1
         self.pending += markers
-        return result.response, markers
+        return response, markers
 
     def check_markers(self, markers, expected_before, ordered=True):
         expected = self.model.markers[expected_before:]
@@ -229,8 +246,12 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         given = self.producer(data, tid) if kip360 and tid in self.model.txns else None
         before = len(self.model.markers)
         expected = self.model.init(tid, timeout, given, version, self.now)
-        response, markers = self.apply(self.real.init_producer_id(
-            tid, timeout, *(given or (-1, -1)), version, self.now, self.next_pid))
+        pid, epoch = given or (-1, -1)
+        # what the service answers before the runtime can refuse the request
+        invalid = self.real.init_producer_id_request_error(tid, timeout, pid, epoch)
+        response, markers = (InitProducerIdResponse(invalid), []) if invalid is not None else self.run(
+            tid, lambda: self.real.init_producer_id(tid, timeout, pid, epoch, version, self.now, self.next_pid),
+            InitProducerIdResponse)
         assert self.next_pid == self.model.next_pid
         got = (response.error, response.producer_id, response.producer_epoch) if response.error == E.none \
             else (response.error, -1, -1)
@@ -242,8 +263,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
     def add_partitions_to_txn(self, tid, partitions, version, data):
         pid, epoch = self.producer(data, tid)
         expected = self.model.add(tid, pid, epoch, frozenset(partitions), version, self.now)
-        response, markers = self.apply(self.real.add_partitions_to_txn(tid, pid, epoch, partitions, version,
-                                                                       self.now))
+        response, markers = self.run(tid, lambda: self.real.add_partitions_to_txn(
+            tid, pid, epoch, partitions, version, self.now), AddPartitionsResponse)
         assert response.error == expected and not markers
 
     @rule(tid=st.sampled_from(IDS), group=st.sampled_from(GROUPS), version=st.integers(0, 4), data=st.data())
@@ -251,7 +272,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         pid, epoch = self.producer(data, tid)
         offsets = frozenset({("__consumer_offsets", partition_for(group, CONFIG.offsets_topic_num_partitions))})
         expected = self.model.add(tid, pid, epoch, offsets, version, self.now)
-        response, markers = self.apply(self.real.add_offsets_to_txn(tid, pid, epoch, group, version, self.now))
+        response, markers = self.run(tid, lambda: self.real.add_offsets_to_txn(
+            tid, pid, epoch, group, version, self.now), AddPartitionsResponse)
         assert response.error == expected and not markers
 
     @rule(tid=st.sampled_from(IDS), commit=st.booleans(), version=st.integers(0, 4), data=st.data())
@@ -259,7 +281,8 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         pid, epoch = self.producer(data, tid)
         before = len(self.model.markers)
         expected = self.model.end(tid, pid, epoch, commit, version, self.now)
-        response, markers = self.apply(self.real.end_txn(tid, pid, epoch, commit, version, self.now))
+        response, markers = self.run(tid, lambda: self.real.end_txn(tid, pid, epoch, commit, version, self.now),
+                                     EndTxnResponse)
         assert response.error == expected
         self.check_markers(markers, before)
 
@@ -270,8 +293,9 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         m = self.pending.pop(data.draw(st.integers(0, len(self.pending) - 1)))
         self.model.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit,
                                    m.coordinator_epoch, self.now)
-        response, markers = self.apply(self.real.markers_written(
-            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.now, m.coordinator_epoch))
+        response, markers = self.run(m.transactional_id, lambda: self.real.markers_written(
+            m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.now, m.coordinator_epoch),
+            lambda error: None)  # refused on a partition loading again: its load rolls forward
         assert not markers
 
     @rule(ms=st.sampled_from([1, 999, 1001, 5001, 60_001, 100_001]))
@@ -280,16 +304,18 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
         before = len(self.model.markers)
         self.model.time_out(self.now)
         markers = []
-        for result in self.real.abort_timed_out_transactions(self.now):
-            markers += self.apply(result)[1]
+        for p in sorted(self.loads.loaded()):  # the runtime's timer round: the partitions served
+            for result in self.real.abort_timed_out_transactions(self.now, p):
+                markers += self.apply(result)[1]
         # Kafka aborts the timed-out transactions of one check in no defined order.
         self.check_markers(markers, before, ordered=False)
 
     @rule()
     def expiration(self):
         self.model.expire(self.now)
-        for result in self.real.expire_transactional_ids(self.now):
-            self.apply(result)
+        for p in sorted(self.loads.loaded()):
+            for result in self.real.expire_transactional_ids(self.now, p):
+                self.apply(result)
 
     @rule(p=st.integers(0, PARTITIONS - 1))
     def coordinator_unloads_and_starts_loading(self, p):
@@ -307,7 +333,7 @@ class CoordinatorVersusModel(RuleBasedStateMachine):
             return
         before = len(self.model.markers)
         self.model.finish_reload(p)
-        for offset, record in enumerate(self.logs[p]):  # as read back from disk
+        for offset, record in enumerate(self.log.records(p)):  # as read back from disk
             self.real.replay(CoordinatorRecord(record.key, record.value), offset, self.now)
         markers = []
         self.loads.mark_loaded(p)
