@@ -5,8 +5,9 @@ type from the union of its fields over every version the broker serves; reading 
 fields from kio imports the schema module of every version (a first Metadata answer
 imported 28 modules for it). ``make compile`` stores each type's spec (plain data,
 ``answer_wire.message_spec``; ``python -m protocol.answer_wire`` stores them) in a file
-beside the protocol's bytecode; a start reads
-the file once and then imports only the schema of the version a request or answer uses.
+beside the protocol's bytecode; a start reads the file once and then imports only the
+schema of the version a request or answer uses. Where the directory is not writable
+nothing is stored, as for the dataclass code.
 
 The file is used only when its fingerprint matches: the spec format, kio's version, the
 served versions table, and the size and modification time of the modules the specs are
@@ -65,7 +66,10 @@ def stored(direction: str, api_key: int) -> tuple | None:
 
 def save(specs: dict[tuple[str, int], tuple], path: Path = CACHE_FILE) -> None:
     """Stores ``specs`` (by (direction, API key)) with the fingerprint of this installation."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_bytes(marshal.dumps((_fingerprint(), specs)))
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_bytes(marshal.dumps((_fingerprint(), specs)))
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
