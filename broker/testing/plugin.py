@@ -106,12 +106,11 @@ def new_broker(data_dir: Path, settings: dict[str, object] | None = None, *, in_
                nodes: int = 1, admin: bool = False, log_level: str | None = None):
     """A broker handle, not yet started; ``admin`` serves the control API (``.control()``);
     ``log_level`` (a subprocess's only) its --log-level."""
-    if log_level is not None:
-        if in_process:
-            raise ValueError("log_level is a subprocess broker's (in_process=False)")
+    if not in_process:
         return BrokerProcess(data_dir, settings, nodes=nodes, admin=admin, log_level=log_level)
-    cls = InProcessBroker if in_process else BrokerProcess
-    return cls(data_dir, settings, nodes=nodes, admin=admin)
+    if log_level is not None:
+        raise ValueError("log_level is a subprocess broker's (in_process=False)")
+    return InProcessBroker(data_dir, settings, nodes=nodes, admin=admin)
 
 
 @pytest.fixture(scope="session")
