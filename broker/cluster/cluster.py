@@ -97,6 +97,9 @@ class Cluster:
         # what open_all found: whether the last run ended cleanly, and its recovery points
         self._clean_start = False
         self._recorded_points: dict[tuple[str, int], int] | None = None  # read at first use
+        # topics whose points the recovery-points file may still hold though they are gone
+        # (deleted, or unknown when it was read): dropped at its next write
+        self._stale_point_topics: set[str] = set()
         # Told of events that /metrics counts (set by the admin server, else None):
         # (coordinator topic, partition, seconds from load start to loaded) and
         # ("commit" | "abort", seconds from a transaction's start to its markers written).
@@ -245,19 +248,37 @@ class Cluster:
         opens, a checkpoint or a stop records them): a start that opens no partition does
         not parse a line per partition."""
         if self._recorded_points is None:
-            self._recorded_points = read_recovery_points(self.recovery_points_path)
+            points = read_recovery_points(self.recovery_points_path)
+            stale = {key for key in points if not self.has_partition(*key)}  # deleted before a crash
+            for key in stale:
+                del points[key]
+            self._stale_point_topics.update(topic for topic, _ in stale)
+            self._recorded_points = points
         return self._recorded_points
 
-    def _write_recovery_points(self) -> None:
+    def _write_recovery_points(self) -> bool:
         # partitions not opened this run keep the point they had at start
         points = {key: p for key, p in self._start_points.items() if key not in self.partitions}
         points.update((key, p.recovery_point) for key, p in self.partitions.items() if p.recovery_point is not None)
         if not points and not self.recovery_points_path.exists():
-            return  # none to record and no file: reading none gives the same empty set
+            self._stale_point_topics.clear()
+            return True  # none to record and no file: reading none gives the same empty set
         try:
             write_recovery_points(self.recovery_points_path, points)
         except OSError as e:
             log.warning("could not write %s: %s", self.recovery_points_path, e)
+            return False
+        self._stale_point_topics.clear()
+        return True
+
+    def _drop_stale_points(self, name: str) -> None:
+        """Before partitions of ``name`` are made: points the file still holds for a topic
+        of that name that is gone are written away first, so that a crash cannot hand
+        them to the new partitions (a delete leaves them to the next write)."""
+        self._start_points  # read once per run: what it holds of unknown topics is noted
+        if name in self._stale_point_topics and not self._write_recovery_points():
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not rewrite {self.recovery_points_path.name}, which "
+                                                    f"still records partitions of an earlier topic {name}")
 
     async def checkpoint_recovery_points(self) -> None:
         """Moves every partition's recovery point to its log end (log fsynced, producer
@@ -458,6 +479,7 @@ class Cluster:
         checked = validate_topic_configs(configs or {})
         if validate_only:
             return None
+        self._drop_stale_points(name)
         intent = self._begin(Intent(CREATE, name, 0, partitions, tuple(sorted(checked.items()))))
         self._make_partition_dirs(intent)
         try:
@@ -591,11 +613,14 @@ class Cluster:
             if part is not None:
                 part.discard()
             self.replicas.forget(name, i)
-            self._start_points.pop((name, i), None)
+            if self._recorded_points is not None:  # else the read leaves them out
+                self._recorded_points.pop((name, i), None)
+        # its points stay in the file until the next write (periodic, at stop, or before
+        # a topic of the name is made): a delete does not rewrite every partition's
+        self._stale_point_topics.add(name)
         self._remove_deleted_dirs(intent)
         self.created_this_run.discard(name)
         self.replicas.save([])  # the forgotten partitions only
-        self._write_recovery_points()  # a topic created again under the name starts without one
         log.info("deleted topic %s", name)
         return topic
 
@@ -627,6 +652,7 @@ class Cluster:
                                      f"{first + offset} are fenced or in controlled shutdown.")
         if validate_only:
             return None
+        self._drop_stale_points(name)
         intent = self._begin(Intent(ADD, name, first, count))
         self._make_partition_dirs(intent)
         try:
