@@ -57,7 +57,7 @@ async def handle(ctx, request):
             results.append(result)
             continue
         try:
-            info = cluster.create_topic(
+            info = await cluster.create_topic_off_loop(
                 t.name, t.num_partitions, t.replication_factor, {c.name: c.value for c in t.configs},
                 request.validate_only, assignments)
             if assignments:

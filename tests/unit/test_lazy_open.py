@@ -3,6 +3,7 @@ clean-shutdown marker after a run that left partitions unvalidated."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -197,7 +198,7 @@ def test_create_killed_at_each_point_leaves_the_whole_topic_or_none(tmp_path: Pa
     assert TopicIntents(tmp_path / "meta").load() and not cluster.intents.pending
 
     # a partition add killed before the registry: the topic as it was
-    cluster = _killed_during(lambda: cluster.add_partitions("c", 5), tmp_path, monkeypatch, caplog, TopicRegistry, "set_partitions")
+    cluster = _killed_during(lambda: asyncio.run(cluster.add_partitions("c", 5)), tmp_path, monkeypatch, caplog, TopicRegistry, "set_partitions")
     assert cluster.topics.by_name["c"].partitions == 3 and len(list(tmp_path.glob("c-*"))) == 3
     assert "rolled back the partition add of c" in caplog.text
 
@@ -249,7 +250,7 @@ def test_a_deleted_topics_recovery_points_never_reach_a_topic_made_again_under_i
 
     cluster.delete_topic("t")  # in the same run as the make again: the points were read
     cluster.create_topic("t", 1)
-    cluster.add_partitions("t", 2)
+    asyncio.run(cluster.add_partitions("t", 2))
     assert set(recorded()) <= {("other", 0), ("other", 1), ("t", 0), ("t", 1)}
     assert all(recorded().get(("t", i), 0) == 0 for i in range(2))
     assert cluster.partition("other", 1).log.log_end_offset == 1
