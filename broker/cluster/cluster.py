@@ -79,8 +79,8 @@ class NodeRegistration:
 
 
 @dataclass(frozen=True)
-class _CreatePlan:
-    """A create's checked request: what ``_register_topic`` needs once the directories are made."""
+class CreatePlan:
+    """A create ``Cluster.check_create`` passed: what making the topic needs."""
 
     intent: Intent
     replication_factor: int
@@ -473,7 +473,7 @@ class Cluster:
         """Creates a topic with its directories made here, on the caller's thread: for the
         small topics a broker makes itself (coordinator topics, auto-creation, a streams
         group's internal topics) and for callers without an event loop."""
-        plan = self._check_create(name, partitions, replication_factor, configs, assignments)
+        plan = self.check_create(name, partitions, replication_factor, configs, assignments)
         if validate_only:
             return None
         intent = self._begin_making(plan.intent)
@@ -483,27 +483,19 @@ class Cluster:
         finally:
             self._making.discard(name)
 
-    async def create_topic_off_loop(
-        self,
-        name: str,
-        partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
-        validate_only: bool = False,
-        assignments: dict[int, list[int]] | None = None,
-    ) -> TopicInfo | None:
-        """CreateTopics' create: checked and recorded on the loop, its directories made by a
-        thread while the broker goes on answering, then registered on the loop. It
-        finishes even if the requester goes away meanwhile (as Kafka's controller does)."""
-        plan = self._check_create(name, partitions, replication_factor, configs, assignments)
-        if validate_only:
-            return None
+    async def create_off_loop(self, plan: CreatePlan) -> TopicInfo:
+        """CreateTopics' create of a topic ``check_create`` passed: recorded on the loop, its
+        directories made by a thread while the broker goes on answering, then registered
+        on the loop. It finishes even if the requester goes away meanwhile (as Kafka's
+        controller does)."""
         intent = self._begin_making(plan.intent)
-        return await self._finish_off_loop(name, intent, lambda: self._register_topic(plan, intent))
+        return await self._finish_off_loop(intent.topic, intent, lambda: self._register_topic(plan, intent))
 
-    def _check_create(self, name: str, partitions: int, replication_factor: int,
-                      configs: dict[str, str | None] | None,
-                      assignments: dict[int, list[int]] | None) -> "_CreatePlan":
+    def check_create(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str | None] | None,
+                     assignments: dict[int, list[int]] | None) -> CreatePlan:
+        """What a create would make (-1: the broker's default), or TopicError: Kafka's
+        checks, in its order."""
         validate_topic_name(name)
         if name in self.topics.by_name or name in self._making:
             raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
@@ -526,9 +518,9 @@ class Cluster:
             )
         checked = validate_topic_configs(configs or {})
         intent = Intent(CREATE, name, 0, partitions, tuple(sorted(checked.items())))
-        return _CreatePlan(intent, replication_factor, checked, assignments or {})
+        return CreatePlan(intent, replication_factor, checked, assignments or {})
 
-    def _register_topic(self, plan: "_CreatePlan", intent: Intent) -> TopicInfo:
+    def _register_topic(self, plan: CreatePlan, intent: Intent) -> TopicInfo:
         """Its directories made: the registry names the topic (the commit point)."""
         name, partitions = intent.topic, intent.end
         try:
@@ -696,7 +688,7 @@ class Cluster:
         """Grows a topic to ``count`` partitions, the new ones on ``assignments`` (replica
         lists, in the order given) or spread as at creation; checked as Kafka's controller
         checks, in its order and with its messages. Their directories are made by a thread
-        (as ``create_topic_off_loop``); an add of a topic still being made or grown waits
+        (as ``create_off_loop``); an add of a topic still being made or grown waits
         for that first, so it is checked against what that left."""
         while name in self._making:
             await self._topic_changed.wait()
