@@ -79,7 +79,8 @@ class NodeRegistration:
 
 
 class Cluster:
-    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK, history_size: int = 0) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK,
+                 history_size: int = 0) -> None:
         """``history_size``: the events the event history keeps (0: none, and nothing tells it)."""
         self.config = config
         self.clock = clock
