@@ -89,7 +89,9 @@ class CreatePlan:
 
 
 class Cluster:
-    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK,
+                 history_size: int = 0) -> None:
+        """``history_size``: the events the event history keeps (0: none, and nothing tells it)."""
         self.config = config
         self.clock = clock
         self.data_dir = data_dir
@@ -118,7 +120,7 @@ class Cluster:
         # ("commit" | "abort", seconds from a transaction's start to its markers written).
         self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
         self.on_transaction_completed: Callable[[str, float], None] | None = None
-        self.history = EventHistory(config["emulate.event.history.size"], clock.now_ms)
+        self.history = EventHistory(history_size, clock.now_ms)
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)
