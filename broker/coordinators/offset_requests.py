@@ -12,7 +12,7 @@ from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED,
 from broker.cluster.cluster import Cluster
 from broker.errors import code
 from coordinator.group import OffsetToCommit
-from coordinator.group.messages import OffsetCommitResponse, PartitionError, TopicErrors
+from coordinator.group.coordinator import offset_errors
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from coordinator.runtime import Result
 from protocol.names import TopicPartition
@@ -43,22 +43,13 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
     if offsets or not partitions:
         groups = ctx.node.groups
 
-        def failed(error):
-            return _every_offset_failed(offsets, error)
+        def failed(error):  # error for every partition, as Kafka's OffsetCommitRequest.getErrorResponse
+            return offset_errors(offsets, lambda _o: error)
 
         response = await groups.run(request.group_id, lambda: commit(offsets), failed,
                                     groups.group_id_given(request.group_id, failed))
         errors.update(partition_errors(response))
     return answer(topics=errors_by_topic(partitions, errors, answer))
-
-
-def _every_offset_failed(offsets: list[OffsetToCommit], error) -> OffsetCommitResponse:
-    """The coordinator's answer when the write failed: ``error`` for every partition, as
-    Kafka's OffsetCommitRequest.getErrorResponse gives it."""
-    by_topic: dict[str, list[PartitionError]] = {}
-    for o in offsets:
-        by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error))
-    return OffsetCommitResponse(tuple(TopicErrors(t, tuple(ps)) for t, ps in by_topic.items()))
 
 
 def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> set[TopicPartition]:
