@@ -379,6 +379,18 @@ def _join_body(group: str, session_ms: int) -> dict:
             "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
 
 
+def _unverifiable_txn_offsets(run: Run, group: str, *topics: str) -> dict:
+    """A TxnOffsetCommit of a producer id no transaction coordinator knows."""
+    return {"transactional_id": run.txn_id("a"), "group_id": group, "producer_id": 424242, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]} for t in topics]}
+
+
+def _partition_errors(response) -> list:
+    return [err(p.error_code) for t in response.topics for p in t.partitions]
+
+
 # The checks the group coordinator makes before it schedules a request (an empty group id,
 # JoinGroup's session timeout out of the broker's bounds, 6 s to 30 min by default).
 CLASSIC_GROUP_REQUEST_ERRORS = [
@@ -396,6 +408,12 @@ CLASSIC_GROUP_REQUEST_ERRORS = [
         "group_id": "", "members": [{"member_id": "m", "group_instance_id": None}]}),
     request("offset_delete with an empty group id", "offset_delete", lambda r: {
         "group_id": "", "topics": [{"name": r.topic, "partitions": [{"partition_index": 0}]}]}),
+    # checked before the producer's transaction is verified (this producer id has none),
+    # and a topic the cluster does not have is answered without verifying
+    request("txn_offset_commit with an empty group id", "txn_offset_commit",
+            lambda r: _unverifiable_txn_offsets(r, "", r.topic), view=_partition_errors),
+    request("txn_offset_commit of an unknown topic", "txn_offset_commit",
+            lambda r: _unverifiable_txn_offsets(r, r.group("g"), r.topic + "-unknown"), view=_partition_errors),
 ]
 
 
