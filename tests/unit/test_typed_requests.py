@@ -1,10 +1,11 @@
 """The requests nodes send each other through the in-process network (WriteTxnMarkers,
 AddPartitionsToTxn verification, the replica fetcher's Fetch, the share-state calls)
-and those the broker's command-line tools send (topics, transactions, healthcheck, and
-the Metadata and FindCoordinator requests of protocol/client.py) are built of their
-API's request type (protocol.answer_wire.request_type), so a misspelt or missing field
-fails where the request is built; the network's request encoder and the tools' admin
-client refuse a dict, which would silently drop a misspelt key."""
+and those the broker's command-line tools and the Spark data source send (topics,
+transactions, healthcheck, the Spark client's reads and transactions, and the Metadata
+and FindCoordinator requests of protocol/client.py) are built of their API's request
+type (protocol.answer_wire.request_type), so a misspelt or missing field fails where
+the request is built; the network's request encoder and the tools' admin client refuse
+a dict, which would silently drop a misspelt key."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ NODE_TO_NODE = {1: 17, 24: 5, 27: 2, 83: 0, 84: 0, 85: 1, 86: 0, 87: 1}
 SENDERS = ["broker/coordinators/markers.py", "broker/coordinators/txn_verification.py",
            "broker/cluster/replication.py", "broker/coordinators/share_persister.py",
            "broker/tools/admin_client.py", "broker/tools/topics.py", "broker/tools/transaction_admin.py",
-           "broker/tools/healthcheck.py"]
+           "broker/tools/healthcheck.py", "spark_client/wire.py", "spark_client/reading.py",
+           "spark_client/open_transactions.py"]
 
 
 def test_a_misspelt_field_is_refused_at_construction():
