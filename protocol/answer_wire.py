@@ -225,7 +225,42 @@ def build_response(api_key: int, version: int, data: dict[str, Any]):
 
 
 def build_request(api_key: int, version: int, data: dict[str, Any]):
+    """kio's request of ``version`` from a dict of field names (requests written by hand,
+    in tests and the fuzzer): fields of other versions are left out, a name no served
+    version has at that place raises TypeError."""
+    check_request_names(api_key, data)
     return build(request_class(api_key, version), data)
+
+
+def check_request_names(api_key: int, data: dict[str, Any]) -> None:
+    """Raises TypeError for a key of ``data``, at any depth, that no served version of
+    the API's request has there (Kafka's name, or kio's without a time field's ``_ms``):
+    a misspelt field fails where it is written instead of being dropped."""
+    top, structs = _request_names(api_key)
+    todo = [(top, data, top)]
+    while todo:
+        struct, value, where = todo.pop()
+        names, nested = structs[struct]
+        for key, v in value.items():
+            name = key if key in names else key + "_ms"
+            if name not in names:
+                raise TypeError(f"{where} has no field {key!r} in any version served (its fields: "
+                                f"{', '.join(sorted(names))})")
+            inner = nested.get(name)
+            if inner is None or v is None:
+                continue
+            for item in (v if isinstance(v, (list, tuple)) else (v,)):
+                if item.__class__ is dict:
+                    todo.append((inner, item, f"{where}.{name}"))
+
+
+@cache
+def _request_names(api_key: int) -> tuple[str, dict[str, tuple[frozenset[str], dict[str, str]]]]:
+    """The request spec's names: (top struct, struct -> (its field names, field -> nested struct))."""
+    spec = message_specs.stored("request", api_key) or message_spec(api_key, "request")
+    top, structs = spec
+    return top, {name: (frozenset(f for f, _ in fields_), dict(nested)) for name, fields_, nested in structs}
+
 
 
 def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None:

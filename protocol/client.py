@@ -93,7 +93,7 @@ class ClientConnection:
         """(correlation id, the bytes to write) for a request of the API's ``request_type``
         (what the broker's tools and clients build: a misspelt field fails where it is
         written), a kio request, or a dict of Kafka field names (requests written by hand,
-        in tests); each becomes kio's request of ``version`` through ``kio_request``, as a
+        in tests: a name no served version has raises TypeError); each becomes kio's request of ``version`` through ``kio_request``, as a
         node's request to another does. Without ``expect_response`` (Produce acks=0) the
         request is not tracked."""
         if body.__class__ is dict:

@@ -69,8 +69,10 @@ def _templates() -> dict[int, dict]:
         11: {"group_id": "fuzz-g", "session_timeout_ms": 6000, "rebalance_timeout_ms": 100, "member_id": "",
              "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]},
         22: {"transactional_id": "fuzz-tx", "transaction_timeout_ms": 1000, "producer_id": -1, "producer_epoch": -1},
-        24: {"transactional_id": "fuzz-tx", "producer_id": 0, "producer_epoch": 0,
-             "topics": [{"name": TOPIC, "partitions": [0]}]},
+        24: {"v3_and_below_transactional_id": "fuzz-tx", "v3_and_below_producer_id": 0,
+             "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}],
+             "transactions": [{"transactional_id": "fuzz-tx", "producer_id": 0, "producer_epoch": 0,
+                               "verify_only": True, "topics": [{"name": TOPIC, "partitions": [0]}]}]},
         25: {"transactional_id": "fuzz-tx", "producer_id": 0, "producer_epoch": 0, "group_id": "fuzz-g"},
         26: {"transactional_id": "fuzz-tx", "producer_id": 0, "producer_epoch": 0, "committed": True},
         28: {"transactional_id": "fuzz-tx", "group_id": "fuzz-g", "producer_id": 0, "producer_epoch": 0,
@@ -86,6 +88,7 @@ def corpus() -> list[bytes]:
     for key, r in table.ranges.items():
         if key in LEFT_OUT:
             continue
+        answer_wire.check_request_names(key, templates.get(key, {}))  # a misspelt template fails here
         for version in range(r.accepted_min, r.max + 1):
             try:
                 body = answer_wire.encode(answer_wire.build_request(key, version, templates.get(key, {})))
