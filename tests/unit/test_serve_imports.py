@@ -1,7 +1,8 @@
 """What a single-node serve start loads: the follower Fetch request type (every Fetch
 schema version) is built at the first follower fetch, not when the broker is imported;
-an empty start answers its first Metadata request without the coordinators' code or
-Kafka's settings table (loaded by the first dynamic config change); and
+an empty start answers its first Metadata request without the coordinators' code,
+Kafka's settings table (loaded by the first dynamic config change) or kio.index (the
+schemas are found in kio's schema index directly); and
 a group coordinator loads offsets and classic groups without the code of the KIP-848
 consumer, KIP-932 share and KIP-1071 streams group types, which a record or request of
 the type imports."""
@@ -50,7 +51,7 @@ async def main():
     (correlation_id,) = struct.unpack(">i", (await reader.readexactly(size))[:4])
     writer.close()
     print(correlation_id, loaded(("coordinator.group", "coordinator.transaction", "coordinator.share",
-                                  "broker.coordinators", "broker.control", "broker.kafka_settings")))
+                                  "broker.coordinators", "broker.control", "broker.kafka_settings", "kio.index")))
     groups = broker.nodes[0].groups  # the group coordinator, its __consumer_offsets made and loaded
     groups.ensure_ready()
     await groups.ready()
