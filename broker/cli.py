@@ -298,13 +298,13 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
     from broker.log.data_dir_lock import DataDirError, unusable
 
     started = SYSTEM_CLOCK.monotonic()
-    clock = None
+    clock = SYSTEM_CLOCK
     if admin is not None or scenario is not None:  # time can be moved: give the broker a clock that can jump
         from broker.virtual_clock import VirtualClock
 
         clock = VirtualClock()
-    try:
-        broker = Broker(config, data_dir, host, port) if clock is None else Broker(config, data_dir, host, port, clock)
+    try:  # the control API's timeline reads the event history: kept only for one
+        broker = Broker(config, data_dir, host, port, clock, history=admin is not None)
     except DataDirError as e:
         raise CommandError(str(e)) from None
     except OSError as e:  # a file or directory under it

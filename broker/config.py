@@ -226,7 +226,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("emulate.event.history.size", _long, 5000,
                 doc="How many events the event history keeps (transactions' steps, faults fired, node and clock "
                     "changes, high watermark and LSO moves, group offsets and rebalances) for the console's timeline; "
-                    "the oldest go first. 0 keeps none (and the produce path tells it nothing)."),
+                    "the oldest go first. Kept only by a broker serving the control API (nothing else reads it); "
+                    "0 keeps none. Not kept, nothing on the request paths tells it anything."),
         Setting("emulate.concurrent.transactions.hold.ms", _long, 0,
                 doc="0 answers CONCURRENT_TRANSACTIONS at once, as Kafka does; above 0, a request that meets "
                     "markers in flight is held for up to this long and then run again."),

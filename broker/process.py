@@ -42,7 +42,9 @@ class Broker:
     """The process: settings, shared storage, the nodes, the network between them."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, history: bool = False) -> None:
+        """``history``: keep the event history from the start, for a control API to serve
+        (its timeline, ``GET /events``); without one nothing could read it, so none is kept."""
         self.config = config
         self.clock = clock
         self.data_dir = Path(data_dir)
@@ -54,7 +56,7 @@ class Broker:
         self.authorizer = Authorizer(meta, bool(config["authorizer.class.name"]), config["super.users"],
                                      config["allow.everyone.if.no.acl.found"])
         self.scram_credentials = ScramCredentials(meta)
-        self.cluster = Cluster(config, self.data_dir, clock)
+        self.cluster = Cluster(config, self.data_dir, clock, config["emulate.event.history.size"] if history else 0)
         self._cleaner = None
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer-id-block")
         self.host = host

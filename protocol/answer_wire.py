@@ -15,10 +15,12 @@ only). Under the tests (``EOSBROKER_CROSS_CHECK_LAYOUTS=1``) every answer a layo
 writes is written by kio too and the bytes must be equal, so the whole suite checks the
 layouts against kio.
 
-The requests nodes send each other through the in-process network are typed the same
-way: ``request_type`` makes them from the request schemas with the code that makes
-answer types, and ``kio_request``, the network's request encoder, refuses a dict.
-Requests from clients are decoded into kio's messages (request_wire).
+The requests nodes send each other through the in-process network, and those the
+broker's tools send as a client (protocol/client.py), are typed the same way:
+``request_type`` makes them from the request schemas with the code that makes answer
+types, and ``kio_request``, the one request encoder of both, refuses a dict (the client
+takes one only for requests written by hand, in tests). Requests from clients are
+decoded into kio's messages (request_wire).
 """
 
 from __future__ import annotations
@@ -470,16 +472,22 @@ def is_answer(value: Any) -> bool:
     return value.__class__ in _ANSWER_TYPES
 
 
+def is_request(value: Any) -> bool:
+    """Whether ``value`` is a request of a ``request_type`` (or one of its nested types)."""
+    return value.__class__ in _REQUEST_TYPES
+
+
 def kio_request(api_key: int, version: int, request):
     """kio's request of ``version`` for a request of the API's ``request_type`` (or the kio
-    message itself), what ``Network.request`` hands the target node's handler; a dict is
-    refused (TypeError naming the API): nodes build their requests of ``request_type``, so
-    a misspelt field fails where it is built instead of being dropped here."""
+    message itself): what ``Network.request`` hands the target node's handler and what a
+    client (protocol/client.py) encodes. A dict is refused (TypeError naming the API):
+    requests are built of ``request_type``, so a misspelt field fails where it is built
+    instead of being dropped here."""
     if is_dataclass(request):
         return request
-    if request.__class__ not in _REQUEST_TYPES:
+    if not is_request(request):
         raise TypeError(f"the {request_class(api_key, version).__name__} (API {api_key} v{version}) sent between "
-                        f"nodes is a {type(request).__name__}; requests are of request_type({api_key})")
+                        f"nodes or by a client is a {type(request).__name__}; requests are of request_type({api_key})")
     return build(request_class(api_key, version), request)
 
 

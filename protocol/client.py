@@ -25,6 +25,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i64
 
 from protocol import answer_wire
+from protocol.answer_wire import request_type
 from protocol.request_wire import flexible_from, FrameDecoder, encode_request_frame
 from protocol.names import TRANSACTION_KEY_TYPE, TopicPartition
 
@@ -88,12 +89,16 @@ class ClientConnection:
         self._decoder = FrameDecoder(max_response_bytes)
         self._pending: dict[int, tuple[int, int]] = {}
 
-    def send(self, api_key: int, version: int, body: dict[str, Any] | Any,
-             expect_response: bool = True) -> tuple[int, bytes]:
-        """(correlation id, the bytes to write) for a request given as a dict of Kafka
-        field names or as a kio request. Without ``expect_response`` (Produce acks=0)
-        the request is not tracked."""
-        message = answer_wire.build_request(api_key, version, body) if isinstance(body, dict) else body
+    def send(self, api_key: int, version: int, body: Any, expect_response: bool = True) -> tuple[int, bytes]:
+        """(correlation id, the bytes to write) for a request of the API's ``request_type``
+        (what the broker's tools and clients build: a misspelt field fails where it is
+        written), a kio request, or a dict of Kafka field names (requests written by hand,
+        in tests); each becomes kio's request of ``version`` through ``kio_request``, as a
+        node's request to another does. Without ``expect_response`` (Produce acks=0) the
+        request is not tracked."""
+        if body.__class__ is dict:
+            body = answer_wire.build_request(api_key, version, body)
+        message = answer_wire.kio_request(api_key, version, body)
         correlation_id = next(self._correlation)
         frame = encode_request_frame(api_key, version, correlation_id, self.client_id,
                                      version >= flexible_from(api_key), answer_wire.encode(message))
@@ -187,9 +192,12 @@ class ClusterMetadata:
         return {(t.name, p): leader for t in self.topics.values() for p, leader in t.leaders.items()}
 
 
-def metadata_request(topics: Iterable[str] | None) -> dict[str, Any]:
+def metadata_request(topics: Iterable[str] | None):
     """A Metadata request for ``topics`` (None: every topic); never creates topics."""
-    return {"topics": None if topics is None else [{"name": t} for t in topics], "allow_auto_topic_creation": False}
+    request = request_type(METADATA)
+    return request(topics=None if topics is None else tuple(request.MetadataRequestTopic(name=t, topic_id=None)
+                                                            for t in topics),
+                   include_topic_authorized_operations=False, allow_auto_topic_creation=False)
 
 
 def parse_metadata(response) -> ClusterMetadata:
@@ -207,13 +215,13 @@ class CoordinatorAnswer:
     node: NodeAddress | None
 
 
-def find_coordinator_request(version: int, keys: list[str], key_type: int = TRANSACTION_KEY_TYPE) -> dict[str, Any]:
+def find_coordinator_request(version: int, keys: list[str], key_type: int = TRANSACTION_KEY_TYPE):
     """v4+ asks for a batch of keys, older versions for exactly one."""
     if version >= 4:
-        return {"key_type": key_type, "coordinator_keys": keys}
+        return request_type(FIND_COORDINATOR)(key_type=key_type, coordinator_keys=tuple(keys))
     if len(keys) != 1:
         raise ValueError(f"FindCoordinator v{version} asks for one key, not {len(keys)}")
-    return {"key": keys[0], "key_type": key_type}
+    return request_type(FIND_COORDINATOR)(key=keys[0], key_type=key_type)
 
 
 def parse_find_coordinator(version: int, keys: list[str], response) -> list[CoordinatorAnswer]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from protocol.answer_wire import request_type
+from protocol.client import metadata_request
 from spark_client.wire import METADATA_V, Backoff, Client, KafkaError
 
 LIST_TRANSACTIONS_V = 0
@@ -19,7 +21,7 @@ _RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordi
 
 
 def broker_addresses(cluster: Client) -> list[tuple[str, int]]:
-    r = cluster.any_connection().request(3, METADATA_V, {"topics": [], "allow_auto_topic_creation": False})
+    r = cluster.any_connection().request(3, METADATA_V, metadata_request([]))
     return [(b.host, b.port) for b in r.brokers]
 
 
@@ -29,8 +31,8 @@ def ongoing_transactional_ids(cluster: Client, starting_with: str, deadline: flo
     for address in broker_addresses(cluster):
         backoff = Backoff()
         while True:
-            r = cluster.connection(address).request(66, LIST_TRANSACTIONS_V, {
-                "state_filters": [ONGOING], "producer_id_filters": []})
+            r = cluster.connection(address).request(66, LIST_TRANSACTIONS_V, request_type(66)(
+                state_filters=(ONGOING,), producer_id_filters=()))
             if r.error_code == ErrorCode.none:
                 break
             if r.error_code not in _RETRIABLE:

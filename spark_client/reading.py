@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from kio.schema.errors import ErrorCode
 
+from protocol.answer_wire import request_type
 from protocol.records import CONTROL_TYPE_ABORT, Record, decode_records, iter_batches, read_control_record
 from spark_client.wire import FETCH_V, READ_COMMITTED, Client, KafkaError
 
@@ -33,13 +34,13 @@ def read_partition(cluster: Client, topic: str, partition: int, start: int, end:
     deadline = time.monotonic() + timeout_s
     while position < end:
         conn = cluster.leader(topic, partition)
-        r = conn.request(1, FETCH_V, {
-            "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": max_bytes,
-            "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": partition, "current_leader_epoch": -1, "fetch_offset": position,
-                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
+        fetch = request_type(1)
+        r = conn.request(1, FETCH_V, fetch(
+            replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, isolation_level=isolation,
+            session_id=0, session_epoch=-1, topics=(fetch.FetchTopic(topic=topic, topic_id=None, partitions=(
+                fetch.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=position,
+                                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=max_bytes),)),),
+            forgotten_topics_data=(), rack_id=""))
         data = r.responses[0].partitions[0]
         if data.error_code != ErrorCode.none:
             raise KafkaError(data.error_code, f"Fetch {topic}-{partition} at offset {position}")

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from protocol import answer_wire
+from protocol.answer_wire import request_type
 from protocol.client import (
     FIND_COORDINATOR,
     METADATA,
@@ -108,7 +109,8 @@ class Connection:
         from protocol.sasl_client import SaslClientError, mechanism_client, unsecured_token
 
         security = self._security
-        handshake = self.request(SASL_HANDSHAKE, 1, {"mechanism": security.mechanism}, login=True)
+        handshake = self.request(SASL_HANDSHAKE, 1, request_type(SASL_HANDSHAKE)(mechanism=security.mechanism),
+                                 login=True)
         if handshake.error_code != ErrorCode.none:
             raise KafkaError(handshake.error_code, f"SASL mechanism {security.mechanism} at {self.address}; "
                                                    f"the broker offers {', '.join(handshake.mechanisms) or 'none'}")
@@ -117,7 +119,7 @@ class Connection:
         token: bytes | None = client.first()
         lifetime_ms = 0
         while token is not None:
-            answer = self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": token}, login=True)
+            answer = self.request(SASL_AUTHENTICATE, 2, request_type(SASL_AUTHENTICATE)(auth_bytes=token), login=True)
             if answer.error_code != ErrorCode.none:
                 raise KafkaError(answer.error_code, f"SASL {security.mechanism} login at {self.address}: "
                                                     f"{answer.error_message}")
@@ -129,8 +131,9 @@ class Connection:
         # re-authenticate well before the broker closes the session
         self._reauthenticate_at = time.monotonic() + 0.85 * lifetime_ms / 1000 if lifetime_ms > 0 else None
 
-    def send(self, api_key: int, version: int, body: dict[str, Any], login: bool = False) -> int:
-        """Writes one request and returns its correlation id, without waiting."""
+    def send(self, api_key: int, version: int, body, login: bool = False) -> int:
+        """Writes one request (of the API's ``request_type``) and returns its correlation
+        id, without waiting."""
         if (not login and self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at
                 and not self._core.pending and not self._ready):
             self._login()
@@ -151,7 +154,7 @@ class Connection:
             raise response.error
         return response.value
 
-    def request(self, api_key: int, version: int, body: dict[str, Any], login: bool = False) -> Any:
+    def request(self, api_key: int, version: int, body, login: bool = False) -> Any:
         return self.wait(self.send(api_key, version, body, login))
 
     def close(self) -> None:
@@ -258,9 +261,10 @@ class Client:
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         """Creates ``name`` unless it exists (an existing topic keeps its settings)."""
-        r = self.any_connection().request(19, CREATE_TOPICS_V, {"timeout_ms": 30000, "topics": [{
-            "name": name, "num_partitions": partitions, "replication_factor": -1, "assignments": [],
-            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}]})
+        create = request_type(19)
+        r = self.any_connection().request(19, CREATE_TOPICS_V, create(timeout_ms=30000, topics=(create.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=-1, assignments=(),
+            configs=tuple(create.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items())),)))
         error = r.topics[0].error_code
         if error not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise KafkaError(error, f"creating topic {name!r}: {r.topics[0].error_message}")
@@ -272,9 +276,11 @@ class Client:
             by_leader[self.leader(topic, p).address].append(p)
         out = {}
         for address, ps in by_leader.items():
-            r = self.connection(address).request(2, LIST_OFFSETS_V, {
-                "replica_id": -1, "isolation_level": isolation, "topics": [{"name": topic, "partitions": [
-                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp} for p in ps]}]})
+            lists = request_type(2)
+            r = self.connection(address).request(2, LIST_OFFSETS_V, lists(
+                replica_id=-1, isolation_level=isolation, timeout_ms=0, topics=(lists.ListOffsetsTopic(
+                    name=topic, partitions=tuple(lists.ListOffsetsPartition(
+                        partition_index=p, current_leader_epoch=-1, timestamp=timestamp) for p in ps)),)))
             for p in r.topics[0].partitions:
                 if p.error_code != ErrorCode.none:
                     raise KafkaError(p.error_code, f"ListOffsets {topic}-{p.partition_index}")
@@ -311,8 +317,7 @@ class Client:
     def forget_coordinator(self, transactional_id: str) -> None:
         self._coordinators.pop(transactional_id, None)
 
-    def coordinator_request(self, transactional_id: str, api_key: int, version: int, body: dict[str, Any],
-                            deadline: float) -> Any:
+    def coordinator_request(self, transactional_id: str, api_key: int, version: int, body, deadline: float) -> Any:
         """A coordinator request, retried through coordinator moves, loads and concurrent transactions."""
         backoff = Backoff()
         while True:
@@ -353,9 +358,9 @@ class Backoff:
 def init_producer_id(cluster: Client, transactional_id: str, transaction_timeout_ms: int,
                      deadline: float) -> TxnHandle:
     """InitProducerId: a fresh producer id/epoch; aborts and fences whatever the id had open."""
-    r = cluster.coordinator_request(transactional_id, 22, INIT_PRODUCER_ID_V, {
-        "transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms,
-        "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}, deadline)
+    r = cluster.coordinator_request(transactional_id, 22, INIT_PRODUCER_ID_V, request_type(22)(
+        transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms,
+        producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH), deadline)
     if r.error_code != ErrorCode.none:
         raise KafkaError(r.error_code, f"InitProducerId for {transactional_id!r}")
     return TxnHandle(transactional_id, r.producer_id, r.producer_epoch)
@@ -365,11 +370,12 @@ def add_partitions(cluster: Client, txn: TxnHandle, partitions: Iterable[tuple[s
     by_topic: dict[str, list[int]] = collections.defaultdict(list)
     for topic, p in partitions:
         by_topic[topic].append(p)
-    r = cluster.coordinator_request(txn.transactional_id, 24, ADD_PARTITIONS_V, {
-        "v3_and_below_transactional_id": txn.transactional_id,
-        "v3_and_below_producer_id": txn.producer_id,
-        "v3_and_below_producer_epoch": txn.producer_epoch,
-        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}, deadline)
+    add = request_type(24)
+    r = cluster.coordinator_request(txn.transactional_id, 24, ADD_PARTITIONS_V, add(
+        transactions=(), v3_and_below_transactional_id=txn.transactional_id,
+        v3_and_below_producer_id=txn.producer_id, v3_and_below_producer_epoch=txn.producer_epoch,
+        v3_and_below_topics=tuple(add.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
+                                  for t, ps in by_topic.items())), deadline)
     errors = [(t.name, p.partition_index, p.partition_error_code)
               for t in r.results_by_topic_v3_and_below for p in t.results_by_partition
               if p.partition_error_code != ErrorCode.none]
@@ -388,10 +394,13 @@ def end_txn(cluster: Client, txn: TxnHandle, commit: bool, deadline: float) -> E
 
     NONE also when the same outcome was already reached (a retried or recovered commit).
     """
-    r = cluster.coordinator_request(txn.transactional_id, 26, END_TXN_V, {
-        "transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
-        "producer_epoch": txn.producer_epoch, "committed": commit}, deadline)
+    r = cluster.coordinator_request(txn.transactional_id, 26, END_TXN_V, _end_txn_request(txn, commit), deadline)
     return ErrorCode(r.error_code)
+
+
+def _end_txn_request(txn: TxnHandle, commit: bool):
+    return request_type(26)(transactional_id=txn.transactional_id, producer_id=txn.producer_id,
+                            producer_epoch=txn.producer_epoch, committed=commit)
 
 
 def describe_transactions(cluster: Client, transactional_ids: Iterable[str],
@@ -405,7 +414,8 @@ def describe_transactions(cluster: Client, transactional_ids: Iterable[str],
     for address, group in by_coordinator.items():
         backoff = Backoff()
         while group:
-            r = cluster.connection(address).request(65, DESCRIBE_TXNS_V, {"transactional_ids": group})
+            r = cluster.connection(address).request(65, DESCRIBE_TXNS_V,
+                                                    request_type(65)(transactional_ids=tuple(group)))
             again = []
             for s in r.transaction_states:
                 if s.error_code == ErrorCode.coordinator_load_in_progress:
@@ -514,9 +524,11 @@ class Producer:
             queue = self._in_flight[conn.address]
             if len(queue) >= self.max_in_flight:
                 self._drain(conn.address, self.max_in_flight - 1)
-            cid = conn.send(0, PRODUCE_V, {
-                "transactional_id": self.transactional_id, "acks": -1, "timeout_ms": self.request_timeout_ms,
-                "topic_data": [{"name": tp[0], "partition_data": [{"index": tp[1], "records": bytes(batch)}]}]})
+            produce = request_type(0)
+            cid = conn.send(0, PRODUCE_V, produce(
+                transactional_id=self.transactional_id, acks=-1, timeout_ms=self.request_timeout_ms,
+                topic_data=(produce.TopicProduceData(name=tp[0], partition_data=(
+                    produce.PartitionProduceData(index=tp[1], records=bytes(batch)),)),)))
             queue.append((cid, tp, len(records)))
 
     def _drain(self, address: tuple[str, int], keep: int) -> None:
@@ -550,9 +562,7 @@ def end_txns(cluster: Client, txns: Iterable[TxnHandle], commit: bool, deadline:
     for t in txns:
         try:
             conn = cluster.coordinator(t.transactional_id)
-            sent.append((t, conn, conn.send(26, END_TXN_V, {
-                "transactional_id": t.transactional_id, "producer_id": t.producer_id,
-                "producer_epoch": t.producer_epoch, "committed": commit})))
+            sent.append((t, conn, conn.send(26, END_TXN_V, _end_txn_request(t, commit))))
         except OSError:
             retry.append(t)
     for t, conn, cid in sent:

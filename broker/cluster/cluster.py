@@ -78,8 +78,20 @@ class NodeRegistration:
                 "fenced": self.fenced}
 
 
+@dataclass(frozen=True)
+class CreatePlan:
+    """A create ``Cluster.check_create`` passed: what making the topic needs."""
+
+    intent: Intent
+    replication_factor: int
+    configs: dict[str, str]
+    assignments: dict[int, list[int]]
+
+
 class Cluster:
-    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, clock: Clock = SYSTEM_CLOCK,
+                 history_size: int = 0) -> None:
+        """``history_size``: the events the event history keeps (0: none, and nothing tells it)."""
         self.config = config
         self.clock = clock
         self.data_dir = data_dir
@@ -90,19 +102,25 @@ class Cluster:
         self.replicas = ReplicaState(data_dir / "meta" / "partitions.json", [n.node_id for n in self.nodes])
         self.topics = TopicRegistry(data_dir)
         self.intents = TopicIntents(data_dir / "meta")
-        self._removals: set[asyncio.Future] = set()  # deleted topics' directories being removed by a thread
+        # threads' work on topic directories: deleted topics' being removed, new partitions' made
+        self._file_work: set[asyncio.Future] = set()
+        self._making: set[str] = set()  # topics being created or grown
+        self._topic_changed = asyncio.Event()  # set (and replaced) when one of those ends
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
         self._log_configs: dict = {}  # LogConfig -> itself
         # what open_all found: whether the last run ended cleanly, and its recovery points
         self._clean_start = False
         self._recorded_points: dict[tuple[str, int], int] | None = None  # read at first use
+        # topics whose points the recovery-points file may still hold though they are gone
+        # (deleted, or unknown when it was read): dropped at its next write
+        self._stale_point_topics: set[str] = set()
         # Told of events that /metrics counts (set by the admin server, else None):
         # (coordinator topic, partition, seconds from load start to loaded) and
         # ("commit" | "abort", seconds from a transaction's start to its markers written).
         self.on_coordinator_loaded: Callable[[str, int, float], None] | None = None
         self.on_transaction_completed: Callable[[str, float], None] | None = None
-        self.history = EventHistory(config["emulate.event.history.size"], clock.now_ms)
+        self.history = EventHistory(history_size, clock.now_ms)
         # KIP-360 changed the unknown-producer rule in 2.5; older profiles keep the old one.
         version = tuple(int(x) for x in config["emulate.kafka.version"].split("."))
         self.emulate_older_than_2_5 = version < (2, 5)
@@ -249,19 +267,37 @@ class Cluster:
         opens, a checkpoint or a stop records them): a start that opens no partition does
         not parse a line per partition."""
         if self._recorded_points is None:
-            self._recorded_points = read_recovery_points(self.recovery_points_path)
+            points = read_recovery_points(self.recovery_points_path)
+            stale = {key for key in points if not self.has_partition(*key)}  # deleted before a crash
+            for key in stale:
+                del points[key]
+            self._stale_point_topics.update(topic for topic, _ in stale)
+            self._recorded_points = points
         return self._recorded_points
 
-    def _write_recovery_points(self) -> None:
+    def _write_recovery_points(self) -> bool:
         # partitions not opened this run keep the point they had at start
         points = {key: p for key, p in self._start_points.items() if key not in self.partitions}
         points.update((key, p.recovery_point) for key, p in self.partitions.items() if p.recovery_point is not None)
         if not points and not self.recovery_points_path.exists():
-            return  # none to record and no file: reading none gives the same empty set
+            self._stale_point_topics.clear()
+            return True  # none to record and no file: reading none gives the same empty set
         try:
             write_recovery_points(self.recovery_points_path, points)
         except OSError as e:
             log.warning("could not write %s: %s", self.recovery_points_path, e)
+            return False
+        self._stale_point_topics.clear()
+        return True
+
+    def _drop_stale_points(self, name: str) -> None:
+        """Before partitions of ``name`` are made: points the file still holds for a topic
+        of that name that is gone are written away first, so that a crash cannot hand
+        them to the new partitions (a delete leaves them to the next write)."""
+        self._start_points  # read once per run: what it holds of unknown topics is noted
+        if name in self._stale_point_topics and not self._write_recovery_points():
+            raise TopicError("KAFKA_STORAGE_ERROR", f"could not rewrite {self.recovery_points_path.name}, which "
+                                                    f"still records partitions of an earlier topic {name}")
 
     async def checkpoint_recovery_points(self) -> None:
         """Moves every partition's recovery point to its log end (log fsynced, producer
@@ -284,13 +320,14 @@ class Cluster:
 
     async def wait_for_file_threads(self) -> None:
         """Lets a checkpoint's thread finish its snapshot files before the logs close and
-        write theirs, and deleted topics' directories finish going (their intents cleared)."""
+        write theirs, deleted topics' directories finish going and new ones finish being
+        made (their intents cleared)."""
         write = self._checkpoint_write
-        for work in ([write] if write is not None else []) + list(self._removals):
+        for work in ([write] if write is not None else []) + list(self._file_work):
             if not work.done():
                 try:
                     await asyncio.shield(work)
-                except OSError:
+                except (OSError, TopicError):
                     pass
         await asyncio.sleep(0)  # the removals' done callbacks run
 
@@ -439,8 +476,34 @@ class Cluster:
         validate_only: bool = False,
         assignments: dict[int, list[int]] | None = None,
     ) -> TopicInfo | None:
+        """Creates a topic with its directories made here, on the caller's thread: for the
+        small topics a broker makes itself (coordinator topics, auto-creation, a streams
+        group's internal topics) and for callers without an event loop."""
+        plan = self.check_create(name, partitions, replication_factor, configs, assignments)
+        if validate_only:
+            return None
+        intent = self._begin_making(plan.intent)
+        try:
+            self._made_dirs(intent, *_make_dirs(self.data_dir, intent))
+            return self._register_topic(plan, intent)
+        finally:
+            self._making.discard(name)
+
+    async def create_off_loop(self, plan: CreatePlan) -> TopicInfo:
+        """CreateTopics' create of a topic ``check_create`` passed: recorded on the loop, its
+        directories made by a thread while the broker goes on answering, then registered
+        on the loop. It finishes even if the requester goes away meanwhile (as Kafka's
+        controller does)."""
+        intent = self._begin_making(plan.intent)
+        return await self._finish_off_loop(intent.topic, intent, lambda: self._register_topic(plan, intent))
+
+    def check_create(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str | None] | None,
+                     assignments: dict[int, list[int]] | None) -> CreatePlan:
+        """What a create would make (-1: the broker's default), or TopicError: Kafka's
+        checks, in its order."""
         validate_topic_name(name)
-        if name in self.topics.by_name:
+        if name in self.topics.by_name or name in self._making:
             raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
         if assignments:
             partitions, replication_factor = self._check_assignments(assignments)
@@ -460,12 +523,14 @@ class Cluster:
                 f"{max(len(self.nodes), 1)} broker(s) are registered.",
             )
         checked = validate_topic_configs(configs or {})
-        if validate_only:
-            return None
-        intent = self._begin(Intent(CREATE, name, 0, partitions, tuple(sorted(checked.items()))))
-        self._make_partition_dirs(intent)
+        intent = Intent(CREATE, name, 0, partitions, tuple(sorted(checked.items())))
+        return CreatePlan(intent, replication_factor, checked, assignments or {})
+
+    def _register_topic(self, plan: CreatePlan, intent: Intent) -> TopicInfo:
+        """Its directories made: the registry names the topic (the commit point)."""
+        name, partitions = intent.topic, intent.end
         try:
-            topic = self.topics.add(name, partitions, checked)  # the commit point
+            topic = self.topics.add(name, partitions, plan.configs)  # the commit point
         except OSError as e:
             self._remove_partition_dirs(intent)
             log.warning("could not record topic %s (%s): nothing created", name, e)
@@ -473,10 +538,34 @@ class Cluster:
         self._clear(intent)
         self.created_this_run.add(name)
         for i in range(partitions):
-            self.replicas.assign(name, i, replication_factor, (assignments or {}).get(i))
+            self.replicas.assign(name, i, plan.replication_factor, plan.assignments.get(i))
         self._save_leaderships([(name, i) for i in range(partitions)])
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    def _begin_making(self, intent: Intent) -> Intent:
+        """A create or add starts: the topic's name is taken until it ends (another create
+        of it is refused, an add of it waits), its intent recorded."""
+        self._drop_stale_points(intent.topic)
+        self._begin(intent)
+        self._making.add(intent.topic)
+        return intent
+
+    async def _finish_off_loop(self, name: str, intent: Intent, register: Callable[[], TopicInfo]) -> TopicInfo:
+        async def finish() -> TopicInfo:
+            try:
+                self._made_dirs(intent, *await asyncio.to_thread(_make_dirs, self.data_dir, intent))
+                return register()
+            finally:
+                self._making.discard(name)
+                self._topic_changed.set()
+                self._topic_changed = asyncio.Event()
+
+        work = asyncio.ensure_future(finish())
+        self._file_work.add(work)
+        work.add_done_callback(self._file_work.discard)
+        work.add_done_callback(lambda f: f.cancelled() or f.exception())  # read even if nobody awaits it
+        return await asyncio.shield(work)
 
     def _save_leaderships(self, keys: list[tuple[str, int]]) -> None:
         """After the registry has committed a change: a failure to record the leaderships
@@ -545,10 +634,10 @@ class Cluster:
             self._clear(intent)
             return
         removal = loop.run_in_executor(None, _remove_dirs, aside)
-        self._removals.add(removal)
+        self._file_work.add(removal)
 
         def removed(done) -> None:
-            self._removals.discard(done)
+            self._file_work.discard(done)
             if done.cancelled() or done.exception() is not None:
                 log.warning("could not remove the directories of deleted topic %s (%s): the next start "
                             "removes them", intent.topic, None if done.cancelled() else done.exception())
@@ -557,21 +646,15 @@ class Cluster:
 
         removal.add_done_callback(removed)
 
-    def _make_partition_dirs(self, intent: Intent) -> None:
-        """Creates the directories of the intent's partitions before the registry names
-        them; on failure removes those made and raises TopicError (KAFKA_STORAGE_ERROR),
-        so nothing of them is left."""
-        made = 0
-        try:
-            for i in range(intent.first, intent.end):
-                self.partition_dir(intent.topic, i).mkdir()
-                made += 1
-            fsync_dir(self.data_dir)
-        except OSError as e:
-            self._remove_partition_dirs(intent, made)
-            log.warning("could not create the partition directories of %s (%s): nothing created", intent.topic, e)
-            raise TopicError("KAFKA_STORAGE_ERROR",
-                             f"could not create partition {intent.topic}-{intent.first + made}: {e}") from None
+    def _made_dirs(self, intent: Intent, made: int, error: OSError | None) -> None:
+        """After ``_make_dirs``: on its failure removes those made and raises TopicError
+        (KAFKA_STORAGE_ERROR), so nothing of them is left."""
+        if error is None:
+            return
+        self._remove_partition_dirs(intent, made)
+        log.warning("could not create the partition directories of %s (%s): nothing created", intent.topic, error)
+        raise TopicError("KAFKA_STORAGE_ERROR",
+                         f"could not create partition {intent.topic}-{intent.first + made}: {error}")
 
     def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         """Creates an internal topic if it is missing (coordinator topics)."""
@@ -595,19 +678,36 @@ class Cluster:
             if part is not None:
                 part.discard()
             self.replicas.forget(name, i)
-            self._start_points.pop((name, i), None)
+            if self._recorded_points is not None:  # else the read leaves them out
+                self._recorded_points.pop((name, i), None)
+        # its points stay in the file until the next write (periodic, at stop, or before
+        # a topic of the name is made): a delete does not rewrite every partition's
+        self._stale_point_topics.add(name)
         self._remove_deleted_dirs(intent)
         self.created_this_run.discard(name)
         self.replicas.save([])  # the forgotten partitions only
-        self._write_recovery_points()  # a topic created again under the name starts without one
         log.info("deleted topic %s", name)
         return topic
 
-    def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
-                       validate_only: bool = False) -> TopicInfo | None:
+    async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                             validate_only: bool = False) -> TopicInfo | None:
         """Grows a topic to ``count`` partitions, the new ones on ``assignments`` (replica
         lists, in the order given) or spread as at creation; checked as Kafka's controller
-        checks, in its order and with its messages."""
+        checks, in its order and with its messages. Their directories are made by a thread
+        (as ``create_off_loop``); an add of a topic still being made or grown waits
+        for that first, so it is checked against what that left."""
+        while name in self._making:
+            await self._topic_changed.wait()
+        topic, replication_factor = self._check_add(name, count, assignments)
+        if validate_only:
+            return None
+        intent = self._begin_making(Intent(ADD, name, topic.partitions, count))
+        return await self._finish_off_loop(
+            name, intent, lambda: self._register_partitions(topic, intent, replication_factor, assignments))
+
+    def _check_add(self, name: str, count: int,
+                   assignments: list[list[int]] | None) -> tuple[TopicInfo, int]:
+        """The topic to grow and its replication factor, or TopicError."""
         topic = self.topics.by_name.get(name)
         if topic is None:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", None)
@@ -629,10 +729,16 @@ class Cluster:
                     raise TopicError("INVALID_REPLICA_ASSIGNMENT",
                                      f"All brokers specified in the manual partition assignment for partition "
                                      f"{first + offset} are fenced or in controlled shutdown.")
-        if validate_only:
-            return None
-        intent = self._begin(Intent(ADD, name, first, count))
-        self._make_partition_dirs(intent)
+        return topic, replication_factor
+
+    def _register_partitions(self, topic: TopicInfo, intent: Intent, replication_factor: int,
+                             assignments: list[list[int]] | None) -> TopicInfo:
+        """Their directories made: the registry counts the new partitions (the commit point),
+        unless the topic was deleted meanwhile (then they go)."""
+        name, first, count = intent.topic, intent.first, intent.end
+        if self.topics.by_name.get(name) is not topic:
+            self._remove_partition_dirs(intent)
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} was deleted while its partitions were added.")
         try:
             topic = self.topics.set_partitions(name, count)  # the commit point
         except OSError as e:
@@ -762,6 +868,22 @@ def _holds_only_partition_files(directory: Path) -> bool:
         if stem not in _PARTITION_FILES and not (len(stem) > 20 and stem[:20].isdigit() and stem[20] == "."):
             return False
     return True
+
+
+def _make_dirs(data_dir: Path, intent: Intent) -> tuple[int, OSError | None]:
+    """Makes the directories of the intent's partitions in order (as ``partition_dir``
+    names them), then syncs ``data_dir``: how many were made, and the error that stopped
+    it (None when all were)."""
+    made = 0
+    prefix = f"{data_dir}{os.sep}{intent.topic}-"
+    try:
+        for i in range(intent.first, intent.end):
+            os.mkdir(f"{prefix}{i}")
+            made += 1
+        fsync_dir(data_dir)
+    except OSError as e:
+        return made, e
+    return made, None
 
 
 def _remove_dirs(paths: list[Path]) -> None:

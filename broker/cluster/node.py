@@ -33,6 +33,9 @@ class BrokerNode:
         self.info = info
         self.node_id = info.node_id
         self.index = index
+        # Whether the node runs (paused counts: it is there, only silent); asked by every
+        # request its listener or the network hands it, so kept as the state changes.
+        self.is_up = info.state != STOPPED
         self.server = Server(broker, self, binds)
         # Cleared while paused: requests are read but not answered.
         self.serving = asyncio.Event()
@@ -118,17 +121,13 @@ class BrokerNode:
         name = {SHARE_GROUP_STATE: "share_states", TRANSACTION_STATE: "transactions"}.get(topic, "groups")
         return getattr(self, name) if create else self.made(name)
 
-    @property
-    def is_up(self) -> bool:
-        return self.info.state != STOPPED
-
     async def start(self) -> None:
         await self.server.start()
         plan = self.broker.listeners
         self.info.endpoints = plan.advertised_for(self.index, self.server.bound_ports)
         self.info.host, self.info.port = self.info.endpoints.get(
             plan.inter_broker, (self.server.host, self.server.port))
-        self.info.state = RUNNING
+        self._enter(RUNNING)
         self.serving.set()
         topics = self.broker.cluster.topics.by_name
         if TRANSACTION_STATE in topics:
@@ -145,7 +144,7 @@ class BrokerNode:
         coordinators' in-memory state is dropped (the log keeps what was appended), all
         before its partitions get new leaders: a handler of this node never sees them
         move, and so never writes after they have."""
-        self.info.state = STOPPED
+        self._enter(STOPPED)
         self.incarnation += 1
         self.serving.set()  # parked requests wake only to find their connections gone
         self.server.halt(abort=crash)
@@ -165,12 +164,16 @@ class BrokerNode:
         await self.server.stop(abort=crash)
 
     def pause(self) -> None:
-        self.info.state = PAUSED
+        self._enter(PAUSED)
         self.serving.clear()
 
     def resume(self) -> None:
-        self.info.state = RUNNING
+        self._enter(RUNNING)
         self.serving.set()
+
+    def _enter(self, state: str) -> None:
+        self.info.state = state
+        self.is_up = state != STOPPED
 
     # -- coordinator partitions moving in and out ---------------------------------------
 

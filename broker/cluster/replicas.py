@@ -66,6 +66,9 @@ class ReplicaState:
         # topic -> (partitions, replication factor): leaderships assigned when one of the
         # topic's is first asked for (``declare``)
         self._declared: dict[str, tuple[int, int]] = {}
+        # (follower, leader) -> the partitions the follower replicates from that leader;
+        # kept only while followers fetch (``followed``), so a quiet cluster holds none
+        self._following: dict[tuple[int, int], dict[tuple[str, int], Leadership]] | None = None
         self._journal = JsonJournal(self.path, separators=(",", ":"))
 
     @property
@@ -101,7 +104,10 @@ class ReplicaState:
         isr = [r for r in replicas if r in up]
         leader = isr[0] if isr else NO_LEADER
         epoch = 0 if stored is None else stored[1] + (leader != stored[2])
-        state = self.partitions[(topic, index)] = Leadership(list(replicas), isr, leader, epoch)
+        key = (topic, index)
+        self._unfollow(key)
+        state = self.partitions[key] = Leadership(list(replicas), isr, leader, epoch)
+        self._follow(key, state)
         return state
 
     def declare(self, topic: str, partitions: int, replication_factor: int) -> None:
@@ -140,6 +146,7 @@ class ReplicaState:
 
     def forget(self, topic: str, index: int) -> None:
         self._declared.pop(topic, None)
+        self._unfollow((topic, index))
         self.partitions.pop((topic, index), None)
         if self._stored.pop(f"{topic}-{index}", None) is not None:
             self._forgotten.add(f"{topic}-{index}")
@@ -170,6 +177,41 @@ class ReplicaState:
         state = self.get(topic, index)
         return NO_LEADER if state is None else state.leader
 
+    # -- who follows what ------------------------------------------------------------------
+
+    def followed(self, follower: int, leader: int) -> dict[tuple[str, int], Leadership]:
+        """The partitions ``follower`` replicates from ``leader`` (a replica, not the leader):
+        an index built at the first call and kept as leaders and replicas change, so a
+        follower's fetch costs what it follows, not what the cluster holds."""
+        if self._following is None:
+            self._following = {}
+            for key, state in self.assign_all().items():
+                self._follow(key, state)
+        return self._following.get((follower, leader), {})
+
+    def drop_followed(self) -> None:
+        """Nothing fetches any more: the index goes until ``followed`` is asked again."""
+        self._following = None
+
+    def _follow(self, key: tuple[str, int], state: Leadership) -> None:
+        following, leader = self._following, state.leader
+        if following is None or leader == NO_LEADER:
+            return
+        for r in state.replicas:
+            if r != leader:
+                following.setdefault((r, leader), {})[key] = state
+
+    def _unfollow(self, key: tuple[str, int]) -> None:
+        """Before the partition's leader or replicas change (``_follow`` after)."""
+        following = self._following
+        state = self.partitions.get(key)
+        if following is None or state is None or state.leader == NO_LEADER:
+            return
+        for r in state.replicas:
+            parts = following.get((r, state.leader))
+            if parts is not None and parts.pop(key, None) is not None and not parts:
+                del following[(r, state.leader)]
+
     # -- changes -------------------------------------------------------------------------
 
     def set_leader(self, topic: str, index: int, leader: int, reason: str) -> bool:
@@ -179,7 +221,9 @@ class ReplicaState:
         if state.leader == leader:
             return False
         before = state.leader
+        self._unfollow((topic, index))
         state.leader = leader
+        self._follow((topic, index), state)
         state.leader_epoch += 1
         log.info("%s-%d: leader %d -> %d, epoch %d (%s)", topic, index, before, leader, state.leader_epoch, reason)
         for listener in self.listeners:
@@ -265,7 +309,9 @@ class ReplicaState:
         whose replicas or leader changed."""
         for (topic, index), (replicas, leader) in plan.items():
             state = self.partitions[(topic, index)]
+            self._unfollow((topic, index))
             state.replicas = list(replicas)
+            self._follow((topic, index), state)
             state.isr = [r for r in state.replicas if r in self.up and r != node_id]
             self.set_leader(topic, index, leader, f"node {node_id} removed")
         self.node_ids.remove(node_id)
@@ -304,7 +350,9 @@ class ReplicaState:
         replicas and up)."""
         state = self.get(topic, index)
         if replicas is not None:
+            self._unfollow((topic, index))
             state.replicas = list(replicas)
+            self._follow((topic, index), state)
             state.isr = [r for r in state.replicas if r in self.up]
         if leader is None:
             leader = state.leader if state.leader in state.isr else (state.isr[0] if state.isr else NO_LEADER)

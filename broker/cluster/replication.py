@@ -173,19 +173,22 @@ class Replication:
                 self.progress.caught_up(key, log_end)
             else:
                 self.progress.forget(key)
-        self._fetch_all()
+        self._fetch_all([(topic, index)])
 
-    def _fetch_all(self) -> None:
-        """A fetcher for every (follower, leader) pair with partitions to fetch; the
-        followers first met here hold the whole log (they were in sync until now)."""
+    def _fetch_all(self, partitions: list[tuple[str, int]] | None = None) -> None:
+        """A fetcher for every (follower, leader) pair with partitions to fetch (of
+        ``partitions`` only, when given: those whose leader just moved), every fetcher
+        woken; the followers first met here hold the whole log (they were in sync until now)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # set up before the broker runs: the first acks=all wait starts them
-        cluster = self.broker.cluster
-        up = cluster.replicas.up
+        replicas = self.broker.cluster.replicas
+        up = replicas.up
         pairs = set()
-        for (topic, index), state in cluster.replicas.assign_all().items():
+        items = (replicas.assign_all().items() if partitions is None
+                 else [(key, state) for key in partitions if (state := replicas.get(*key)) is not None])
+        for (topic, index), state in items:
             leader = state.leader
             if leader < 0:
                 continue
@@ -204,10 +207,11 @@ class Replication:
                     if follower in state.isr:
                         self.progress.caught_up(key, log_end)
         for pair in pairs:
-            fetcher = self._fetchers.get(pair)
-            if fetcher is None:
+            if pair not in self._fetchers:
                 fetcher = self._fetchers[pair] = _Fetcher(*pair)
                 fetcher.task = loop.create_task(self._run(fetcher))
+        # all, not only the pairs met: one whose partitions moved away ends at once
+        for fetcher in self._fetchers.values():
             fetcher.settled.clear()
             fetcher.kick.set()
             if fetcher.polling is not None:
@@ -240,11 +244,10 @@ class Replication:
         cluster = self.broker.cluster
         by_name = cluster.topics.by_name
         out = []
-        for (topic, index), state in cluster.replicas.assign_all().items():
-            if state.leader == leader and follower in state.replicas:
-                info = by_name.get(topic)
-                if info is not None:
-                    out.append((topic, index, info.topic_id, state.leader_epoch))
+        for (topic, index), state in cluster.replicas.followed(follower, leader).items():
+            info = by_name.get(topic)
+            if info is not None:
+                out.append((topic, index, info.topic_id, state.leader_epoch))
         return out
 
     async def _fetch_once(self, fetcher: _Fetcher) -> bool:
@@ -300,7 +303,8 @@ class Replication:
                                       "an error answer")
         if settling and self._in_sync(keys):
             fetcher.settled.set()
-        if self._undisturbed() and self._all_caught_up():
+        # its own partitions first: the walk over every partition only once they are in sync
+        if self._undisturbed() and self._in_sync(keys) and self._all_caught_up():
             self._stop_fetching()  # all quiet again: followers keep up at once from here
             return False
         return True
@@ -347,6 +351,7 @@ class Replication:
         self._fetchers.clear()
         self.progress.clear()
         self.positions.clear()
+        self.broker.cluster.replicas.drop_followed()
         self._wake()
 
     def _received(self, follower: int, answer) -> set[Key] | None:

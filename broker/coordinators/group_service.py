@@ -142,9 +142,10 @@ class GroupService:
         """Runs a coordinator handler through the runtime on the group's partition and,
         when it wrote, waits for the ISR to have it. ``failed(error)``: the API's answer
         when the runtime refuses the request (the partition is not served here) or the
-        wait fails, given the error Kafka maps the failure to. ``check()``: the API's
-        answer to a request its own checks refuse (None: none do); Kafka's service makes
-        them before it schedules the operation, so any node answers them."""
+        wait fails, given the error Kafka maps the failure to. ``check()``: the group
+        coordinator's checks of the request, made before it is scheduled (as Kafka's
+        service makes them, so any node answers them): their answer, or None to run
+        ``handler``, which does not check again."""
         if check is not None and (refused := check()) is not None:
             return refused
         await self.ready()
@@ -155,11 +156,13 @@ class GroupService:
             return failed(refused.error)
         return response if error is None else failed(write_failed(error))
 
-    @staticmethod
-    def group_id_given(group_id: str, failed: Callable[[ErrorCode], Any]) -> Callable[[], Any]:
-        """The check of the APIs that name one group (Kafka's service checks it first):
-        an empty group id is answered ``failed(INVALID_GROUP_ID)``."""
-        return lambda: None if group_id else failed(ErrorCode.invalid_group_id)
+    def group_id_given(self, group_id: str, failed: Callable[[ErrorCode], Any]) -> Callable[[], Any]:
+        """``run``'s check for the APIs that name one group: the coordinator's
+        ``group_id_error``, answered ``failed(error)``."""
+        def check():
+            error = self.coordinator.group_id_error(group_id)
+            return None if error is None else failed(error)
+        return check
 
     async def run_parked(self, group_id: str, handler: Callable[[asyncio.Future], Result],
                          failed: Callable[[ErrorCode], Any], check: Callable[[], Any] | None = None) -> Any:

@@ -5,14 +5,16 @@ whose nested types are named after it: ``<answer>Topic`` and ``<answer>Partition
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.cluster.cluster import Cluster
 from broker.errors import code
 from coordinator.group import OffsetToCommit
-from coordinator.group.messages import OffsetCommitResponse, PartitionError, TopicErrors
+from coordinator.group.coordinator import offset_errors
 from coordinator.group.log_codec import NO_LEADER_EPOCH
 from coordinator.runtime import Result
 from protocol.names import TopicPartition
@@ -27,10 +29,14 @@ def refused_by_acls(ctx, request, answer: type):
     return answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, GROUP_DENIED), answer))
 
 
-async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result], answer: type):
+async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result], answer: type,
+                         verify: Callable[[], Awaitable[ErrorCode]] | None = None):
     """OffsetCommit and TxnOffsetCommit: ``commit(offsets)`` (the group coordinator's
     handler) runs on the partitions of known topics the client may READ; the others get
-    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. Returns the answer."""
+    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. ``verify()``: TxnOffsetCommit's
+    KIP-890 verification, asked once the group coordinator's checks passed, before the
+    write (as Kafka's transactional write operation asks it); an error it gives answers
+    each offset. Returns the answer."""
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
     unknown = unknown_partitions(ctx.cluster, partitions) | denied
@@ -43,22 +49,16 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
     if offsets or not partitions:
         groups = ctx.node.groups
 
-        def failed(error):
-            return _every_offset_failed(offsets, error)
+        def failed(error):  # error for every partition, as Kafka's OffsetCommitRequest.getErrorResponse
+            return offset_errors(offsets, lambda _o: error)
 
-        response = await groups.run(request.group_id, lambda: commit(offsets), failed,
-                                    groups.group_id_given(request.group_id, failed))
+        response = groups.group_id_given(request.group_id, failed)()
+        if response is None and verify is not None and (error := await verify()) is not ErrorCode.none:
+            response = failed(error)
+        if response is None:
+            response = await groups.run(request.group_id, lambda: commit(offsets), failed)
         errors.update(partition_errors(response))
     return answer(topics=errors_by_topic(partitions, errors, answer))
-
-
-def _every_offset_failed(offsets: list[OffsetToCommit], error) -> OffsetCommitResponse:
-    """The coordinator's answer when the write failed: ``error`` for every partition, as
-    Kafka's OffsetCommitRequest.getErrorResponse gives it."""
-    by_topic: dict[str, list[PartitionError]] = {}
-    for o in offsets:
-        by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error))
-    return OffsetCommitResponse(tuple(TopicErrors(t, tuple(ps)) for t, ps in by_topic.items()))
 
 
 def unknown_partitions(cluster: Cluster, partitions: list[TopicPartition]) -> set[TopicPartition]:

@@ -58,7 +58,11 @@ class TransactionService:
         self.replication = replication  # broker.cluster.replication.Replication: writes wait for the ISR
         self.markers = MarkerSender(network, cluster, node_id, self._markers_written)
         self.markers.hold = config["emulate.fault.hold.txn.markers"]
-        self.markers.on_acked = self._markers_acked
+        # The event history when one is kept (a control API serves it), else None: then
+        # nothing here tells it anything.
+        self._history = cluster.history if cluster.history.enabled else None
+        if self._history is not None:
+            self.markers.on_acked = self._markers_acked
         self._completions: dict[str, asyncio.Event] = {}
         # While a request's write waits for the ISR: its markers, sent only once it is there.
         self._held_markers: list[SendMarkers] | None = None
@@ -134,17 +138,19 @@ class TransactionService:
             completed.set()
 
     def _markers_acked(self, m: SendMarkers, node_id: int, acked: set) -> None:
-        self.cluster.history.record(
+        self._history.record(
             "marker", transactional_id=m.transactional_id, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
             marker="COMMIT" if m.commit else "ABORT", coordinator_epoch=m.coordinator_epoch, node=node_id,
             partitions=sorted(f"{t}-{p}" for t, p in acked))
 
     def _observe(self, transactional_id: str | None, reason: str | None = None) -> None:
         """The id's state after a write, for the event history."""
+        if self._history is None:
+            return
         md = self.coordinator.transaction_metadata(transactional_id) if transactional_id else None
         if md is None:
             return
-        self.cluster.history.transaction(
+        self._history.transaction(
             transactional_id, md.state.state_name, md.producer_id, md.producer_epoch,
             sorted(f"{t}-{p}" for t, p in md.topic_partitions), reason)
 
@@ -284,8 +290,8 @@ class TransactionService:
         the event history learns which producer each id has (a partition's LSO held by
         a hanging transaction is named by it), and each open transaction with its
         partitions' offsets: an LSO it held before a restart, which no move tells."""
-        history = self.cluster.history
-        if history.enabled:
+        history = self._history
+        if history is not None:
             loaded = self.coordinator.transactions(partition)
             history.producers_named({md.producer_id: md.transactional_id for md in loaded if md.producer_id >= 0})
             for md in self.coordinator.open_transactions(partition):
@@ -312,7 +318,7 @@ class TransactionService:
                 log.warning("%s-%d: not opened for the event history: %s", topic, index, e)
                 continue
             if part is not None:
-                self.cluster.history.offsets_now(part)
+                self._history.offsets_now(part)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], api_version: int):

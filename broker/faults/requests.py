@@ -15,7 +15,7 @@ answer: the lost acknowledgement behind most duplicate bugs), ``close_after``
 released by ``release``, removal or clear, then process; only its own connection
 waits). Every firing is logged and counted per rule and action.
 
-Triggers use ``observers``: callables given a ``RequestSeen`` for every request a
+``observe`` adds an observer: a callable given a ``RequestSeen`` for every request a
 node receives (before any rule acts), with ``Match.matches`` to test it.
 
 ``Match`` and ``FaultRule`` live in ``broker.faults.rules`` and load with the first
@@ -79,14 +79,17 @@ class FaultRules:
     def __init__(self) -> None:
         self.on_fire = None  # (rule, seen): the event history's record of a firing
         self.on_change = None  # (): a rule added or removed (replication fetches while any is in force)
-        self.rules: dict[int, FaultRule] = {}
-        self.observers: list[Callable[[RequestSeen], None]] = []
+        self.rules: dict[int, FaultRule] = {}  # changed only through add, remove and clear
+        self.observers: tuple[Callable[[RequestSeen], None], ...] = ()  # added by ``observe``
         self.firings: Counter[tuple[int, str]] = Counter()
         self._ids = itertools.count(1)
+        # Whether any rule or observer is set: what every request's dispatch asks, kept
+        # up to date by each change rather than worked out per request.
+        self.active = False
 
-    @property
-    def active(self) -> bool:
-        return bool(self.rules or self.observers)
+    def observe(self, observer: Callable[[RequestSeen], None]) -> None:
+        self.observers = (*self.observers, observer)
+        self._changed()
 
     def add(self, action: str, match: Match | None = None, **options) -> FaultRule:
         if options.get("probability") is not None and options.get("seed") is None:
@@ -101,6 +104,7 @@ class FaultRules:
         return rule
 
     def _changed(self) -> None:
+        self.active = bool(self.rules or self.observers)
         if self.on_change is not None:
             self.on_change()
 
@@ -123,7 +127,7 @@ class FaultRules:
         """Tells the observers, then returns the rule that fires for this request, if
         any (the first added that fires wins; the rules after it do not see the
         request)."""
-        for observer in list(self.observers):
+        for observer in self.observers:
             try:
                 observer(seen)
             except Exception:  # a trigger's failure never costs a client its answer

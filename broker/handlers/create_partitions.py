@@ -20,7 +20,7 @@ async def handle(ctx, request):
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            ctx.cluster.add_partitions(t.name, t.count, assignments, request.validate_only)
+            await ctx.cluster.add_partitions(t.name, t.count, assignments, request.validate_only)
             results.append(Answer.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
         except TopicError as e:
             results.append(Answer.CreatePartitionsTopicResult(name=t.name, error_code=code(e.error_name),

@@ -57,9 +57,9 @@ async def handle(ctx, request):
             results.append(result)
             continue
         try:
-            info = cluster.create_topic(
-                t.name, t.num_partitions, t.replication_factor, {c.name: c.value for c in t.configs},
-                request.validate_only, assignments)
+            plan = cluster.check_create(t.name, t.num_partitions, t.replication_factor,
+                                        {c.name: c.value for c in t.configs}, assignments)
+            info = None if request.validate_only else await cluster.create_off_loop(plan)
             if assignments:
                 partitions, replication = len(assignments), len(next(iter(assignments.values())))
             else:

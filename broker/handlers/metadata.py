@@ -101,8 +101,9 @@ async def handle(ctx, request):
                     validate_topic_name(name)
                     cluster.create_topic(name)
                 except TopicError as e:
-                    topics.append(_error_topic(name, e.error_name))
-                    continue
+                    if e.error_name != "TOPIC_ALREADY_EXISTS":  # else being made: answered as unknown yet
+                        topics.append(_error_topic(name, e.error_name))
+                        continue
                 # Kafka 4.x asks its controller to create the topic and answers before it
                 # exists: the client asks again (the next answer has the topic).
             topics.append(_topic(ctx, info, ops) if info else _error_topic(name, "UNKNOWN_TOPIC_OR_PARTITION"))

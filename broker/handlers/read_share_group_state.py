@@ -22,4 +22,4 @@ def _state(result, common: dict):
 async def handle(ctx, request):
     now_ms = ctx.clock.now_ms()
     return await answer(ctx, request, Answer, lambda service, key, p: service.run(
-        key, lambda: service.coordinator.read_state(key, p.leader_epoch, now_ms)), _state, topic_checked=False)
+        key, lambda: service.coordinator.read_state(key, p.leader_epoch, now_ms)), _state, key_checked=False)

@@ -11,8 +11,11 @@ KIP-890 verification, as Kafka 4.4 answers: the group's __consumer_offsets parti
 be in the producer's ongoing transaction (AddOffsetsToTxn). If it is not, v0-v3 get
 INVALID_TXN_STATE, v4 TRANSACTION_ABORTABLE, and v5 adds it to the transaction
 implicitly (transaction version 2's rule), so offsets never wait for a marker that will
-not come. The question crosses the network to the transaction coordinator's node
-(broker/coordinators/txn_verification.py); a cut link, a lost message or a paused node answers
+not come. It is asked where Kafka's transactional write asks it: after the ACLs, the
+partitions of unknown topics and the group coordinator's checks (an empty group id is
+INVALID_GROUP_ID on any node). The question crosses the network to the transaction
+coordinator's node (broker/coordinators/txn_verification.py); a cut link, a lost
+message or a paused node answers
 COORDINATOR_LOAD_IN_PROGRESS (the client retries without looking the coordinator up
 again), the coordinator's own errors come back as it gave them.
 """
@@ -87,12 +90,13 @@ async def handle(ctx, request):
             offsets=offsets, api_version=ctx.version, now_ms=ctx.clock.now_ms(),
             newest_producer_epoch=groups.producer_epoch(offsets_partition, request.producer_id))
 
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    if verified:
+    async def verify() -> ErrorCode:
+        nonlocal verification
         error, verification = await _verify(ctx, request, offsets_partition)
-        if error is not ErrorCode.none:
-            return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, error), Answer))
-    answer = await commit_offsets(ctx, request, commit, Answer)
+        return error
+
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    answer = await commit_offsets(ctx, request, commit, Answer, verify if verified else None)
     if ended:
         return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state),
                                              Answer))

@@ -19,4 +19,4 @@ def _snapshot(p) -> ShareSnapshot:
 async def handle(ctx, request):
     now_ms = ctx.clock.now_ms()
     return await answer(ctx, request, Answer, lambda service, key, p: service.run(
-        key, lambda: service.coordinator.write_state(key, _snapshot(p), now_ms)), topic_checked=False)
+        key, lambda: service.coordinator.write_state(key, _snapshot(p), now_ms)), key_checked=False)

@@ -53,7 +53,7 @@ class InProcessBroker(BrokerHelpers):
             if self.admin:  # the control API can move time, as `serve --admin-port` allows
                 from broker.virtual_clock import VirtualClock
 
-                broker = Broker(config, self.data_dir, HOST, self.port, VirtualClock())
+                broker = Broker(config, self.data_dir, HOST, self.port, VirtualClock(), history=True)
             else:
                 broker = Broker(config, self.data_dir, HOST, self.port)
             await broker.start()

@@ -14,6 +14,7 @@ from kio.schema.index import api_key_map, schema_name_map
 
 from broker.wire.client import KafkaConnection
 from protocol import client
+from protocol.answer_wire import is_request, request_type
 from protocol.client import (
     API_VERSIONS,
     FIND_COORDINATOR,
@@ -61,7 +62,8 @@ class Admin:
         for host, port in self.servers:
             try:
                 conn = await self._connect(host, port)
-                response = await conn.request(API_VERSIONS, 0, {}, REQUEST_TIMEOUT_S)
+                response = await conn.request(API_VERSIONS, 0, request_type(API_VERSIONS)(
+                    client_software_name=self.client_id, client_software_version="0"), REQUEST_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 problems.append(f"{host}:{port}: {e or type(e).__name__}")
                 continue
@@ -101,8 +103,12 @@ class Admin:
         offered = "not at all" if broker is None else f"v{broker[0]}-v{broker[1]}"
         raise ToolError(f"the broker does not support {name} v{low}-v{high} (it offers {offered})")
 
-    async def request(self, node_id: int | None, api_key: int, body: dict[str, Any]) -> tuple[int, Any]:
-        """Sends to a node (None: the bootstrap server); returns (version, response)."""
+    async def request(self, node_id: int | None, api_key: int, body) -> tuple[int, Any]:
+        """Sends ``body``, a request of the API's ``request_type``, to a node (None: the
+        bootstrap server); returns (version, response)."""
+        if not is_request(body):
+            raise TypeError(f"the tools' {api_key_map[api_key]} request is a {type(body).__name__}; requests are "
+                            f"of request_type({api_key})")
         version = self.version(api_key)
         if node_id is None:
             conn = self._bootstrap

@@ -14,6 +14,7 @@ import click
 from kio.schema.errors import ErrorCode
 
 from broker.wire.client import KafkaConnection
+from protocol.answer_wire import request_type
 
 API_VERSIONS = 18
 
@@ -23,8 +24,8 @@ async def api_versions(host: str, port: int, timeout: float, tls=None) -> int:
     ssl.SSLContext for an SSL or SASL_SSL listener (ApiVersions needs no SASL login)."""
     conn = await asyncio.wait_for(KafkaConnection.connect(host, port, "eosbroker-healthcheck", tls=tls), timeout)
     try:
-        response = await conn.request(API_VERSIONS, 3, {"client_software_name": "eosbroker-healthcheck",
-                                                        "client_software_version": "1"}, timeout)
+        response = await conn.request(API_VERSIONS, 3, request_type(API_VERSIONS)(
+            client_software_name="eosbroker-healthcheck", client_software_version="1"), timeout)
     finally:
         await conn.close()
     if response.error_code != ErrorCode.none:

@@ -12,6 +12,8 @@ import click
 from kio.schema.errors import ErrorCode
 
 from broker.tools.admin_client import METADATA, Admin, ToolError, error_name, run_admin
+from protocol.answer_wire import request_type
+from protocol.client import metadata_request
 
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 19, 20, 32
 TOPIC_RESOURCE = 2
@@ -37,17 +39,17 @@ def parse_configs(items: tuple[str, ...]) -> dict[str, str]:
 
 
 async def _metadata(admin: Admin, topics: list[str] | None):
-    _, response = await admin.request(None, METADATA, {
-        "topics": None if topics is None else [{"name": t} for t in topics],
-        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    _, response = await admin.request(None, METADATA, metadata_request(topics))
     return response
 
 
 async def create(admin: Admin, topic: str, partitions: int, replication_factor: int,
                  configs: dict[str, str], if_not_exists: bool) -> str:
-    _, response = await admin.request(None, CREATE_TOPICS, {"timeout_ms": TIMEOUT_MS, "validate_only": False, "topics": [{
-        "name": topic, "num_partitions": partitions, "replication_factor": replication_factor, "assignments": [],
-        "configs": [{"name": k, "value": v} for k, v in configs.items()]}]})
+    request = request_type(CREATE_TOPICS)
+    _, response = await admin.request(None, CREATE_TOPICS, request(timeout_ms=TIMEOUT_MS, validate_only=False, topics=(
+        request.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=replication_factor,
+                               assignments=(), configs=tuple(request.CreatableTopicConfig(name=k, value=v)
+                                                             for k, v in configs.items())),)))
     result = response.topics[0]
     if result.error_code == ErrorCode.topic_already_exists and if_not_exists:
         return f"Topic {topic} already exists."
@@ -92,10 +94,11 @@ def _ids(nodes) -> str:
 
 async def _topic_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, str]]:
     """The configs set on each topic itself (not the broker's defaults)."""
-    _, response = await admin.request(None, DESCRIBE_CONFIGS, {
-        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": n, "configuration_keys": None}
-                      for n in names],
-        "include_synonyms": False, "include_documentation": False})
+    request = request_type(DESCRIBE_CONFIGS)
+    _, response = await admin.request(None, DESCRIBE_CONFIGS, request(
+        resources=tuple(request.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=n,
+                                                        configuration_keys=None) for n in names),
+        include_synonyms=False, include_documentation=False))
     out: dict[str, dict[str, str]] = {}
     for r in response.results:
         if r.error_code != ErrorCode.none:
@@ -105,8 +108,9 @@ async def _topic_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, 
 
 
 async def delete(admin: Admin, topic: str, if_exists: bool) -> str:
-    version, response = await admin.request(None, DELETE_TOPICS, {
-        "timeout_ms": TIMEOUT_MS, "topic_names": [topic], "topics": [{"name": topic}]})
+    request = request_type(DELETE_TOPICS)
+    version, response = await admin.request(None, DELETE_TOPICS, request(
+        timeout_ms=TIMEOUT_MS, topic_names=(topic,), topics=(request.DeleteTopicState(topic_id=None, name=topic),)))
     result = response.responses[0]
     if result.error_code == ErrorCode.unknown_topic_or_partition and if_exists:
         return f"Topic {topic} does not exist."

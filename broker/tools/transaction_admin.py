@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from broker.clock import SYSTEM_CLOCK
 from broker.tools.admin_client import Admin, ToolError, error_name, run_admin
 from protocol.client import DESCRIBE_TRANSACTIONS, FIND_COORDINATOR, METADATA
-from protocol.answer_wire import ms
+from protocol.answer_wire import ms, request_type
 
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 27, 61, 66
 # The version ranges this tool can speak (it reads only fields these versions share).
@@ -95,8 +95,8 @@ class TransactionAdmin(Admin):
             await self.leaders([])
         listings = []
         for node_id in sorted(self.nodes):
-            _, response = await self.request(node_id, LIST_TRANSACTIONS,
-                                             {"state_filters": [], "producer_id_filters": list(producer_ids)})
+            _, response = await self.request(node_id, LIST_TRANSACTIONS, request_type(LIST_TRANSACTIONS)(
+                state_filters=(), producer_id_filters=tuple(producer_ids)))
             if response.error_code != ErrorCode.none:
                 raise ToolError(f"cannot list the transactions of node {node_id}: {error_name(response.error_code)}")
             listings += [Listing(node_id, t.transactional_id, t.producer_id, t.transaction_state)
@@ -110,7 +110,8 @@ class TransactionAdmin(Admin):
             by_coordinator[await self.coordinator(transactional_id)].append(transactional_id)
         described: dict[str, Description | ErrorCode] = {}
         for node_id, ids in by_coordinator.items():
-            _, response = await self.request(node_id, DESCRIBE_TRANSACTIONS, {"transactional_ids": ids})
+            _, response = await self.request(node_id, DESCRIBE_TRANSACTIONS, request_type(DESCRIBE_TRANSACTIONS)(
+                transactional_ids=tuple(ids)))
             for s in response.transaction_states:
                 if s.error_code != ErrorCode.none:
                     described[s.transactional_id] = s.error_code
@@ -131,8 +132,9 @@ class TransactionAdmin(Admin):
             by_leader[leader][topic].append(partition)
         found = {}
         for leader, topics in by_leader.items():
-            body = {"topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
-            _, response = await self.request(leader, DESCRIBE_PRODUCERS, body)
+            request = request_type(DESCRIBE_PRODUCERS)
+            _, response = await self.request(leader, DESCRIBE_PRODUCERS, request(topics=tuple(
+                request.TopicRequest(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items())))
             for t in response.topics:
                 for p in t.partitions:
                     if p.error_code != ErrorCode.none:
@@ -147,10 +149,12 @@ class TransactionAdmin(Admin):
 
     async def write_abort_marker(self, leader: int, topic: str, partition: int, producer_id: int,
                                  producer_epoch: int, coordinator_epoch: int) -> ErrorCode:
-        marker = {"producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": False,
-                  "coordinator_epoch": coordinator_epoch,
-                  "topics": [{"name": topic, "partition_indexes": [partition]}]}
-        _, response = await self.request(leader, WRITE_TXN_MARKERS, {"markers": [marker]})
+        request = request_type(WRITE_TXN_MARKERS)
+        marker = request.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            coordinator_epoch=coordinator_epoch,
+            topics=(request.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),))
+        _, response = await self.request(leader, WRITE_TXN_MARKERS, request(markers=(marker,)))
         return response.markers[0].topics[0].partitions[0].error_code
 
 

@@ -379,12 +379,31 @@ class GroupCoordinator:
         # generation, a static member's new id): the handler changed it in memory.
 
     # -- what a request is answered before its group's partition is asked -----------------
+    # Kafka's group coordinator service makes these checks before it schedules a request,
+    # so any node answers them; the writes below run only requests that passed them (the
+    # group service asks first, then routes the write through the runtime).
+
+    @staticmethod
+    def group_id_error(group_id: str | None) -> ErrorCode | None:
+        """INVALID_GROUP_ID for an empty group id: the check of the APIs naming one group
+        (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit,
+        OffsetDelete), and of each group a describe or OffsetFetch names."""
+        return None if group_id else E.invalid_group_id
+
+    def join_group_request_error(self, group_id: str, member_id: str, session_timeout_ms: int
+                                 ) -> JoinGroupResponse | None:
+        """A JoinGroup's: an empty group id, a session timeout out of the broker's bounds.
+        None: neither."""
+        error = self.group_id_error(group_id)
+        if error is None and not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                                  <= self.config.group_max_session_timeout_ms):
+            error = E.invalid_session_timeout
+        return None if error is None else JoinGroupResponse(error, member_id=member_id)
 
     def heartbeat_request_error(self, request: HeartbeatRequest | ShareHeartbeatRequest | StreamsHeartbeatRequest
                                 ) -> HeartbeatAnswer | StreamsHeartbeatAnswer | None:
-        """A consumer, share or streams group heartbeat's own checks (INVALID_REQUEST,
-        UNSUPPORTED_ASSIGNOR, ...), which Kafka's service makes before it schedules the
-        heartbeat, so any node answers them: the answer, or None when it passes."""
+        """A consumer, share or streams group heartbeat's (INVALID_REQUEST,
+        UNSUPPORTED_ASSIGNOR, ...): the answer, or None when it passes."""
         code = type_code(request.group_type)
         try:
             if request.group_type == CONSUMER:
@@ -415,8 +434,9 @@ class GroupCoordinator:
         """(error, message, group) as a modern group's Describe answers for one group: the
         group of type ``kind`` with this id, or the error Kafka gives (saying "not a
         ``kind`` group" where a group of a type in ``rivals`` has the id)."""
-        if not group_id:
-            return E.invalid_group_id, None, None
+        error = self.group_id_error(group_id)
+        if error is not None:
+            return error, None, None
         error, state = self._serving(group_id)
         if state is None:
             return error, None, None
@@ -429,28 +449,14 @@ class GroupCoordinator:
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
 
-    def join_group_request_error(self, group_id: str, member_id: str, session_timeout_ms: int
-                                 ) -> JoinGroupResponse | None:
-        """What a JoinGroup is answered before its group's partition is asked (Kafka's
-        service checks these before it schedules the join): an empty group id, a session
-        timeout out of the broker's bounds. None: neither."""
-        if not group_id:
-            return JoinGroupResponse(E.invalid_group_id, member_id=member_id)
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
-            return JoinGroupResponse(E.invalid_session_timeout, member_id=member_id)
-        return None
-
     def join_group(
         self, *, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
         protocols: Sequence[JoinProtocol], session_timeout_ms: int, rebalance_timeout_ms: int,
         client_id: str, client_host: str, api_version: int, reply_to: Any, now_ms: int,
     ) -> Result[JoinGroupResponse]:
-        """``rebalance_timeout_ms``: JoinGroup v0 has none; pass the session timeout."""
+        """``rebalance_timeout_ms``: JoinGroup v0 has none; pass the session timeout. For a
+        join that passed ``join_group_request_error``."""
         _require_reply_to(reply_to)
-        refused = self.join_group_request_error(group_id, member_id, session_timeout_ms)
-        if refused is not None:
-            return Result(response=refused)
         state = self._served_partition(group_id)
         if group_id in state.share_groups:
             return Result(response=JoinGroupResponse(E.inconsistent_group_protocol, member_id=member_id))
@@ -509,8 +515,6 @@ class GroupCoordinator:
         reply_to: Any, now_ms: int,
     ) -> Result[SyncGroupResponse]:
         _require_reply_to(reply_to)
-        if not group_id:
-            return Result(response=SyncGroupResponse(E.invalid_group_id))
         state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
@@ -533,8 +537,6 @@ class GroupCoordinator:
     def heartbeat(
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int
     ) -> Result[HeartbeatResponse]:
-        if not group_id:
-            return Result(response=HeartbeatResponse(E.invalid_group_id))
         state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
@@ -552,8 +554,6 @@ class GroupCoordinator:
         self, *, group_id: str, members: Sequence[MemberIdentity], api_version: int, now_ms: int
     ) -> Result[LeaveGroupResponse]:
         """v0-v2 name one member; its error becomes the top-level error, as Kafka answers."""
-        if not group_id:
-            return Result(response=LeaveGroupResponse(E.invalid_group_id))
         state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None and group_id not in state.groups:
@@ -596,10 +596,10 @@ class GroupCoordinator:
     # -- ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
 
     def consumer_group_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
-        from coordinator.group.consumer_group import LEAVE_GROUP_MEMBER_EPOCH, HeartbeatAnswer, validate
+        """For a heartbeat that passed ``heartbeat_request_error``."""
+        from coordinator.group.consumer_group import LEAVE_GROUP_MEMBER_EPOCH, HeartbeatAnswer
 
         try:
-            validate(request, self.config.consumer.assignors)
             state = self._served_partition(request.group_id)
             records: list[CoordinatorRecord] = []
             if state.holds(request.group_id, ("share", "streams")):
@@ -685,13 +685,13 @@ class GroupCoordinator:
     # -- ShareGroupHeartbeat / ShareGroupDescribe (KIP-932) -----------------------------
 
     def share_group_heartbeat(self, request: ShareHeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
+        """For a heartbeat that passed ``heartbeat_request_error``."""
         from coordinator.group.consumer_group import HeartbeatAnswer
 
-        state = self._served_partition(request.group_id) if request.group_id else None
-        group = state.share_groups.get(request.group_id) if state is not None else None
+        state = self._served_partition(request.group_id)
+        group = state.share_groups.get(request.group_id)
         try:
-            if state is not None and group is None and state.holds(request.group_id,
-                                                                   ("classic", "consumer", "streams")):
+            if group is None and state.holds(request.group_id, ("classic", "consumer", "streams")):
                 raise Refused(E.group_id_not_found, _not_a(request.group_id, "share"))
             session_timeout_ms, interval_ms = self.group_timeouts("share", request.group_id)
             records, answer, initialize = self.share.heartbeat(
@@ -731,11 +731,12 @@ class GroupCoordinator:
 
     def streams_group_heartbeat(self, request: StreamsHeartbeatRequest, now_ms: int
                                 ) -> Result[StreamsHeartbeatAnswer]:
-        state = self._served_partition(request.group_id) if request.group_id else None
-        group = state.streams_groups.get(request.group_id) if state is not None else None
+        """For a heartbeat that passed ``heartbeat_request_error``."""
+        state = self._served_partition(request.group_id)
+        group = state.streams_groups.get(request.group_id)
         records: list[CoordinatorRecord] = []
         try:
-            if state is not None and group is None:
+            if group is None:
                 classic = state.groups.get(request.group_id)
                 if (state.holds(request.group_id, ("consumer", "share"))
                         or (classic is not None and classic.state is not S.EMPTY)):
@@ -928,7 +929,7 @@ class GroupCoordinator:
             log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, expire_ms))
             for o in offsets if self._metadata_fits(o) and refused(o) is None
         ]
-        return Result(records=tuple(records), response=_offset_errors(
+        return Result(records=tuple(records), response=offset_errors(
             offsets, lambda o: refused(o) or self._commit_error(o)))
 
     def txn_offset_commit(
@@ -951,13 +952,13 @@ class GroupCoordinator:
         committing = [o for o in offsets if self._metadata_fits(o) and refused(o) is None]
         fenced = newest_producer_epoch is not None and producer_epoch < newest_producer_epoch
         if fenced and committing:
-            return Result(response=_offset_errors(offsets, lambda o: refused(o) or (
+            return Result(response=offset_errors(offsets, lambda o: refused(o) or (
                 E.invalid_producer_epoch if self._metadata_fits(o) else self._commit_error(o))))
         records = []
         for o in committing:
             plain = log_codec.offset_commit_record(group_id, o.topic, o.partition, self._offset_value(o, now_ms, -1))
             records.append(TransactionalOffsetRecord(plain.key, plain.value, producer_id, producer_epoch))
-        return Result(records=tuple(records), response=_offset_errors(
+        return Result(records=tuple(records), response=offset_errors(
             offsets, lambda o: refused(o) or self._commit_error(o)))
 
     def _commit_membership_error(
@@ -976,8 +977,6 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
         transactional: bool, api_version: int,
     ) -> ErrorCode | Callable[[str, int], ErrorCode | None] | None:
-        if not group_id:
-            return E.invalid_group_id
         state = self._served_partition(group_id)
         consumer_group = state.consumer_groups.get(group_id)
         if consumer_group is not None:
@@ -1020,7 +1019,8 @@ class GroupCoordinator:
 
     def _fetch_group(self, request: OffsetFetchGroup, require_stable: bool) -> OffsetFetchResponseGroup:
         group_id = request.group_id
-        error, state = self._serving(group_id) if group_id else (E.invalid_group_id, None)
+        error = self.group_id_error(group_id)
+        error, state = self._serving(group_id) if error is None else (error, None)
         if state is None:
             return OffsetFetchResponseGroup(group_id, error)
         consumer_group = state.consumer_groups.get(group_id)
@@ -1063,8 +1063,6 @@ class GroupCoordinator:
         self, *, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> Result[OffsetDeleteResponse]:
         """Refused for a topic the group's live ``consumer`` subscriptions name."""
-        if not group_id:
-            return Result(response=OffsetDeleteResponse(E.invalid_group_id))
         state = self._served_partition(group_id)
         group = state.groups.get(group_id)
         consumer_group = state.consumer_groups.get(group_id)
@@ -1191,9 +1189,10 @@ def _group_deadlines(g: ClassicGroup) -> list[int]:
     return [d for d, _key in _group_timers(g)]
 
 
-def _offset_errors(
+def offset_errors(
     offsets: Sequence[OffsetToCommit], error_of: Callable[[OffsetToCommit], ErrorCode]
 ) -> OffsetCommitResponse:
+    """An OffsetCommit or TxnOffsetCommit answer: ``error_of(offset)`` for each offset, by topic."""
     by_topic: dict[str, list[PartitionError]] = {}
     for o in offsets:
         by_topic.setdefault(o.topic, []).append(PartitionError(o.partition, error_of(o)))

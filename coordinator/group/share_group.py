@@ -252,10 +252,9 @@ class ShareGroups:
                   now_ms: int, session_timeout_ms: int, heartbeat_interval_ms: int,
                   assignment_interval_ms: int | None = None
                   ) -> tuple[list[CoordinatorRecord], HeartbeatAnswer, InitializeShareState | None]:
-        """(records, answer, the share-partitions to initialize).
-        Raises Refused. ``group`` is None for a group that does not exist yet; the records
+        """(records, answer, the share-partitions to initialize), for a request that passed
+        ``validate``. Raises Refused. ``group`` is None for a group that does not exist yet; the records
         create it. ``assignment_interval_ms``: the group's (None: the broker's)."""
-        validate(request)
         member_id = request.member_id
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if group is None or member_id not in group.members:

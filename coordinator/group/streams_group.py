@@ -615,13 +615,13 @@ class StreamsGroups:
     def heartbeat(self, group: StreamsGroup | None, request: StreamsHeartbeatRequest, topics: TopicsSnapshot,
                   now_ms: int, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
                   ) -> tuple[list[CoordinatorRecord], StreamsHeartbeatAnswer, bool]:
-        """(records, answer, whether the member left). Raises Refused; ``group`` None:
+        """(records, answer, whether the member left), for a request that passed ``validate``.
+        Raises Refused; ``group`` None:
         no streams group of that id yet (the records create it). The timeouts: the group's
         configs (streams.session.timeout.ms, streams.heartbeat.interval.ms), else the broker's."""
         config = self.group_config(request.group_id)
         session_timeout_ms = session_timeout_ms or config.session_timeout_ms
         heartbeat_interval_ms = heartbeat_interval_ms or config.heartbeat_interval_ms
-        validate(request)
         member_id = request.member_id
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(group, request, topics, now_ms)

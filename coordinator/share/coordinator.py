@@ -30,6 +30,8 @@ READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowe
 WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
 NEGATIVE_LEADER_EPOCH = "The leader epoch cannot be a negative number."
 NEGATIVE_STATE_EPOCH = "The state epoch cannot be a negative number."
+NULL_TOPIC_ID = "The topic id cannot be null."
+NEGATIVE_PARTITION = "The partition id cannot be a negative number."
 # Kafka answers fencing with the errors' own messages
 FENCED_LEADER = "The leader epoch in the request is older than the epoch on the broker."
 FENCED_STATE = "The coordinator rejected the request because the state epoch did not match."
@@ -113,6 +115,16 @@ class ShareCoordinator:
         refusal = self.loads.refusal(partition)
         return (refusal, None) if refusal is not None else (None, self._partitions[partition])
 
+    @staticmethod
+    def key_error(key: StateKey) -> StateAnswer | None:
+        """A key no state can have (no topic id, a negative partition), as Kafka's shard
+        checks it first in each state API; None: a key that can."""
+        if key.topic_id is None:
+            return StateAnswer(E.invalid_request, NULL_TOPIC_ID)
+        if key.partition < 0:
+            return StateAnswer(E.invalid_request, NEGATIVE_PARTITION)
+        return None
+
     def _served(self, key: StateKey) -> _Partition:
         """The key's partition, for the writes: the runtime runs them on served partitions only."""
         return self._partitions[self.partition_for(key)]
@@ -121,6 +133,8 @@ class ShareCoordinator:
         """ReadShareGroupState: the snapshot of an initialized share-partition. A leader
         reading with a newer leader epoch records it (a new snapshot), so a write from the
         leader before it is fenced; one with an older epoch is FENCED_LEADER_EPOCH."""
+        if (bad_key := self.key_error(key)) is not None:
+            return Result(response=bad_key)
         if leader_epoch < 0:
             return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH))
         state = self._served(key)
@@ -171,6 +185,8 @@ class ShareCoordinator:
     def write_state(self, key: StateKey, snapshot: ShareSnapshot, now_ms: int) -> Result[StateAnswer]:
         """WriteShareGroupState: the snapshot given, with the next snapshot epoch, onto an
         initialized share-partition; an older leader or state epoch is fenced."""
+        if (bad_key := self.key_error(key)) is not None:
+            return Result(response=bad_key)
         if snapshot.leader_epoch < 0 or snapshot.state_epoch < 0:
             return Result(response=StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH if snapshot.leader_epoch < 0
                                                else NEGATIVE_STATE_EPOCH))

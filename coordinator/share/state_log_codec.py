@@ -26,12 +26,15 @@ _DELIVERY_COMPLETE_COUNT_TAG = 0
 @dataclass(frozen=True, slots=True)
 class StateKey:
     group_id: str
-    topic_id: uuid.UUID
+    topic_id: uuid.UUID | None  # None: the zero id a request may carry (the coordinator refuses it)
     partition: int
 
     def coordinator_key(self) -> str:
         """The string Kafka hashes to place the key (SharePartitionKey.asCoordinatorKey)."""
-        return f"{self.group_id}:{java_uuid(self.topic_id)}:{self.partition}"
+        return f"{self.group_id}:{java_uuid(self.topic_id or _ZERO_UUID)}:{self.partition}"
+
+
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,13 +129,22 @@ async def test_coordinators_answer_only_on_their_node(cluster, topic_name):
     answers = set()
     join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    txn_offsets = {"transactional_id": txn_id, "group_id": "", "producer_id": 4242, "producer_epoch": 0,
+                   "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                       {"name": topic_name, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                            "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    async with await _conn(cluster, 1) as conn:
+        await _create(conn, topic_name)
     for node in (1, 2, 3):
         async with await _conn(cluster, node) as conn:
             r = await conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
             answers.add((r.coordinators[0].error_code, r.coordinators[0].node_id, r.coordinators[0].port))
             # An empty group id is refused by the request's checks on every node, the
-            # coordinator of its partition or not, as on Kafka.
+            # coordinator of its partition or not, as on Kafka; a TxnOffsetCommit's before
+            # its producer's transaction is verified (this producer id has none).
             assert (await conn.request(11, 5, dict(join, group_id=""))).error_code == code("INVALID_GROUP_ID")
+            r = await conn.request(28, 3, txn_offsets)
+            assert r.topics[0].partitions[0].error_code == code("INVALID_GROUP_ID")
     [(error, coordinator, port)] = answers
     assert error == 0 and port == cluster.node_ports[coordinator]
     wrong = next(n for n in (1, 2, 3) if n != coordinator)

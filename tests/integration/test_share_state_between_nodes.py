@@ -191,3 +191,38 @@ def test_share_state_requests_answer_kafkas_error_codes(broker_factory, topic_na
     summary = _request(broker, 87, 1, {"group_id": "g", "topics": [
         {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
     assert summary.results[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_a_state_read_or_write_of_a_bad_key_on_a_node_not_coordinating_it_is_not_coordinator(broker_factory):
+    """As Kafka 4.4, whose share coordinator shard checks a key's topic id and partition
+    inside the scheduled operation: a read or write of a key no state can have (a zero
+    topic id, a negative partition) sent to a node that is not the key's share
+    coordinator is NOT_COORDINATOR (the client looks the coordinator up again); the
+    coordinator itself answers INVALID_REQUEST."""
+    cluster = broker_factory({**QUICK, "share.coordinator.state.topic.num.partitions": 1}, nodes=2)
+    assert _request(cluster, 87, 1, {"group_id": "probe", "topics": []}).results == ()  # makes the topic
+    metadata = _request(cluster, 3, 12, {"topics": [{"name": SHARE_STATE, "topic_id": None}],
+                                         "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False})
+    coordinator = metadata.topics[0].partitions[0].leader_id
+    other = next(n for n in cluster.node_ports if n != coordinator)
+    read = {"leader_epoch": 0}
+    write = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1,
+             "state_batches": []}
+
+    def answered(node: int, api_key: int, version: int, topic_id, partition: int, fields: dict) -> tuple:
+        for _ in range(100):  # the coordinator loads __share_group_state for a moment
+            answer = _request(_At(cluster.node_ports[node]), api_key, version, {"group_id": "g", "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": partition, **fields}]}]})
+            p = answer.results[0].partitions[0]
+            if p.error_code != ErrorCode.coordinator_load_in_progress:
+                return p.error_code, p.error_message
+            time.sleep(0.1)
+        raise AssertionError("__share_group_state did not load")
+
+    for api_key, version, fields in ((READ_SHARE_GROUP_STATE, 0, read), (WRITE_SHARE_GROUP_STATE, 1, write)):
+        for topic_id, partition, message in ((None, 0, "The topic id cannot be null."),
+                                             (uuid.uuid4(), -1, "The partition id cannot be a negative number.")):
+            assert answered(other, api_key, version, topic_id, partition, fields)[0] == ErrorCode.not_coordinator
+            assert answered(coordinator, api_key, version, topic_id, partition, fields) == (
+                ErrorCode.invalid_request, message)

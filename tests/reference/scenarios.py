@@ -374,6 +374,49 @@ def request(label: str, api: str, body: Callable[[Run], dict], version: int | No
     return (label, action)
 
 
+def _join_body(group: str, session_ms: int) -> dict:
+    return {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": 30000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+
+
+def _unverifiable_txn_offsets(run: Run, group: str, *topics: str) -> dict:
+    """A TxnOffsetCommit of a producer id no transaction coordinator knows."""
+    return {"transactional_id": run.txn_id("a"), "group_id": group, "producer_id": 424242, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]} for t in topics]}
+
+
+def _partition_errors(response) -> list:
+    return [err(p.error_code) for t in response.topics for p in t.partitions]
+
+
+# The checks the group coordinator makes before it schedules a request (an empty group id,
+# JoinGroup's session timeout out of the broker's bounds, 6 s to 30 min by default).
+CLASSIC_GROUP_REQUEST_ERRORS = [
+    request("join with an empty group id", "join_group", lambda r: _join_body("", 10000)),
+    request("join with a session timeout below the minimum", "join_group", lambda r: _join_body(r.group("g"), 1)),
+    request("join with a session timeout above the maximum", "join_group",
+            lambda r: _join_body(r.group("g"), 1_800_001)),
+    request("join with an empty group id and a bad session timeout", "join_group", lambda r: _join_body("", 1)),
+    request("sync with an empty group id", "sync_group", lambda r: {
+        "group_id": "", "generation_id": 1, "member_id": "m", "group_instance_id": None, "protocol_type": "consumer",
+        "protocol_name": "range", "assignments": []}),
+    request("heartbeat with an empty group id", "heartbeat", lambda r: {
+        "group_id": "", "generation_id": 1, "member_id": "m", "group_instance_id": None}),
+    request("leave with an empty group id", "leave_group", lambda r: {
+        "group_id": "", "members": [{"member_id": "m", "group_instance_id": None}]}),
+    request("offset_delete with an empty group id", "offset_delete", lambda r: {
+        "group_id": "", "topics": [{"name": r.topic, "partitions": [{"partition_index": 0}]}]}),
+    # checked before the producer's transaction is verified (this producer id has none),
+    # and a topic the cluster does not have is answered without verifying
+    request("txn_offset_commit with an empty group id", "txn_offset_commit",
+            lambda r: _unverifiable_txn_offsets(r, "", r.topic), view=_partition_errors),
+    request("txn_offset_commit of an unknown topic", "txn_offset_commit",
+            lambda r: _unverifiable_txn_offsets(r, r.group("g"), r.topic + "-unknown"), view=_partition_errors),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # record batches for the malformed cases
 
@@ -539,6 +582,8 @@ SCENARIOS: list[Scenario] = [
         heartbeat("a", 0), consumer_commit("a"), consumer_commit("a", epoch_delta=-1),
         consumer_commit("a", epoch_delta=1), consumer_commit("a", version=8), consumer_commit("nobody"),
         offsets()]),
+    # -- classic groups -------------------------------------------------------------------------
+    Scenario("classic_group_request_errors", CLASSIC_GROUP_REQUEST_ERRORS),
     # -- Produce: idempotent --------------------------------------------------------------------
     Scenario("idem_in_order", [init("a", txn=False), produce("a", 0, "a", "b"), produce("a", 2, "c"), *READ]),
     Scenario("idem_duplicate", [init("a", txn=False), produce("a", 0), produce("a", 1), produce("a", 0),

@@ -24,7 +24,7 @@ V = {
     "txn_offset_commit": 3, "offset_fetch": 7, "offset_commit": 8, "create_topics": 5,
     "describe_transactions": 0, "list_transactions": 1, "describe_producers": 0,
     "join_group": 7, "sync_group": 5, "heartbeat": 4, "leave_group": 4, "delete_records": 2,
-    "consumer_group_heartbeat": 1, "consumer_group_describe": 0,
+    "consumer_group_heartbeat": 1, "consumer_group_describe": 0, "offset_delete": 0,
 }
 
 # Errors a client retries: the coordinator is loading, or markers are being written.
@@ -300,7 +300,7 @@ API_KEYS = {
     "find_coordinator": 10, "join_group": 11, "heartbeat": 12, "leave_group": 13, "sync_group": 14,
     "create_topics": 19, "delete_records": 21, "init_producer_id": 22, "add_partitions": 24, "add_offsets": 25,
     "end_txn": 26, "txn_offset_commit": 28, "describe_producers": 61, "describe_transactions": 65,
-    "list_transactions": 66, "consumer_group_heartbeat": 68, "consumer_group_describe": 69,
+    "list_transactions": 66, "offset_delete": 47, "consumer_group_heartbeat": 68, "consumer_group_describe": 69,
 }
 
 

@@ -3,12 +3,14 @@ scenarios are refused whole, naming the field, and leave nothing behind."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
 import pytest
 
 from broker.control.api_client import ControlRefused
+from broker.wire.client import KafkaConnection
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -49,6 +51,36 @@ def test_ctl_lists_loads_and_unloads(broker_factory, tmp_path):
     assert [r["action"] for r in broker.control().faults()["rules"]] == ["drop_response"]
     assert ctl(broker, "unload").returncode == 0
     assert broker.control().faults()["rules"] == [] and broker.scenario_state() is None
+
+
+HOLDING = """
+name = "holding"
+[[faults]]
+action = "hold"
+api = "ListGroups"
+"""
+
+
+async def test_unloading_a_scenario_releases_the_requests_its_rules_hold(broker_factory):
+    """A held request waits until its rule releases it, is removed or cleared: unloading
+    the scenario removes its rules, so what they held is answered."""
+    broker = broker_factory(admin=True)
+    control = broker.control()
+    await asyncio.to_thread(control.scenario_load, toml=HOLDING)
+    conn = await KafkaConnection.connect("127.0.0.1", broker.port)
+    try:
+        answer = conn.send(16, 4, {"states_filter": ()})
+        for _ in range(300):
+            [rule] = (await asyncio.to_thread(control.faults))["rules"]
+            if rule["held"]:
+                break
+            await asyncio.sleep(0.1)
+        assert rule["held"] == 1 and not answer.done()
+        await asyncio.to_thread(control.scenario_unload)
+        assert (await asyncio.wait_for(answer, 30)).error_code == 0
+        assert (await asyncio.to_thread(control.faults))["rules"] == []
+    finally:
+        await conn.close()
 
 
 def test_bad_scenarios_are_refused_whole(broker_factory):

@@ -16,7 +16,7 @@ from protocol.client import (
     response_header_size,
 )
 from protocol.request_wire import FrameError, FrameTooLarge, peek_request_header
-from protocol.answer_wire import encode_response_frame
+from protocol.answer_wire import encode_response_frame, request_type
 
 
 def _response_bytes(correlation_id: int, api_key: int, version: int, body: dict) -> bytes:
@@ -101,7 +101,7 @@ def test_metadata_and_coordinator_answers():
     assert metadata.nodes[1].address == ("h", 9)
     assert metadata.leaders() == {("t", 0): 1, ("t", 1): -1}
 
-    assert find_coordinator_request(3, ["x"]) == {"key": "x", "key_type": 1}
+    assert find_coordinator_request(3, ["x"]) == request_type(10)(key="x", key_type=1)
     with pytest.raises(ValueError):
         find_coordinator_request(3, ["x", "y"])
     old = answer_wire.build_response(10, 3, {"error_code": 0, "node_id": 1, "host": "h", "port": 9})

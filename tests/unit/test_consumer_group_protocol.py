@@ -43,8 +43,8 @@ class Consumers(Runtime):
             if "subscribed_topic_regex" not in fields:
                 fields.setdefault("subscribed_topic_names", ("t",))
         request = HeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, **fields)
-        return self.runtime.run(self.coordinator.partition_for(group),
-                                lambda: self.coordinator.consumer_group_heartbeat(request, self.now), self.now)
+        return self.run_checked(group, lambda: self.coordinator.consumer_group_heartbeat(request, self.now),
+                                lambda: self.coordinator.heartbeat_request_error(request))
 
     def group(self, group: str = "g"):
         return self.coordinator.consumer_group(group)

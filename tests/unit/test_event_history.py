@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import uvloop
 
 from broker.cluster.event_history import EventHistory
@@ -50,7 +51,7 @@ def test_a_partition_tells_its_moves_with_no_event_loop_and_no_timer(tmp_path):
 
 def test_no_task_or_timer_per_partition(tmp_path):
     async def scenario():
-        broker = Broker(BrokerConfig({}), tmp_path / "data", "127.0.0.1", 0)
+        broker = Broker(BrokerConfig({}), tmp_path / "data", "127.0.0.1", 0, history=True)
         await broker.start()
         try:
             await asyncio.sleep(0)
@@ -67,13 +68,17 @@ def test_no_task_or_timer_per_partition(tmp_path):
     asyncio.run(scenario())  # the standard loop: its timers can be counted
 
 
-def test_a_history_of_size_zero_listens_to_no_partition(tmp_path):
+@pytest.mark.parametrize("settings, kept", [({"emulate.event.history.size": "0"}, True), ({}, False)],
+                         ids=["size-zero", "no-control-api"])
+def test_a_history_of_size_zero_or_not_kept_listens_to_no_partition_and_no_marker(tmp_path, settings, kept):
     async def scenario():
-        broker = Broker(BrokerConfig({"emulate.event.history.size": "0"}), tmp_path / "data", "127.0.0.1", 0)
+        broker = Broker(BrokerConfig(settings), tmp_path / "data", "127.0.0.1", 0, history=kept)
         await broker.start()
         try:
             broker.cluster.create_topic("quiet", 1, 1)
             assert broker.cluster.partition("quiet", 0).on_offsets_moved is None
+            assert broker.nodes[0].transactions.markers.on_acked is None  # markers taken: not told either
+            assert not broker.cluster.history.enabled and broker.cluster.history.next_seq == 0
         finally:
             await broker.stop()
 

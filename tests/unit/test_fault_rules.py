@@ -118,11 +118,26 @@ def test_the_same_seed_fires_on_the_same_requests(seed):
     assert first == [draws.random() < 0.3 for _ in range(200)]
 
 
+def test_active_says_whether_any_rule_or_observer_is_set_after_every_change():
+    rules = FaultRules()
+    changes = []
+    rules.on_change = lambda: changes.append(rules.active)
+    first, second = rules.add("delay", delay_ms=1), rules.add("hold")
+    rules.remove(first.id)
+    assert rules.active
+    rules.remove(second.id)
+    assert not rules.active
+    rules.add("drop_response")
+    rules.clear()
+    assert changes == [True, True, True, False, True, False] and not rules.active
+
+
 def test_observers_see_every_request_before_the_rules_and_a_failing_one_is_contained():
     rules = FaultRules()
     seen = []
-    rules.observers.append(lambda s: seen.append((s.api_key, s.node_id)))
-    rules.observers.append(lambda s: 1 / 0)
+    assert not rules.active
+    rules.observe(lambda s: seen.append((s.api_key, s.node_id)))
+    rules.observe(lambda s: 1 / 0)
     assert rules.active
     assert rules.consult(_seen(api_key=3, node_id=2)) is None
     assert seen == [(3, 2)]

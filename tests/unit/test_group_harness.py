@@ -19,6 +19,8 @@ from coordinator.group import (
     Reply,
     SyncAssignment,
 )
+from coordinator.group.coordinator import offset_errors
+from coordinator.group.messages import HeartbeatResponse, LeaveGroupResponse, OffsetDeleteResponse, SyncGroupResponse
 from coordinator.runtime import CoordinatorRecord, CoordinatorRefused, CoordinatorRuntime, InMemoryLog
 from protocol.records import decode_records
 
@@ -48,6 +50,18 @@ class Refused:
     error_code: E
 
 
+# Each API's answer to an empty group id (the group service answers it with the API's
+# failure answer), for the APIs naming one group.
+_FAILED = {
+    "sync_group": lambda error, _: SyncGroupResponse(error),
+    "heartbeat": lambda error, _: HeartbeatResponse(error),
+    "leave_group": lambda error, _: LeaveGroupResponse(error),
+    "offset_delete": lambda error, _: OffsetDeleteResponse(error),
+    "offset_commit": lambda error, kwargs: offset_errors(kwargs["offsets"], lambda _o: error),
+    "txn_offset_commit": lambda error, kwargs: offset_errors(kwargs["offsets"], lambda _o: error),
+}
+
+
 class Runtime:
     def __init__(self, config: GroupConfig = CONFIG, now_ms: int = 1_000, log: RecordingLog | None = None) -> None:
         self.config = config
@@ -75,14 +89,32 @@ class Runtime:
         if handler in ("join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "txn_offset_commit"):
             kwargs.setdefault("now_ms", self.now)
         group_id = kwargs["group_id"] if "group_id" in kwargs else (list(kwargs["group_ids"]) or [""])[0]
-        partition = self.coordinator.partition_for(group_id)
         try:
-            response = self.runtime.run(partition, lambda: getattr(self.coordinator, handler)(**kwargs), self.now)
+            response = self.run_checked(group_id, lambda: getattr(self.coordinator, handler)(**kwargs),
+                                        lambda: self._check(handler, kwargs))
         except CoordinatorRefused as refused:  # the broker answers it with the API's failure answer
             return Refused(refused.error)
         if response is not None and "reply_to" in kwargs:
             self.replies[kwargs["reply_to"]] = response
         return response
+
+    def run_checked(self, group_id: str, handler, check) -> Any:
+        """As the group service runs a request: ``check()``, the coordinator's checks made
+        before the request is scheduled, answers it, or ``handler`` runs through the
+        runtime on the group's partition (raising CoordinatorRefused where not served)."""
+        refused = check()
+        if refused is not None:
+            return refused
+        return self.runtime.run(self.coordinator.partition_for(group_id), handler, self.now)
+
+    def _check(self, handler: str, kwargs: dict) -> Any:
+        """The check the broker's handler of ``handler``'s API passes the group service."""
+        if handler == "join_group":
+            return self.coordinator.join_group_request_error(kwargs["group_id"], kwargs["member_id"],
+                                                             kwargs["session_timeout_ms"])
+        failed = _FAILED.get(handler)
+        error = None if failed is None else self.coordinator.group_id_error(kwargs["group_id"])
+        return None if error is None else failed(error, kwargs)
 
     def marker(self, producer_id: int, commit: bool, partition: int = 0) -> None:
         self.runtime.write_marker(partition, producer_id, 0, commit, 0, self.now)

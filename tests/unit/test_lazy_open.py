@@ -3,6 +3,7 @@ clean-shutdown marker after a run that left partitions unvalidated."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -207,7 +208,7 @@ def test_create_killed_at_each_point_leaves_the_whole_topic_or_none(tmp_path: Pa
     assert TopicIntents(tmp_path / "meta").load() and not cluster.intents.pending
 
     # a partition add killed before the registry: the topic as it was
-    cluster = _killed_during(lambda: cluster.add_partitions("c", 5), tmp_path, monkeypatch, caplog, TopicRegistry, "set_partitions")
+    cluster = _killed_during(lambda: asyncio.run(cluster.add_partitions("c", 5)), tmp_path, monkeypatch, caplog, TopicRegistry, "set_partitions")
     assert cluster.topics.by_name["c"].partitions == 3 and len(list(tmp_path.glob("c-*"))) == 3
     assert "rolled back the partition add of c" in caplog.text
 
@@ -227,4 +228,40 @@ def test_an_unreadable_intent_journal_falls_back_to_the_directory_scan(tmp_path:
         cluster = _start(tmp_path)
     assert "topic-intents.json is unreadable" in caplog.text and not (tmp_path / "ghost-0").exists()
     assert cluster.intents.pending == [] and cluster.intents.load()
+    cluster.close()
+
+
+def test_a_deleted_topics_recovery_points_never_reach_a_topic_made_again_under_its_name(tmp_path: Path) -> None:
+    """A delete leaves its points in the recovery-points file (no rewrite of every
+    partition's); they go at the next write, at the latest before partitions of the name
+    are made again, also when a crash came between the delete and that write."""
+    from broker.log.recovery_points import read_recovery_points
+
+    cluster = _start(tmp_path)
+    for name in ("t", "other"):
+        cluster.create_topic(name, 2)
+        for i in range(2):
+            cluster.partition(name, i).append(view(make_batch()), now_ms=0)
+    cluster.close()  # records every point: 1 each
+    recorded = lambda: read_recovery_points(cluster.recovery_points_path)  # noqa: E731
+    assert recorded()[("t", 1)] == 1
+
+    cluster = _start(tmp_path)
+    cluster.delete_topic("t")
+    assert ("t", 1) in recorded()  # left for the next write
+    # a kill -9 here; the next run made the topic again
+    cluster = _start(tmp_path)
+    assert cluster.unopened_log_end("t", 1) is None
+    cluster.create_topic("t", 3)
+    assert set(recorded()) == {("other", 0), ("other", 1)}  # gone before the new partitions exist
+    cluster = _start(tmp_path)  # a kill -9 again
+    assert cluster.partition("t", 1).log.log_end_offset == 0
+    assert cluster.partition("t", 1).recovery_point in (None, 0)
+
+    cluster.delete_topic("t")  # in the same run as the make again: the points were read
+    cluster.create_topic("t", 1)
+    asyncio.run(cluster.add_partitions("t", 2))
+    assert set(recorded()) <= {("other", 0), ("other", 1), ("t", 0), ("t", 1)}
+    assert all(recorded().get(("t", i), 0) == 0 for i in range(2))
+    assert cluster.partition("other", 1).log.log_end_offset == 1
     cluster.close()

@@ -10,7 +10,8 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.runtime import CoordinatorRefused, CoordinatorRuntime
 from coordinator.share.coordinator import (
-    NEGATIVE_LEADER_EPOCH, READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator, StateAnswer,
+    NEGATIVE_LEADER_EPOCH, NEGATIVE_PARTITION, NULL_TOPIC_ID, READ_UNINITIALIZED, WRITE_UNINITIALIZED, ShareCoordinator,
+    StateAnswer,
 )
 from coordinator.share.persister_policy import leader_error, retry_after_ms
 from coordinator.share.partition import ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, Acknowledgement, \
@@ -129,3 +130,27 @@ def test_a_negative_leader_epoch_is_checked_after_the_runtime_refuses():
     assert refusal() is E.coordinator_load_in_progress
     runtime.load(0, 0)
     assert read(machine, runtime, leader_epoch=-1) == StateAnswer(E.invalid_request, NEGATIVE_LEADER_EPOCH)
+
+
+def test_a_key_with_no_topic_id_or_a_negative_partition_is_checked_after_the_runtime_refuses():
+    """As Kafka 4.4's share coordinator shard: a read or write of a key no state can have
+    (no topic id, a negative partition) is INVALID_REQUEST only where the runtime serves
+    the key's partition; a node that does not serve it answers NOT_COORDINATOR."""
+    machine = ShareCoordinator(partitions=3)
+    runtime = CoordinatorRuntime(machine, RecordingLog(), lambda effect: None)
+    bad_keys = {StateKey("g", None, 0): NULL_TOPIC_ID, StateKey("g", uuid.UUID(int=7), -1): NEGATIVE_PARTITION}
+    requests = {"read": lambda key: lambda: machine.read_state(key, 0, 0),
+                "write": lambda key: lambda: machine.write_state(key, snapshot(5), 0)}
+    for key, message in bad_keys.items():
+        partition = machine.partition_for(key)
+        for name, request in requests.items():
+            try:
+                runtime.run(partition, request(key), 0)
+            except CoordinatorRefused as refused:
+                assert refused.error is E.not_coordinator, (key, name)
+            else:
+                raise AssertionError(f"a {name} of {key} on a node not serving its partition was answered")
+        runtime.begin_load(partition, 0)
+        runtime.load(partition, 0)
+        for name, request in requests.items():
+            assert runtime.run(partition, request(key), 0) == StateAnswer(E.invalid_request, message), (key, name)

@@ -49,8 +49,8 @@ class Shares(Runtime):
         if epoch == 0:
             fields.setdefault("subscribed_topic_names", ("t",))
         request = ShareHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, **fields)
-        return self.runtime.run(self.coordinator.partition_for(group),
-                                lambda: self.coordinator.share_group_heartbeat(request, self.now), self.now)
+        return self.run_checked(group, lambda: self.coordinator.share_group_heartbeat(request, self.now),
+                                lambda: self.coordinator.heartbeat_request_error(request))
 
     def initialized(self, initialized: bool = True) -> None:
         """The share coordinator answers the InitializeShareGroupState calls asked so far."""

@@ -69,8 +69,8 @@ class Streams(Runtime):
             fields.setdefault("warmup_tasks", {})
         request = StreamsHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, active_tasks=active,
                                           **fields)
-        return self.runtime.run(self.coordinator.partition_for(group),
-                                lambda: self.coordinator.streams_group_heartbeat(request, self.now), self.now)
+        return self.run_checked(group, lambda: self.coordinator.streams_group_heartbeat(request, self.now),
+                                lambda: self.coordinator.heartbeat_request_error(request))
 
     def group(self, group: str = "g"):
         return self.coordinator.streams_group(group)

@@ -1,25 +1,34 @@
 """The requests nodes send each other through the in-process network (WriteTxnMarkers,
 AddPartitionsToTxn verification, the replica fetcher's Fetch, the share-state calls)
-are built of their API's request type (protocol.answer_wire.request_type), so a
-misspelt or missing field fails where the request is built; the network's request
-encoder refuses a dict, which would silently drop a misspelt key."""
+and those the broker's command-line tools and the Spark data source send (topics,
+transactions, healthcheck, the Spark client's reads and transactions, and the Metadata
+and FindCoordinator requests of protocol/client.py) are built of their API's request
+type (protocol.answer_wire.request_type), so a misspelt or missing field fails where
+the request is built; the network's request encoder and the tools' admin client refuse
+a dict, which would silently drop a misspelt key."""
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import uuid
 from pathlib import Path
 
 import pytest
 
+from broker.tools.admin_client import Admin
 from protocol import answer_wire
+from protocol.client import ClientConnection, find_coordinator_request, metadata_request
 from protocol.answer_wire import kio_request, nested_type, request_type
 
 ROOT = Path(__file__).resolve().parents[2]
 # api key -> the version its sender uses
 NODE_TO_NODE = {1: 17, 24: 5, 27: 2, 83: 0, 84: 0, 85: 1, 86: 0, 87: 1}
 SENDERS = ["broker/coordinators/markers.py", "broker/coordinators/txn_verification.py",
-           "broker/cluster/replication.py", "broker/coordinators/share_persister.py"]
+           "broker/cluster/replication.py", "broker/coordinators/share_persister.py",
+           "broker/tools/admin_client.py", "broker/tools/topics.py", "broker/tools/transaction_admin.py",
+           "broker/tools/healthcheck.py", "spark_client/wire.py", "spark_client/reading.py",
+           "spark_client/open_transactions.py"]
 
 
 def test_a_misspelt_field_is_refused_at_construction():
@@ -68,6 +77,28 @@ def test_a_typed_request_becomes_the_kio_request_a_dict_builds():
     built = kio_request(1, 17, typed)
     assert built == from_dict
     assert answer_wire.encode(built) == answer_wire.encode(from_dict)
+
+
+def test_the_clients_metadata_and_find_coordinator_requests_are_typed():
+    """protocol/client.py's requests, which every client and tool asks first: of their
+    request types, and the bytes the client writes for them are those their dicts made."""
+    metadata = metadata_request(["a", "b"])
+    assert answer_wire.is_request(metadata)
+    assert answer_wire.encode(kio_request(3, 12, metadata)) == answer_wire.encode(answer_wire.build_request(3, 12, {
+        "topics": [{"name": "a"}, {"name": "b"}], "allow_auto_topic_creation": False}))
+    assert kio_request(3, 0, metadata_request(None)) == answer_wire.build_request(3, 0, {"topics": None})
+    for version, keys, as_dict in ((3, ["x"], {"key": "x", "key_type": 1}),
+                                   (4, ["x", "y"], {"key_type": 1, "coordinator_keys": ["x", "y"]})):
+        request = find_coordinator_request(version, keys)
+        assert answer_wire.is_request(request)
+        sent = ClientConnection("c").send(10, version, request)[1]
+        assert sent == ClientConnection("c").send(10, version, as_dict)[1]
+
+
+def test_the_tools_admin_client_refuses_a_dict():
+    admin = Admin("127.0.0.1:1", {3: (0, 12)}, "tool")
+    with pytest.raises(TypeError, match=r"metadata request is a dict.*request_type\(3\)"):
+        asyncio.run(admin.request(None, 3, {"topics": [], "allow_auto_topic_creaton": False}))
 
 
 def _dict_displays(path: Path) -> list[str]:

@@ -105,7 +105,7 @@ async def load_into(control, scenario: Scenario) -> LoadedScenario:
                 raise ControlError(e.message, f"setup[{i}]" + (f".{e.field}" if e.field else ""), e.status) from None
     except BaseException:
         for rule_id in loaded.fault_rule_ids:
-            broker.faults.rules.pop(rule_id, None)
+            broker.faults.remove(rule_id)
         raise
     broker.scenario = loaded
     broker.triggers = loaded.triggers if loaded.triggers.triggers else None
@@ -123,7 +123,7 @@ async def unload(control) -> str | None:
     broker.triggers = None
     broker.scenario = None
     for rule_id in loaded.fault_rule_ids:
-        broker.faults.rules.pop(rule_id, None)
+        broker.faults.remove(rule_id)
     await loaded.triggers.close()
     log.warning("scenario %r unloaded", loaded.scenario.name)
     return loaded.scenario.name
