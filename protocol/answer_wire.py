@@ -36,7 +36,6 @@ from io import BytesIO
 from typing import Any, Callable
 from uuid import UUID
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
@@ -44,7 +43,7 @@ from kio.serial.writers import write_tagged_field
 
 from protocol import message_specs
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, get_field_writer, get_tagged_field_default, is_optional, PrimitiveTupleField
-from protocol.request_wire import KAFKA_4_0, OWN_SCHEMA_APIS, own_schema, request_class, write_unsigned_varint as _uvarint
+from protocol.request_wire import KAFKA_4_0, OWN_SCHEMA_APIS, kio_schema, own_schema, request_class, write_unsigned_varint as _uvarint
 
 ZERO_UUID = UUID(int=0)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -53,7 +52,7 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 @cache
 def response_class(api_key: int, version: int) -> type:
     own = own_schema(api_key, version, "RESPONSES")
-    return own if own is not None else load_response_schema(api_key, version)
+    return own if own is not None else kio_schema(api_key, version, "response")
 
 
 @cache

@@ -25,13 +25,14 @@ skipped whole.
 
 from __future__ import annotations
 
+import importlib
 import struct
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema
-from kio.schema.index import api_key_map
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
 from kio.serial import entity_reader
 
 from protocol.kio_private import classify_field, EntityField, EntityTupleField, is_optional, PrimitiveTupleField
@@ -653,10 +654,19 @@ def own_schema(api_key: int, version: int, direction: str) -> type | None:
     return getattr(own_schemas, direction).get((api_key, version))
 
 
+def kio_schema(api_key: int, version: int, kind: str) -> type:
+    """kio's message class of ``api_key`` v``version`` (``kind``: "request" or "response"),
+    found by its path in kio's schema index, as kio.index finds it, without loading
+    kio.index and pkgutil's name resolver (whose pattern the first request would compile).
+    KeyError where kio has no such schema."""
+    module, _, name = schema_name_map[api_key_map[api_key]][version][EntityType[kind]].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 @cache
 def request_class(api_key: int, version: int) -> type:
     own = own_schema(api_key, version, "REQUESTS")
-    return own if own is not None else load_request_schema(api_key, version)
+    return own if own is not None else kio_schema(api_key, version, "request")
 
 
 @cache

@@ -191,12 +191,16 @@ class Cluster:
         except (ValueError, KeyError, TypeError) as e:
             log.warning("%s is unreadable (%s): the partition directories are checked against the registry "
                         "instead", self.intents.path, e)
-            found = False
+            found = None  # there, but unreadable: rewritten below
         if not found:
             # written by a version without the journal: its half-made topics are found
-            # by one scan, then the (empty) journal says there is nothing to scan for
+            # by one scan, then the (empty) journal says there is nothing to scan for.
+            # A data directory with no topic and no journal (a fresh one) writes none:
+            # scanning it again costs nothing, and its first create writes the journal
+            # before any directory.
             self._repair_half_made_topics()
-            self._clear_all_intents()
+            if found is None or self.topics.by_name:
+                self._clear_all_intents()
             return
         for intent in self.intents.pending:
             topic = self.topics.by_name.get(intent.topic)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from broker.errors import code
 from broker.config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, ConfigError
-from broker.kafka_settings import KafkaSettingRefused, check_dynamic_change, kafka_setting
 from broker.log.files import read_json, write_json
 from broker.cluster.topic_configs import TOPIC_CONFIGS, ConfigDef, InvalidTopicConfig
 from broker.cluster.topics import TopicError, validate_topic_configs
@@ -179,6 +178,9 @@ class DynamicConfigs:
         """Kafka's rules for every name Kafka knows (accepted where Kafka accepts it, even
         with no effect here), then this broker's own settings that are not Kafka's: only the
         topic defaults change at run time. Returns the overrides that take effect."""
+        # Kafka's settings table, loaded by the first change (a start never needs it)
+        from broker.kafka_settings import KafkaSettingRefused, check_dynamic_change, kafka_setting
+
         try:
             check_dynamic_change(new, per_broker)
         except KafkaSettingRefused as e:

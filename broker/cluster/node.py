@@ -66,7 +66,7 @@ class BrokerNode:
         groups.share_persister = lambda: self.shares.persister
         groups.coordinator.group_timeouts = self._group_timeouts
         groups.coordinator.share_assignment_interval = self._share_assignment_interval
-        groups.coordinator.streams.group_config = self._streams_group_config
+        groups.coordinator.streams_group_config = self._streams_group_config
         return groups
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
@@ -84,7 +84,7 @@ class BrokerNode:
     def _streams_group_config(self, group_id: str):
         """A streams group's settings with its group configs."""
         from broker.coordinators.share_service import group_setting
-        from coordinator.group.streams_group import tag_list
+        from coordinator.group.group_types import tag_list
 
         def setting(key: str) -> int:
             return int(group_setting(self.broker, group_id, key))

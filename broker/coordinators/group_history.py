@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from coordinator.group import consumer_log_codec, log_codec, share_log_codec, streams_log_codec
+from coordinator.group import log_codec
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.group import GroupState
+from coordinator.group.group_types import key_type, type_codec
 from coordinator.runtime import NO_PRODUCER_ID, CoordinatorRecord, LogCodecError, UnknownKeyVersion
 
 _CLASSIC_REBALANCING = frozenset({GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE})
@@ -34,7 +35,7 @@ class GroupHistory:
         deleted: dict[str, list[str]] = {}  # offsets' tombstones, by group
         groups: dict[str, str] = {}  # groups whose own records were written, in order -> their protocol
         for record in records:
-            key = _key(record)
+            group_type, key = _key(record)
             if isinstance(key, log_codec.OffsetCommitKey):
                 name = f"{key.topic}-{key.partition}"
                 if record.value is None:  # a tombstone deletes, it does not commit
@@ -43,12 +44,8 @@ class GroupHistory:
                     offsets.setdefault(key.group, {})[name] = log_codec.decode_offset_commit_value(record.value).offset
             elif isinstance(key, log_codec.GroupMetadataKey):
                 groups.setdefault(key.group, "classic")
-            elif isinstance(key, consumer_log_codec.ConsumerKey):
-                groups.setdefault(key.group, "consumer")
-            elif isinstance(key, share_log_codec.ShareKey):
-                groups.setdefault(key.group, "share")
-            elif isinstance(key, streams_log_codec.StreamsKey):
-                groups.setdefault(key.group, "streams")
+            elif group_type is not None:
+                groups.setdefault(key.group, group_type)
         transactional = producer_id != NO_PRODUCER_ID
         for group_id, committed in offsets.items():
             self.history.offsets(group_id, committed, "pending" if transactional else "committed",
@@ -116,19 +113,17 @@ class GroupHistory:
 
 
 def _key(record: CoordinatorRecord):
-    """The record's key decoded (None: not a group coordinator record's)."""
+    """(the group type of a consumer, share or streams group's record, else None; the
+    record's key decoded, None when not a group coordinator record's)."""
     try:
-        return log_codec.decode_key(record.key)
+        return None, log_codec.decode_key(record.key)
     except UnknownKeyVersion as e:
+        group_type = key_type(e.version)
+        if group_type is None:
+            return None, None
         try:
-            if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
-                return consumer_log_codec.decode_key(e.version, record.key)
-            if e.version in share_log_codec.SHARE_KEY_VERSIONS:
-                return share_log_codec.decode_key(e.version, record.key)
-            if e.version in streams_log_codec.STREAMS_KEY_VERSIONS:
-                return streams_log_codec.decode_key(e.version, record.key)
+            return group_type, type_codec(group_type).decode_key(e.version, record.key)
         except LogCodecError:
-            return None
-        return None
+            return None, None
     except LogCodecError:
-        return None
+        return None, None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -39,11 +39,12 @@ from broker.config import BrokerConfig
 from broker.coordinators.coordinator_topic import CoordinatorTopic
 from broker.coordinators.group_history import GroupHistory
 from coordinator.group import GroupConfig, GroupCoordinator, Reply
-from coordinator.group.consumer_group import ConsumerGroupConfig
-from coordinator.group.share_group import InitializeShareState, ShareGroupConfig
-from coordinator.group.streams_group import StreamsGroupConfig, tag_list
+from coordinator.group.group_types import ConsumerGroupConfig, ShareGroupConfig, StreamsGroupConfig, tag_list
 from coordinator.runtime import CoordinatorRefused, Result, TimerEvent
 from protocol.names import CONSUMER_OFFSETS
+
+if TYPE_CHECKING:
+    from coordinator.group.share_group import InitializeShareState
 
 log = logging.getLogger(__name__)
 
@@ -263,18 +264,24 @@ class GroupService:
         if self._held is not None:
             self._held.append(effect)
             return
-        if isinstance(effect, InitializeShareState):
-            task = asyncio.get_running_loop().create_task(self._initialize_share_state(effect))
-            self._initializing.add(task)
-            task.add_done_callback(self._initializing.discard)
-            return
         if not isinstance(effect, Reply):
-            raise TypeError(f"unknown group coordinator effect {effect!r}")
+            self._perform_share_effect(effect)
+            return
         answer: asyncio.Future = effect.reply_to
         if answer.done():
             return
         failed = self._parked.get(answer) if failed_with is not None else None
         answer.set_result(effect.response if failed is None else failed(write_failed(failed_with)))
+
+    def _perform_share_effect(self, effect) -> None:
+        """A share group's effect (its code is loaded: a share group made it)."""
+        from coordinator.group.share_group import InitializeShareState
+
+        if not isinstance(effect, InitializeShareState):
+            raise TypeError(f"unknown group coordinator effect {effect!r}")
+        task = asyncio.get_running_loop().create_task(self._initialize_share_state(effect))
+        self._initializing.add(task)
+        task.add_done_callback(self._initializing.discard)
 
     async def _initialize_share_state(self, effect: InitializeShareState) -> None:
         """InitializeShareGroupState for a heartbeat's new share-partitions, then the outcome

@@ -20,13 +20,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
 from coordinator.group import consumer_log_codec as codec
 from coordinator.group import consumer_protocol
 from coordinator.group.assignors import ASSIGNORS, AssignmentSpec, Partitions
+from coordinator.group.group_types import CONSUMER, ConsumerGroupConfig, Refused
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
 from coordinator.runtime import CoordinatorRecord
 
@@ -45,23 +46,6 @@ class MemberState(IntEnum):
     UNREVOKED_PARTITIONS = 1
     UNRELEASED_PARTITIONS = 2
     UNKNOWN = 127
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupConfig:
-    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; first is the default
-    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
-    max_size: int = 2**31 - 1  # group.consumer.max.size
-    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
-
-    @property
-    def upgrade_enabled(self) -> bool:
-        return self.migration_policy in ("bidirectional", "upgrade")
-
-    @property
-    def downgrade_enabled(self) -> bool:
-        return self.migration_policy in ("bidirectional", "downgrade")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +178,7 @@ class ConsumerGroup:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatRequest:
+    group_type: ClassVar[str] = CONSUMER  # whose checks it passes (GroupCoordinator.heartbeat_request_error)
     group_id: str
     member_id: str
     member_epoch: int
@@ -234,13 +219,6 @@ class HeartbeatAnswer:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: Partitions | None = None
-
-
-class Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 def validate(request: HeartbeatRequest, assignors: Sequence[str]) -> None:

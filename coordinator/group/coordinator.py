@@ -20,33 +20,17 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import consumer_log_codec, consumer_protocol, log_codec, share_log_codec, streams_log_codec
-from coordinator.group.consumer_group import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    ClassicJoin,
-    ConsumerGroup,
-    ConsumerMember,
-    ConsumerGroupConfig,
-    ConsumerGroups,
-    HeartbeatAnswer,
-    HeartbeatRequest,
-    Refused,
-    TopicsSnapshot,
-    metadata_hash,
-    validate,
+from coordinator.group import log_codec
+from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, Member
+from coordinator.group.group_types import (
+    CONSUMER, SHARE, STREAMS, ConsumerGroupConfig, Refused, ShareGroupConfig, StreamsGroupConfig, key_type, type_code,
+    type_codec,
 )
-from coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
-from coordinator.group.share_group import ShareGroup, ShareGroupConfig, ShareGroups, ShareHeartbeatRequest
-from coordinator.group.share_group import validate as validate_share_heartbeat
-from coordinator.group.streams_group import (
-    StreamsGroup, StreamsGroupConfig, StreamsGroups, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
-)
-from coordinator.group.streams_group import validate as validate_streams_heartbeat
-from coordinator.group.group import Member
 from coordinator.group.membership import JoinRequest, Outcome, RebalanceConfig, Rebalancer, Reply
 from coordinator.group.messages import (
     NO_GENERATION,
@@ -82,6 +66,16 @@ from coordinator.group.offsets import CommittedOffset, OffsetStore
 from coordinator.partitioning import partition_for
 from coordinator.runtime import CoordinatorRecord, PartitionLoads, Result, Timer, TimerEvent, combined
 from protocol.names import TopicPartition
+
+if TYPE_CHECKING:  # each group type's code is imported when a group of the type first needs it
+    from coordinator.group.consumer_group import ClassicJoin, ConsumerGroup, ConsumerGroups, HeartbeatAnswer
+    from coordinator.group.consumer_group import HeartbeatRequest, TopicsSnapshot
+    from coordinator.group.consumer_log_codec import ConsumerKey
+    from coordinator.group.share_log_codec import ShareKey
+    from coordinator.group.streams_log_codec import StreamsKey
+    from coordinator.group.share_group import ShareGroup, ShareGroups, ShareHeartbeatRequest
+    from coordinator.group.streams_group import StreamsGroup, StreamsGroups, StreamsHeartbeatAnswer
+    from coordinator.group.streams_group import StreamsHeartbeatRequest
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -151,9 +145,7 @@ class GroupCoordinator:
         self._partitions: dict[int, _Partition] = {}
         # Whether each partition is loaded: the runtime that drives this coordinator keeps it.
         self.loads = PartitionLoads()
-        self.consumer = ConsumerGroups(self.config.consumer, new_member_uuid)
-        self.share = ShareGroups(self.config.share, lambda: self.topics())
-        self.streams = StreamsGroups(self.config.streams)
+        self._new_member_uuid = new_member_uuid
         # The topics KIP-848 assignments are made of; the broker sets this.
         self.topics: Callable[[], TopicsSnapshot] = dict
         # A share or streams group's (session timeout, heartbeat interval), by group type
@@ -161,6 +153,27 @@ class GroupCoordinator:
         self.group_timeouts: Callable[[str, str], tuple[int, int]] = self._configured_timeouts
         # A share group's share.assignment.interval.ms (None: the broker's); the broker sets this.
         self.share_assignment_interval: Callable[[str], int | None] = lambda _group_id: None
+        # A streams group's settings, the broker's with its group configs (None: the
+        # broker's); the broker sets this.
+        self.streams_group_config: Callable[[str], StreamsGroupConfig] | None = None
+
+    # The KIP-848, KIP-932 and KIP-1071 group types, each made (and its code imported) on
+    # first use: a coordinator that never sees a group of a type never loads it.
+
+    @cached_property
+    def consumer(self) -> ConsumerGroups:
+        return type_code(CONSUMER).ConsumerGroups(self.config.consumer, self._new_member_uuid)
+
+    @cached_property
+    def share(self) -> ShareGroups:
+        return type_code(SHARE).ShareGroups(self.config.share, lambda: self.topics())
+
+    @cached_property
+    def streams(self) -> StreamsGroups:
+        streams = type_code(STREAMS).StreamsGroups(self.config.streams)
+        if self.streams_group_config is not None:
+            streams.group_config = self.streams_group_config
+        return streams
 
     def _configured_timeouts(self, group_type: str, _group_id: str) -> tuple[int, int]:
         config = self.config.share if group_type == "share" else self.config.streams
@@ -252,14 +265,15 @@ class GroupCoordinator:
         try:
             key = log_codec.decode_key(record.key)
         except log_codec.UnknownKeyVersion as e:
+            group_type = key_type(e.version)
             try:
-                if e.version in consumer_log_codec.CONSUMER_KEY_VERSIONS:
-                    self._replay_consumer(consumer_log_codec.decode_key(e.version, record.key), record.value)
-                elif e.version in share_log_codec.SHARE_KEY_VERSIONS:
-                    self._replay_share(share_log_codec.decode_key(e.version, record.key), record.value,
+                if group_type == CONSUMER:
+                    self._replay_consumer(type_codec(CONSUMER).decode_key(e.version, record.key), record.value)
+                elif group_type == SHARE:
+                    self._replay_share(type_codec(SHARE).decode_key(e.version, record.key), record.value,
                                        timestamp_ms)
-                elif e.version in streams_log_codec.STREAMS_KEY_VERSIONS:
-                    self._replay_streams(streams_log_codec.decode_key(e.version, record.key), record.value)
+                elif group_type == STREAMS:
+                    self._replay_streams(type_codec(STREAMS).decode_key(e.version, record.key), record.value)
             except log_codec.LogCodecError as bad:
                 log.warning("skipping a malformed group record at offset %d: %s", offset, bad)
             return
@@ -272,18 +286,20 @@ class GroupCoordinator:
         else:
             self._replay_group(state, key.group, record.value, timestamp_ms)
 
-    def _replay_consumer(self, key: consumer_log_codec.ConsumerKey, value: bytes | None) -> None:
-        target = self._replay_target("consumer", key, value, consumer_log_codec.GROUP_METADATA, ConsumerGroup)
+    def _replay_consumer(self, key: ConsumerKey, value: bytes | None) -> None:
+        target = self._replay_target(CONSUMER, key, value, type_codec(CONSUMER).GROUP_METADATA,
+                                     type_code(CONSUMER).ConsumerGroup)
         if target is not None:
             target[1].replay(key, value)
 
-    def _replay_share(self, key: share_log_codec.ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
-        target = self._replay_target("share", key, value, share_log_codec.GROUP_METADATA, ShareGroup)
+    def _replay_share(self, key: ShareKey, value: bytes | None, timestamp_ms: int = 0) -> None:
+        target = self._replay_target(SHARE, key, value, type_codec(SHARE).GROUP_METADATA, type_code(SHARE).ShareGroup)
         if target is not None:
             target[1].replay(key, value, timestamp_ms)
 
-    def _replay_streams(self, key: streams_log_codec.StreamsKey, value: bytes | None) -> None:
-        target = self._replay_target("streams", key, value, streams_log_codec.GROUP_METADATA, StreamsGroup)
+    def _replay_streams(self, key: StreamsKey, value: bytes | None) -> None:
+        target = self._replay_target(STREAMS, key, value, type_codec(STREAMS).GROUP_METADATA,
+                                     type_code(STREAMS).StreamsGroup)
         if target is None:
             return
         state, group, created = target
@@ -388,16 +404,16 @@ class GroupCoordinator:
                                 ) -> HeartbeatAnswer | StreamsHeartbeatAnswer | None:
         """A consumer, share or streams group heartbeat's (INVALID_REQUEST,
         UNSUPPORTED_ASSIGNOR, ...): the answer, or None when it passes."""
+        code = type_code(request.group_type)
         try:
-            if isinstance(request, StreamsHeartbeatRequest):
-                validate_streams_heartbeat(request)
-            elif isinstance(request, ShareHeartbeatRequest):
-                validate_share_heartbeat(request)
+            if request.group_type == CONSUMER:
+                code.validate(request, self.config.consumer.assignors)
             else:
-                validate(request, self.config.consumer.assignors)
+                code.validate(request)
         except Refused as refused:
-            answer = StreamsHeartbeatAnswer if isinstance(request, StreamsHeartbeatRequest) else HeartbeatAnswer
-            return answer(refused.error, refused.message)
+            if request.group_type == STREAMS:
+                return code.StreamsHeartbeatAnswer(refused.error, refused.message)
+            return type_code(CONSUMER).HeartbeatAnswer(refused.error, refused.message)  # a share heartbeat's too
         return None
 
     # -- lookups -------------------------------------------------------------------------
@@ -451,7 +467,7 @@ class GroupCoordinator:
         if consumer_group is not None and consumer_group.members:
             # KIP-848 online migration: a classic member joins the consumer group.
             return self._join_consumer_group(
-                consumer_group, ClassicJoin(
+                consumer_group, type_code(CONSUMER).ClassicJoin(
                     group_id=group_id, member_id=member_id or self.consumer.new_member_id(), new=not member_id,
                     instance_id=group_instance_id, protocol_type=protocol_type,
                     protocols=tuple((p.name, p.metadata) for p in protocols), session_timeout_ms=session_timeout_ms,
@@ -581,6 +597,8 @@ class GroupCoordinator:
 
     def consumer_group_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
         """For a heartbeat that passed ``heartbeat_request_error``."""
+        from coordinator.group.consumer_group import LEAVE_GROUP_MEMBER_EPOCH, HeartbeatAnswer
+
         try:
             state = self._served_partition(request.group_id)
             records: list[CoordinatorRecord] = []
@@ -619,6 +637,9 @@ class GroupCoordinator:
         at the generation, which becomes the group epoch. Its records are added to
         ``records``; parked JoinGroup/SyncGroup requests are told REBALANCE_IN_PROGRESS.
         Raises Refused when the policy or the group does not allow it."""
+        from coordinator.group import consumer_log_codec, consumer_protocol
+        from coordinator.group.consumer_group import ConsumerGroup, ConsumerMember, metadata_hash
+
         group_id = classic.group_id
         if not self.config.consumer.upgrade_enabled or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise Refused(E.group_id_not_found, _not_a(group_id, "consumer"))
@@ -665,6 +686,8 @@ class GroupCoordinator:
 
     def share_group_heartbeat(self, request: ShareHeartbeatRequest, now_ms: int) -> Result[HeartbeatAnswer]:
         """For a heartbeat that passed ``heartbeat_request_error``."""
+        from coordinator.group.consumer_group import HeartbeatAnswer
+
         state = self._served_partition(request.group_id)
         group = state.share_groups.get(request.group_id)
         try:
@@ -688,7 +711,7 @@ class GroupCoordinator:
         state = self._served_partition(group_id)
         if state.holds(group_id, ("classic", "consumer", "streams")):
             return Result(response=E.group_id_not_found)
-        group = state.share_groups.get(group_id) or ShareGroup(group_id)
+        group = state.share_groups.get(group_id) or type_code(SHARE).ShareGroup(group_id)
         return Result(records=tuple(self.share.state_changed(group, partitions, initialized)), response=E.none)
 
     def share_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
@@ -726,7 +749,7 @@ class GroupCoordinator:
             changes, answer, _left = self.streams.heartbeat(group, request, self.topics(), now_ms,
                                                             session_timeout_ms, interval_ms)
         except Refused as refused:
-            return Result(response=StreamsHeartbeatAnswer(refused.error, refused.message))
+            return Result(response=type_code(STREAMS).StreamsHeartbeatAnswer(refused.error, refused.message))
         if group is None:
             state.new_group_deadlines[request.group_id] = {request.member_id: now_ms + session_timeout_ms}
             delay_ms = self.streams.group_config(request.group_id).initial_rebalance_delay_ms
@@ -773,6 +796,8 @@ class GroupCoordinator:
         the members that remain all use the classic protocol (and the policy allows it),
         the consumer group becomes a classic group of them, at its group epoch as the
         generation with the target assignment, and a rebalance starts so they rejoin."""
+        from coordinator.group import consumer_protocol
+
         member = group.members.get(leaving)
         rest = [m for m in group.members.values() if m.member_id != leaving]
         if (member is None or member.classic is not None or not rest or any(m.classic is None for m in rest)
@@ -1175,6 +1200,8 @@ def offset_errors(
 
 
 def _subscription_version(metadata: bytes) -> int:
+    from coordinator.group import consumer_protocol
+
     try:
         return consumer_protocol.subscription_version(metadata)
     except consumer_protocol.MalformedProtocol:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 
 from coordinator.group import share_log_codec as codec
 from coordinator.group.assignors import AssignmentSpec, Partitions, simple
-from coordinator.group.consumer_group import HeartbeatAnswer, Refused, TopicsSnapshot, metadata_hash
+from coordinator.group.consumer_group import HeartbeatAnswer, TopicsSnapshot, metadata_hash
+from coordinator.group.group_types import SHARE, Refused, ShareGroupConfig
 from coordinator.group.modern_group_records import member_tombstones, replay_per_member
 from coordinator.runtime import CoordinatorRecord
 
@@ -51,19 +53,6 @@ class InitializeShareState:
     group_id: str
     state_epoch: int
     partitions: codec.NamedPartitions
-
-
-@dataclass(frozen=True, slots=True)
-class ShareGroupConfig:
-    """The broker's group.share.* settings (group configs override the timeouts)."""
-
-    session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
-    max_size: int = 200  # group.share.max.size
-    # group.share.initialize.retry.interval.ms: share-partitions still initializing this
-    # long after they were asked (the node asking died, say) are asked again
-    initialize_retry_interval_ms: int = 30_000
-    assignment_interval_ms: int = 1_000  # group.share.assignment.interval.ms (group config overrides)
 
 
 @dataclass(slots=True)
@@ -170,6 +159,7 @@ class ShareGroup:
 
 @dataclass(frozen=True, slots=True)
 class ShareHeartbeatRequest:
+    group_type: ClassVar[str] = SHARE  # whose checks it passes (GroupCoordinator.heartbeat_request_error)
     group_id: str
     member_id: str
     member_epoch: int

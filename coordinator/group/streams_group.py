@@ -51,15 +51,17 @@ import heapq
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 
 from coordinator.runtime import CoordinatorRecord
 from coordinator.group import streams_log_codec as codec
 from coordinator.group.consumer_group import (
-    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, Refused, TopicsSnapshot,
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroups, MemberState, TopicsSnapshot,
     metadata_hash, overdue_revocations, reconcile_step,
 )
+from coordinator.group.group_types import STREAMS, Refused, StreamsGroupConfig
 from coordinator.group.modern_group_records import member_tombstones, members_tombstones, replay_per_member
 from coordinator.group.streams_log_codec import AssignedTasks, TaskEpochs, Tasks, TopicInfo, Topology
 
@@ -79,30 +81,6 @@ MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 ASSIGNMENT_DELAYED = 5
 MISSING_CLIENT_TAGS = 6  # from v1 (v0 clients do not know it)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamsGroupConfig:
-    """The broker's group.streams.* settings."""
-
-    session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.streams.heartbeat.interval.ms
-    max_size: int = 2**31 - 1  # group.streams.max.size
-    task_offset_interval_ms: int = 60_000  # streams.task.offset.interval.ms
-    acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
-    initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
-    assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
-    num_standby_replicas: int = 0  # group.streams.num.standby.replicas
-    # group.streams.rack.aware.assignment.tags: the client tags each member must send. The
-    # sticky assignor of Kafka 4.4 does not place standbys by them; the heartbeat (v1+)
-    # reports members missing one, as Kafka does.
-    rack_aware_assignment_tags: tuple[str, ...] = ()
-
-
-def tag_list(value: str) -> tuple[str, ...]:
-    """A rack.aware.assignment.tags value's tag keys (comma separated, as Kafka splits it)."""
-    value = value.strip()
-    return tuple(re.split(r"\s*,\s*", value)) if value else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +241,7 @@ class StreamsGroup:
 
 @dataclass(frozen=True, slots=True)
 class StreamsHeartbeatRequest:
+    group_type: ClassVar[str] = STREAMS  # whose checks it passes (GroupCoordinator.heartbeat_request_error)
     group_id: str
     member_id: str
     member_epoch: int

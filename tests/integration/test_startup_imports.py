@@ -20,7 +20,9 @@ from confluent_kafka.admin import AdminClient
 # packages the serve path must not load: test-only, the tools' (click), the control API's, the Spark client's
 NOT_ON_THE_SERVE_PATH = ("hypothesis", "click", "aiohttp", "prometheus_client", "pyspark", "pandas", "pyarrow",
                          # loaded by the metadata files and the fault rules on first use: a fresh broker has none
-                         "json", "random")
+                         "json", "random",
+                         # kio.index's name resolver (the broker finds kio's schemas itself)
+                         "pkgutil")
 # the broker's own modules a fresh broker answering Metadata does not need yet: partition
 # storage (loads with the first partition), coordinators, the control API, scenarios, tools,
 # fault rules and what a request names for them (load with the first rule or trigger), ACL
@@ -31,7 +33,12 @@ NOT_BEFORE_FIRST_USE = ("broker.log.partition", "broker.log.partition_log", "bro
                         "coordinator.group", "broker.faults.rules", "broker.faults.fields",
                         "broker.security.acl_bindings",
                         # the certificate principal mapping: with the first TLS connection
-                        "broker.security.principal_mapping")
+                        "broker.security.principal_mapping",
+                        # Kafka's settings table: with the first broker config change
+                        "broker.kafka_settings",
+                        # kio's schema loader (and pkgutil's name resolver): the schemas are
+                        # found in kio's schema index (protocol.request_wire.kio_schema)
+                        "kio.index")
 
 
 def _logged(import_log: str) -> set[str]:

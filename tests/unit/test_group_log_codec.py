@@ -141,3 +141,17 @@ def test_modern_group_keys_whose_strings_overrun_the_key_are_refused(codec_name)
     for bad in (good[:-1], struct.pack(">h", kind) + s16("grp") + struct.pack(">h", -1)):
         with pytest.raises(c.LogCodecError):
             codec.decode_key(kind, bad)
+
+
+@pytest.mark.parametrize("group_type", ["consumer", "share", "streams"])
+def test_each_modern_record_kind_is_a_key_version_of_its_group_type(group_type):
+    """The key versions a load dispatches on (group_types, which imports no codec) and the
+    record kinds each type's codec writes are the same."""
+    from coordinator.group.group_types import key_type, type_codec
+
+    codec = type_codec(group_type)
+    kinds = {codec.GROUP_METADATA, codec.TARGET_METADATA, *codec.MEMBER_RECORDS}
+    assert {key_type(kind) for kind in kinds} == {group_type}
+    for kind in kinds:
+        data = struct.pack(">h", kind) + s16("grp") + (s16("mem") if kind in codec.MEMBER_RECORDS else b"")
+        assert codec.decode_key(kind, data).group == "grp"

@@ -143,6 +143,16 @@ def test_only_a_data_directory_without_the_intent_journal_is_scanned_once(tmp_pa
     assert scans == [1, 1] and not (tmp_path / "ghost-0").exists() and (tmp_path / "t-1").is_dir()
 
 
+
+def test_a_fresh_data_directory_starts_without_writing_a_file(tmp_path: Path) -> None:
+    _start(tmp_path).close()
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["meta/clean-shutdown"]  # the stop's marker; the start wrote nothing
+    cluster = _start(tmp_path)
+    cluster.create_topic("t", 1)  # the first create writes the journal before its directory
+    assert (tmp_path / "meta" / "topic-intents.json").read_bytes() == b"[]"
+    cluster.close()
+
 class _Killed(BaseException):
     """Stands for a kill -9: nothing after it runs, no clean-up."""
 

@@ -19,8 +19,9 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.streams_group import (
     ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS, MISSING_SOURCE_TOPICS, STALE_TOPOLOGY, StreamsGroupConfig, StreamsHeartbeatRequest,
-    StreamsMember, _revokes_standbys, _standbys_of_process, settle_standbys, assign_tasks, configure, MISSING_CLIENT_TAGS, tag_list,
+    StreamsMember, _revokes_standbys, _standbys_of_process, settle_standbys, assign_tasks, configure, MISSING_CLIENT_TAGS,
 )
+from coordinator.group.group_types import tag_list
 from coordinator.group.streams_log_codec import AssignedTasks, CopartitionGroup, Subtopology, TopicInfo, Topology
 from tests.unit.test_group_harness import Runtime
 
