@@ -30,10 +30,12 @@ def refused_by_acls(ctx, request, answer: type):
 
 
 async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], Result], answer: type,
-                         verify: Callable[[], Awaitable[ErrorCode]] | None = None):
+                         verify: Callable[[], Awaitable[ErrorCode]] | None = None, group_id_checked: bool = False):
     """OffsetCommit and TxnOffsetCommit: ``commit(offsets)`` (the group coordinator's
     handler) runs on the partitions of known topics the client may READ; the others get
-    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. ``verify()``: TxnOffsetCommit's
+    TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION. ``group_id_checked``: the
+    coordinator's ``group_id_error`` answers first (TxnOffsetCommit's; OffsetCommit
+    commits for the empty group id). ``verify()``: TxnOffsetCommit's
     KIP-890 verification, asked once the group coordinator's checks passed, before the
     write (as Kafka's transactional write operation asks it); an error it gives answers
     each offset. Returns the answer."""
@@ -52,7 +54,7 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
         def failed(error):  # error for every partition, as Kafka's OffsetCommitRequest.getErrorResponse
             return offset_errors(offsets, lambda _o: error)
 
-        response = groups.group_id_given(request.group_id, failed)()
+        response = groups.group_id_given(request.group_id, failed)() if group_id_checked else None
         if response is None and verify is not None and (error := await verify()) is not ErrorCode.none:
             response = failed(error)
         if response is None:

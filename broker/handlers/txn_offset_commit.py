@@ -96,7 +96,7 @@ async def handle(ctx, request):
         return error
 
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    answer = await commit_offsets(ctx, request, commit, Answer, verify if verified else None)
+    answer = await commit_offsets(ctx, request, commit, Answer, verify if verified else None, group_id_checked=True)
     if ended:
         return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state),
                                              Answer))

@@ -417,6 +417,58 @@ CLASSIC_GROUP_REQUEST_ERRORS = [
 ]
 
 
+
+def empty_group_commit(version: int, offset: int, generation: int = -1, member: str = ""):
+    """OffsetCommit to the group "" of offset `offset` on partition 0, sent to its coordinator."""
+
+    async def action(run: Run):
+        await run.wire.find_coordinator("", 0)
+        body = {"group_id": "", "generation_id_or_member_epoch": generation, "member_id": member,
+                "group_instance_id": None, "retention_time_ms": -1, "topics": [{"name": run.topic, "partitions": [
+                    {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}
+        r = await run.wire.retry(lambda: run.wire.request("offset_commit", body, version=version),
+                                 error_of=lambda r: r.topics[0].partitions[0].error_code)
+        return err(r.topics[0].partitions[0].error_code)
+
+    return (f"offset_commit v{version} to the empty group id, generation {generation} member {member!r}", action)
+
+
+def empty_group_fetch(version: int, stable: bool = True):
+    """OffsetFetch of partitions 0 and 1 for the group "": (group error, [(error, offset)]);
+    v8+ in the batched form."""
+
+    async def action(run: Run):
+        await run.wire.find_coordinator("", 0)
+        topics = [{"name": run.topic, "partition_indexes": [0, 1]}]
+        if version >= 8:
+            body = {"groups": [{"group_id": "", "member_id": None, "member_epoch": -1, "topics": topics}],
+                    "require_stable": stable}
+            r = await run.wire.retry(lambda: run.wire.request("offset_fetch", body, version=version),
+                                     error_of=lambda r: r.groups[0].error_code)
+            error, topics = r.groups[0].error_code, r.groups[0].topics
+        else:
+            body = {"group_id": "", "topics": topics, "require_stable": stable}
+            r = await run.wire.retry(lambda: run.wire.request("offset_fetch", body, version=version),
+                                     error_of=lambda r: getattr(r, "error_code", 0))
+            error, topics = getattr(r, "error_code", 0), r.topics
+        return err(error), [(err(p.error_code), p.committed_offset) for t in topics for p in t.partitions]
+
+    return (f"offset_fetch v{version} of the empty group id stable={stable}", action)
+
+
+# Kafka's OffsetCommit and OffsetFetch refuse only a null group id: "" is a group (the
+# topic is new to the run, so its offsets under "" start empty on both brokers).
+EMPTY_GROUP_OFFSETS = [
+    empty_group_fetch(7), empty_group_fetch(8, stable=False),
+    empty_group_commit(2, 2), empty_group_commit(8, 8), empty_group_commit(9, 9),
+    empty_group_fetch(1, stable=False), empty_group_fetch(7), empty_group_fetch(9),
+    empty_group_commit(9, 10, member="m"),
+    empty_group_commit(9, 11, generation=1), empty_group_commit(8, 11, generation=1, member="m"),
+    empty_group_fetch(7, stable=False),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # record batches for the malformed cases
 
@@ -584,6 +636,7 @@ SCENARIOS: list[Scenario] = [
         offsets()]),
     # -- classic groups -------------------------------------------------------------------------
     Scenario("classic_group_request_errors", CLASSIC_GROUP_REQUEST_ERRORS),
+    Scenario("empty_group_id_offsets", EMPTY_GROUP_OFFSETS, partitions=2),
     # -- Produce: idempotent --------------------------------------------------------------------
     Scenario("idem_in_order", [init("a", txn=False), produce("a", 0, "a", "b"), produce("a", 2, "c"), *READ]),
     Scenario("idem_duplicate", [init("a", txn=False), produce("a", 0), produce("a", 1), produce("a", 0),
