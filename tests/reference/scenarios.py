@@ -469,6 +469,57 @@ EMPTY_GROUP_OFFSETS = [
 ]
 
 
+_COORDINATOR_BUSY = {"COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+                     "CONCURRENT_TRANSACTIONS"}
+
+
+def mixed_offsets(api: str, group: str, partitions: dict[str, tuple[int, ...]], producer: str = "a"):
+    """An OffsetCommit (a simple one), TxnOffsetCommit (in `producer`'s transaction) or
+    OffsetDelete of `partitions` by topic, "T" the scenario's topic and "U" one the cluster
+    does not have: the partitions as the answer lists them, [(topic, partition, error)]."""
+
+    async def action(run: Run):
+        names = {"T": run.topic, "U": f"{run.topic}-unknown"}
+        group_id = run.group(group)
+        await run.wire.find_coordinator(group_id, 0)
+        offset = {"committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}
+        topics = [{"name": names[t], "partitions": [{"partition_index": p, **offset} for p in ps]}
+                  for t, ps in partitions.items()]
+        if api == "txn_offset_commit":
+            txn_id, pid, epoch = run.producers[producer]
+            body = {"transactional_id": txn_id, "group_id": group_id, "producer_id": pid, "producer_epoch": epoch,
+                    "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": topics}
+        elif api == "offset_commit":
+            body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                    "group_instance_id": None, "topics": topics}
+        else:
+            body = {"group_id": group_id, "topics": [{"name": names[t], "partitions": [
+                {"partition_index": p} for p in ps]} for t, ps in partitions.items()]}
+
+        def busy(r):  # the first error the coordinator asks to retry, else NONE
+            return next((p.error_code for t in r.topics for p in t.partitions if err(p.error_code) in _COORDINATOR_BUSY),
+                        getattr(r, "error_code", 0))
+
+        r = await run.wire.retry(lambda: run.wire.request(api, body), error_of=busy)
+        by_name = {v: k for k, v in names.items()}
+        return [(by_name[t.name], p.partition_index, err(p.error_code)) for t in r.topics for p in t.partitions]
+
+    return (f"{api} {group} {partitions}", action)
+
+
+# Kafka answers the partitions it refuses before asking the group coordinator (unknown
+# topics, partitions past the count) first, then merges the coordinator's answer in.
+OFFSETS_OF_UNKNOWN_TOPICS = [
+    init("a"), add_offsets("a"),
+    mixed_offsets("txn_offset_commit", "g", {"T": (0,), "U": (0,)}),
+    mixed_offsets("txn_offset_commit", "g", {"T": (0, 5), "U": (1, 0)}),
+    end("a", True),
+    mixed_offsets("offset_commit", "simple", {"T": (0,), "U": (0,)}),
+    mixed_offsets("offset_commit", "simple", {"U": (0,), "T": (7, 0)}),
+    mixed_offsets("offset_delete", "simple", {"T": (0,), "U": (0,)}),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # record batches for the malformed cases
 
@@ -637,6 +688,7 @@ SCENARIOS: list[Scenario] = [
     # -- classic groups -------------------------------------------------------------------------
     Scenario("classic_group_request_errors", CLASSIC_GROUP_REQUEST_ERRORS),
     Scenario("empty_group_id_offsets", EMPTY_GROUP_OFFSETS, partitions=2),
+    Scenario("offsets_of_unknown_topics", OFFSETS_OF_UNKNOWN_TOPICS),
     # -- Produce: idempotent --------------------------------------------------------------------
     Scenario("idem_in_order", [init("a", txn=False), produce("a", 0, "a", "b"), produce("a", 2, "c"), *READ]),
     Scenario("idem_duplicate", [init("a", txn=False), produce("a", 0), produce("a", 1), produce("a", 0),
