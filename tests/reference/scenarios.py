@@ -365,11 +365,11 @@ def sleep(seconds: float):
 
 
 def request(label: str, api: str, body: Callable[[Run], dict], version: int | None = None,
-            view: Callable[[object], object] = lambda r: err(r.error_code)):
-    """Any request, answered through `view`."""
+            view: Callable[[object], object] = lambda r: err(r.error_code), key: int | None = None):
+    """Any request, answered through `view`; `key` and `version` for an API wire.py has no default for."""
 
     async def action(run: Run):
-        return view(await run.wire.request(api, body(run), version=version))
+        return view(await run.wire.request(api, body(run), version=version, key=key))
 
     return (label, action)
 
@@ -466,6 +466,14 @@ EMPTY_GROUP_OFFSETS = [
     empty_group_commit(9, 10, member="m"),
     empty_group_commit(9, 11, generation=1), empty_group_commit(8, 11, generation=1, member="m"),
     empty_group_fetch(7, stable=False),
+    request("describe_groups of the empty group id", "describe_groups", lambda r: {
+        "groups": [""], "include_authorized_operations": False}, version=5, key=15,
+        view=lambda r: [(g.group_id, err(g.error_code), g.group_state) for g in r.groups]),
+    request("list_groups shows the empty group id", "list_groups", lambda r: {"states_filter": [], "types_filter": []},
+            version=5, key=16, view=lambda r: [(err(r.error_code), g.group_state, g.group_type)
+                                               for g in r.groups if g.group_id == ""]),
+    request("delete_groups of the empty group id", "delete_groups", lambda r: {"groups_names": [""]}, version=2,
+            key=42, view=lambda r: [(x.group_id, err(x.error_code)) for x in r.results]),
 ]
 
 
