@@ -401,7 +401,8 @@ async def test_offset_commit_fetch_delete_and_their_errors(shared_broker, topic_
         v1 = await conn.request(9, 1, {"group_id": group, "topics": [{"name": topic_name, "partition_indexes": [0]}]})
         assert v1.topics[0].partitions[0].committed_offset == 5
         # The empty group id is a group like any other to OffsetFetch (Kafka keeps it for old clients).
-        empty = await conn.request(9, 1, {"group_id": "", "topics": [{"name": topic_name, "partition_indexes": [0, 1]}]})
+        empty = await conn.request(9, 1, {"group_id": "", "topics": [
+            {"name": topic_name, "partition_indexes": [0, 1]}]})
         assert [(p.error_code, p.committed_offset) for p in empty.topics[0].partitions] == [(0, -1)] * 2
 
         def delete(*topics: str) -> dict:

@@ -505,8 +505,8 @@ def mixed_offsets(api: str, group: str, partitions: dict[str, tuple[int, ...]], 
                 {"partition_index": p} for p in ps]} for t, ps in partitions.items()]}
 
         def busy(r):  # the first error the coordinator asks to retry, else NONE
-            return next((p.error_code for t in r.topics for p in t.partitions if err(p.error_code) in _COORDINATOR_BUSY),
-                        getattr(r, "error_code", 0))
+            codes = (p.error_code for t in r.topics for p in t.partitions)
+            return next((c for c in codes if err(c) in _COORDINATOR_BUSY), getattr(r, "error_code", 0))
 
         r = await run.wire.retry(lambda: run.wire.request(api, body), error_of=busy)
         by_name = {v: k for k, v in names.items()}
