@@ -4,7 +4,7 @@ UNKNOWN_TOPIC_OR_PARTITION."""
 
 from broker.security.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
 from broker.errors import code
-from broker.coordinators.offset_requests import errors_by_topic, partition_errors, unknown_partitions
+from broker.coordinators.offset_requests import answer_topics, unknown_partitions
 from coordinator.group.messages import OffsetDeleteResponse
 from protocol.answer_wire import answer_type
 
@@ -28,6 +28,5 @@ async def handle(ctx, request):
         groups.group_id_given(request.group_id, OffsetDeleteResponse))
     if response.error_code:
         return Answer(error_code=response.error_code, topics=())
-    errors = (dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
-              | partition_errors(response))
-    return Answer(error_code=0, topics=errors_by_topic(partitions, errors, Answer))
+    refused = dict.fromkeys(unknown, code("UNKNOWN_TOPIC_OR_PARTITION")) | dict.fromkeys(denied, TOPIC_DENIED)
+    return Answer(error_code=0, topics=answer_topics(partitions, refused, response, Answer))

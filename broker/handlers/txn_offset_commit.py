@@ -24,6 +24,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
 from broker.coordinators.offset_requests import commit_offsets, errors_by_topic, refused_by_acls
+from coordinator.group.coordinator import offset_errors
+from coordinator.runtime import Result
 from protocol.answer_wire import answer_type
 from protocol.names import CONSUMER_OFFSETS
 
@@ -71,7 +73,6 @@ async def handle(ctx, request):
     offsets_partition = ctx.node.groups.partition_for(request.group_id)
     verified = bool(request.transactional_id) and any(t.partitions for t in request.topics)
     verification = None
-    ended = []  # set when the transaction the verification was for ended before the write
 
     def commit(offsets):
         groups = ctx.node.groups
@@ -79,8 +80,8 @@ async def handle(ctx, request):
             state = ctx.cluster.partition(CONSUMER_OFFSETS, offsets_partition).producer_state
             if not state.has_ongoing_transaction(request.producer_id, request.producer_epoch) and (
                     verification is None or state.verification(request.producer_id) is not verification):
-                ended.append(True)
-                offsets = []
+                # the transaction ended before the write: nothing written, each offset refused
+                return Result(response=offset_errors(offsets, lambda _o: ErrorCode.invalid_txn_state))
         return groups.coordinator.txn_offset_commit(
             transactional_id=request.transactional_id, group_id=request.group_id,
             producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -95,9 +96,4 @@ async def handle(ctx, request):
         error, verification = await _verify(ctx, request, offsets_partition)
         return error
 
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    answer = await commit_offsets(ctx, request, commit, Answer, verify if verified else None)
-    if ended:
-        return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, ErrorCode.invalid_txn_state),
-                                             Answer))
-    return answer
+    return await commit_offsets(ctx, request, commit, Answer, verify if verified else None, group_id_checked=True)

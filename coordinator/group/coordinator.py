@@ -386,8 +386,10 @@ class GroupCoordinator:
     @staticmethod
     def group_id_error(group_id: str | None) -> ErrorCode | None:
         """INVALID_GROUP_ID for an empty group id: the check of the APIs naming one group
-        (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit,
-        OffsetDelete), and of each group a describe or OffsetFetch names."""
+        (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, TxnOffsetCommit, OffsetDelete), and
+        of each group a describe names. OffsetCommit and OffsetFetch do not make it: Kafka
+        keeps serving the empty group id there for old clients (refusing only a null id,
+        which their wire formats cannot carry), so "" is a group like any other."""
         return None if group_id else E.invalid_group_id
 
     def join_group_request_error(self, group_id: str, member_id: str, session_timeout_ms: int
@@ -1019,8 +1021,7 @@ class GroupCoordinator:
 
     def _fetch_group(self, request: OffsetFetchGroup, require_stable: bool) -> OffsetFetchResponseGroup:
         group_id = request.group_id
-        error = self.group_id_error(group_id)
-        error, state = self._serving(group_id) if error is None else (error, None)
+        error, state = self._serving(group_id)
         if state is None:
             return OffsetFetchResponseGroup(group_id, error)
         consumer_group = state.consumer_groups.get(group_id)

@@ -51,10 +51,12 @@ async def test_group_apis_answer_group_authorization_failed(broker_factory, tmp_
         commit = {"group_id": no, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
                   "topics": _partitions(topic_name)}
         assert _first_error(await conn.request(8, 9, commit)) == GROUP_DENIED
-        # The group may be used, the topic not (read): TOPIC_AUTHORIZATION_FAILED for its partitions.
+        # The group may be used, the topic not (read): TOPIC_AUTHORIZATION_FAILED for its partitions,
+        # listed first as Kafka lists what it refuses before asking the coordinator.
         committed = await conn.request(8, 9, commit | {"group_id": ok, "topics": _partitions(topic_name)
                                                        + _partitions(hidden)})
-        assert [t.partitions[0].error_code for t in committed.topics] == [0, TOPIC_DENIED]
+        assert [(t.name, t.partitions[0].error_code) for t in committed.topics] == [(hidden, TOPIC_DENIED),
+                                                                                    (topic_name, 0)]
 
         fetch = {"groups": [{"group_id": no, "member_id": None, "member_epoch": -1, "topics": None},
                             {"group_id": ok, "member_id": None, "member_epoch": -1, "topics": [

@@ -365,11 +365,11 @@ def sleep(seconds: float):
 
 
 def request(label: str, api: str, body: Callable[[Run], dict], version: int | None = None,
-            view: Callable[[object], object] = lambda r: err(r.error_code)):
-    """Any request, answered through `view`."""
+            view: Callable[[object], object] = lambda r: err(r.error_code), key: int | None = None):
+    """Any request, answered through `view`; `key` and `version` for an API wire.py has no default for."""
 
     async def action(run: Run):
-        return view(await run.wire.request(api, body(run), version=version))
+        return view(await run.wire.request(api, body(run), version=version, key=key))
 
     return (label, action)
 
@@ -414,6 +414,117 @@ CLASSIC_GROUP_REQUEST_ERRORS = [
             lambda r: _unverifiable_txn_offsets(r, "", r.topic), view=_partition_errors),
     request("txn_offset_commit of an unknown topic", "txn_offset_commit",
             lambda r: _unverifiable_txn_offsets(r, r.group("g"), r.topic + "-unknown"), view=_partition_errors),
+]
+
+
+
+def empty_group_commit(version: int, offset: int, generation: int = -1, member: str = ""):
+    """OffsetCommit to the group "" of offset `offset` on partition 0, sent to its coordinator."""
+
+    async def action(run: Run):
+        await run.wire.find_coordinator("", 0)
+        body = {"group_id": "", "generation_id_or_member_epoch": generation, "member_id": member,
+                "group_instance_id": None, "retention_time_ms": -1, "topics": [{"name": run.topic, "partitions": [
+                    {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}
+        r = await run.wire.retry(lambda: run.wire.request("offset_commit", body, version=version),
+                                 error_of=lambda r: r.topics[0].partitions[0].error_code)
+        return err(r.topics[0].partitions[0].error_code)
+
+    return (f"offset_commit v{version} to the empty group id, generation {generation} member {member!r}", action)
+
+
+def empty_group_fetch(version: int, stable: bool = True):
+    """OffsetFetch of partitions 0 and 1 for the group "": (group error, [(error, offset)]);
+    v8+ in the batched form."""
+
+    async def action(run: Run):
+        await run.wire.find_coordinator("", 0)
+        topics = [{"name": run.topic, "partition_indexes": [0, 1]}]
+        if version >= 8:
+            body = {"groups": [{"group_id": "", "member_id": None, "member_epoch": -1, "topics": topics}],
+                    "require_stable": stable}
+            r = await run.wire.retry(lambda: run.wire.request("offset_fetch", body, version=version),
+                                     error_of=lambda r: r.groups[0].error_code)
+            error, topics = r.groups[0].error_code, r.groups[0].topics
+        else:
+            body = {"group_id": "", "topics": topics, "require_stable": stable}
+            r = await run.wire.retry(lambda: run.wire.request("offset_fetch", body, version=version),
+                                     error_of=lambda r: getattr(r, "error_code", 0))
+            error, topics = getattr(r, "error_code", 0), r.topics
+        return err(error), [(err(p.error_code), p.committed_offset) for t in topics for p in t.partitions]
+
+    return (f"offset_fetch v{version} of the empty group id stable={stable}", action)
+
+
+# Kafka's OffsetCommit and OffsetFetch refuse only a null group id: "" is a group (the
+# topic is new to the run, so its offsets under "" start empty on both brokers).
+EMPTY_GROUP_OFFSETS = [
+    empty_group_fetch(7), empty_group_fetch(8, stable=False),
+    empty_group_commit(2, 2), empty_group_commit(8, 8), empty_group_commit(9, 9),
+    empty_group_fetch(1, stable=False), empty_group_fetch(7), empty_group_fetch(9),
+    empty_group_commit(9, 10, member="m"),
+    empty_group_commit(9, 11, generation=1), empty_group_commit(8, 11, generation=1, member="m"),
+    empty_group_fetch(7, stable=False),
+    request("describe_groups of the empty group id", "describe_groups", lambda r: {
+        "groups": [""], "include_authorized_operations": False}, version=5, key=15,
+        view=lambda r: [(g.group_id, err(g.error_code), g.group_state) for g in r.groups]),
+    request("list_groups shows the empty group id", "list_groups", lambda r: {"states_filter": [], "types_filter": []},
+            version=5, key=16, view=lambda r: [(err(r.error_code), g.group_state, g.group_type)
+                                               for g in r.groups if g.group_id == ""]),
+    request("delete_groups of the empty group id", "delete_groups", lambda r: {"groups_names": [""]}, version=2,
+            key=42, view=lambda r: [(x.group_id, err(x.error_code)) for x in r.results]),
+]
+
+
+_COORDINATOR_BUSY = {"COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+                     "CONCURRENT_TRANSACTIONS"}
+
+
+def mixed_offsets(api: str, group: str, partitions: dict[str, tuple[int, ...]], producer: str = "a"):
+    """An OffsetCommit (a simple one), TxnOffsetCommit (in `producer`'s transaction) or
+    OffsetDelete of `partitions` by topic, "T" the scenario's topic and "U" one the cluster
+    does not have: the partitions as the answer lists them, [(topic, partition, error)]."""
+
+    async def action(run: Run):
+        names = {"T": run.topic, "U": f"{run.topic}-unknown"}
+        group_id = run.group(group)
+        await run.wire.find_coordinator(group_id, 0)
+        offset = {"committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}
+        topics = [{"name": names[t], "partitions": [{"partition_index": p, **offset} for p in ps]}
+                  for t, ps in partitions.items()]
+        if api == "txn_offset_commit":
+            txn_id, pid, epoch = run.producers[producer]
+            body = {"transactional_id": txn_id, "group_id": group_id, "producer_id": pid, "producer_epoch": epoch,
+                    "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": topics}
+        elif api == "offset_commit":
+            body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                    "group_instance_id": None, "topics": topics}
+        else:
+            body = {"group_id": group_id, "topics": [{"name": names[t], "partitions": [
+                {"partition_index": p} for p in ps]} for t, ps in partitions.items()]}
+
+        def busy(r):  # the first error the coordinator asks to retry, else NONE
+            codes = (p.error_code for t in r.topics for p in t.partitions)
+            return next((c for c in codes if err(c) in _COORDINATOR_BUSY), getattr(r, "error_code", 0))
+
+        r = await run.wire.retry(lambda: run.wire.request(api, body), error_of=busy)
+        by_name = {v: k for k, v in names.items()}
+        return [(by_name[t.name], p.partition_index, err(p.error_code)) for t in r.topics for p in t.partitions]
+
+    return (f"{api} {group} {partitions}", action)
+
+
+# Kafka answers the partitions it refuses before asking the group coordinator (unknown
+# topics, partitions past the count) first, then merges the coordinator's answer in.
+OFFSETS_OF_UNKNOWN_TOPICS = [
+    init("a"), add_offsets("a"),
+    mixed_offsets("txn_offset_commit", "g", {"T": (0,), "U": (0,)}),
+    mixed_offsets("txn_offset_commit", "g", {"T": (0, 5), "U": (1, 0)}),
+    end("a", True),
+    mixed_offsets("offset_commit", "simple", {"T": (0,), "U": (0,)}),
+    mixed_offsets("offset_commit", "simple", {"U": (0,), "T": (7, 0)}),
+    mixed_offsets("offset_delete", "simple", {"T": (0,), "U": (0,)}),
 ]
 
 
@@ -584,6 +695,8 @@ SCENARIOS: list[Scenario] = [
         offsets()]),
     # -- classic groups -------------------------------------------------------------------------
     Scenario("classic_group_request_errors", CLASSIC_GROUP_REQUEST_ERRORS),
+    Scenario("empty_group_id_offsets", EMPTY_GROUP_OFFSETS, partitions=2),
+    Scenario("offsets_of_unknown_topics", OFFSETS_OF_UNKNOWN_TOPICS),
     # -- Produce: idempotent --------------------------------------------------------------------
     Scenario("idem_in_order", [init("a", txn=False), produce("a", 0, "a", "b"), produce("a", 2, "c"), *READ]),
     Scenario("idem_duplicate", [init("a", txn=False), produce("a", 0), produce("a", 1), produce("a", 0),

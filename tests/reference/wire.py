@@ -287,9 +287,12 @@ class Wire:
         return await self.retry(lambda: self.request("consumer_group_heartbeat", body))
 
     async def offset_fetch(self, group: str, topic: str, partitions: list[int], require_stable: bool) -> dict:
+        """Retried while the group's coordinator is not ready: a Kafka whose __consumer_offsets
+        FindCoordinator has just created answers NOT_COORDINATOR until the partition is loaded."""
         await self.find_coordinator(group, 0)
-        r = await self.request("offset_fetch", {"group_id": group, "require_stable": require_stable,
-                                                "topics": [{"name": topic, "partition_indexes": partitions}]})
+        body = {"group_id": group, "require_stable": require_stable,
+                "topics": [{"name": topic, "partition_indexes": partitions}]}
+        r = await self.retry(lambda: self.request("offset_fetch", body))
         return {"error": err(r.error_code),
                 "partitions": {p.partition_index: (err(p.error_code), p.committed_offset)
                                for t in r.topics for p in t.partitions}}

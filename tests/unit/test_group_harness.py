@@ -51,13 +51,12 @@ class Refused:
 
 
 # Each API's answer to an empty group id (the group service answers it with the API's
-# failure answer), for the APIs naming one group.
+# failure answer), for the APIs naming one group that refuse it (OffsetCommit accepts it).
 _FAILED = {
     "sync_group": lambda error, _: SyncGroupResponse(error),
     "heartbeat": lambda error, _: HeartbeatResponse(error),
     "leave_group": lambda error, _: LeaveGroupResponse(error),
     "offset_delete": lambda error, _: OffsetDeleteResponse(error),
-    "offset_commit": lambda error, kwargs: offset_errors(kwargs["offsets"], lambda _o: error),
     "txn_offset_commit": lambda error, kwargs: offset_errors(kwargs["offsets"], lambda _o: error),
 }
 

@@ -48,8 +48,8 @@ def test_fetch_all_and_several_groups():
     assert fetch(rt) == (E.none, {("a", 0): (7, -1, "", E.none), ("b", 1): (5, -1, "", E.none)})
     response = rt.coordinator.offset_fetch(
         [OffsetFetchGroup("h", None), OffsetFetchGroup("unknown", (("a", (0,)),)), OffsetFetchGroup("")], False)
-    assert [(g.group_id, g.error_code) for g in response.groups] == [
-        ("h", E.none), ("unknown", E.none), ("", E.invalid_group_id),
+    assert [(g.group_id, g.error_code, len(g.topics)) for g in response.groups] == [
+        ("h", E.none, 1), ("unknown", E.none, 1), ("", E.none, 0),
     ]
     assert response.groups[0].topics[0].partitions[0].committed_offset == 1
     assert response.groups[1].topics[0].partitions[0].committed_offset == -1
@@ -104,13 +104,28 @@ def test_commit_with_a_generation_to_an_unknown_group():
 def test_commit_errors_for_every_partition():
     rt = Runtime(GroupConfig(offsets_topic_num_partitions=2))
     offsets = [OffsetToCommit("t", 0, 1), OffsetToCommit("u", 2, 1)]
-    assert commit(rt, offsets, group="") == [("t", 0, E.invalid_group_id), ("u", 2, E.invalid_group_id)]
     rt.runtime.begin_load(rt.coordinator.partition_for("g"), 1)
     assert {e for _t, _p, e in commit(rt, offsets)} == {E.coordinator_load_in_progress}
     rt.unload(rt.coordinator.partition_for("g"))
     assert {e for _t, _p, e in commit(rt, offsets)} == {E.not_coordinator}
     assert fetch(rt)[0] is E.not_coordinator
     assert rt.appended == []
+
+
+def test_the_empty_group_id_commits_and_fetches_as_any_group():
+    # Kafka refuses only a null group id here (for old clients' sake): "" is a simple
+    # group on __consumer_offsets partition 0 (the hash of "" is 0).
+    rt = Runtime(GroupConfig(offsets_topic_num_partitions=4))
+    assert rt.coordinator.partition_for("") == 0
+    assert fetch(rt, (("t", (0,)),), group="") == (E.none, {("t", 0): (-1, -1, "", E.none)})
+    for version in (2, 8, 9):
+        assert commit(rt, [OffsetToCommit("t", 0, version)], group="", version=version) == [("t", 0, E.none)]
+    assert commit(rt, [OffsetToCommit("t", 1, 5)], -1, "m", group="") == [("t", 1, E.none)]
+    assert commit(rt, [OffsetToCommit("t", 0, 6)], 1, "", group="") == [("t", 0, E.unknown_member_id)]
+    assert fetch(rt, group="", require_stable=True) == (E.none, {
+        ("t", 0): (9, -1, "", E.none), ("t", 1): (5, -1, "", E.none)})
+    assert rt.coordinator.group("") is not None
+    assert rt.call("offset_delete", group_id="", topics=[]).error_code is E.invalid_group_id
 
 
 def test_oversized_metadata_is_refused_per_partition():
