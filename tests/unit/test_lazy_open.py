@@ -167,6 +167,30 @@ def test_a_first_use_lists_the_partition_directory_once(tmp_path: Path, monkeypa
     monkeypatch.undo()
 
 
+def test_a_partition_opened_after_a_config_change_gets_the_new_config(tmp_path: Path) -> None:
+    """A topic's log config is built once for all its partitions' opens: a change of the
+    topic's configs or of a dynamic broker default reaches the partitions opened after it."""
+    from broker.cluster.dynamic_configs import BROKER, TOPIC, ConfigChange, DynamicConfigs
+
+    cluster = _start(tmp_path)
+    dynamic = DynamicConfigs(tmp_path / "meta", cluster.config)
+    cluster.create_topic("t", 3)
+    assert cluster.partition("t", 0).log.config.segment_ms == 604800000
+    dynamic.alter(cluster, TOPIC, "t", [ConfigChange("segment.ms", "60000")], incremental=True, validate_only=False)
+    assert cluster.partition("t", 0).log.config.segment_ms == 60000
+    assert cluster.partition("t", 1).log.config.segment_ms == 60000
+    assert cluster.partition("t", 1).log.config.retention_ms == 604800000
+    dynamic.alter(cluster, BROKER, "", [ConfigChange("log.retention.ms", "1000")], incremental=True,
+                  validate_only=False)
+    assert cluster.partition("t", 1).log.config.retention_ms == 1000
+    assert cluster.partition("t", 2).log.config.retention_ms == 1000
+    assert cluster.partition("t", 2).log.config.segment_ms == 60000
+    cluster.delete_topic("t")
+    cluster.create_topic("t", 1)  # a new topic of the same name: its own (default) configs
+    assert cluster.partition("t", 0).log.config.segment_ms == 604800000
+    cluster.close()
+
+
 def test_only_a_data_directory_without_the_intent_journal_is_scanned_once(tmp_path: Path, monkeypatch) -> None:
     scans = []
     real_scan = Cluster._repair_half_made_topics
