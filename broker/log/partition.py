@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from broker.log.leader_epochs import FILE_NAME as LEADER_EPOCH_FILE, LeaderEpochCache
 from broker.log.partition_log import AppendInfo, LogConfig, PartitionLog, list_partition_dir
-from broker.log.producer_snapshots import (SNAPSHOT_SUFFIX, delete_snapshots_after, encode_snapshot,
+from broker.log.producer_snapshots import (delete_snapshots_after, encode_snapshot, list_snapshots,
                                               load_latest_snapshot, snapshot_path, write_snapshot,
                                               write_snapshot_bytes)
 from broker.log.producer_state import CompletedTxn, ProducerStateManager
@@ -307,10 +307,9 @@ def _load_producer_state(log_: PartitionLog, emulate_older_than_2_5: bool,
     then the batches after it replayed (aborted transactions found again indexed);
     and the offset the replay started from. ``names``: the directory's listing, when
     the caller has one."""
-    if names is not None:
-        names = [name for name in names if name.endswith(SNAPSHOT_SUFFIX)]
-    loaded = load_latest_snapshot(log_.directory, emulate_older_than_2_5, log_.log_end_offset, names)
-    delete_snapshots_after(log_.directory, log_.log_end_offset, names)
+    snapshots = list_snapshots(log_.directory, names)
+    loaded = load_latest_snapshot(log_.directory, emulate_older_than_2_5, log_.log_end_offset, snapshots)
+    delete_snapshots_after(log_.directory, log_.log_end_offset, snapshots)
     if loaded is None:
         state, start = ProducerStateManager(emulate_older_than_2_5), log_.log_start_offset
     else:

@@ -189,7 +189,7 @@ class PartitionLog:
                 # markers lost with a torn tail; producer state's replay adds back those that are left
                 active.txn_index.truncate_to(active.next_offset)
                 if active.size:
-                    first = active.batch_at(0).max_timestamp
+                    first = active.first_max_timestamp()
                     active.roll_base_ms = first if first >= 0 else now_ms
             else:
                 segments.append(LogSegment.create(directory, 0))
@@ -522,7 +522,7 @@ class PartitionLog:
         if seg.size == 0:
             seg.roll_base_ms = None
         elif seg.roll_base_ms is None:
-            first = seg.batch_at(0).max_timestamp
+            first = seg.first_max_timestamp()
             seg.roll_base_ms = first if first >= 0 else seg.largest_timestamp()
         self._active = seg
         self._dir_unflushed = True

@@ -129,10 +129,11 @@ def write_snapshot_bytes(snapshot: bytes, directory: Path, offset: int, fsync: b
     return path
 
 
-def delete_snapshots_after(directory: Path, offset: int, names: Iterable[str] | None = None) -> None:
+def delete_snapshots_after(directory: Path, offset: int, snapshots: list[tuple[int, Path]] | None = None) -> None:
     """Drops the snapshots past ``offset`` (the log lost or truncated its tail): once
-    appends pass that offset again, such a file would describe records no longer there."""
-    for snapshot_offset, path in list_snapshots(directory, names):
+    appends pass that offset again, such a file would describe records no longer there.
+    ``snapshots``: ``list_snapshots``' answer, when the caller has it."""
+    for snapshot_offset, path in list_snapshots(directory) if snapshots is None else snapshots:
         if snapshot_offset > offset:
             path.unlink(missing_ok=True)
 
@@ -141,15 +142,16 @@ def load_latest_snapshot(
     directory: Path,
     emulate_older_than_2_5: bool = False,
     log_end_offset: int | None = None,
-    names: Iterable[str] | None = None,
+    snapshots: list[tuple[int, Path]] | None = None,
 ) -> tuple[ProducerStateManager, int] | None:
     """The newest readable snapshot as (manager, offset), or None.
 
     A corrupt or truncated snapshot is logged and skipped in favour of the older one.
     Snapshots beyond ``log_end_offset`` (the log lost its tail) are skipped too.
-    The caller then replays the log from ``offset`` with ``rebuild``.
+    The caller then replays the log from ``offset`` with ``rebuild``. ``snapshots``:
+    ``list_snapshots``' answer, when the caller has it.
     """
-    for offset, path in reversed(list_snapshots(directory, names)):
+    for offset, path in reversed(list_snapshots(directory) if snapshots is None else snapshots):
         if log_end_offset is not None and offset > log_end_offset:
             log.warning("ignoring producer snapshot %s beyond log end offset %d", path, log_end_offset)
             continue

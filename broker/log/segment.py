@@ -437,6 +437,11 @@ class LogSegment:
             position += i
         return position, False
 
+    def first_max_timestamp(self) -> int:
+        """The max timestamp of the first batch (of a segment holding one): segment.ms
+        counts from it. Its header alone is read."""
+        return RecordBatch(os.pread(self.fd, RECORD_BATCH_OVERHEAD, 0), 0).max_timestamp
+
     def batch_at(self, position: int) -> RecordBatch:
         head = os.pread(self.fd, LOG_OVERHEAD, position)
         length = _INT32.unpack_from(head, 8)[0]
