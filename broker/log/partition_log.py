@@ -44,6 +44,9 @@ _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# what an interrupted clean leaves (broker.log.cleaner, replace_segments)
+_LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX)
 # the order of the swap's renames: the .log last, the commit point
 _SWAP_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 # The aborted-transaction index of older versions: one file per partition, entries of
@@ -165,11 +168,12 @@ class PartitionLog:
         active segment limits recovery to the batches from it on. ``names``: the
         directory's listing (``list_partition_dir``) when the caller made one; every
         step works from that one listing."""
-        directory = Path(directory)
+        if not isinstance(directory, Path):
+            directory = Path(directory)
         names = list_partition_dir(directory) if names is None else set(names)
-        if names:  # a new partition has nothing to recover: skip the scans
+        if any(name.endswith(_LEFTOVER_SUFFIXES) for name in names):  # usually none: no scans
             _finish_interrupted_cleaning(directory, names)
-            _remove_leftovers(directory, names)
+        _remove_orphans(directory, names)
         bases = sorted(int(name[: -len(LOG_SUFFIX)]) for name in names
                        if name.endswith(LOG_SUFFIX) and _is_segment_name(name))
         txn_indexed = {name for name in names if name.endswith(TXN_INDEX_SUFFIX)}
@@ -764,17 +768,16 @@ def _last_offset_in(path: Path) -> int:
     return last
 
 
-def _remove_leftovers(directory: Path, names: set[str]) -> None:
-    """Half-written files (*.tmp) and index files without a .log; ``names``, the
-    directory's listing, is kept up to date."""
-    if LOG_START_OFFSET_FILE + ".tmp" in names:
-        _unlink(directory, LOG_START_OFFSET_FILE + ".tmp", names)
-    for name in _segment_names(names, ".tmp"):
+def _remove_orphans(directory: Path, names: set[str]) -> None:
+    """Half-written files (*.tmp) and index files without a .log, in one pass over
+    ``names``, the directory's listing, which is kept up to date."""
+    doomed = [name for name in names
+              if name.endswith(".tmp") and (_is_segment_name(name) or name == LOG_START_OFFSET_FILE + ".tmp")
+              # an index's .log: its name with the last suffix replaced
+              or name.endswith(_INDEX_SUFFIXES) and _is_segment_name(name)
+              and name[: name.rindex(".")] + LOG_SUFFIX not in names]
+    for name in doomed:
         _unlink(directory, name, names)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        for name in _segment_names(names, suffix):
-            if name[: -len(suffix)] + LOG_SUFFIX not in names:
-                _unlink(directory, name, names)
 
 
 def _load_active_after_clean_shutdown(directory: Path, seg: LogSegment) -> bool:
