@@ -109,6 +109,9 @@ class Cluster:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.created_this_run: set[str] = set()
         self._log_configs: dict = {}  # LogConfig -> itself
+        # topic name -> (its entry, the dynamic broker settings, LogConfig): built once, not
+        # at every partition's open; a change replaces the entry or the settings' dicts
+        self._topic_log_configs: dict[str, tuple[TopicInfo, dict, dict, LogConfig]] = {}
         # what open_all found: whether the last run ended cleanly, and its recovery points
         self._clean_start = False
         self._recorded_points: dict[tuple[str, int], int] | None = None  # read at first use
@@ -450,11 +453,18 @@ class Cluster:
         return [(t.name, i) for t in self.topics.by_name.values() for i in range(t.partitions)]
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
+        broker = self.config
+        cached = self._topic_log_configs.get(topic.name)
+        if cached is not None and cached[0] is topic and cached[1] is broker.dynamic \
+                and cached[2] is broker.dynamic_default:
+            return cached[3]
         from broker.log.partition_log import LogConfig
 
-        config = LogConfig.from_topic_configs(effective_topic_config(topic, self.config))
+        config = LogConfig.from_topic_configs(effective_topic_config(topic, broker))
         # equal configs (most partitions') share one object; configs are frozen
-        return self._log_configs.setdefault(config, config)
+        config = self._log_configs.setdefault(config, config)
+        self._topic_log_configs[topic.name] = (topic, broker.dynamic, broker.dynamic_default, config)
+        return config
 
     def max_message_bytes(self, topic: str) -> int:
         info = self.topics.by_name[topic]
@@ -673,6 +683,7 @@ class Cluster:
         except OSError as e:
             self._clear(intent)
             raise TopicError("KAFKA_STORAGE_ERROR", f"could not record the delete of {name}: {e}") from None
+        self._topic_log_configs.pop(name, None)
         for i in range(topic.partitions):
             part = self.partitions.pop((name, i), None)
             if part is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from broker.log.files import replace_atomically
+from broker.log.files import read_small_file, replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +21,15 @@ UNDEFINED_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, on_disk: bool = True) -> None:
+        """``on_disk``: whether the file may exist (False when the caller's listing of
+        the directory has none: no look for it)."""
         self._path = directory / FILE_NAME
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), epochs increasing
+        if not on_disk:
+            return
         try:
-            lines = self._path.read_text().split("\n")
+            lines = read_small_file(self._path).decode().split("\n")
             count = int(lines[1])
             for line in lines[2 : 2 + count]:
                 epoch, offset = line.split()

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.leader_epochs import LeaderEpochCache
-from broker.log.partition_log import AppendInfo, LogConfig, PartitionLog
-from broker.log.producer_snapshots import (delete_snapshots_after, encode_snapshot, load_latest_snapshot,
-                                              snapshot_path, write_snapshot, write_snapshot_bytes)
+from broker.log.leader_epochs import FILE_NAME as LEADER_EPOCH_FILE, LeaderEpochCache
+from broker.log.partition_log import AppendInfo, LogConfig, PartitionLog, list_partition_dir
+from broker.log.producer_snapshots import (delete_snapshots_after, encode_snapshot, list_snapshots,
+                                              load_latest_snapshot, snapshot_path, write_snapshot,
+                                              write_snapshot_bytes)
 from broker.log.producer_state import CompletedTxn, ProducerStateManager
 from broker.log.segment import AbortedTxn
 from protocol.records import RecordBatch, build_control_batch, iter_batches
@@ -61,7 +62,8 @@ class RecoveryCheckpoint:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager) -> None:
+    def __init__(self, topic: str, index: int, log_: PartitionLog, producer_state: ProducerStateManager,
+                 leader_epochs_on_disk: bool = True) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
@@ -72,7 +74,7 @@ class Partition:
         self.sequence_reuse_after_marker = 0
         # below it the log was flushed and checked (recovery-point-offset-checkpoint)
         self.recovery_point: int | None = None
-        self.leader_epochs = LeaderEpochCache(log_.directory)
+        self.leader_epochs = LeaderEpochCache(log_.directory, leader_epochs_on_disk)
         log_.roll_listeners.append(self._snapshot_at_roll)
         # Told when the high watermark or the LSO may have moved (the event history's
         # ``offsets_moved``; None when nothing listens): with the appended batch, or
@@ -108,13 +110,16 @@ class Partition:
     def open(cls, topic: str, index: int, directory: Path, config: LogConfig, now_ms: int,
              emulate_older_than_2_5: bool = False, clean_shutdown: bool = False,
              recovery_point: int | None = None) -> "Partition":
-        log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown, recovery_point)
+        # One listing of the directory serves every step: opening the log leaves the
+        # snapshots and the leader-epoch file as they were.
+        names = list_partition_dir(directory)
+        log_ = PartitionLog.open(directory, config, now_ms, clean_shutdown, recovery_point, names)
         try:
-            state, start = _load_producer_state(log_, emulate_older_than_2_5)
+            state, start = _load_producer_state(log_, emulate_older_than_2_5, names)
         except BaseException:
             log_.close()
             raise
-        part = cls(topic, index, log_, state)
+        part = cls(topic, index, log_, state, LEADER_EPOCH_FILE in names)
         if clean_shutdown or start == log_.log_end_offset:
             part.recovery_point = log_.log_end_offset  # flushed at close, a snapshot there
         elif recovery_point is not None and recovery_point <= log_.log_end_offset:
@@ -296,12 +301,15 @@ def _index_abort(log_: PartitionLog, state: ProducerStateManager, completed: Com
     log_.add_aborted(completed.producer_id, completed.first_offset, completed.last_offset, lso)
 
 
-def _load_producer_state(log_: PartitionLog, emulate_older_than_2_5: bool) -> tuple[ProducerStateManager, int]:
+def _load_producer_state(log_: PartitionLog, emulate_older_than_2_5: bool,
+                         names: Iterable[str] | None = None) -> tuple[ProducerStateManager, int]:
     """The producer state of the log as it is: the newest snapshot not past its end,
     then the batches after it replayed (aborted transactions found again indexed);
-    and the offset the replay started from."""
-    loaded = load_latest_snapshot(log_.directory, emulate_older_than_2_5, log_.log_end_offset)
-    delete_snapshots_after(log_.directory, log_.log_end_offset)
+    and the offset the replay started from. ``names``: the directory's listing, when
+    the caller has one."""
+    snapshots = list_snapshots(log_.directory, names)
+    loaded = load_latest_snapshot(log_.directory, emulate_older_than_2_5, log_.log_end_offset, snapshots)
+    delete_snapshots_after(log_.directory, log_.log_end_offset, snapshots)
     if loaded is None:
         state, start = ProducerStateManager(emulate_older_than_2_5), log_.log_start_offset
     else:

@@ -19,12 +19,12 @@ import logging
 import os
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from broker.log.files import fsync_dir, replace_atomically
+from broker.log.files import fsync_dir, read_small_file, replace_atomically
 from protocol import crc
 from protocol.records import LOG_OVERHEAD, RecordBatch
 
@@ -44,6 +44,9 @@ _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# what an interrupted clean leaves (broker.log.cleaner, replace_segments)
+_LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX)
 # the order of the swap's renames: the .log last, the commit point
 _SWAP_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 # The aborted-transaction index of older versions: one file per partition, entries of
@@ -157,19 +160,20 @@ class PartitionLog:
     # opening and recovery ------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int, clean_shutdown: bool = False,
-             recovery_point: int | None = None) -> PartitionLog:
+             recovery_point: int | None = None, names: Iterable[str] | None = None) -> PartitionLog:
         """Opens the log in ``directory``, recovering the active segment unless
         ``clean_shutdown`` (the broker closed every log last time and nothing has run
         since): then its index files are loaded, falling back to recovery if they or
         the batches after their last entry look wrong. A ``recovery_point`` inside the
-        active segment limits recovery to the batches from it on."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        names = os.listdir(directory)
-        if names:  # a new partition has nothing to recover: skip the scans
-            _finish_interrupted_cleaning(directory)
-            _remove_leftovers(directory)
-            names = os.listdir(directory)
+        active segment limits recovery to the batches from it on. ``names``: the
+        directory's listing (``list_partition_dir``) when the caller made one; every
+        step works from that one listing."""
+        if not isinstance(directory, Path):
+            directory = Path(directory)
+        names = list_partition_dir(directory) if names is None else set(names)
+        if any(name.endswith(_LEFTOVER_SUFFIXES) for name in names):  # usually none: no scans
+            _finish_interrupted_cleaning(directory, names)
+        _remove_orphans(directory, names)
         bases = sorted(int(name[: -len(LOG_SUFFIX)]) for name in names
                        if name.endswith(LOG_SUFFIX) and _is_segment_name(name))
         txn_indexed = {name for name in names if name.endswith(TXN_INDEX_SUFFIX)}
@@ -189,7 +193,7 @@ class PartitionLog:
                 # markers lost with a torn tail; producer state's replay adds back those that are left
                 active.txn_index.truncate_to(active.next_offset)
                 if active.size:
-                    first = active.batch_at(0).max_timestamp
+                    first = active.first_max_timestamp()
                     active.roll_base_ms = first if first >= 0 else now_ms
             else:
                 segments.append(LogSegment.create(directory, 0))
@@ -198,7 +202,7 @@ class PartitionLog:
                 seg.close()
             raise
         log_end_offset = segments[-1].next_offset
-        stored_start = _read_log_start_offset(directory)
+        stored_start = _read_log_start_offset(directory) if LOG_START_OFFSET_FILE in names else None
         log_start_offset = max(stored_start if stored_start is not None else 0, segments[0].base_offset)
         self = cls(directory, config, segments, log_start_offset, now_ms)
         if LEGACY_TXN_INDEX_FILE in names:
@@ -522,7 +526,7 @@ class PartitionLog:
         if seg.size == 0:
             seg.roll_base_ms = None
         elif seg.roll_base_ms is None:
-            first = seg.batch_at(0).max_timestamp
+            first = seg.first_max_timestamp()
             seg.roll_base_ms = first if first >= 0 else seg.largest_timestamp()
         self._active = seg
         self._dir_unflushed = True
@@ -686,43 +690,68 @@ class PartitionLog:
         return unsynced
 
 
+def list_partition_dir(directory: Path) -> set[str]:
+    """The names in a partition directory, which is made (empty) when missing."""
+    try:
+        return set(os.listdir(directory))
+    except FileNotFoundError:
+        directory.mkdir(parents=True, exist_ok=True)
+        return set()
+
+
 def _is_segment_name(name: str) -> bool:
     stem = name.split(".", 1)[0]
     return len(stem) == 20 and stem.isdigit()
 
 
-def _finish_interrupted_cleaning(directory: Path) -> None:
+def _segment_names(names: set[str], suffix: str) -> list[str]:
+    """The segment-named entries of ``names`` ending with ``suffix``, in order (a copy:
+    the caller may change ``names`` as it goes)."""
+    return sorted(name for name in names if name.endswith(suffix) and _is_segment_name(name))
+
+
+def _unlink(directory: Path, name: str, names: set[str], missing_ok: bool = False) -> None:
+    (directory / name).unlink(missing_ok=missing_ok)
+    names.discard(name)
+
+
+def _finish_interrupted_cleaning(directory: Path, names: set[str]) -> None:
     """Undoes a clean that had not committed (.cleaned files) and completes one that had
     (a .log.swap exists): the swap replaces its segment and every segment whose base
     offset falls within it. Index files of a swapped segment are rebuilt at open: after
-    a crash, which of them were renamed in is unknown."""
+    a crash, which of them were renamed in is unknown. ``names``, the directory's
+    listing, is kept up to date."""
     changed = False
-    for path in directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX):
-        if not _is_segment_name(path.name):
-            continue
-        base = int(path.name.split(".", 1)[0])
-        last = _last_offset_in(path)
-        for other in directory.glob("*" + LOG_SUFFIX):
-            if _is_segment_name(other.name) and base < int(other.name[: -len(LOG_SUFFIX)]) <= last:
+    for name in _segment_names(names, LOG_SUFFIX + SWAP_SUFFIX):
+        stem = name.split(".", 1)[0]
+        base = int(stem)
+        last = _last_offset_in(directory / name)
+        for other in _segment_names(names, LOG_SUFFIX):
+            if base < int(other[: -len(LOG_SUFFIX)]) <= last:
                 for suffix in _SEGMENT_SUFFIXES:
-                    other.with_name(other.name[: -len(LOG_SUFFIX)] + suffix).unlink(missing_ok=True)
+                    _unlink(directory, other[: -len(LOG_SUFFIX)] + suffix, names, missing_ok=True)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            segment_path(directory, base, suffix).unlink(missing_ok=True)
-            segment_path(directory, base, suffix + SWAP_SUFFIX).unlink(missing_ok=True)
+            _unlink(directory, stem + suffix, names, missing_ok=True)
+            _unlink(directory, stem + suffix + SWAP_SUFFIX, names, missing_ok=True)
         # The cleaned .txnindex is renamed before the .log: still a .swap, or in place.
-        txn_swap = segment_path(directory, base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
-        if txn_swap.exists():
-            os.replace(txn_swap, segment_path(directory, base, TXN_INDEX_SUFFIX))
-        os.replace(path, segment_path(directory, base, LOG_SUFFIX))
+        txn_swap = stem + TXN_INDEX_SUFFIX + SWAP_SUFFIX
+        if txn_swap in names:
+            _rename(directory, txn_swap, stem + TXN_INDEX_SUFFIX, names)
+        _rename(directory, name, stem + LOG_SUFFIX, names)
         changed = True
         log.warning("partition dir %s: completed the interrupted swap of cleaned segment %d", directory, base)
-    for pattern in ("*" + CLEANED_SUFFIX, "*" + SWAP_SUFFIX):
-        for path in directory.glob(pattern):
-            if _is_segment_name(path.name):
-                path.unlink()
-                changed = True
+    for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+        for name in _segment_names(names, suffix):
+            _unlink(directory, name, names)
+            changed = True
     if changed:
         fsync_dir(directory)
+
+
+def _rename(directory: Path, name: str, new_name: str, names: set[str]) -> None:
+    os.replace(directory / name, directory / new_name)
+    names.discard(name)
+    names.add(new_name)
 
 
 def _last_offset_in(path: Path) -> int:
@@ -739,16 +768,16 @@ def _last_offset_in(path: Path) -> int:
     return last
 
 
-def _remove_leftovers(directory: Path) -> None:
-    """Half-written files (*.tmp) and index files without a .log."""
-    (directory / (LOG_START_OFFSET_FILE + ".tmp")).unlink(missing_ok=True)
-    for p in directory.glob("*.tmp"):
-        if _is_segment_name(p.name):
-            p.unlink()
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        for p in directory.glob("*" + suffix):
-            if _is_segment_name(p.name) and not p.with_suffix(LOG_SUFFIX).exists():
-                p.unlink()
+def _remove_orphans(directory: Path, names: set[str]) -> None:
+    """Half-written files (*.tmp) and index files without a .log, in one pass over
+    ``names``, the directory's listing, which is kept up to date."""
+    doomed = [name for name in names
+              if name.endswith(".tmp") and (_is_segment_name(name) or name == LOG_START_OFFSET_FILE + ".tmp")
+              # an index's .log: its name with the last suffix replaced
+              or name.endswith(_INDEX_SUFFIXES) and _is_segment_name(name)
+              and name[: name.rindex(".")] + LOG_SUFFIX not in names]
+    for name in doomed:
+        _unlink(directory, name, names)
 
 
 def _load_active_after_clean_shutdown(directory: Path, seg: LogSegment) -> bool:
@@ -780,7 +809,7 @@ def _recover_active(directory: Path, seg: LogSegment, index_interval_bytes: int,
 def _read_log_start_offset(directory: Path) -> int | None:
     path = directory / LOG_START_OFFSET_FILE
     try:
-        text = path.read_text()
+        text = read_small_file(path).decode()
     except FileNotFoundError:
         return None
     lines = text.split()

@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
-from broker.log.files import replace_atomically
+from broker.log.files import read_small_file, replace_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from protocol import crc
 
@@ -45,13 +46,15 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
-    """(offset, path) of every snapshot file in ``directory``, oldest first."""
+def list_snapshots(directory: Path, names: Iterable[str] | None = None) -> list[tuple[int, Path]]:
+    """(offset, path) of every snapshot file in ``directory``, oldest first; ``names``:
+    the directory's listing, when the caller has one."""
     directory = Path(directory)
-    try:
-        names = os.listdir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    if names is None:
+        try:
+            names = os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
     found = []
     for name in names:  # names first, paths only for snapshots: a partition close lists its directory
         stem = name[: -len(SNAPSHOT_SUFFIX)]
@@ -126,10 +129,11 @@ def write_snapshot_bytes(snapshot: bytes, directory: Path, offset: int, fsync: b
     return path
 
 
-def delete_snapshots_after(directory: Path, offset: int) -> None:
+def delete_snapshots_after(directory: Path, offset: int, snapshots: list[tuple[int, Path]] | None = None) -> None:
     """Drops the snapshots past ``offset`` (the log lost or truncated its tail): once
-    appends pass that offset again, such a file would describe records no longer there."""
-    for snapshot_offset, path in list_snapshots(directory):
+    appends pass that offset again, such a file would describe records no longer there.
+    ``snapshots``: ``list_snapshots``' answer, when the caller has it."""
+    for snapshot_offset, path in list_snapshots(directory) if snapshots is None else snapshots:
         if snapshot_offset > offset:
             path.unlink(missing_ok=True)
 
@@ -138,19 +142,21 @@ def load_latest_snapshot(
     directory: Path,
     emulate_older_than_2_5: bool = False,
     log_end_offset: int | None = None,
+    snapshots: list[tuple[int, Path]] | None = None,
 ) -> tuple[ProducerStateManager, int] | None:
     """The newest readable snapshot as (manager, offset), or None.
 
     A corrupt or truncated snapshot is logged and skipped in favour of the older one.
     Snapshots beyond ``log_end_offset`` (the log lost its tail) are skipped too.
-    The caller then replays the log from ``offset`` with ``rebuild``.
+    The caller then replays the log from ``offset`` with ``rebuild``. ``snapshots``:
+    ``list_snapshots``' answer, when the caller has it.
     """
-    for offset, path in reversed(list_snapshots(directory)):
+    for offset, path in reversed(list_snapshots(directory) if snapshots is None else snapshots):
         if log_end_offset is not None and offset > log_end_offset:
             log.warning("ignoring producer snapshot %s beyond log end offset %d", path, log_end_offset)
             continue
         try:
-            manager = decode_snapshot(path.read_bytes(), emulate_older_than_2_5)
+            manager = decode_snapshot(read_small_file(path), emulate_older_than_2_5)
         except (CorruptSnapshot, OSError) as e:
             log.warning("ignoring unreadable producer snapshot %s: %s", path, e)
             continue

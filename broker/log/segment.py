@@ -39,7 +39,7 @@ from pathlib import Path
 from protocol.records import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, RecordBatch
 
 from broker.log.descriptors import PooledFile
-from broker.log.files import replace_atomically
+from broker.log.files import read_small_file, replace_atomically
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -437,6 +437,11 @@ class LogSegment:
             position += i
         return position, False
 
+    def first_max_timestamp(self) -> int:
+        """The max timestamp of the first batch (of a segment holding one): segment.ms
+        counts from it. Its header alone is read."""
+        return RecordBatch(os.pread(self.fd, RECORD_BATCH_OVERHEAD, 0), 0).max_timestamp
+
     def batch_at(self, position: int) -> RecordBatch:
         head = os.pread(self.fd, LOG_OVERHEAD, position)
         length = _INT32.unpack_from(head, 8)[0]
@@ -540,11 +545,6 @@ class CorruptIndex(Exception):
     """An index file that fails its sanity check; the segment rebuilds it from the log."""
 
 
-def _read_file(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def _rewrite(path: Path, data: bytes) -> None:
     """Replaces the file with ``data`` atomically (a crash must not leave a valid-looking
     prefix of entries)."""
@@ -575,7 +575,7 @@ class _SparseIndex:
     def _read(cls, path: Path, base_offset: int, check) -> _SparseIndex:
         """Reads an existing file, ``check(previous entry, entry)`` raising CorruptIndex
         for a bad entry; raises FileNotFoundError or CorruptIndex."""
-        data = _read_file(path)
+        data = read_small_file(path)
         if len(data) % cls.ENTRY.size:
             raise CorruptIndex(f"{path}: size {len(data)} is not a multiple of {cls.ENTRY.size}")
         index = cls(path, base_offset)
@@ -761,7 +761,7 @@ class TransactionIndex:
         snapshot, as the entry's marker is there)."""
         index = cls(path, base_offset)
         try:
-            data = _read_file(path)
+            data = read_small_file(path)
         except FileNotFoundError:
             return index
         good = 0

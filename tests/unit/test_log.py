@@ -372,11 +372,14 @@ def test_index_files_of_the_active_segment_are_rebuilt_on_open(pdir: Path) -> No
 def test_orphan_index_files_and_a_half_written_start_offset_file_are_removed(pdir: Path) -> None:
     log = open_log(pdir)
     log.close()
-    (pdir / f"{50:020d}.index").write_bytes(b"")
+    for suffix in (".index", ".timeindex", ".txnindex"):
+        (pdir / f"{50:020d}{suffix}").write_bytes(b"")
+    (pdir / f"{0:020d}.txnindex").write_bytes(b"")  # its segment is there: kept
     (pdir / f"{0:020d}.timeindex.tmp").write_bytes(b"")
     (pdir / (LOG_START_OFFSET_FILE + ".tmp")).write_text("0\n9")
     log = open_log(pdir)
-    assert not (pdir / f"{50:020d}.index").exists()
+    assert not [p.name for p in pdir.glob(f"{50:020d}.*")]
+    assert (pdir / f"{0:020d}.txnindex").exists()
     assert not (pdir / f"{0:020d}.timeindex.tmp").exists()
     assert not (pdir / (LOG_START_OFFSET_FILE + ".tmp")).exists()
     assert log.log_start_offset == 0
