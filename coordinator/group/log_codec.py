@@ -28,6 +28,7 @@ import struct
 from dataclasses import dataclass
 
 from coordinator.runtime import CoordinatorRecord, LogCodecError, UnknownKeyVersion
+from protocol.names import CONSUMER_OFFSETS
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -228,7 +229,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
     elif version == 2:
         key = GroupMetadataKey(r.string())
     else:
-        raise UnknownKeyVersion("__consumer_offsets", version)
+        raise UnknownKeyVersion(CONSUMER_OFFSETS, version)
     r.end()
     return key
 
