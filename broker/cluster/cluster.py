@@ -495,7 +495,7 @@ class Cluster:
         intent = self._begin_making(plan.intent)
         try:
             self._made_dirs(intent, *_make_dirs(self.data_dir, intent))
-            return self._register_topic(plan, intent)
+            return self._register_topic(plan)
         finally:
             self._making.discard(name)
 
@@ -504,8 +504,7 @@ class Cluster:
         directories made by a thread while the broker goes on answering, then registered
         on the loop. It finishes even if the requester goes away meanwhile (as Kafka's
         controller does)."""
-        intent = self._begin_making(plan.intent)
-        return await self._finish_off_loop(intent.topic, intent, lambda: self._register_topic(plan, intent))
+        return await self._finish_off_loop(self._begin_making(plan.intent), lambda: self._register_topic(plan))
 
     def check_create(self, name: str, partitions: int, replication_factor: int,
                      configs: dict[str, str | None] | None,
@@ -536,8 +535,9 @@ class Cluster:
         intent = Intent(CREATE, name, 0, partitions, tuple(sorted(checked.items())))
         return CreatePlan(intent, replication_factor, checked, assignments or {})
 
-    def _register_topic(self, plan: CreatePlan, intent: Intent) -> TopicInfo:
+    def _register_topic(self, plan: CreatePlan) -> TopicInfo:
         """Its directories made: the registry names the topic (the commit point)."""
+        intent = plan.intent
         name, partitions = intent.topic, intent.end
         try:
             topic = self.topics.add(name, partitions, plan.configs)  # the commit point
@@ -561,13 +561,13 @@ class Cluster:
         self._making.add(intent.topic)
         return intent
 
-    async def _finish_off_loop(self, name: str, intent: Intent, register: Callable[[], TopicInfo]) -> TopicInfo:
+    async def _finish_off_loop(self, intent: Intent, register: Callable[[], TopicInfo]) -> TopicInfo:
         async def finish() -> TopicInfo:
             try:
                 self._made_dirs(intent, *await asyncio.to_thread(_make_dirs, self.data_dir, intent))
                 return register()
             finally:
-                self._making.discard(name)
+                self._making.discard(intent.topic)
                 self._topic_changed.set()
                 self._topic_changed = asyncio.Event()
 
@@ -714,7 +714,7 @@ class Cluster:
             return None
         intent = self._begin_making(Intent(ADD, name, topic.partitions, count))
         return await self._finish_off_loop(
-            name, intent, lambda: self._register_partitions(topic, intent, replication_factor, assignments))
+            intent, lambda: self._register_partitions(topic, intent, replication_factor, assignments))
 
     def _check_add(self, name: str, count: int,
                    assignments: list[list[int]] | None) -> tuple[TopicInfo, int]:
