@@ -256,10 +256,8 @@ def check_request_names(api_key: int, data: dict[str, Any]) -> None:
 @cache
 def _request_names(api_key: int) -> tuple[str, dict[str, tuple[frozenset[str], dict[str, str]]]]:
     """The request spec's names: (top struct, struct -> (its field names, field -> nested struct))."""
-    spec = message_specs.stored("request", api_key) or message_spec(api_key, "request")
-    top, structs = spec
+    top, structs = _spec(api_key, "request")
     return top, {name: (frozenset(f for f, _ in fields_), dict(nested)) for name, fields_, nested in structs}
-
 
 
 def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int | None:
@@ -344,10 +342,14 @@ def _message_type(api_key: int, direction: str, made: set[type]) -> type:
     """The named tuple type of the API's messages of ``direction``, built from its spec:
     the one ``make compile`` stored (protocol/message_specs.py), else made from kio's
     schemas here, which imports every served version's schema module."""
+    return _types_from_spec(_spec(api_key, direction), made)
+
+
+def _spec(api_key: int, direction: str) -> tuple:
+    """The API's ``message_spec`` of ``direction``: the one ``make compile`` stored, else
+    made from kio's schemas here."""
     spec = message_specs.stored(direction, api_key)
-    if spec is None:
-        spec = message_spec(api_key, direction)
-    return _types_from_spec(spec, made)
+    return spec if spec is not None else message_spec(api_key, direction)
 
 
 _SCHEMAS: dict[str, Callable[[int, int], type]] = {"answer": response_class, "request": request_class}
