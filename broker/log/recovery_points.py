@@ -22,25 +22,25 @@ _VERSION = 0
 
 def read_recovery_points(path: Path) -> dict[tuple[str, int], int]:
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)
         return {}
     try:
-        if int(lines[0]) != _VERSION:
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        if count != len(lines) - 2:
-            raise ValueError(f"{len(lines) - 2} entries, the header says {count}")
-        points = {}
-        for line in lines[2:]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            if int(offset) < 0:
-                raise ValueError(f"negative offset in {line!r}")
-            points[(topic, int(partition))] = int(offset)
-        return points
+        # One split of the whole text (a topic name holds no blank): 20,000 lines are
+        # parsed by a few calls, not a loop turn each.
+        fields = text.split()
+        if int(fields[0]) != _VERSION:
+            raise ValueError(f"version {fields[0]!r}")
+        count = int(fields[1])
+        if 3 * count != len(fields) - 2:
+            raise ValueError(f"{(len(fields) - 2) / 3:g} entries, the header says {count}")
+        offsets = list(map(int, fields[4::3]))
+        if offsets and min(offsets) < 0:
+            raise ValueError(f"negative offset {min(offsets)}")
+        return dict(zip(zip(fields[2::3], map(int, fields[3::3])), offsets))
     except (ValueError, IndexError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)
         return {}
