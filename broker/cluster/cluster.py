@@ -115,6 +115,8 @@ class Cluster:
         # what open_all found: whether the last run ended cleanly, and its recovery points
         self._clean_start = False
         self._recorded_points: dict[tuple[str, int], int] | None = None  # read at first use
+        # the clean-shutdown marker's removal being made durable (_take_clean_shutdown_marker)
+        self._marker_removed = None
         # topics whose points the recovery-points file may still hold though they are gone
         # (deleted, or unknown when it was read): dropped at its next write
         self._stale_point_topics: set[str] = set()
@@ -336,19 +338,57 @@ class Cluster:
         await asyncio.sleep(0)  # the removals' done callbacks run
 
     def _take_clean_shutdown_marker(self) -> bool:
+        """Removes the marker; its removal is made durable by a thread (an fsync of the
+        directory waits for the filesystem's journal, which other writers on the machine
+        may hold up), which every partition's first open waits for: no file the marker
+        vouches for changes before a crash could no longer bring the marker back."""
         path = self.clean_shutdown_path
         try:
             path.unlink()
         except FileNotFoundError:
             return False
-        fsync_dir(path.parent)
+        import concurrent.futures
+        import threading
+
+        done = self._marker_removed = concurrent.futures.Future()
+
+        def sync() -> None:
+            try:
+                fsync_dir(path.parent)
+            except BaseException as e:
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=sync, name="clean-shutdown-marker").start()
         return True
+
+    def _wait_for_marker_removal(self) -> None:
+        """Before a partition's first open: the marker's removal made durable (if the
+        thread's fsync failed, once more here: OSError, the open's, if it fails again)."""
+        try:
+            self._marker_removed.result()
+        except OSError:
+            fsync_dir(self.clean_shutdown_path.parent)
+        self._marker_removed = None
+
+    async def ready_to_open(self) -> None:
+        """What a partition's first open waits for (the clean-shutdown marker's removal
+        made durable), awaited without holding up the event loop."""
+        done = self._marker_removed
+        if done is not None:
+            try:
+                await asyncio.wrap_future(done)
+            except OSError:
+                pass  # the open tries again, and raises
 
     def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
         # The storage machinery loads with the first partition: a fresh broker answers
         # its first Metadata without importing it.
         from broker.log.partition import Partition
 
+        if self._marker_removed is not None:
+            self._wait_for_marker_removal()
         key = (topic.name, index)
         part = Partition.open(
             topic.name, index, self.partition_dir(topic.name, index), self.log_config(topic), self.clock.now_ms(),

@@ -141,6 +141,7 @@ class CoordinatorTopic:
             await asyncio.sleep(0)  # the previous load may have ended in this very turn
         # Opened here, in its turn, rather than before the listener starts: a restart
         # answers its first requests without waiting for every coordinator partition.
+        await self.cluster.ready_to_open()
         while True:
             try:
                 self.cluster.partition(self.topic, partition)
