@@ -36,6 +36,8 @@ _COORDINATOR_TOPICS = {
     SHARE_KEY_TYPE: (SHARE_GROUP_STATE, "share.coordinator.state.topic.num.partitions"),
 }
 _COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values())
+# From the listeners up to the start of the background start-up work (Broker._background_start).
+_BACKGROUND_START_DELAY_S = 0.025
 
 
 class Broker:
@@ -104,10 +106,9 @@ class Broker:
         POOL.resize(capacity_for(self.config["log.open.files.max"], raise_descriptor_limit()))
         log.info("storage files kept open: at most %d (log.open.files.max)", POOL.capacity)
         self.cluster.open_all()
-        if not self.cluster.clean_start:
-            self._tasks.append(asyncio.create_task(self.cluster.open_remaining()))
         for node in self.nodes:
-            await node.start()
+            await node.start(coordinators=False)
+        self._tasks.append(asyncio.create_task(self._background_start()))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))
         self._tasks.append(asyncio.create_task(every(
@@ -120,6 +121,20 @@ class Broker:
         if len(self.nodes) > 1 and self.config["auto.leader.rebalance.enable"]:
             self._tasks.append(asyncio.create_task(every(
                 self.clock, self.config["leader.imbalance.check.interval.seconds"] * 1000, self.cluster.replicas.elect_preferred)))
+
+    async def _background_start(self) -> None:
+        """What a start leaves to the background: the coordinator topics' loads, then,
+        after an unclean shutdown, validating the partitions no request opened. It waits
+        for the listeners' first moments: each step of it holds the event loop for
+        milliseconds (imports, reading the partition metadata), and each step of a
+        request's way through the loop (accepted, read, handled) would wait behind one,
+        so the clients waiting for the restart are answered first. A request that needs a
+        coordinator meanwhile (FindCoordinator, a group's) starts its topic itself."""
+        await asyncio.sleep(_BACKGROUND_START_DELAY_S)
+        for node in self.nodes:
+            await node.start_coordinators()
+        if not self.cluster.clean_start:
+            await self.cluster.open_remaining()
 
     def coordinator_partition(self, key: str, key_type: int) -> int:
         return partition_for(key, self.config[_COORDINATOR_TOPICS[key_type][1]])

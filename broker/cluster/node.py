@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 # The coordinator services a node makes on first use, each a cached property of the node.
 _SERVICES = ("transactions", "groups", "shares", "share_states")
+# The coordinator topics a start loads, in this order.
+_COORDINATOR_TOPICS = (TRANSACTION_STATE, CONSUMER_OFFSETS, SHARE_GROUP_STATE)
 
 
 class BrokerNode:
@@ -121,7 +123,9 @@ class BrokerNode:
         name = {SHARE_GROUP_STATE: "share_states", TRANSACTION_STATE: "transactions"}.get(topic, "groups")
         return getattr(self, name) if create else self.made(name)
 
-    async def start(self) -> None:
+    async def start(self, coordinators: bool = True) -> None:
+        """Listens; with ``coordinators``, starts loading the coordinator topics that exist
+        (else the caller does, see ``start_coordinators``)."""
         await self.server.start()
         plan = self.broker.listeners
         self.info.endpoints = plan.advertised_for(self.index, self.server.bound_ports)
@@ -129,13 +133,27 @@ class BrokerNode:
             plan.inter_broker, (self.server.host, self.server.port))
         self._enter(RUNNING)
         self.serving.set()
-        topics = self.broker.cluster.topics.by_name
-        if TRANSACTION_STATE in topics:
-            self.transactions.ensure_ready()
-        if CONSUMER_OFFSETS in topics:
-            self.groups.ensure_ready()
-        if SHARE_GROUP_STATE in topics:
-            self.share_states.ensure_ready()
+        if coordinators:
+            for topic in _COORDINATOR_TOPICS:
+                if topic in self.broker.cluster.topics.by_name:
+                    self.coordinator_service(topic).ensure_ready()
+
+    async def start_coordinators(self) -> None:
+        """After the listener is up (a process start): each coordinator topic that exists
+        starts loading, its service made in one loop turn and its load begun in the next,
+        so the first requests (Metadata, ApiVersions) are answered between them rather than
+        after them. A request for a coordinator meanwhile is answered as before a load
+        (NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS), and FindCoordinator starts
+        its topic at once."""
+        incarnation = self.incarnation
+        for topic in _COORDINATOR_TOPICS:
+            await asyncio.sleep(0)
+            if self.incarnation != incarnation or topic not in self.broker.cluster.topics.by_name:
+                continue
+            service = self.coordinator_service(topic)  # its imports, in a turn of their own
+            await asyncio.sleep(0)
+            if self.incarnation == incarnation:  # not stopped meanwhile (that drops the service)
+                service.ensure_ready()
 
     def halt(self, crash: bool = False) -> None:
         """The instant a node stops or dies, in one event-loop turn: nothing of it runs

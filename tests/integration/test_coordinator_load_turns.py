@@ -53,10 +53,12 @@ async def test_partitions_load_one_per_loop_turn_and_metadata_is_answered_meanwh
 
     ticker = asyncio.create_task(count_turns())
     try:
-        await broker.start()  # the transaction coordinator starts loading its partitions
+        await broker.start()  # the transaction coordinator starts loading its partitions once the listener is up
         # each opens in its load's turn: none before the listener is up
         opened_at_start = [key for key in broker.cluster.partitions if key[0] == "__transaction_state"]
         node = broker.nodes[0]
+        while node.made("transactions") is None or node.transactions.topic.state_of(PARTITIONS - 1) != "loading":
+            await asyncio.sleep(0)
         topic = node.transactions.topic
         runtime_load = topic.runtime.load
 
