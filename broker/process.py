@@ -129,7 +129,7 @@ class Broker:
         milliseconds (imports, reading the partition metadata), and each step of a
         request's way through the loop (accepted, read, handled) would wait behind one,
         so the clients waiting for the restart are answered first. A request that needs a
-        coordinator meanwhile (FindCoordinator, a group's) starts its topic itself."""
+        coordinator meanwhile starts its topic itself (BrokerNode._made)."""
         await asyncio.sleep(_BACKGROUND_START_DELAY_S)
         for node in self.nodes:
             await node.start_coordinators()

@@ -47,6 +47,9 @@ class BrokerNode:
         self.incarnation = 0
         # Other nodes' requests being handled here (broker.cluster.network): abandoned at a stop.
         self.handling: set = set()  # requests from other nodes being handled (cancel() abandons one)
+        # The coordinator topics a process start left to start_coordinators, not started yet:
+        # the first request that makes one's service starts it (``_made``).
+        self._deferred: set[str] = set()
 
     # The coordinators load on first use (or at start-up when their topic exists), so a
     # broker that never sees a group or a transaction never imports them. Once made, each
@@ -56,8 +59,8 @@ class BrokerNode:
         from broker.coordinators.transaction_service import TransactionService
 
         b = self.broker
-        return TransactionService(b.config, b.cluster, self.node_id, b.producer_ids, b.network, self.serving,
-                                  b.replication)
+        return self._made(TRANSACTION_STATE, TransactionService(
+            b.config, b.cluster, self.node_id, b.producer_ids, b.network, self.serving, b.replication))
 
     @cached_property
     def groups(self):
@@ -69,7 +72,7 @@ class BrokerNode:
         groups.coordinator.group_timeouts = self._group_timeouts
         groups.coordinator.share_assignment_interval = self._share_assignment_interval
         groups.coordinator.streams_group_config = self._streams_group_config
-        return groups
+        return self._made(CONSUMER_OFFSETS, groups)
 
     def _group_timeouts(self, group_type: str, group_id: str) -> tuple[int, int]:
         """A share or streams group's session timeout and heartbeat interval (its group configs)."""
@@ -112,7 +115,16 @@ class BrokerNode:
         """The share coordinator: share-partition state in __share_group_state."""
         from broker.coordinators.share_state_service import ShareStateService
 
-        return ShareStateService(self.broker.config, self.broker.cluster, self.node_id, self.serving)
+        return self._made(SHARE_GROUP_STATE,
+                          ShareStateService(self.broker.config, self.broker.cluster, self.node_id, self.serving))
+
+    def _made(self, topic: str, service):
+        """A coordinator service just made: if the start left its topic to
+        start_coordinators, it starts now (a request then finds its partitions loading)."""
+        if topic in self._deferred:
+            self._deferred.discard(topic)
+            service.ensure_ready()
+        return service
 
     def made(self, service: str):
         """The coordinator service named ``service`` (one of ``_SERVICES``) if this node
@@ -124,8 +136,8 @@ class BrokerNode:
         return getattr(self, name) if create else self.made(name)
 
     async def start(self, coordinators: bool = True) -> None:
-        """Listens; with ``coordinators``, starts loading the coordinator topics that exist
-        (else the caller does, see ``start_coordinators``)."""
+        """Listens; with ``coordinators``, starts loading the coordinator topics that exist,
+        else leaves them to ``start_coordinators`` (a process start)."""
         await self.server.start()
         plan = self.broker.listeners
         self.info.endpoints = plan.advertised_for(self.index, self.server.bound_ports)
@@ -133,27 +145,21 @@ class BrokerNode:
             plan.inter_broker, (self.server.host, self.server.port))
         self._enter(RUNNING)
         self.serving.set()
+        existing = [t for t in _COORDINATOR_TOPICS if t in self.broker.cluster.topics.by_name]
         if coordinators:
-            for topic in _COORDINATOR_TOPICS:
-                if topic in self.broker.cluster.topics.by_name:
-                    self.coordinator_service(topic).ensure_ready()
+            for topic in existing:
+                self.coordinator_service(topic).ensure_ready()
+        else:
+            self._deferred = set(existing)
 
     async def start_coordinators(self) -> None:
-        """After the listener is up (a process start): each coordinator topic that exists
-        starts loading, its service made in one loop turn and its load begun in the next,
-        so the first requests (Metadata, ApiVersions) are answered between them rather than
-        after them. A request for a coordinator meanwhile is answered as before a load
-        (NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS), and FindCoordinator starts
-        its topic at once."""
-        incarnation = self.incarnation
+        """The coordinator topics ``start`` left, each started in a loop turn of its own
+        (its service's imports, the leaderships read, its loads begun), unless a request
+        has started it already."""
         for topic in _COORDINATOR_TOPICS:
             await asyncio.sleep(0)
-            if self.incarnation != incarnation or topic not in self.broker.cluster.topics.by_name:
-                continue
-            service = self.coordinator_service(topic)  # its imports, in a turn of their own
-            await asyncio.sleep(0)
-            if self.incarnation == incarnation:  # not stopped meanwhile (that drops the service)
-                service.ensure_ready()
+            if topic in self._deferred and topic in self.broker.cluster.topics.by_name:  # not deleted meanwhile
+                self.coordinator_service(topic)  # made, so started (``_made``)
 
     def halt(self, crash: bool = False) -> None:
         """The instant a node stops or dies, in one event-loop turn: nothing of it runs
@@ -164,6 +170,7 @@ class BrokerNode:
         move, and so never writes after they have."""
         self._enter(STOPPED)
         self.incarnation += 1
+        self._deferred = set()  # a start loads them again
         self.serving.set()  # parked requests wake only to find their connections gone
         self.server.halt(abort=crash)
         for handling in self.handling:

@@ -15,7 +15,8 @@ from broker.process import Broker
 from broker.wire.client import KafkaConnection
 from broker.config import BrokerConfig
 
-INIT_PRODUCER_ID, METADATA = 22, 3
+INIT_PRODUCER_ID, METADATA, DESCRIBE_TRANSACTIONS = 22, 3, 65
+COORDINATOR_LOAD_IN_PROGRESS = 14
 PARTITIONS = 50  # many turns of loading: the probe needs only a few
 
 
@@ -81,6 +82,31 @@ async def test_partitions_load_one_per_loop_turn_and_metadata_is_answered_meanwh
     assert all(b > a for a, b in zip(turns_at_load, turns_at_load[1:])), turns_at_load
     assert answered_while_loading == [True]
     assert opened_at_start == []
+
+
+async def test_transaction_requests_right_after_a_restart_find_their_partitions_loading(tmp_path):
+    """The coordinator topics start loading in the background once the listener is up; a
+    request that comes first starts its coordinator's (DescribeTransactions, which reads
+    the coordinator's state without a write, too): it is told to wait
+    (COORDINATOR_LOAD_IN_PROGRESS) or served, never NOT_COORDINATOR."""
+    await _fill(tmp_path)
+    broker = Broker(_config(), tmp_path, "127.0.0.1", 0)
+    await broker.start()
+    described, initialised = [], []
+    try:
+        async with await KafkaConnection.connect("127.0.0.1", broker.port, "first") as conn:
+            while not described or described[-1] == COORDINATOR_LOAD_IN_PROGRESS:
+                answer = await conn.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["load-turns-19"]})
+                described.append(answer.transaction_states[0].error_code)
+                await asyncio.sleep(0.001)
+            body = {"transactional_id": "load-turns-19", "transaction_timeout_ms": 60_000,
+                    "producer_id": -1, "producer_epoch": -1}
+            while not initialised or initialised[-1] == COORDINATOR_LOAD_IN_PROGRESS:
+                initialised.append((await conn.request(INIT_PRODUCER_ID, 4, body)).error_code)
+                await asyncio.sleep(0.001)
+    finally:
+        await broker.stop()
+    assert described[-1] == 0 and initialised[-1] == 0, (described, initialised)
 
 
 async def test_a_coordinator_partition_that_cannot_open_is_tried_again(tmp_path, caplog):
