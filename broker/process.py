@@ -9,7 +9,8 @@ from pathlib import Path
 
 from broker.security.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster.cluster import PAUSED, RUNNING, Cluster, NodeRegistration
+from broker.cluster import PAUSED, RUNNING
+from broker.cluster.cluster import Cluster, NodeRegistration
 from broker.config import BrokerConfig
 from broker.cluster.dynamic_configs import DynamicConfigs
 from broker.wire.server import HANDLERS

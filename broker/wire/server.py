@@ -26,10 +26,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.clock import Clock
-from broker.cluster.cluster import Cluster
 from broker.wire.connection_limits import ConnectionQuotas, request_memory
 from broker.errors import ProtocolViolation
 from broker.faults.requests import DROPPED, FaultClose, run_request
@@ -45,6 +44,9 @@ from protocol.request_wire import (
     skip_tagged_fields,
 )
 from protocol.answer_wire import EncodedBody, encode_response_frame
+
+if TYPE_CHECKING:  # an annotation only: at run time it would close a cycle (cluster, replication, network, here)
+    from broker.cluster.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
