@@ -149,12 +149,12 @@ def test_every_class_member_and_code_name_the_page_names_exists():
 
 def test_the_checks_catch_what_drifted():
     drifted = [
-        "1. `broker/coordinators/markers.py` `MarkerSender.sned`: a misspelt method.",
+        "1. `broker/coordinators/transaction_service.py` `MarkerSender.sned`: a misspelt method.",
         "2. `broker/no_such_module.py` `x`: a file that went.",
         "3. `broker/coordinators/transaction_service.py` `MARKER_WAIT_S`: a constant that never was.",
         "In prose, `TransactionService.gone` and `NO_SUCH_SETTING_NAME`, at broker/gone.py.",
     ]
-    assert undefined_step_names(drifted) == [("broker/coordinators/markers.py", "MarkerSender.sned"),
+    assert undefined_step_names(drifted) == [("broker/coordinators/transaction_service.py", "MarkerSender.sned"),
                                              ("broker/no_such_module.py", "(no such file)"),
                                              ("broker/coordinators/transaction_service.py", "MARKER_WAIT_S")]
     assert undefined_names(drifted) == ["MARKER_WAIT_S", "MarkerSender.sned", "NO_SUCH_SETTING_NAME",
