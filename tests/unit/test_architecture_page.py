@@ -192,7 +192,7 @@ def test_the_end_txn_total_is_its_steps_files_and_those_beside_them():
     start = next(i for i, line in enumerate(lines) if line.startswith("That is ") and " files in the steps" in line)
     end = next(i for i in range(start, len(lines)) if not lines[i].strip())
     paragraph = " ".join(lines[start:end])
-    stated_beside = int(re.search(r"Beside the steps, (\d+) files", paragraph).group(1))
+    stated_beside = int(re.search(r"Beside the steps, (\d+) files?", paragraph).group(1))
     beside = set(PATH.findall(paragraph.split("Beside the steps", 1)[1].split("So EndTxn", 1)[0]))
     steps = end_txn_files(lines)
     assert not beside & steps
