@@ -6,7 +6,9 @@ Every partition's files go through it, the coordinator topics' included: nothing
 pinned. A file is appended to through the descriptor it holds (``PooledFile.descriptor``,
 as Kafka's segment holds its channel): an append opens nothing while its files are open,
 so none can be closed under it (the pool closes a file only to open another), and it
-does not ask the pool; the pool's order is that of opens and reads. Closed, a file is
+does not ask the pool; it marks the file ``written``, and the pool, about to close the
+least recently opened or read file, passes over one marked since it last looked (clearing
+the mark): the active segment of a partition being written stays open. Closed, a file is
 reopened for appending (O_APPEND) at its next write (``PooledFile.fd``), and a
 coordinator reads its partition's log once, when it loads.
 
@@ -94,6 +96,10 @@ class DescriptorPool:
     def _shrink(self, size: int) -> None:
         while len(self._open) > size:
             victim, _ = self._open.popitem(last=False)
+            if victim.written:  # a second chance: written to since the pool last looked
+                victim.written = False
+                self._open[victim] = None
+                continue
             victim._release()
 
     def open(self, f: PooledFile) -> int:
@@ -146,13 +152,14 @@ class PooledFile:
     closed when it is the least recently used one and room is needed. ``descriptor`` is
     the one it holds, -1 while it is not open: an append writes through it as it is."""
 
-    __slots__ = ("path", "flags", "descriptor", "closed")
+    __slots__ = ("path", "flags", "descriptor", "closed", "written")
 
     def __init__(self, path: Path, flags: int = APPEND_FLAGS) -> None:
         self.path = path
         self.flags = flags
         self.descriptor = -1
         self.closed = False
+        self.written = False  # appended to through ``descriptor`` since the pool last looked
 
     @property
     def fd(self) -> int:

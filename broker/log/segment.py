@@ -357,14 +357,16 @@ class LogSegment:
     def append(self, data, base_offset: int, last_offset: int, max_timestamp: int, index_interval_bytes: int) -> None:
         position = self.size
         index_due = self.bytes_since_last_index_entry > index_interval_bytes
-        fd = self._file.descriptor  # written through as it is: the pool is not asked
+        file = self._file
+        fd = file.descriptor  # written through as it is: the pool is not asked
+        file.written = True
         if fd < 0 or index_due and not (self.offset_index.open_now and self.time_index.open_now):
             # The pool closed a file this append writes: every one it needs opened (and
             # made the most recently used) before the log is written, so none can fail after.
             if index_due:
                 self.offset_index.ready()
                 self.time_index.ready()
-            fd = self._file.fd
+            fd = file.fd
         written = os.write(fd, data)
         if written != len(data):
             # A short write (disk full) would leave a torn batch: take it back.
@@ -618,8 +620,10 @@ class _SparseIndex:
         return self._file.descriptor >= 0
 
     def _append(self, key: int, value: int) -> None:
-        fd = self._file.descriptor
-        os.write(fd if fd >= 0 else self._file.fd, self.ENTRY.pack(key, value))
+        file = self._file
+        fd = file.descriptor
+        file.written = True
+        os.write(fd if fd >= 0 else file.fd, self.ENTRY.pack(key, value))
         self._keys.append(key)
         self._values.append(value)
 
