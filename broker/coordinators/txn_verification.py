@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kio.schema.errors import ErrorCode
 
-from protocol.answer_wire import request_type
+from protocol.answer_wire import kio_request, request_type
 
 
 log = logging.getLogger(__name__)
@@ -166,11 +167,14 @@ class TransactionVerifier:
 
     async def _request(self, link: tuple[int, int], batch: dict[str, _Waiting]) -> dict[str, dict]:
         source, target = link
-        request = _REQUEST(transactions=tuple(
-            _REQUEST.AddPartitionsToTxnTransaction(
-                transactional_id=tid, producer_id=w.producer_id, producer_epoch=w.producer_epoch,
-                verify_only=w.operation != ADD_PARTITION, topics=_topics(w.partitions))
-            for tid, w in batch.items()))
+        if len(batch) == 1:
+            (tid, w), = batch.items()
+            request = _one_transaction_request(tid, w.producer_id, w.producer_epoch, w.operation != ADD_PARTITION,
+                                               tuple(w.partitions))
+        else:
+            request = _REQUEST(transactions=tuple(_transaction(tid, w.producer_id, w.producer_epoch,
+                                                               w.operation != ADD_PARTITION, w.partitions)
+                                                  for tid, w in batch.items()))
         try:
             response = await self.broker.network.request(source, target, ADD_PARTITIONS_TO_TXN, VERSION, request,
                                                           typed=False)
@@ -209,7 +213,22 @@ class TransactionVerifier:
         return answers
 
 
-def _topics(partitions: list[TopicPartition]) -> tuple:
+@lru_cache(maxsize=256)  # a producer's transactions (same epoch, same partitions) ask the same
+def _one_transaction_request(transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool,
+                             partitions: tuple[TopicPartition, ...]):
+    """The request for a batch of one transaction, as kio's request of VERSION (built once)."""
+    return kio_request(ADD_PARTITIONS_TO_TXN, VERSION, _REQUEST(transactions=(
+        _transaction(transactional_id, producer_id, producer_epoch, verify_only, partitions),)))
+
+
+def _transaction(transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool,
+                 partitions) -> tuple:
+    return _REQUEST.AddPartitionsToTxnTransaction(transactional_id=transactional_id, producer_id=producer_id,
+                                                  producer_epoch=producer_epoch, verify_only=verify_only,
+                                                  topics=_topics(partitions))
+
+
+def _topics(partitions) -> tuple:
     by_topic: dict[str, list[int]] = {}
     for topic, index in partitions:
         by_topic.setdefault(topic, []).append(index)
