@@ -11,11 +11,13 @@ nodes, within ``request.timeout.ms``; a refused connection, a cut link or a time
 NETWORK_EXCEPTION for every partition it asked about.
 
 Requests to one coordinator node are batched as Kafka does: while one is in flight, the
-transactions that arrive wait and leave together in the next. A second request for a
-transactional id already waiting takes its place: the waiting one is answered
-NETWORK_EXCEPTION (same epoch: the client is retrying) or INVALID_PRODUCER_EPOCH (an
-older epoch: it is fenced), and one with an older epoch than the waiting one is refused
-INVALID_PRODUCER_EPOCH at once.
+transactions that arrive wait and leave together in the next. A verification that finds
+nothing in flight or waiting leaves at once, from the asking request's own task; an add
+always goes through the sender task, so that its write is never abandoned with a client
+that goes away. A second request for a transactional id already waiting takes its
+place: the waiting one is answered NETWORK_EXCEPTION (same epoch: the client is
+retrying) or INVALID_PRODUCER_EPOCH (an older epoch: it is fenced), and one with an older
+epoch than the waiting one is refused INVALID_PRODUCER_EPOCH at once.
 
 The answers are Kafka's AddPartitionsToTxnManager's; ``produce_error`` and
 ``txn_offset_commit_error`` turn them into what ReplicaManager and the group coordinator
@@ -93,7 +95,7 @@ class _Waiting:
     producer_epoch: int
     partitions: list[TopicPartition]
     operation: int
-    answer: asyncio.Future
+    answer: asyncio.Future | None  # None: sent at once by the request that asks (_send_now)
 
 
 class TransactionVerifier:
@@ -122,14 +124,38 @@ class TransactionVerifier:
             fenced = earlier.producer_epoch < producer_epoch
             _answer(earlier, dict.fromkeys(earlier.partitions,
                                            E.invalid_producer_epoch if fenced else E.network_exception))
+        if not waiting and link not in self._in_flight and operation != ADD_PARTITION:
+            return await self._send_now(link, transactional_id,
+                                        _Waiting(producer_id, producer_epoch, list(partitions), operation, None))
         answer = asyncio.get_running_loop().create_future()
         waiting[transactional_id] = _Waiting(producer_id, producer_epoch, list(partitions), operation, answer)
         if link not in self._in_flight:
-            self._in_flight.add(link)
-            sender = asyncio.get_running_loop().create_task(self._send(link))
-            self._senders.add(sender)
-            sender.add_done_callback(self._senders.discard)
+            self._start_sender(link)
         return await answer
+
+    async def _send_now(self, link: tuple[int, int], transactional_id: str, waiting: _Waiting) -> dict:
+        """A verification with nothing ahead of it on its link leaves at once, in the
+        asking request's task: a sender task would cost it two turns of the event loop.
+        Only a verification: it writes nothing, so a client that goes away meanwhile
+        abandons nothing but a read. What arrives while it is in flight waits, and then
+        leaves together in the sender task."""
+        self._in_flight.add(link)
+        try:
+            answers = await self._request(link, {transactional_id: waiting})
+        except Exception:  # noqa: BLE001 - answered, as the sender task answers
+            log.exception("AddPartitionsToTxn from node %d to node %d failed", *link)
+            return dict.fromkeys(waiting.partitions, E.unknown_server_error)
+        finally:
+            self._in_flight.discard(link)
+            if self._waiting.get(link):
+                self._start_sender(link)
+        return answers[transactional_id]
+
+    def _start_sender(self, link: tuple[int, int]) -> None:
+        self._in_flight.add(link)
+        sender = asyncio.get_running_loop().create_task(self._send(link))
+        self._senders.add(sender)
+        sender.add_done_callback(self._senders.discard)
 
     async def close(self) -> None:
         """Stops sending (the broker stops); what waits is answered NETWORK_EXCEPTION."""
