@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.clock import Clock
 from broker.wire.connection_limits import ConnectionQuotas, request_memory
+from broker.wire.listeners import LISTEN_BACKLOG, bound_socket as _bound_socket
 from broker.errors import ProtocolViolation
 from broker.faults.requests import DROPPED, FaultClose, run_request
 from broker.security.acls import authorized
@@ -319,11 +320,11 @@ class Server:
                     app = _RequestReader(self, name, tls)
                     return server_protocol(loop, app, tls, app.accepted,
                                            functools.partial(self._handshake_ended, name, app))
-                sock = _bound_socket(bind.host, bind.port)
+                sock = self.broker.early_socket(bind) or _bound_socket(bind.host, bind.port)
                 if sock is None:  # a name, or "" for every interface: the loop resolves it
-                    server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
+                    server = await loop.create_server(reader, bind.host or None, bind.port, backlog=LISTEN_BACKLOG)
                 else:
-                    server = await loop.create_server(reader, sock=sock, backlog=1024)
+                    server = await loop.create_server(reader, sock=sock, backlog=LISTEN_BACKLOG)
                 self._servers.append(server)
                 self.binds[i] = replace(bind, port=server.sockets[0].getsockname()[1])
         except BaseException:
@@ -1032,30 +1033,3 @@ def _enum_name(api_key: int) -> str:
 
     name = api_name(api_key)
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper() if not name.startswith("api-") else name
-
-
-def _bound_socket(host: str, port: int) -> socket.socket | None:
-    """A socket bound to a numeric address as ``create_server`` binds it (SO_REUSEADDR,
-    IPv6 only on an IPv6 address, the same error), or None for a host name. A numeric
-    address needs no resolver: uvloop would otherwise start its 4-thread pool for one
-    getaddrinfo and load the idna codec at start-up."""
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            socket.inet_pton(family, host)
-        except OSError:
-            continue
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                sock.bind((host, port))
-            except OSError as e:
-                raise OSError(e.errno, f"error while attempting to bind on address {(host, port)!r}: "
-                                       f"{(e.strerror or str(e)).lower()}") from None
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    return None
