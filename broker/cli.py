@@ -235,16 +235,23 @@ def _serve_command(argv: list[str]) -> None:
     except (ConfigError, OSError) as e:
         serve_parser().error(str(e))
     admin = None if args.admin_port is None else (args.admin_host, args.admin_port, args.admin_token, admin_tls)
+    from broker.wire.listeners import close_sockets, listen_early
+
+    # Listening before the rest of the broker loads: a client that connects meanwhile
+    # is answered when the broker is ready, not refused.
+    listening = listen_early(plan, config["node.count"])
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; keep asyncio usable where it cannot build
         uvloop = None
     runner = uvloop.run if uvloop is not None else asyncio.run
     try:
-        runner(_serve(config, args.data_dir, args.host, args.port, admin, scenario, scram_users))
+        runner(_serve(config, args.data_dir, args.host, args.port, admin, scenario, scram_users, listening))
     except CommandError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
+    finally:
+        close_sockets(listening)  # those no node took: a start that failed before its nodes listened
 
 
 def _admin_tls(args):  # -> ssl.SSLContext | None
@@ -293,7 +300,7 @@ def _without_hypothesis() -> None:
 
 
 async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, admin, scenario=None,
-                 scram_users=()) -> None:
+                 scram_users=(), listening=None) -> None:
     from broker.process import Broker
     from broker.log.data_dir_lock import DataDirError, unusable
 
@@ -304,7 +311,7 @@ async def _serve(config: BrokerConfig, data_dir: Path, host: str, port: int, adm
 
         clock = VirtualClock()
     try:  # the control API's timeline reads the event history: kept only for one
-        broker = Broker(config, data_dir, host, port, clock, history=admin is not None)
+        broker = Broker(config, data_dir, host, port, clock, history=admin is not None, listening=listening)
     except DataDirError as e:
         raise CommandError(str(e)) from None
     except OSError as e:  # a file or directory under it

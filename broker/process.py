@@ -9,7 +9,8 @@ from pathlib import Path
 
 from broker.security.acls import Authorizer
 from broker.clock import SYSTEM_CLOCK, Clock
-from broker.cluster.cluster import PAUSED, RUNNING, Cluster, NodeRegistration
+from broker.cluster import PAUSED, RUNNING
+from broker.cluster.cluster import Cluster, NodeRegistration
 from broker.config import BrokerConfig
 from broker.cluster.dynamic_configs import DynamicConfigs
 from broker.wire.server import HANDLERS
@@ -44,9 +45,13 @@ class Broker:
     """The process: settings, shared storage, the nodes, the network between them."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092,
-                 clock: Clock = SYSTEM_CLOCK, history: bool = False) -> None:
+                 clock: Clock = SYSTEM_CLOCK, history: bool = False, listening=None) -> None:
         """``history``: keep the event history from the start, for a control API to serve
-        (its timeline, ``GET /events``); without one nothing could read it, so none is kept."""
+        (its timeline, ``GET /events``); without one nothing could read it, so none is kept.
+        ``listening``: sockets already listening (``broker.wire.listeners.listen_early``),
+        which the nodes' first start serves instead of binding their own; ``start``
+        closes those no node took."""
+        self._early_sockets = listening or {}
         self.config = config
         self.clock = clock
         self.data_dir = Path(data_dir)
@@ -93,6 +98,18 @@ class Broker:
         # Paused nodes' session timers: a node that stops heartbeating is fenced.
         self._session_timers: dict[int, object] = {}
 
+    def early_socket(self, bind):  # -> socket.socket | None
+        """A socket listening since before the broker was made for a node's listener
+        ``bind`` (taken once), or None."""
+        sockets = self._early_sockets.get((bind.name, bind.host, bind.port))
+        return sockets.pop(0) if sockets else None
+
+    def _close_early_sockets(self) -> None:
+        from broker.wire.listeners import close_sockets
+
+        close_sockets(self._early_sockets)
+        self._early_sockets = {}
+
     def node(self, node_id: int) -> BrokerNode | None:
         return self.network.hosts.get(node_id)
 
@@ -106,8 +123,11 @@ class Broker:
         POOL.resize(capacity_for(self.config["log.open.files.max"], raise_descriptor_limit()))
         log.info("storage files kept open: at most %d (log.open.files.max)", POOL.capacity)
         self.cluster.open_all()
-        for node in self.nodes:
-            await node.start(coordinators=False)
+        try:
+            for node in self.nodes:
+                await node.start(coordinators=False)
+        finally:
+            self._close_early_sockets()
         self._tasks.append(asyncio.create_task(self._background_start()))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.retention.check.interval.ms"], self._retention)))
         self._tasks.append(asyncio.create_task(every(self.clock, self.config["log.cleaner.backoff.ms"], self._clean_logs)))

@@ -17,5 +17,5 @@ WORKLOAD = Workload(
     description="spawn to first Metadata answer",
     run=run,
     metrics=(Metric("ms", "ms", "lower"), Metric("CPU ms", "ms", "lower")),
-    targets=(Target("ms", "start-up <= 150 ms", below=150.0),),
+    targets=(Target("ms", "start-up <= 60 ms", below=60.0),),
 )

@@ -168,5 +168,6 @@ WORKLOAD = Workload(
         Target("txn/s", "transactions/s >= 1.2x tansu", min_ratio_to_peer=1.2),
         Target("commit p99 ms", "commit p99 latency <= tansu's", max_ratio_to_peer=1.0),
         Target("CPU ms/txn", "broker CPU per transaction <= 1.2x tansu's", max_ratio_to_peer=1.2),
+        Target("CPU ms/txn", "broker CPU per transaction <= 0.5 ms", below=0.5),
     ),
 )

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from broker.clock import SYSTEM_CLOCK, Clock
 from broker.cluster.event_history import EventHistory
 from broker.config import BrokerConfig
-from broker.cluster.replicas import Leadership, ReplicaState
+from broker.cluster import RUNNING, STOPPED
+from broker.cluster.replication import Leadership, ReplicaState
 from broker.log.files import fsync_all, fsync_dir, replace_atomically
 from broker.log.recovery_points import FILE_NAME as RECOVERY_POINTS_FILE
 from broker.log.recovery_points import read_recovery_points, write_recovery_points
@@ -35,10 +36,6 @@ log = logging.getLogger(__name__)
 # Written by close() once every partition has closed and flushed; read and deleted by
 # open_all() before anything opens, so a crash during the run that follows leaves none.
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
-
-# A node's states: paused reads requests but answers none (a hung machine).
-RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
-
 
 class ReassignmentError(ValueError):
     """A refused reassignment: the Kafka error name, and the control API's field and status."""

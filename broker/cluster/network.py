@@ -1,8 +1,8 @@
 """The network between the nodes of the process.
 
 The requests one node sends another go through ``Network.request``: a coordinator's
-markers to partition leaders (broker/coordinators/markers.py) and a partition leader's KIP-890
-verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
+markers to partition leaders (broker/coordinators/transaction_service.py) and a
+partition leader's KIP-890 verification, AddPartitionsToTxn to the transaction coordinator, for Produce and
 TxnOffsetCommit (broker/coordinators/txn_verification.py), and the share-state requests to
 the share coordinator (broker/coordinators/share_persister.py). The request is built as the kio message
 the wire would carry and handed to the same handler a TCP connection reaches, on the

@@ -14,7 +14,8 @@ import logging
 from dataclasses import replace
 from functools import cached_property
 
-from broker.cluster.cluster import PAUSED, RUNNING, STOPPED, NodeRegistration
+from broker.cluster import PAUSED, RUNNING, STOPPED
+from broker.cluster.cluster import NodeRegistration
 from broker.wire.server import Server
 from protocol.names import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 

@@ -115,7 +115,7 @@ class ControlService:
         return {"node": node.info.describe(), "moved": []}
 
     async def node_remove(self, node_id: int) -> dict:
-        from broker.cluster.replicas import RemovalRefused
+        from broker.cluster.replication import RemovalRefused
 
         node = self._node(node_id)
         if len(self.broker.nodes) == 1:

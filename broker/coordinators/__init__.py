@@ -1,3 +1,3 @@
 """A node's coordinators: the coordinator topic (load, unload, the runtime's log), the
-transaction and group services, the marker sender, KIP-890 verification.
+transaction service (with its markers' sender) and the group service, KIP-890 verification.
 """

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.security.acls import (
-    DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, READ, TOPIC, TOPIC_DENIED, allowed, authorized_operations,
+    DESCRIBE, GROUP, GROUP_DENIED, NOT_REQUESTED, READ, TOPIC, TOPIC_DENIED, authorized_operations,
 )
 from coordinator.group.consumer_group import HeartbeatAnswer
 
@@ -21,9 +21,9 @@ async def heartbeat(ctx, request, beat_request, beat: Callable[[Any, int], Heart
     answer is of type ``answer`` (the API's answer type)."""
     groups = ctx.node.groups
     names = request.subscribed_topic_names
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         beaten = HeartbeatAnswer(GROUP_DENIED)
-    elif names and not all(allowed(ctx, DESCRIBE, TOPIC, n) for n in names):
+    elif names and not all(ctx.allowed(DESCRIBE, TOPIC, n) for n in names):
         beaten = HeartbeatAnswer(TOPIC_DENIED)
     else:
         beaten = await groups.run(request.group_id or "", lambda: beat(groups.coordinator, ctx.clock.now_ms()),
@@ -61,7 +61,7 @@ async def describe(ctx, request, answer: type, find: Callable[[Any, str], tuple]
     topic_names = {topic_id: name for name, (topic_id, _n) in coordinator.topics().items()}
     answers = []
     for group_id in request.group_ids:
-        if allowed(ctx, DESCRIBE, GROUP, group_id):
+        if ctx.allowed(DESCRIBE, GROUP, group_id):
             error, message, group = find(coordinator, group_id)
         else:
             error, message, group = GROUP_DENIED, None, None

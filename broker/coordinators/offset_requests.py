@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED
 from broker.cluster.cluster import Cluster
 from broker.errors import code
 from coordinator.group import OffsetToCommit
@@ -23,7 +23,7 @@ from protocol.names import TopicPartition
 def refused_by_acls(ctx, request, answer: type):
     """OffsetCommit and TxnOffsetCommit with the authorizer on, checked as Kafka does:
     READ on the group (else every partition GROUP_AUTHORIZATION_FAILED). None: go on."""
-    if allowed(ctx, READ, GROUP, request.group_id):
+    if ctx.allowed(READ, GROUP, request.group_id):
         return None
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     return answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, GROUP_DENIED), answer))
@@ -40,7 +40,7 @@ async def commit_offsets(ctx, request, commit: Callable[[list[OffsetToCommit]], 
     write (as Kafka's transactional write operation asks it); an error it gives answers
     each offset. Returns the answer."""
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
+    denied = {tp for tp in partitions if not ctx.allowed(READ, TOPIC, tp[0])}
     unknown = unknown_partitions(ctx.cluster, partitions) | denied
     offsets = [
         OffsetToCommit(t.name, p.partition_index, p.committed_offset,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
+from broker.security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME
 from coordinator.share.coordinator import ShareCoordinator, StateAnswer
 from coordinator.share.state_log_codec import StateKey
 from kio.schema.errors import ErrorCode
@@ -37,7 +37,7 @@ async def answer(ctx, request, answer_type: type, serve: Callable[[Any, StateKey
     given, those ``render(result, common)`` adds for the API. ``key_checked``: the key
     and its topic are checked here, before the share coordinator is asked (False: the
     coordinator checks the key, a read's or write's)."""
-    permitted = allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    permitted = ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     service = ctx.node.share_states
     if permitted:
         service.ensure_ready()

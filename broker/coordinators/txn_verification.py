@@ -11,11 +11,13 @@ nodes, within ``request.timeout.ms``; a refused connection, a cut link or a time
 NETWORK_EXCEPTION for every partition it asked about.
 
 Requests to one coordinator node are batched as Kafka does: while one is in flight, the
-transactions that arrive wait and leave together in the next. A second request for a
-transactional id already waiting takes its place: the waiting one is answered
-NETWORK_EXCEPTION (same epoch: the client is retrying) or INVALID_PRODUCER_EPOCH (an
-older epoch: it is fenced), and one with an older epoch than the waiting one is refused
-INVALID_PRODUCER_EPOCH at once.
+transactions that arrive wait and leave together in the next. A verification that finds
+nothing in flight or waiting leaves at once, from the asking request's own task; an add
+always goes through the sender task, so that its write is never abandoned with a client
+that goes away. A second request for a transactional id already waiting takes its
+place: the waiting one is answered NETWORK_EXCEPTION (same epoch: the client is
+retrying) or INVALID_PRODUCER_EPOCH (an older epoch: it is fenced), and one with an older
+epoch than the waiting one is refused INVALID_PRODUCER_EPOCH at once.
 
 The answers are Kafka's AddPartitionsToTxnManager's; ``produce_error`` and
 ``txn_offset_commit_error`` turn them into what ReplicaManager and the group coordinator
@@ -27,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kio.schema.errors import ErrorCode
 
-from protocol.answer_wire import request_type
+from protocol.answer_wire import kio_request, request_type
 
 
 log = logging.getLogger(__name__)
@@ -92,7 +95,7 @@ class _Waiting:
     producer_epoch: int
     partitions: list[TopicPartition]
     operation: int
-    answer: asyncio.Future
+    answer: asyncio.Future | None  # None: sent at once by the request that asks (_send_now)
 
 
 class TransactionVerifier:
@@ -121,14 +124,38 @@ class TransactionVerifier:
             fenced = earlier.producer_epoch < producer_epoch
             _answer(earlier, dict.fromkeys(earlier.partitions,
                                            E.invalid_producer_epoch if fenced else E.network_exception))
+        if not waiting and link not in self._in_flight and operation != ADD_PARTITION:
+            return await self._send_now(link, transactional_id,
+                                        _Waiting(producer_id, producer_epoch, list(partitions), operation, None))
         answer = asyncio.get_running_loop().create_future()
         waiting[transactional_id] = _Waiting(producer_id, producer_epoch, list(partitions), operation, answer)
         if link not in self._in_flight:
-            self._in_flight.add(link)
-            sender = asyncio.get_running_loop().create_task(self._send(link))
-            self._senders.add(sender)
-            sender.add_done_callback(self._senders.discard)
+            self._start_sender(link)
         return await answer
+
+    async def _send_now(self, link: tuple[int, int], transactional_id: str, waiting: _Waiting) -> dict:
+        """A verification with nothing ahead of it on its link leaves at once, in the
+        asking request's task: a sender task would cost it two turns of the event loop.
+        Only a verification: it writes nothing, so a client that goes away meanwhile
+        abandons nothing but a read. What arrives while it is in flight waits, and then
+        leaves together in the sender task."""
+        self._in_flight.add(link)
+        try:
+            answers = await self._request(link, {transactional_id: waiting})
+        except Exception:  # noqa: BLE001 - answered, as the sender task answers
+            log.exception("AddPartitionsToTxn from node %d to node %d failed", *link)
+            return dict.fromkeys(waiting.partitions, E.unknown_server_error)
+        finally:
+            self._in_flight.discard(link)
+            if self._waiting.get(link):
+                self._start_sender(link)
+        return answers[transactional_id]
+
+    def _start_sender(self, link: tuple[int, int]) -> None:
+        self._in_flight.add(link)
+        sender = asyncio.get_running_loop().create_task(self._send(link))
+        self._senders.add(sender)
+        sender.add_done_callback(self._senders.discard)
 
     async def close(self) -> None:
         """Stops sending (the broker stops); what waits is answered NETWORK_EXCEPTION."""
@@ -166,11 +193,14 @@ class TransactionVerifier:
 
     async def _request(self, link: tuple[int, int], batch: dict[str, _Waiting]) -> dict[str, dict]:
         source, target = link
-        request = _REQUEST(transactions=tuple(
-            _REQUEST.AddPartitionsToTxnTransaction(
-                transactional_id=tid, producer_id=w.producer_id, producer_epoch=w.producer_epoch,
-                verify_only=w.operation != ADD_PARTITION, topics=_topics(w.partitions))
-            for tid, w in batch.items()))
+        if len(batch) == 1:
+            (tid, w), = batch.items()
+            request = _one_transaction_request(tid, w.producer_id, w.producer_epoch, w.operation != ADD_PARTITION,
+                                               tuple(w.partitions))
+        else:
+            request = _REQUEST(transactions=tuple(_transaction(tid, w.producer_id, w.producer_epoch,
+                                                               w.operation != ADD_PARTITION, w.partitions)
+                                                  for tid, w in batch.items()))
         try:
             response = await self.broker.network.request(source, target, ADD_PARTITIONS_TO_TXN, VERSION, request,
                                                           typed=False)
@@ -209,7 +239,22 @@ class TransactionVerifier:
         return answers
 
 
-def _topics(partitions: list[TopicPartition]) -> tuple:
+@lru_cache(maxsize=256)  # a producer's transactions (same epoch, same partitions) ask the same
+def _one_transaction_request(transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool,
+                             partitions: tuple[TopicPartition, ...]):
+    """The request for a batch of one transaction, as kio's request of VERSION (built once)."""
+    return kio_request(ADD_PARTITIONS_TO_TXN, VERSION, _REQUEST(transactions=(
+        _transaction(transactional_id, producer_id, producer_epoch, verify_only, partitions),)))
+
+
+def _transaction(transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool,
+                 partitions) -> tuple:
+    return _REQUEST.AddPartitionsToTxnTransaction(transactional_id=transactional_id, producer_id=producer_id,
+                                                  producer_epoch=producer_epoch, verify_only=verify_only,
+                                                  topics=_topics(partitions))
+
+
+def _topics(partitions) -> tuple:
     by_topic: dict[str, list[int]] = {}
     for topic, index in partitions:
         by_topic.setdefault(topic, []).append(index)

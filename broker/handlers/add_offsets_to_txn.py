@@ -2,7 +2,7 @@
 so its offsets (TxnOffsetCommit) commit or abort with it."""
 
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE
 from coordinator.transaction.coordinator import AddPartitionsResponse
 from protocol.answer_wire import answer_type
 
@@ -11,9 +11,9 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
         return Answer(error_code=TRANSACTIONAL_ID_DENIED)
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED)
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.add_offsets_to_txn(

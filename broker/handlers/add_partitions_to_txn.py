@@ -19,7 +19,6 @@ from broker.security.acls import (
     TRANSACTIONAL_ID,
     TRANSACTIONAL_ID_DENIED,
     WRITE,
-    allowed,
 )
 from broker.errors import code
 from protocol.answer_wire import answer_type
@@ -41,11 +40,11 @@ def _by_topic(errors: dict) -> list:
 def _refused(ctx, transactional_id: str, partitions: list) -> dict | None:
     """Per-partition errors when the request fails before the coordinator, else None."""
     from_client = ctx.version < FIRST_BROKER_VERSION
-    if from_client and not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+    if from_client and not ctx.allowed(WRITE, TRANSACTIONAL_ID, transactional_id):
         return dict.fromkeys(partitions, TRANSACTIONAL_ID_DENIED)
     errors = {}
     for tp in partitions:
-        if from_client and (tp[0] in INTERNAL_TOPICS or not allowed(ctx, WRITE, TOPIC, tp[0])):
+        if from_client and (tp[0] in INTERNAL_TOPICS or not ctx.allowed(WRITE, TOPIC, tp[0])):
             errors[tp] = TOPIC_DENIED
         elif not ctx.cluster.has_partition(*tp):
             errors[tp] = code("UNKNOWN_TOPIC_OR_PARTITION")
@@ -73,7 +72,7 @@ async def handle(ctx, request):
         errors = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
         return Answer(error_code=0, results_by_transaction=(), results_by_topic_v3_and_below=_by_topic(errors))
-    if not allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+    if not ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return Answer(error_code=CLUSTER_DENIED, results_by_transaction=())
     results = []
     for txn in request.transactions:

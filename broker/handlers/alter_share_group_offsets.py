@@ -2,7 +2,7 @@
 empty (or not yet existing) share group: the share coordinator's state starts over at
 that offset, in a new state epoch."""
 
-from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC
 from broker.errors import code
 from broker.handlers.share_group_offsets import group_error, replace_state
 from coordinator.share.state_log_codec import StateKey
@@ -13,7 +13,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED, responses=[])
     error, message, _group = await group_error(ctx, request.group_id, must_be_empty=True)
     if error:
@@ -23,7 +23,7 @@ async def handle(ctx, request):
         info = ctx.cluster.topics.by_name.get(t.topic_name)
         answers = []
         for p in t.partitions:
-            if info is None or not allowed(ctx, DESCRIBE, TOPIC, t.topic_name) or p.partition_index >= info.partitions:
+            if info is None or not ctx.allowed(DESCRIBE, TOPIC, t.topic_name) or p.partition_index >= info.partitions:
                 failed = code("UNKNOWN_TOPIC_OR_PARTITION")
             elif p.start_offset < 0:
                 failed = code("INVALID_REQUEST")

@@ -4,7 +4,7 @@ SECURITY_DISABLED, as Kafka answers."""
 
 from broker.security.acl_bindings import AclBinding, validate_new
 from broker.security.acl_ids import AclError
-from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
+from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME
 from broker.errors import code
 from protocol.answer_wire import answer_type
 
@@ -13,7 +13,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
         return Answer(results=[Answer.AclCreationResult(error_code=code("CLUSTER_AUTHORIZATION_FAILED"),
                                                         error_message="Cluster authorization failed.")
                                for _ in request.creations])

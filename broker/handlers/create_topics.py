@@ -1,6 +1,6 @@
 """CreateTopics (19), v2-v7: validates names, counts and configs as Kafka does."""
 
-from broker.security.acls import CLUSTER, CLUSTER_NAME, CREATE, TOPIC, allowed
+from broker.security.acls import CLUSTER, CLUSTER_NAME, CREATE, TOPIC
 from broker.errors import code
 from broker.cluster.topics import TopicError, effective_topic_config
 from protocol.answer_wire import answer_type
@@ -44,7 +44,7 @@ async def handle(ctx, request):
             results.append(result)
             continue
         seen.add(t.name)
-        if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, t.name)):
+        if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, t.name)):
             result = result._replace(error_code=code("TOPIC_AUTHORIZATION_FAILED"),
                                      error_message="Authorization failed.")
             results.append(result)

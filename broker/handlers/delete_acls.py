@@ -2,7 +2,7 @@
 SECURITY_DISABLED for every filter without an authorizer, as Kafka answers."""
 
 from broker.security.acl_ids import AclError
-from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME, allowed
+from broker.security.acls import ALTER, CLUSTER, CLUSTER_NAME
 from broker.errors import code
 from broker.handlers.describe_acls import acl_filter
 from protocol.answer_wire import answer_type
@@ -12,7 +12,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
         return Answer(filter_results=[Answer.DeleteAclsFilterResult(
             error_code=code("CLUSTER_AUTHORIZATION_FAILED"), error_message="Cluster authorization failed.",
             matching_acls=()) for _ in request.filters])

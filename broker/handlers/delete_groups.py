@@ -5,7 +5,7 @@ tombstones in __share_group_state), as Kafka does: a group of the same id made l
 starts afresh (share.auto.offset.reset); when that fails the group stays, answered with
 the error."""
 
-from broker.security.acls import DELETE, GROUP, GROUP_DENIED, allowed
+from broker.security.acls import DELETE, GROUP, GROUP_DENIED
 from coordinator.group.messages import DeletableGroupResult, DeleteGroupsResponse
 from kio.schema.errors import ErrorCode
 from protocol.answer_wire import answer_type
@@ -19,7 +19,7 @@ async def handle(ctx, request):
     by_partition: dict[int, list[str]] = {}
     for group_id in request.groups_names:
         by_partition.setdefault(groups.partition_for(group_id), []).append(group_id)
-    errors = {g: GROUP_DENIED for g in request.groups_names if not allowed(ctx, DELETE, GROUP, g)}
+    errors = {g: GROUP_DENIED for g in request.groups_names if not ctx.allowed(DELETE, GROUP, g)}
     await groups.ready()
     for group_id in request.groups_names:
         if group_id not in errors:

@@ -1,7 +1,7 @@
 """DeleteShareGroupOffsets (92): v0. Deletes the share-partition state of topics of an
 empty share group; its next fetch starts again from share.auto.offset.reset."""
 
-from broker.security.acls import DELETE, DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
+from broker.security.acls import DELETE, DESCRIBE, GROUP, GROUP_DENIED, TOPIC
 from broker.errors import code
 from broker.handlers.share_group_offsets import group_error, replace_state
 from coordinator.share.state_log_codec import StateKey
@@ -12,7 +12,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, DELETE, GROUP, request.group_id):
+    if not ctx.allowed(DELETE, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED, responses=[])
     error, message, group = await group_error(ctx, request.group_id, must_be_empty=True)
     if not error and group is None:
@@ -23,7 +23,7 @@ async def handle(ctx, request):
     for t in request.topics:
         info = ctx.cluster.topics.by_name.get(t.topic_name)
         failed = 0
-        if info is None or not allowed(ctx, DESCRIBE, TOPIC, t.topic_name):
+        if info is None or not ctx.allowed(DESCRIBE, TOPIC, t.topic_name):
             failed = code("UNKNOWN_TOPIC_OR_PARTITION")
         else:
             for index in range(info.partitions):

@@ -3,7 +3,7 @@ SECURITY_DISABLED without an authorizer, as Kafka answers."""
 
 from broker.security.acl_bindings import AclFilter
 from broker.security.acl_ids import AclError
-from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, allowed
+from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE
 from broker.errors import code
 from protocol.answer_wire import answer_type
 
@@ -19,7 +19,7 @@ def acl_filter(f) -> AclFilter:
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
         return Answer(error_code=code("CLUSTER_AUTHORIZATION_FAILED"), error_message="Cluster authorization failed.",
                       resources=())
     if not ctx.broker.authorizer.enabled:

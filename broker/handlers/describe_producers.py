@@ -2,7 +2,7 @@
 describe-producers), from the partition's producer state. With the authorizer on a topic
 needs READ (else TOPIC_AUTHORIZATION_FAILED with its message), as in Kafka."""
 
-from broker.security.acls import DENIED_MESSAGES, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DENIED_MESSAGES, READ, TOPIC, TOPIC_DENIED
 from broker.errors import code
 from protocol.answer_wire import answer_type
 
@@ -14,7 +14,7 @@ async def handle(ctx, request):
     topics = []
     for t in request.topics:
         partitions = []
-        readable = allowed(ctx, READ, TOPIC, t.name)
+        readable = ctx.allowed(READ, TOPIC, t.name)
         for index in t.partition_indexes:
             if not readable:
                 partitions.append(Answer.PartitionResponse(partition_index=index, error_code=TOPIC_DENIED,

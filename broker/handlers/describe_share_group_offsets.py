@@ -2,7 +2,7 @@
 its lag) as the share coordinator keeps it; -1 for one that has no state. Without
 topics: every topic the group has consumed."""
 
-from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC
 from broker.handlers.share_group_offsets import group_error, lag, read
 from coordinator.share.state_log_codec import StateKey
 from protocol.answer_wire import answer_type
@@ -14,7 +14,7 @@ Answer = answer_type(API_KEY)
 async def handle(ctx, request):
     out = []
     for g in request.groups:
-        if not allowed(ctx, DESCRIBE, GROUP, g.group_id):
+        if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
             out.append(Answer.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=[],
                                                                   error_code=GROUP_DENIED))
             continue
@@ -30,7 +30,7 @@ async def handle(ctx, request):
         topics = []
         for name, partitions in wanted:
             info = ctx.cluster.topics.by_name.get(name)
-            if info is None or not allowed(ctx, DESCRIBE, TOPIC, name):
+            if info is None or not ctx.allowed(DESCRIBE, TOPIC, name):
                 continue  # as Kafka: topics it cannot describe are left out
             answers = []
             for index in partitions:

@@ -4,7 +4,7 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND. With 
 authorizer on, an id needs DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and only
 the topics the client may describe are listed, as in Kafka."""
 
-from broker.security.acls import DESCRIBE, TOPIC, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, allowed
+from broker.security.acls import DESCRIBE, TOPIC, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED
 from protocol.answer_wire import answer_type
 
 API_KEY = 65
@@ -30,12 +30,12 @@ def _state(ctx, d):
         producer_id=d.producer_id,
         producer_epoch=d.producer_epoch,
         topics=[Answer.TopicData(topic=topic, partitions=list(partitions)) for topic, partitions in d.topics
-                if allowed(ctx, DESCRIBE, TOPIC, topic)],
+                if ctx.allowed(DESCRIBE, TOPIC, topic)],
     )
 
 
 async def handle(ctx, request):
-    ids = [i for i in request.transactional_ids if allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, i)]
+    ids = [i for i in request.transactional_ids if ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, i)]
     described = {d.transactional_id: d for d in ctx.node.transactions.coordinator.describe_transactions(ids)}
     return Answer(transaction_states=[_state(ctx, described[i]) if i in described
                                       else _error(TRANSACTIONAL_ID_DENIED, i) for i in request.transactional_ids])

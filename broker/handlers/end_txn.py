@@ -8,7 +8,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE
 from coordinator.transaction.coordinator import FIRST_END_TXN_VERSION_OF_TV2, NO_PRODUCER_ID, EndTxnResponse
 from protocol.answer_wire import answer_type
 
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
         return Answer(error_code=TRANSACTIONAL_ID_DENIED, producer_id=-1, producer_epoch=-1)
     txns = ctx.node.transactions
     response = await txns.run(request.transactional_id, lambda: txns.coordinator.end_txn(

@@ -15,7 +15,7 @@ import asyncio
 import logging
 
 from broker import malloc_tuning as allocator
-from broker.security.acls import READ, TOPIC, allowed
+from broker.security.acls import READ, TOPIC
 from broker.errors import code
 from broker.log.descriptors import storage_error
 from broker.log.partition_log import OffsetOutOfRange
@@ -52,7 +52,7 @@ class _Plan:
                 name = t.topic
                 missing = "UNKNOWN_TOPIC_OR_PARTITION"
             entries = []
-            readable = name is None or allowed(ctx, READ, TOPIC, name)
+            readable = name is None or ctx.allowed(READ, TOPIC, name)
             for p in t.partitions:
                 part, error = ctx.led_partition(name, p.partition, missing, getattr(p, "current_leader_epoch", -1))
                 if not readable:

@@ -19,7 +19,6 @@ from broker.security.acls import (
     GROUP_DENIED,
     TRANSACTIONAL_ID,
     TRANSACTIONAL_ID_DENIED,
-    allowed,
 )
 from broker.errors import code
 from protocol.answer_wire import answer_type
@@ -32,11 +31,11 @@ Answer = answer_type(API_KEY)
 
 
 def _denied(ctx, key: str, key_type: int):
-    if key_type == GROUP_KEY_TYPE and not allowed(ctx, DESCRIBE, GROUP, key):
+    if key_type == GROUP_KEY_TYPE and not ctx.allowed(DESCRIBE, GROUP, key):
         return GROUP_DENIED
-    if key_type == TRANSACTION_KEY_TYPE and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+    if key_type == TRANSACTION_KEY_TYPE and not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, key):
         return TRANSACTIONAL_ID_DENIED
-    if key_type == SHARE_KEY_TYPE and not allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+    if key_type == SHARE_KEY_TYPE and not ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return CLUSTER_DENIED
     return None
 

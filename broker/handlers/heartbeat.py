@@ -2,7 +2,7 @@
 to rejoin."""
 
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ
 from coordinator.group.messages import HeartbeatResponse
 from protocol.answer_wire import answer_type
 
@@ -11,7 +11,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED)
     groups = ctx.node.groups
     response = await groups.run(request.group_id, lambda: groups.coordinator.heartbeat(

@@ -7,7 +7,7 @@ which persists the new epoch before this answer leaves; it is handed the id a ne
 mapping would get and reports whether it took it.
 """
 
-from broker.security.acls import TRANSACTIONAL_ID, WRITE, allowed, may_write_idempotently
+from broker.security.acls import TRANSACTIONAL_ID, WRITE, may_write_idempotently
 from broker.errors import code
 from coordinator.transaction.coordinator import NO_PRODUCER_ID, InitProducerIdResponse
 from protocol.answer_wire import answer_type, ms
@@ -21,7 +21,7 @@ async def handle(ctx, request):
         if not may_write_idempotently(ctx):
             return Answer(error_code=code("CLUSTER_AUTHORIZATION_FAILED"), producer_id=-1, producer_epoch=-1)
         return Answer(error_code=0, producer_id=ctx.broker.producer_ids.next_producer_id(), producer_epoch=0)
-    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
         return Answer(error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), producer_id=-1, producer_epoch=-1)
     txns = ctx.node.transactions
     invalid = txns.coordinator.init_producer_id_request_error(

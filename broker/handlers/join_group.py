@@ -2,7 +2,7 @@
 v4+); static members (group.instance.id) from v5. The answer usually waits for the
 rest of the group (or the initial rebalance delay), parked in the group service."""
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ
 from coordinator.group import JoinProtocol
 from coordinator.group.messages import JoinGroupResponse
 from protocol.answer_wire import answer_from, answer_type, ms
@@ -12,7 +12,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return answer_from(Answer, JoinGroupResponse(GROUP_DENIED).for_version(ctx.version))
     groups = ctx.node.groups
     session_timeout_ms = ms(request.session_timeout)

@@ -1,6 +1,6 @@
 """LeaveGroup (13): v0-v2 name one member, v3+ a batch (with instance ids, KIP-345)."""
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ
 from coordinator.group import MemberIdentity
 from coordinator.group.messages import LeaveGroupResponse
 from protocol.answer_wire import answer_from, answer_type
@@ -11,7 +11,7 @@ FIRST_BATCHED_VERSION = 3
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED, members=())
     if ctx.version < FIRST_BATCHED_VERSION:
         members = [MemberIdentity(request.member_id)]

@@ -1,7 +1,7 @@
 """ListGroups (16): every group this node coordinates; states filter from v4, types
 filter from v5 ("classic", "consumer", "share" and "streams" groups)."""
 
-from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP, allowed
+from broker.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP
 from protocol.answer_wire import answer_from, answer_type
 
 API_KEY = 16
@@ -14,6 +14,6 @@ async def handle(ctx, request):
     response = groups.coordinator.list_groups(getattr(request, "states_filter", ()),
                                               getattr(request, "types_filter", ()))
     listed = answer_from(Answer, response)
-    if not allowed(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):  # else only the groups it may describe
-        listed = listed._replace(groups=[g for g in listed.groups if allowed(ctx, DESCRIBE, GROUP, g.group_id)])
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):  # else only the groups it may describe
+        listed = listed._replace(groups=[g for g in listed.groups if ctx.allowed(DESCRIBE, GROUP, g.group_id)])
     return listed

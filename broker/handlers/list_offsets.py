@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.security.acls import DESCRIBE, TOPIC, allowed
+from broker.security.acls import DESCRIBE, TOPIC
 from broker.errors import code
 from broker.log.descriptors import storage_error
 from protocol.records import record_at_or_after_timestamp, record_with_max_timestamp
@@ -51,7 +51,7 @@ async def handle(ctx, request):
     topics = []
     for t in request.topics:
         partitions = []
-        describable = allowed(ctx, DESCRIBE, TOPIC, t.name)
+        describable = ctx.allowed(DESCRIBE, TOPIC, t.name)
         for p in t.partitions:
             part, error = ctx.led_partition(t.name, p.partition_index,
                                             current_leader_epoch=getattr(p, "current_leader_epoch", -1))

@@ -2,7 +2,7 @@
 serves, filtered by state, producer id, duration (v1) and id pattern (v2), and with the
 authorizer on to the ids the client may describe, as in Kafka."""
 
-from broker.security.acls import DESCRIBE, TRANSACTIONAL_ID, allowed
+from broker.security.acls import DESCRIBE, TRANSACTIONAL_ID
 from protocol.answer_wire import answer_type
 
 API_KEY = 66
@@ -23,6 +23,6 @@ async def handle(ctx, request):
         transaction_states=[
             Answer.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
                                     transaction_state=t.state)
-            for t in response.transaction_states if allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
+            for t in response.transaction_states if ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
         ],
     )

@@ -11,7 +11,6 @@ from broker.security.acls import (
     DESCRIBE,
     NOT_REQUESTED,
     TOPIC,
-    allowed,
     authorized_operations,
 )
 from broker.errors import ProtocolViolation, code
@@ -72,7 +71,7 @@ async def handle(ctx, request):
     ops = getattr(request, "include_topic_authorized_operations", False)
     if requested is None or (ctx.version == 0 and len(requested) == 0):
         # only the topics the client may describe are listed (Kafka's rule with ACLs)
-        topics = [_topic(ctx, t, ops) for t in registry.by_name.values() if allowed(ctx, DESCRIBE, TOPIC, t.name)]
+        topics = [_topic(ctx, t, ops) for t in registry.by_name.values() if ctx.allowed(DESCRIBE, TOPIC, t.name)]
     else:
         auto_create = getattr(request, "allow_auto_topic_creation", True) and cluster.config["auto.create.topics.enable"]
         topics = []
@@ -85,16 +84,16 @@ async def handle(ctx, request):
                 raise ProtocolViolation(f"Topic name can not be null for Metadata version {ctx.version}")
             if name is None:
                 info = registry.by_id.get(topic_id)
-                if info is not None and not allowed(ctx, DESCRIBE, TOPIC, info.name):
+                if info is not None and not ctx.allowed(DESCRIBE, TOPIC, info.name):
                     info = None  # an id the client may not describe is unknown to it
                 topics.append(_topic(ctx, info, ops) if info else _error_topic(None, "UNKNOWN_TOPIC_ID", topic_id))
                 continue
-            if not allowed(ctx, DESCRIBE, TOPIC, name):
+            if not ctx.allowed(DESCRIBE, TOPIC, name):
                 topics.append(_error_topic(name, "TOPIC_AUTHORIZATION_FAILED"))
                 continue
             info = registry.by_name.get(name)
             if info is None and auto_create:
-                if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, name)):
+                if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, name)):
                     topics.append(_error_topic(name, "TOPIC_AUTHORIZATION_FAILED"))
                     continue
                 try:

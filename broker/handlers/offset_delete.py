@@ -2,7 +2,7 @@
 subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise); partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION."""
 
-from broker.security.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DELETE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED
 from broker.errors import code
 from broker.coordinators.offset_requests import answer_topics, unknown_partitions
 from coordinator.group.messages import OffsetDeleteResponse
@@ -13,10 +13,10 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, DELETE, GROUP, request.group_id):
+    if not ctx.allowed(DELETE, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED, topics=())
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    denied = {tp for tp in partitions if not allowed(ctx, READ, TOPIC, tp[0])}
+    denied = {tp for tp in partitions if not ctx.allowed(READ, TOPIC, tp[0])}
     unknown = unknown_partitions(ctx.cluster, partitions) | denied
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions:

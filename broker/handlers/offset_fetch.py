@@ -4,7 +4,7 @@ UNSTABLE_OFFSET_COMMIT, so the consumer waits for the transaction to end."""
 
 import dataclasses
 
-from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, allowed
+from broker.security.acls import DESCRIBE, GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED
 from coordinator.group import OffsetFetchGroup
 from coordinator.group.messages import FetchedPartition, FetchedTopic, OffsetFetchResponseGroup
 from protocol.answer_wire import answer_from, answer_type
@@ -28,7 +28,7 @@ def _authorized(ctx, group: OffsetFetchGroup, answer) -> OffsetFetchResponseGrou
         return OffsetFetchResponseGroup(group.group_id, GROUP_DENIED)
     topics = []
     for t in answer.topics:
-        if allowed(ctx, DESCRIBE, TOPIC, t.name):
+        if ctx.allowed(DESCRIBE, TOPIC, t.name):
             topics.append(t)
         elif group.topics is not None:
             topics.append(FetchedTopic(t.name, tuple(FetchedPartition(p.partition_index, error_code=TOPIC_DENIED)
@@ -37,7 +37,7 @@ def _authorized(ctx, group: OffsetFetchGroup, answer) -> OffsetFetchResponseGrou
 
 
 def _fetch(ctx, wanted: list[OffsetFetchGroup], require_stable: bool) -> list[OffsetFetchResponseGroup]:
-    may = [g for g in wanted if allowed(ctx, DESCRIBE, GROUP, g.group_id)]
+    may = [g for g in wanted if ctx.allowed(DESCRIBE, GROUP, g.group_id)]
     answers = iter(ctx.node.groups.coordinator.offset_fetch(may, require_stable).groups)
     return [_authorized(ctx, g, next(answers) if g in may else None) for g in wanted]
 

@@ -20,7 +20,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker import malloc_tuning as allocator
-from broker.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
+from broker.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from broker.errors import ProtocolViolation, code
 from broker.log.partition import ProduceRejected
 from broker.log.descriptors import storage_error
@@ -77,7 +77,7 @@ def _names_leader(answer: _Partition) -> bool:
 def _validate(ctx, topic: str, data) -> _Partition | tuple:
     """(partition, batch) ready for verification and append, or the partition's error answer."""
     cluster = ctx.cluster
-    if not allowed(ctx, WRITE, TOPIC, topic):
+    if not ctx.allowed(WRITE, TOPIC, topic):
         return _error(data.index, "TOPIC_AUTHORIZATION_FAILED")
     partition, error = ctx.led_partition(topic, data.index)
     if error is not None:
@@ -215,8 +215,7 @@ async def handle(ctx, request):
             Answer.TopicProduceResponse(name=topic.name, partition_responses=[
                 _error(data.index, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") for data in topic.partition_data])
             for topic in request.topic_data])
-    txn_denied = request.transactional_id is not None and not allowed(
-        ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id)
+    txn_denied = request.transactional_id is not None and not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id)
     # [topic, index, partition, batch, its results list and place there, verification]
     ready: list[list] = []
     leaders = set()  # KIP-951: the leaders NOT_LEADER_OR_FOLLOWER answers name

@@ -9,7 +9,7 @@ session's next one.
 
 from __future__ import annotations
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ, TOPIC
 from broker.errors import code
 from broker.coordinators.share_service import ShareSession
 from coordinator.share.partition import RENEW, Acknowledgement, AcknowledgeError
@@ -26,7 +26,7 @@ class SessionRefused(Exception):
 
 def check_request(ctx, request) -> None:
     """The request-level checks: the group's ACL, a group and member id."""
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         raise SessionRefused(GROUP_DENIED.name.upper(), "Not authorized to access the group.")
     if not request.group_id:
         raise SessionRefused("INVALID_REQUEST", "Group id can't be empty.")
@@ -64,7 +64,7 @@ def resolve(ctx, topic_id, index: int):
     info = ctx.cluster.topics.by_id.get(topic_id)
     if info is None:
         return None, "UNKNOWN_TOPIC_ID"
-    if not allowed(ctx, READ, TOPIC, info.name):
+    if not ctx.allowed(READ, TOPIC, info.name):
         return None, "TOPIC_AUTHORIZATION_FAILED"
     return ctx.led_partition(info.name, index, "UNKNOWN_TOPIC_OR_PARTITION")
 

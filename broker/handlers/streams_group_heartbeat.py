@@ -12,7 +12,7 @@ import logging
 
 from broker.cluster.topics import TopicError
 from broker.security.acls import (
-    CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED, allowed,
+    CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, GROUP, GROUP_DENIED, READ, TOPIC, TOPIC_DENIED,
 )
 from coordinator.group.streams_group import (
     MISSING_INTERNAL_TOPICS, StreamsHeartbeatAnswer, StreamsHeartbeatRequest,
@@ -74,7 +74,7 @@ def create_internal_topics(ctx, topics: tuple[TopicInfo, ...]) -> str | None:
     """Creates the group's missing internal topics; what could not be, for the status."""
     refused, failed = [], []
     for info in topics:
-        if not (allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) or allowed(ctx, CREATE, TOPIC, info.name)):
+        if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, info.name)):
             refused.append(info.name)
             continue
         try:
@@ -107,9 +107,9 @@ async def handle(ctx, request):
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
     )
     groups = ctx.node.groups
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         answer = StreamsHeartbeatAnswer(GROUP_DENIED)
-    elif topology is not None and not all(allowed(ctx, DESCRIBE, TOPIC, n) for n in _named_topics(topology)):
+    elif topology is not None and not all(ctx.allowed(DESCRIBE, TOPIC, n) for n in _named_topics(topology)):
         answer = StreamsHeartbeatAnswer(TOPIC_DENIED)
     else:
         answer = await groups.run(request.group_id or "", lambda: groups.coordinator.streams_group_heartbeat(

@@ -6,7 +6,7 @@ check, UNSUPPORTED_VERSION with Kafka's message (and its heartbeats never ask fo
 description)."""
 
 from broker.errors import code
-from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ
 from protocol.answer_wire import answer_type
 
 API_KEY = 93
@@ -15,6 +15,6 @@ NO_PLUGIN = "The broker has no streams group topology description plugin configu
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return Answer(error_code=GROUP_DENIED)
     return Answer(error_code=code("UNSUPPORTED_VERSION"), error_message=NO_PLUGIN)

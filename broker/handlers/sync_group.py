@@ -1,7 +1,7 @@
 """SyncGroup (14): v0-v5. Followers wait for the leader's assignment, which is answered
 once the group's GroupMetadata record (with every assignment) is in the log."""
 
-from broker.security.acls import GROUP, GROUP_DENIED, READ, allowed
+from broker.security.acls import GROUP, GROUP_DENIED, READ
 from coordinator.group import SyncAssignment
 from coordinator.group.messages import SyncGroupResponse
 from protocol.answer_wire import answer_from, answer_type
@@ -11,7 +11,7 @@ Answer = answer_type(API_KEY)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request.group_id):
+    if not ctx.allowed(READ, GROUP, request.group_id):
         return answer_from(Answer, SyncGroupResponse(GROUP_DENIED))
     groups = ctx.node.groups
     response = await groups.run_parked(request.group_id, lambda answer: groups.coordinator.sync_group(

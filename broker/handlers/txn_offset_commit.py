@@ -22,7 +22,7 @@ again), the coordinator's own errors come back as it gave them.
 
 from kio.schema.errors import ErrorCode
 
-from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE, allowed
+from broker.security.acls import TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED, WRITE
 from broker.coordinators.offset_requests import commit_offsets, errors_by_topic, refused_by_acls
 from coordinator.group.coordinator import offset_errors
 from coordinator.runtime import Result
@@ -63,7 +63,7 @@ async def _verify(ctx, request, offsets_partition: int):
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
         partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         return Answer(topics=errors_by_topic(partitions, dict.fromkeys(partitions, TRANSACTIONAL_ID_DENIED), Answer))
     refused = refused_by_acls(ctx, request, Answer)

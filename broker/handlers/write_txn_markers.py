@@ -13,7 +13,7 @@ cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED, as in Ka
 
 import logging
 
-from broker.security.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME, allowed
+from broker.security.acls import ALTER, CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED, CLUSTER_NAME
 from broker.errors import code
 from broker.log.partition import ProduceRejected
 from broker.log.descriptors import storage_error
@@ -54,7 +54,7 @@ async def _write(ctx, marker, topic: str, index: int, now: int):
 
 
 def _may_write(ctx) -> bool:
-    return allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME) or allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    return ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME) or ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
 
 
 async def handle(ctx, request):

@@ -3,8 +3,13 @@ aborted-transaction indexes) are opened on demand and the least recently used ar
 closed once ``capacity`` of them are open.
 
 Every partition's files go through it, the coordinator topics' included: nothing is
-pinned. The active segment of a partition being written stays open by being the most
-recently used; closed, it is reopened for appending (O_APPEND) at its next write, and a
+pinned. A file is appended to through the descriptor it holds (``PooledFile.descriptor``,
+as Kafka's segment holds its channel): an append opens nothing while its files are open,
+so none can be closed under it (the pool closes a file only to open another), and it
+does not ask the pool; it marks the file ``written``, and the pool, about to close the
+least recently opened or read file, passes over one marked since it last looked (clearing
+the mark): the active segment of a partition being written stays open. Closed, a file is
+reopened for appending (O_APPEND) at its next write (``PooledFile.fd``), and a
 coordinator reads its partition's log once, when it loads.
 
 One table per process, as the descriptor limit is per process. Closing a file loses
@@ -91,6 +96,10 @@ class DescriptorPool:
     def _shrink(self, size: int) -> None:
         while len(self._open) > size:
             victim, _ = self._open.popitem(last=False)
+            if victim.written:  # a second chance: written to since the pool last looked
+                victim.written = False
+                self._open[victim] = None
+                continue
             victim._release()
 
     def open(self, f: PooledFile) -> int:
@@ -102,7 +111,7 @@ class DescriptorPool:
                 raise self.out_of_descriptors(e, str(f.path)) from None
             raise
         self.opens += 1
-        f._fd = fd
+        f.descriptor = fd
         self._open[f] = None
         return fd
 
@@ -139,21 +148,24 @@ def storage_error(error: OSError) -> OSError:
 
 
 class PooledFile:
-    """A file opened through the pool when its descriptor is asked for, and closed
-    when it is the least recently used one and room is needed."""
+    """A file opened through the pool when its descriptor is asked for (``fd``), and
+    closed when it is the least recently used one and room is needed. ``descriptor`` is
+    the one it holds, -1 while it is not open: an append writes through it as it is."""
 
-    __slots__ = ("path", "flags", "_fd", "closed")
+    __slots__ = ("path", "flags", "descriptor", "closed", "written")
 
     def __init__(self, path: Path, flags: int = APPEND_FLAGS) -> None:
         self.path = path
         self.flags = flags
-        self._fd = -1
+        self.descriptor = -1
         self.closed = False
+        self.written = False  # appended to through ``descriptor`` since the pool last looked
 
     @property
     def fd(self) -> int:
-        """The descriptor, (re)opened if needed; OSError once closed."""
-        fd = self._fd
+        """The descriptor, (re)opened if needed, and the file now the most recently used;
+        OSError once closed."""
+        fd = self.descriptor
         if fd >= 0:
             POOL._open.move_to_end(self)
             return fd
@@ -163,16 +175,16 @@ class PooledFile:
 
     @property
     def is_open(self) -> bool:
-        return self._fd >= 0
+        return self.descriptor >= 0
 
     def _release(self) -> None:
-        fd, self._fd = self._fd, -1
+        fd, self.descriptor = self.descriptor, -1
         if fd >= 0:
             os.close(fd)
 
     def close(self) -> None:
         """Closes for good: the descriptor now, and no reopening."""
         self.closed = True
-        if self._fd >= 0:
+        if self.descriptor >= 0:
             POOL.forget(self)
             self._release()

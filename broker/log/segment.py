@@ -356,19 +356,26 @@ class LogSegment:
     # appending -----------------------------------------------------------
     def append(self, data, base_offset: int, last_offset: int, max_timestamp: int, index_interval_bytes: int) -> None:
         position = self.size
-        if self.bytes_since_last_index_entry > index_interval_bytes:
-            # every descriptor the append needs, before the log is written
-            self.offset_index.ready()
-            self.time_index.ready()
-        written = os.write(self.fd, data)
+        index_due = self.bytes_since_last_index_entry > index_interval_bytes
+        file = self._file
+        fd = file.descriptor  # written through as it is: the pool is not asked
+        file.written = True
+        if fd < 0 or index_due and not (self.offset_index.open_now and self.time_index.open_now):
+            # The pool closed a file this append writes: every one it needs opened (and
+            # made the most recently used) before the log is written, so none can fail after.
+            if index_due:
+                self.offset_index.ready()
+                self.time_index.ready()
+            fd = file.fd
+        written = os.write(fd, data)
         if written != len(data):
             # A short write (disk full) would leave a torn batch: take it back.
-            os.ftruncate(self.fd, position)
+            os.ftruncate(fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = base_offset
-        if self.bytes_since_last_index_entry > index_interval_bytes:
+        if index_due:
             self.offset_index.append(base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
@@ -608,8 +615,15 @@ class _SparseIndex:
         for want of a descriptor."""
         self._file.fd
 
+    @property
+    def open_now(self) -> bool:
+        return self._file.descriptor >= 0
+
     def _append(self, key: int, value: int) -> None:
-        os.write(self._file.fd, self.ENTRY.pack(key, value))
+        file = self._file
+        fd = file.descriptor
+        file.written = True
+        os.write(fd if fd >= 0 else file.fd, self.ENTRY.pack(key, value))
         self._keys.append(key)
         self._values.append(value)
 
@@ -791,7 +805,8 @@ class TransactionIndex:
         whether it was new."""
         if self._known is not None and (entry.producer_id, entry.last_offset) in self._known:
             return False
-        os.write(self._file.fd, _encode_txn(entry))
+        fd = self._file.descriptor  # opened by ``ready`` before the marker was appended
+        os.write(fd if fd >= 0 else self._file.fd, _encode_txn(entry))
         self._insert(entry)
         self.unflushed = True
         return True

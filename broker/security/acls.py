@@ -127,15 +127,12 @@ def _covers(b: AclBinding, name: str) -> bool:
     return name.startswith(b.resource_name)
 
 
-def allowed(ctx, operation: int, resource_type: int, name: str, log_denial: bool = True) -> bool:
-    """Whether the request's client may do ``operation`` on the resource. Requests one
-    node sends another (markers, verification) pass, as Kafka's inter-broker principal
-    does (a super user)."""
-    authorizer = ctx.broker.authorizer
-    if not authorizer.enabled or ctx.connection.id < 0:
-        return True
+def authorized(ctx, operation: int, resource_type: int, name: str, log_denial: bool = True) -> bool:
+    """The authorizer's answer for the request's client, its denial logged as Kafka logs
+    it. Asked only with the authorizer on, for a client's request
+    (``RequestContext.allowed``, broker/wire/server.py, passes every other)."""
     host = ctx.connection.peer.rsplit(":", 1)[0]
-    if authorizer.authorize(ctx.connection.principal, host, operation, resource_type, name):
+    if ctx.broker.authorizer.authorize(ctx.connection.principal, host, operation, resource_type, name):
         return True
     if log_denial:
         _log_denial(ctx, operation, resource_type, name, host)
@@ -155,7 +152,7 @@ def may_write_idempotently(ctx) -> bool:
     """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3+)."""
     host = ctx.connection.peer.rsplit(":", 1)[0]
     authorizer = ctx.broker.authorizer
-    if (allowed(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_denial=False)
+    if (ctx.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_denial=False)
             or authorizer.allows_some(ctx.connection.principal, host, WRITE, TOPIC)):
         return True
     _log_denial(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, host)

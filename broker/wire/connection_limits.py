@@ -6,7 +6,8 @@
   beyond it a new connection from that address is closed at once with a log line.
 - ``queued.max.request.bytes``: request bytes read but not yet handled, over every
   connection; when spent, connections stop reading until requests finish (Kafka's
-  request memory pool). -1 means no limit: read-ahead is then bounded per connection by
+  request memory pool). -1 means no limit, and then the listener keeps no pool (as
+  Kafka's ``MemoryPool.NONE``): read-ahead is bounded per connection by
   ``queued.max.requests`` frames.
 """
 
@@ -32,19 +33,16 @@ class _Waiters:
         self._event.set()
 
 
-class ConnectionLimits:
+class ConnectionQuotas:
+    """The connections a listener admits (Kafka's ConnectionQuotas)."""
+
     def __init__(self, config) -> None:
         self.max_connections = config["max.connections"]
         self.max_per_ip = config["max.connections.per.ip"]
         self.per_ip_overrides = host_counts(config["max.connections.per.ip.overrides"])
-        self.max_request_bytes = config["queued.max.request.bytes"]
         self.active = 0
         self.per_ip: dict[str, int] = {}
-        self.queued_bytes = 0
         self._slots = _Waiters()
-        self._memory = _Waiters()
-
-    # -- connections ---------------------------------------------------------------------
 
     def admit(self, ip: str) -> int | None:
         """Counts a new connection from ``ip``; returns the exceeded per-IP limit instead."""
@@ -75,13 +73,26 @@ class ConnectionLimits:
             self.active -= 1
             self._slots.changed()
 
-    # -- request memory ------------------------------------------------------------------
+
+def request_memory(config) -> RequestMemory | None:
+    """The listener's request memory pool; None without a limit (``queued.max.request.bytes``
+    -1), as Kafka keeps ``MemoryPool.NONE`` then: nothing to count per request."""
+    max_bytes = config["queued.max.request.bytes"]
+    return RequestMemory(max_bytes) if max_bytes >= 0 else None
+
+
+class RequestMemory:
+    """Request bytes read but not yet handled, over every connection of a listener
+    (Kafka's request memory pool)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.queued_bytes = 0
+        self._memory = _Waiters()
 
     def try_reserve(self, size: int) -> bool:
-        if self.max_request_bytes < 0:
-            return True
         # one request is always let through, or a frame over the limit could never be read
-        if self.queued_bytes == 0 or self.queued_bytes + size <= self.max_request_bytes:
+        if self.queued_bytes == 0 or self.queued_bytes + size <= self.max_bytes:
             self.queued_bytes += size
             return True
         return False
@@ -90,7 +101,5 @@ class ConnectionLimits:
         await self._memory.until(lambda: self.try_reserve(size))
 
     def release(self, size: int) -> None:
-        if self.max_request_bytes < 0:
-            return
         self.queued_bytes -= size
         self._memory.changed()

@@ -25,6 +25,7 @@ DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 # Kafka's endpoint syntax: NAME://host:port, the host possibly in [] (IPv6) or empty
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+LISTEN_BACKLOG = 1024  # each listener's accept queue
 
 
 class ListenerConfigError(ValueError):
@@ -214,3 +215,63 @@ def listener_plan(values: dict[str, str], explicit: set[str], host: str = "127.0
     # told of no broker on it (Metadata: LISTENER_NOT_FOUND).
     return ListenerPlan(tuple(ordered), tuple(advertised), inter_broker,
                         tuple(e for e in listeners if e.name in controller_names), short_form)
+
+
+def bound_socket(host: str, port: int) -> socket.socket | None:
+    """A socket bound to a numeric address as ``create_server`` binds it (SO_REUSEADDR,
+    IPv6 only on an IPv6 address, the same error), or None for a host name. A numeric
+    address needs no resolver: uvloop would otherwise start its 4-thread pool for one
+    getaddrinfo and load the idna codec at start-up."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as e:
+                raise OSError(e.errno, f"error while attempting to bind on address {(host, port)!r}: "
+                                       f"{(e.strerror or str(e)).lower()}") from None
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    return None
+
+
+def listen_early(plan: ListenerPlan, nodes: int) -> dict[tuple[str, str, int], list[socket.socket]]:
+    """Sockets bound and listening for the first ``nodes`` nodes' numeric listeners,
+    made while the rest of the broker is still loading, by (listener name, host, port)
+    as ``binds`` gives them: a client connecting during start-up waits in the backlog
+    for its answer instead of being refused and backing off. A listener that cannot be
+    bound here is left to its node's start, which binds it and reports the error as
+    without this."""
+    ready: dict[tuple[str, str, int], list[socket.socket]] = {}
+    for index in range(nodes):
+        for bind in plan.binds(index):
+            try:
+                sock = bound_socket(bind.host, bind.port)
+                if sock is None:
+                    continue
+            except OSError:
+                continue
+            try:
+                sock.listen(LISTEN_BACKLOG)
+            except OSError:
+                sock.close()
+                continue
+            ready.setdefault((bind.name, bind.host, bind.port), []).append(sock)
+    return ready
+
+
+def close_sockets(listening: dict[tuple[str, str, int], list[socket.socket]]) -> None:
+    """Closes the sockets of ``listen_early`` left in ``listening``."""
+    for sockets in listening.values():
+        for sock in sockets:
+            sock.close()
+        sockets.clear()

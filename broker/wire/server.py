@@ -26,13 +26,14 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.clock import Clock
-from broker.cluster.cluster import Cluster
-from broker.wire.connection_limits import ConnectionLimits
+from broker.wire.connection_limits import ConnectionQuotas, request_memory
+from broker.wire.listeners import LISTEN_BACKLOG, bound_socket as _bound_socket
 from broker.errors import ProtocolViolation
 from broker.faults.requests import DROPPED, FaultClose, run_request
+from broker.security.acls import authorized
 from broker.security.sasl_errors import SaslFailure, SessionExpired
 from protocol import answer_wire, request_wire
 from protocol.request_wire import (
@@ -44,6 +45,9 @@ from protocol.request_wire import (
     skip_tagged_fields,
 )
 from protocol.answer_wire import EncodedBody, encode_response_frame
+
+if TYPE_CHECKING:  # an annotation only: at run time it would close a cycle (cluster, replication, network, here)
+    from broker.cluster.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +221,16 @@ class RequestContext:
         self.cluster: Cluster = broker.cluster
         self.clock: Clock = broker.clock
 
+    def allowed(self, operation: int, resource_type: int, name: str, log_denial: bool = True) -> bool:
+        """Whether the request's client may do ``operation`` on the resource, asked as
+        Kafka's AuthHelper asks: anything while no authorizer is configured, and anything
+        for a request one node sent another (markers, verification), as Kafka's
+        inter-broker principal may (a super user); else the authorizer's answer
+        (broker/security/acls.py)."""
+        if not self.broker.authorizer.enabled or self.connection.id < 0:
+            return True
+        return authorized(self, operation, resource_type, name, log_denial)
+
     def led_partition(self, topic: str | None, index: int, missing: str = "UNKNOWN_TOPIC_OR_PARTITION",
                       current_leader_epoch: int = -1):
         """(partition, None) when this node leads it, else (None, the Kafka error name).
@@ -284,7 +298,8 @@ class Server:
         self.binds = list(binds)  # a port 0 becomes the one bound, kept for a restart
         self.host, self.port = self.binds[0].host, self.binds[0].port
         self.connections: dict[int, Connection] = {}
-        self.limits = ConnectionLimits(broker.config)
+        self.quotas = ConnectionQuotas(broker.config)
+        self.memory = request_memory(broker.config)  # None: no limit, nothing counted
         self.sasl = broker.sasl_listeners  # listener name -> ListenerSasl, for the SASL listeners
         self._servers: list[asyncio.base_events.Server] = []
         self._routes: dict[int, _Route] = {}  # by api_key << 16 | version: what handle_frame looks up once
@@ -305,11 +320,11 @@ class Server:
                     app = _RequestReader(self, name, tls)
                     return server_protocol(loop, app, tls, app.accepted,
                                            functools.partial(self._handshake_ended, name, app))
-                sock = _bound_socket(bind.host, bind.port)
+                sock = self.broker.early_socket(bind) or _bound_socket(bind.host, bind.port)
                 if sock is None:  # a name, or "" for every interface: the loop resolves it
-                    server = await loop.create_server(reader, bind.host or None, bind.port, backlog=1024)
+                    server = await loop.create_server(reader, bind.host or None, bind.port, backlog=LISTEN_BACKLOG)
                 else:
-                    server = await loop.create_server(reader, sock=sock, backlog=1024)
+                    server = await loop.create_server(reader, sock=sock, backlog=LISTEN_BACKLOG)
                 self._servers.append(server)
                 self.binds[i] = replace(bind, port=server.sockets[0].getsockname()[1])
         except BaseException:
@@ -323,7 +338,7 @@ class Server:
         """A TLS connection's handshake ended: one that never reached the reader (failed,
         or the client left) gives back its count toward max.connections.per.ip."""
         if reader._counted and reader.transport is None:
-            self.limits.leave(reader._ip, False)
+            self.quotas.leave(reader._ip, False)
         if error is None:
             return
         from broker.security.tls import handshake_failure_reason
@@ -425,7 +440,7 @@ class Server:
         node = self.node
         serving = node.serving
         clock = self.broker.clock
-        limits = self.limits
+        memory = self.memory
         frames = reading.frames
         try:
             while True:
@@ -435,13 +450,15 @@ class Server:
                 if not serving.is_set():
                     await serving.wait()  # paused: read, but not handled until resumed
                 if transport.is_closing() or not node.is_up:
-                    limits.release(len(frame))
+                    if memory is not None:
+                        memory.release(len(frame))
                     return
                 try:
                     try:
                         out = await self.handle_frame(frame, conn)
                     finally:
-                        limits.release(len(frame))
+                        if memory is not None:
+                            memory.release(len(frame))
                 except ProtocolViolation as e:
                     log.warning("closing connection %s: %s", conn.describe(), e)
                     return
@@ -752,7 +769,7 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self._ip = peername[0] if peername else "?"
-        exceeded = self.server.limits.admit(self._ip)
+        exceeded = self.server.quotas.admit(self._ip)
         if exceeded is not None:
             log.warning("closing connection from %s: %s already has the configured maximum of %d connections "
                         "(max.connections.per.ip)", self._peer, self._ip, exceeded)
@@ -779,11 +796,11 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             except PrincipalMappingError as e:  # Kafka closes it: the principal cannot be built
                 log.warning("closing connection from %s on listener %s: failed to map the client certificate's "
                             "name based on ssl.principal.mapping.rules: %s", self._peer, self.listener, e)
-                server.limits.leave(self._ip, False)
+                server.quotas.leave(self._ip, False)
                 self._done = True
                 transport.close()
                 return
-        if server.limits.try_slot():
+        if server.quotas.try_slot():
             self._had_slot = True
             self._start()
         else:
@@ -861,9 +878,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     async def _admit(self) -> None:
         try:
-            await self.server.limits.slot()
+            await self.server.quotas.slot()
         except asyncio.CancelledError:  # gone while waiting for a slot
-            self.server.limits.leave(self._ip, False)
+            self.server.quotas.leave(self._ip, False)
             self._done = True
             raise
         self._had_slot = True
@@ -923,15 +940,18 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         if self._grace is not None:
             self._grace.cancel()
         self.pause(_ENDED)
+        memory = server.memory
         while self.frames:
-            server.limits.release(len(self.frames.popleft()))
+            frame = self.frames.popleft()
+            if memory is not None:
+                memory.release(len(frame))
         self.stalled = None
         server.connections.pop(self.conn.id, None)
         shares = server.node.made("shares")
         if shares is not None:
             shares.connection_closed(self.conn.id)
         server._close(self.conn)
-        server.limits.leave(self._ip, self._had_slot)
+        server.quotas.leave(self._ip, self._had_slot)
 
     def _get_close_waiter(self, stream) -> asyncio.Future:
         if self._closed is None:
@@ -944,9 +964,9 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     def _cut(self) -> None:
         decoder = self._decoder
-        limits = self.server.limits
+        memory = self.server.memory
         while self.stalled is None and (frame := decoder.next_frame()) is not None:
-            if len(self.frames) < self._max_queued and limits.try_reserve(len(frame)):
+            if len(self.frames) < self._max_queued and (memory is None or memory.try_reserve(len(frame))):
                 self.frames.append(frame)
             else:
                 self.stalled = frame
@@ -959,7 +979,8 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         frame = self.stalled
         if frame is None or len(self.frames) >= self._max_queued:
             return
-        if not reserved and not self.server.limits.try_reserve(len(frame)):
+        memory = self.server.memory
+        if not reserved and memory is not None and not memory.try_reserve(len(frame)):
             return
         self.stalled = None
         self.frames.append(frame)
@@ -987,11 +1008,13 @@ class _RequestReader(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         """The next request, or None once nothing more will come."""
         while not self.frames:
             if self.stalled is not None:  # no room in request memory: wait for some
-                self._reserving = True
-                try:
-                    await self.server.limits.reserve(len(self.stalled))
-                finally:
-                    self._reserving = False
+                memory = self.server.memory
+                if memory is not None:
+                    self._reserving = True
+                    try:
+                        await memory.reserve(len(self.stalled))
+                    finally:
+                        self._reserving = False
                 self._unstall(reserved=True)
                 continue
             if self._read_paused & _ENDED:
@@ -1010,30 +1033,3 @@ def _enum_name(api_key: int) -> str:
 
     name = api_name(api_key)
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper() if not name.startswith("api-") else name
-
-
-def _bound_socket(host: str, port: int) -> socket.socket | None:
-    """A socket bound to a numeric address as ``create_server`` binds it (SO_REUSEADDR,
-    IPv6 only on an IPv6 address, the same error), or None for a host name. A numeric
-    address needs no resolver: uvloop would otherwise start its 4-thread pool for one
-    getaddrinfo and load the idna codec at start-up."""
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            socket.inet_pton(family, host)
-        except OSError:
-            continue
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                sock.bind((host, port))
-            except OSError as e:
-                raise OSError(e.errno, f"error while attempting to bind on address {(host, port)!r}: "
-                                       f"{(e.strerror or str(e)).lower()}") from None
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    return None

@@ -291,14 +291,13 @@ class TransactionCoordinator:
         if record.value is None:
             state.transactions.pop(transactional_id, None)
             return
-        value = log_codec.decode_value(record.value)
         last_epoch = (
             record.last_producer_epoch
             if isinstance(record, TransactionLogRecord)
             else NO_PRODUCER_EPOCH
         )
-        state.transactions[transactional_id] = log_codec.metadata_from_value(
-            transactional_id, value, last_epoch
+        state.transactions[transactional_id] = log_codec.metadata_from_bytes(
+            transactional_id, record.value, last_epoch
         )
 
     # -- InitProducerId ----------------------------------------------------------------

@@ -60,7 +60,7 @@ def encode_key(transactional_id: str) -> bytes:
 
 
 def decode_key(data: bytes) -> str:
-    (version,) = struct.unpack_from(">h", data, 0)
+    (version,) = _I16.unpack_from(data, 0)
     if version != TRANSACTION_LOG_KEY_TYPE:
         raise UnknownKeyVersion("transaction log", version)
     reader = _Reader(data, 2)
@@ -75,6 +75,7 @@ def decode_key(data: bytes) -> str:
 
 _HEAD = struct.Struct(">hqhib")  # version, ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus
 _TIMES = struct.Struct(">qq")  # LastUpdateTimestampMs, StartTimestampMs
+_VALUE_HEAD = struct.Struct(">qhib")  # after the version: ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 # A tagged field: tag and payload size (each a single varint byte), then the payload
@@ -156,13 +157,18 @@ def _partitions_bytes(partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
-    (version,) = struct.unpack_from(">h", data, 0)
+    return TransactionLogValue(*_value_fields(data))
+
+
+def _value_fields(data: bytes) -> tuple:
+    """The value's fields, in TransactionLogValue's order."""
+    (version,) = _I16.unpack_from(data, 0)
     if version not in (0, 1):
         raise UnknownValueVersion("transaction log", version)
     flexible = version >= 1
     r = _Reader(data, 2)
-    producer_id, producer_epoch, timeout_ms, status = r.unpack(">qhib")
-    count = r.compact_length() if flexible else r.unpack(">i")[0]
+    producer_id, producer_epoch, timeout_ms, status = r.unpack(_VALUE_HEAD)
+    count = r.compact_length() if flexible else r.unpack(_I32)[0]
     partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
     if count < 0:
         partitions = None
@@ -172,29 +178,35 @@ def decode_value(data: bytes) -> TransactionLogValue:
             topic = r.compact_string() if flexible else r.string()
             if topic is None:
                 raise ValueError("transaction log partition entry has a null topic")
-            n = r.compact_length() if flexible else r.unpack(">i")[0]
-            ids = r.unpack(f">{max(n, 0)}i")
+            n = r.compact_length() if flexible else r.unpack(_I32)[0]
+            ids = r.unpack(_partition_ids(max(n, 0)))
             if flexible:
                 r.skip_tagged_fields()
-            entries.append((topic, tuple(ids)))
+            entries.append((topic, ids))
         partitions = tuple(entries)
-    last_update_ms, start_ms = r.unpack(">qq")
-    fields: dict[str, int] = {}
+    last_update_ms, start_ms = r.unpack(_TIMES)
+    previous_producer_id = next_producer_id = next_producer_epoch = -1
+    client_transaction_version = 0
     if flexible:
         for _ in range(r.uvarint()):
             tag, size = r.uvarint(), r.uvarint()
             payload = r.take(size)
             if tag == _TAG_PREVIOUS_PRODUCER_ID:
-                fields["previous_producer_id"] = struct.unpack(">q", payload)[0]
+                previous_producer_id = struct.unpack(">q", payload)[0]
             elif tag == _TAG_NEXT_PRODUCER_ID:
-                fields["next_producer_id"] = struct.unpack(">q", payload)[0]
+                next_producer_id = struct.unpack(">q", payload)[0]
             elif tag == _TAG_CLIENT_TRANSACTION_VERSION:
-                fields["client_transaction_version"] = struct.unpack(">h", payload)[0]
+                client_transaction_version = struct.unpack(">h", payload)[0]
             elif tag == _TAG_NEXT_PRODUCER_EPOCH:
-                fields["next_producer_epoch"] = struct.unpack(">h", payload)[0]
+                next_producer_epoch = struct.unpack(">h", payload)[0]
             # Tags from newer versions are skipped, as Kafka's generated readers do.
-    return TransactionLogValue(producer_id, producer_epoch, timeout_ms, status, partitions,
-                               last_update_ms, start_ms, **fields)
+    return (producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms, start_ms,
+            previous_producer_id, next_producer_id, next_producer_epoch, client_transaction_version)
+
+
+@lru_cache(maxsize=64)
+def _partition_ids(count: int) -> struct.Struct:
+    return struct.Struct(f">{count}i")
 
 
 # -- metadata <-> value ------------------------------------------------------------------
@@ -241,25 +253,45 @@ def partitions_by_topic(partitions: frozenset[TopicPartition]) -> tuple[tuple[st
 def metadata_from_value(
     transactional_id: str, value: TransactionLogValue, last_producer_epoch: int = NO_PRODUCER_EPOCH
 ) -> TransactionMetadata:
-    state = TransactionState.from_id(value.transaction_status)
+    return _metadata(transactional_id, last_producer_epoch, value.producer_id, value.producer_epoch,
+                     value.transaction_timeout_ms, value.transaction_status, value.transaction_partitions,
+                     value.transaction_last_update_timestamp_ms, value.transaction_start_timestamp_ms,
+                     value.previous_producer_id, value.next_producer_id, value.client_transaction_version)
+
+
+def metadata_from_bytes(
+    transactional_id: str, data: bytes, last_producer_epoch: int = NO_PRODUCER_EPOCH
+) -> TransactionMetadata:
+    """``metadata_from_value(transactional_id, decode_value(data), last_producer_epoch)``
+    without building the value in between: replay reads three per transaction."""
+    (producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms, start_ms,
+     previous_producer_id, next_producer_id, _next_producer_epoch, client_transaction_version) = _value_fields(data)
+    return _metadata(transactional_id, last_producer_epoch, producer_id, producer_epoch, timeout_ms, status,
+                     partitions, last_update_ms, start_ms, previous_producer_id, next_producer_id,
+                     client_transaction_version)
+
+
+def _metadata(transactional_id: str, last_producer_epoch: int, producer_id: int, producer_epoch: int,
+              timeout_ms: int, status: int, value_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None,
+              last_update_ms: int, start_ms: int, previous_producer_id: int, next_producer_id: int,
+              client_transaction_version: int) -> TransactionMetadata:
+    state = TransactionState.from_id(status)
     partitions: frozenset[tuple[str, int]] = frozenset()
-    if state is not TransactionState.EMPTY and value.transaction_partitions:
-        partitions = frozenset(
-            (topic, p) for topic, ids in value.transaction_partitions for p in ids
-        )
+    if state is not TransactionState.EMPTY and value_partitions:
+        partitions = frozenset((topic, p) for topic, ids in value_partitions for p in ids)
     return TransactionMetadata(
         transactional_id=transactional_id,
-        producer_id=value.producer_id,
-        previous_producer_id=value.previous_producer_id,
-        next_producer_id=value.next_producer_id,
-        producer_epoch=value.producer_epoch,
+        producer_id=producer_id,
+        previous_producer_id=previous_producer_id,
+        next_producer_id=next_producer_id,
+        producer_epoch=producer_epoch,
         last_producer_epoch=last_producer_epoch,
-        txn_timeout_ms=value.transaction_timeout_ms,
+        txn_timeout_ms=timeout_ms,
         state=state,
         topic_partitions=partitions,
-        txn_start_timestamp_ms=value.transaction_start_timestamp_ms,
-        txn_last_update_timestamp_ms=value.transaction_last_update_timestamp_ms,
-        client_transaction_version=value.client_transaction_version,
+        txn_start_timestamp_ms=start_ms,
+        txn_last_update_timestamp_ms=last_update_ms,
+        client_transaction_version=client_transaction_version,
     )
 
 
@@ -280,8 +312,12 @@ class _Reader:
         self.pos += n
         return bytes(chunk)
 
-    def unpack(self, fmt: str) -> tuple:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+    def unpack(self, layout: struct.Struct) -> tuple:
+        pos = self.pos
+        if pos + layout.size > len(self.data):
+            raise ValueError("transaction log record is truncated")
+        self.pos = pos + layout.size
+        return layout.unpack_from(self.data, pos)
 
     def uvarint(self) -> int:
         try:
@@ -295,7 +331,7 @@ class _Reader:
         return self.uvarint() - 1
 
     def string(self) -> str | None:
-        (n,) = self.unpack(">h")
+        (n,) = self.unpack(_I16)
         return None if n < 0 else self.take(n).decode()
 
     def compact_string(self) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,40 @@ def test_serve_path_imports_nothing_it_does_not_need(tmp_path):
     # versions the client used are imported, not the 14 the broker serves
     metadata_versions = {name.split(".")[3] for name in _logged(stderr) if name.startswith("kio.schema.metadata.v")}
     assert metadata_versions and len(metadata_versions) <= 2, sorted(metadata_versions)
+
+
+_LISTENING_BEFORE_THE_BROKER_LOADS = """
+import socket, sys
+
+class Probe:  # looks at the port when the broker's process module is first imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "broker.process":
+            with socket.socket() as client:
+                client.settimeout(30)
+                print("accepting before broker.process loads:", client.connect_ex(("127.0.0.1", {port})) == 0,
+                      flush=True)
+        return None
+
+sys.meta_path.insert(0, Probe())
+sys.argv = ["eosbroker", "serve", "--port", "{port}", "--data-dir", sys.argv[1]]
+from broker.program import run
+run()
+"""
+
+
+def test_serve_listens_before_the_broker_loads(tmp_path):
+    """A client connecting while the broker's modules load waits for its answer instead
+    of being refused (broker.wire.listeners.listen_early)."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LISTENING_BEFORE_THE_BROKER_LOADS.format(port=port), str(tmp_path / "data")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        assert proc.stdout.readline().strip() == "accepting before broker.process loads: True"
+        assert proc.stdout.readline().startswith(f"eosbroker listening on 127.0.0.1:{port}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)

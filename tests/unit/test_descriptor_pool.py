@@ -57,6 +57,24 @@ def test_many_logs_through_a_small_pool(tmp_path: Path, small_pool) -> None:
         again.close()
 
 
+def test_a_partition_being_written_keeps_its_active_segment_open(tmp_path: Path, small_pool) -> None:
+    """Appends ask nothing of the pool, yet a log written between every other file's
+    open is passed over when the pool makes room: it is never reopened."""
+    written = open_log(tmp_path / "written", index_interval_bytes=10**9)
+    written.append(view(make_batch(1, 1000)), now_ms=0)
+    opens = small_pool.opens
+    others = [PooledFile(tmp_path / f"other-{i}") for i in range(3 * MIN_CAPACITY)]
+    for i, other in enumerate(others):
+        os.write(other.fd, b"x")
+        written.append(view(make_batch(1, 1001 + i)), now_ms=0)
+        assert len(small_pool) <= MIN_CAPACITY
+    assert small_pool.opens - opens == len(others)  # the written log's file: not once more
+    assert written.log_end_offset == 1 + len(others)
+    for other in others:
+        other.close()
+    written.close()
+
+
 def test_a_closed_file_is_not_reopened(tmp_path: Path) -> None:
     f = PooledFile(tmp_path / "x.log")
     os.write(f.fd, b"abc")

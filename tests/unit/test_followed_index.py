@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from broker.cluster.replicas import ReplicaState
+from broker.cluster.replication import ReplicaState
 
 NODES = [0, 1, 2]
 

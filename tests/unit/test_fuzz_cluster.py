@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.process import Broker
-from broker.cluster.cluster import RUNNING
+from broker.cluster import RUNNING
 from broker.config import BrokerConfig
 from broker.control.service import ControlError, ControlService
 from broker.wire.server import Connection, ProtocolViolation

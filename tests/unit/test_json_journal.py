@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from broker.cluster.replicas import ReplicaState
+from broker.cluster.replication import ReplicaState
 from broker.log.files import JsonJournal
 from broker.cluster.topics import TopicRegistry, read_topic_entries
 

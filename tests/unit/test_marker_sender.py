@@ -8,7 +8,7 @@ import gc
 import pytest
 import uvloop
 
-from broker.coordinators.markers import VERSION, WRITE_TXN_MARKERS, MarkerSender, marker_request
+from broker.coordinators.transaction_service import MARKERS_VERSION, WRITE_TXN_MARKERS, MarkerSender, marker_request
 from coordinator.transaction.coordinator import SendMarkers
 from protocol import answer_wire
 
@@ -111,7 +111,7 @@ def test_marker_request_is_what_the_generic_build_makes():
     """The sender builds its WriteTxnMarkers request of request_type: the same request,
     and the same bytes, as the generic build from Kafka's field names."""
     markers = SendMarkers("tid", 7, 3, 1, False, (("a", 0), ("b", 2), ("a", 1)), 2)
-    built = answer_wire.build_request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
+    built = answer_wire.build_request(WRITE_TXN_MARKERS, MARKERS_VERSION, {"markers": [{
         "producer_id": 7, "producer_epoch": 3, "transaction_result": False,
         "topics": [{"name": "a", "partition_indexes": [0, 1]}, {"name": "b", "partition_indexes": [2]}],
         "coordinator_epoch": 1, "transaction_version": 2}]})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster.replicas import ReplicaState
+from broker.cluster.replication import ReplicaState
 from broker.log.files import read_json, write_json
 
 VALUES = [{}, [], {"b": [1, 2, {"c": None}], "a": "é"}, [{"name": "t", "id": "x", "partitions": 3, "configs": {}}]]
@@ -64,7 +64,7 @@ def test_json_and_random_load_when_first_used(tmp_path):
         from pathlib import Path
         from broker.faults.requests import FaultRules
         from broker.cluster.network import LinkFaults
-        from broker.cluster.replicas import ReplicaState
+        from broker.cluster.replication import ReplicaState
         from broker.log.files import read_json, write_json
         assert "json" not in sys.modules and "random" not in sys.modules, sorted(sys.modules)
         path = Path(sys.argv[1]) / "m.json"
