@@ -37,8 +37,6 @@ _COORDINATOR_TOPICS = {
     SHARE_KEY_TYPE: (SHARE_GROUP_STATE, "share.coordinator.state.topic.num.partitions"),
 }
 _COORDINATOR_TOPIC_NAMES = frozenset(topic for topic, _ in _COORDINATOR_TOPICS.values())
-# From the listeners up to the start of the background start-up work (Broker._background_start).
-_BACKGROUND_START_DELAY_S = 0.025
 
 
 class Broker:
@@ -144,13 +142,11 @@ class Broker:
 
     async def _background_start(self) -> None:
         """What a start leaves to the background: the coordinator topics' loads, then,
-        after an unclean shutdown, validating the partitions no request opened. It waits
-        for the listeners' first moments: each step of it holds the event loop for
-        milliseconds (imports, reading the partition metadata), and each step of a
-        request's way through the loop (accepted, read, handled) would wait behind one,
-        so the clients waiting for the restart are answered first. A request that needs a
-        coordinator meanwhile starts its topic itself (BrokerNode._made)."""
-        await asyncio.sleep(_BACKGROUND_START_DELAY_S)
+        after an unclean shutdown, validating the partitions no request opened, each step
+        in a loop turn of its own, so the requests that arrive meanwhile are answered
+        between them. A request that needs a coordinator meanwhile starts its topic itself
+        (BrokerNode._made)."""
+        await asyncio.sleep(0)  # the listeners' first turn: clients waiting in the backlog come first
         for node in self.nodes:
             await node.start_coordinators()
         if not self.cluster.clean_start:
