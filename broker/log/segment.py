@@ -805,16 +805,19 @@ class TransactionIndex:
         whether it was new."""
         if self._known is not None and (entry.producer_id, entry.last_offset) in self._known:
             return False
-        fd = self._file.descriptor  # opened by ``ready`` before the marker was appended
-        os.write(fd if fd >= 0 else self._file.fd, _encode_txn(entry))
+        file = self._file
+        fd = file.descriptor  # opened by ``ready`` before the marker was appended
+        file.written = True
+        os.write(fd if fd >= 0 else file.fd, _encode_txn(entry))
         self._insert(entry)
         self.unflushed = True
         return True
 
     def ready(self) -> None:
         """Opens the file now, so that an ``add`` that follows cannot fail for want of a
-        descriptor."""
-        self._file.fd
+        descriptor (open already, the pool is not asked: only opening it closes files)."""
+        if self._file.descriptor < 0:
+            self._file.fd
 
     def entries(self) -> list[AbortedTxn]:
         return list(self._entries)

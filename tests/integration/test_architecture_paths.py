@@ -164,3 +164,27 @@ def test_the_node_stop_section_names_every_file_a_node_stop_runs(broker_factory,
         cluster.control().call("node_stop", node_id=coordinator)
         wait_until(lambda: (_transaction_state(cluster, txn_id) or (coordinator,))[0] != coordinator, timeout=30)
     assert sorted(tracer.files_of("broker/control/service.py", from_socket=False) - _named_in(NODE_STOP)) == []
+
+
+def test_an_abort_runs_the_files_a_commit_runs_once_its_segments_index_aborts(broker_factory, topic_name):
+    """An abort indexes its marker in the segment's ``.txnindex``: the first abort of a
+    segment opens that file (through the descriptor pool, named beside the steps); the
+    next runs the same files as a commit."""
+    cluster = broker_factory(nodes=3, in_process=True)
+    producer, txn_id = _transactional_producer(cluster, topic_name, _bootstrap(cluster))
+    ran = []
+    for traced in (False, True):
+        producer.begin_transaction()
+        for partition in (0, 1):
+            producer.produce(topic_name, b"v", partition=partition)
+        producer.flush(30)
+        with _traced(cluster) as tracer:
+            producer.abort_transaction(30)
+            wait_until(lambda: (_transaction_state(cluster, txn_id) or (None, None))[1] == "CompleteAbort",
+                       timeout=30)
+        if traced:
+            ran = tracer.files_of("broker/handlers/end_txn.py")
+
+    assert sorted(ran - _named_in(END_TXN)) == []
+    stated = next(int(m.group(1)) for line in _lines() if (m := re.search(r"runs code in (\d+) files", line)))
+    assert len(ran) == stated, sorted(ran)
