@@ -128,21 +128,29 @@ def _bootstrap(cluster) -> str:
     return ",".join(f"127.0.0.1:{cluster.port + i}" for i in range(3))
 
 
-def test_the_end_txn_section_names_every_file_an_end_txn_runs(broker_factory, topic_name):
-    cluster = broker_factory(nodes=3, in_process=True)
-    producer, txn_id = _transactional_producer(cluster, topic_name, _bootstrap(cluster))
+def _end_txn_files(cluster, producer, txn_id: str, topic: str, commit: bool = True) -> set[str]:
+    """The files one EndTxn runs, from the socket to the transaction's completion."""
     producer.begin_transaction()
     for partition in (0, 1):
-        producer.produce(topic_name, b"v", partition=partition)
+        producer.produce(topic, b"v", partition=partition)
     producer.flush(30)
     with _traced(cluster) as tracer:
-        producer.commit_transaction(30)
-        wait_until(lambda: (_transaction_state(cluster, txn_id) or (None, None))[1] == "CompleteCommit", timeout=30)
-    ran = tracer.files_of("broker/handlers/end_txn.py")
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+        done = "CompleteCommit" if commit else "CompleteAbort"
+        wait_until(lambda: (_transaction_state(cluster, txn_id) or (None, None))[1] == done, timeout=30)
+    return tracer.files_of("broker/handlers/end_txn.py")
 
+
+def _assert_the_end_txn_section_names(ran: set[str]) -> None:
     assert sorted(ran - _named_in(END_TXN)) == []
     stated = next(int(m.group(1)) for line in _lines() if (m := re.search(r"runs code in (\d+) files", line)))
     assert len(ran) == stated, sorted(ran)
+
+
+def test_the_end_txn_section_names_every_file_an_end_txn_runs(broker_factory, topic_name):
+    cluster = broker_factory(nodes=3, in_process=True)
+    producer, txn_id = _transactional_producer(cluster, topic_name, _bootstrap(cluster))
+    _assert_the_end_txn_section_names(_end_txn_files(cluster, producer, txn_id, topic_name))
 
 
 def test_the_produce_section_names_every_file_a_transactional_produce_runs(broker_factory, topic_name):
@@ -172,19 +180,5 @@ def test_an_abort_runs_the_files_a_commit_runs_once_its_segments_index_aborts(br
     next runs the same files as a commit."""
     cluster = broker_factory(nodes=3, in_process=True)
     producer, txn_id = _transactional_producer(cluster, topic_name, _bootstrap(cluster))
-    ran = []
-    for traced in (False, True):
-        producer.begin_transaction()
-        for partition in (0, 1):
-            producer.produce(topic_name, b"v", partition=partition)
-        producer.flush(30)
-        with _traced(cluster) as tracer:
-            producer.abort_transaction(30)
-            wait_until(lambda: (_transaction_state(cluster, txn_id) or (None, None))[1] == "CompleteAbort",
-                       timeout=30)
-        if traced:
-            ran = tracer.files_of("broker/handlers/end_txn.py")
-
-    assert sorted(ran - _named_in(END_TXN)) == []
-    stated = next(int(m.group(1)) for line in _lines() if (m := re.search(r"runs code in (\d+) files", line)))
-    assert len(ran) == stated, sorted(ran)
+    _end_txn_files(cluster, producer, txn_id, topic_name, commit=False)
+    _assert_the_end_txn_section_names(_end_txn_files(cluster, producer, txn_id, topic_name, commit=False))
