@@ -296,8 +296,8 @@ class TransactionCoordinator:
             if isinstance(record, TransactionLogRecord)
             else NO_PRODUCER_EPOCH
         )
-        state.transactions[transactional_id] = log_codec.metadata_from_bytes(
-            transactional_id, record.value, last_epoch
+        state.transactions[transactional_id] = log_codec.metadata_from_value(
+            transactional_id, log_codec.decode_value(record.value), last_epoch
         )
 
     # -- InitProducerId ----------------------------------------------------------------

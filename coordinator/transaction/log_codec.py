@@ -157,11 +157,6 @@ def _partitions_bytes(partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
-    return TransactionLogValue(*_value_fields(data))
-
-
-def _value_fields(data: bytes) -> tuple:
-    """The value's fields, in TransactionLogValue's order."""
     (version,) = _I16.unpack_from(data, 0)
     if version not in (0, 1):
         raise UnknownValueVersion("transaction log", version)
@@ -200,8 +195,9 @@ def _value_fields(data: bytes) -> tuple:
             elif tag == _TAG_NEXT_PRODUCER_EPOCH:
                 next_producer_epoch = struct.unpack(">h", payload)[0]
             # Tags from newer versions are skipped, as Kafka's generated readers do.
-    return (producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms, start_ms,
-            previous_producer_id, next_producer_id, next_producer_epoch, client_transaction_version)
+    return TransactionLogValue(producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms,
+                               start_ms, previous_producer_id, next_producer_id, next_producer_epoch,
+                               client_transaction_version)
 
 
 @lru_cache(maxsize=64)
@@ -253,45 +249,23 @@ def partitions_by_topic(partitions: frozenset[TopicPartition]) -> tuple[tuple[st
 def metadata_from_value(
     transactional_id: str, value: TransactionLogValue, last_producer_epoch: int = NO_PRODUCER_EPOCH
 ) -> TransactionMetadata:
-    return _metadata(transactional_id, last_producer_epoch, value.producer_id, value.producer_epoch,
-                     value.transaction_timeout_ms, value.transaction_status, value.transaction_partitions,
-                     value.transaction_last_update_timestamp_ms, value.transaction_start_timestamp_ms,
-                     value.previous_producer_id, value.next_producer_id, value.client_transaction_version)
-
-
-def metadata_from_bytes(
-    transactional_id: str, data: bytes, last_producer_epoch: int = NO_PRODUCER_EPOCH
-) -> TransactionMetadata:
-    """``metadata_from_value(transactional_id, decode_value(data), last_producer_epoch)``
-    without building the value in between: replay reads three per transaction."""
-    (producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms, start_ms,
-     previous_producer_id, next_producer_id, _next_producer_epoch, client_transaction_version) = _value_fields(data)
-    return _metadata(transactional_id, last_producer_epoch, producer_id, producer_epoch, timeout_ms, status,
-                     partitions, last_update_ms, start_ms, previous_producer_id, next_producer_id,
-                     client_transaction_version)
-
-
-def _metadata(transactional_id: str, last_producer_epoch: int, producer_id: int, producer_epoch: int,
-              timeout_ms: int, status: int, value_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None,
-              last_update_ms: int, start_ms: int, previous_producer_id: int, next_producer_id: int,
-              client_transaction_version: int) -> TransactionMetadata:
-    state = TransactionState.from_id(status)
+    state = TransactionState.from_id(value.transaction_status)
     partitions: frozenset[tuple[str, int]] = frozenset()
-    if state is not TransactionState.EMPTY and value_partitions:
-        partitions = frozenset((topic, p) for topic, ids in value_partitions for p in ids)
+    if state is not TransactionState.EMPTY and value.transaction_partitions:
+        partitions = frozenset((topic, p) for topic, ids in value.transaction_partitions for p in ids)
     return TransactionMetadata(
         transactional_id=transactional_id,
-        producer_id=producer_id,
-        previous_producer_id=previous_producer_id,
-        next_producer_id=next_producer_id,
-        producer_epoch=producer_epoch,
+        producer_id=value.producer_id,
+        previous_producer_id=value.previous_producer_id,
+        next_producer_id=value.next_producer_id,
+        producer_epoch=value.producer_epoch,
         last_producer_epoch=last_producer_epoch,
-        txn_timeout_ms=timeout_ms,
+        txn_timeout_ms=value.transaction_timeout_ms,
         state=state,
         topic_partitions=partitions,
-        txn_start_timestamp_ms=start_ms,
-        txn_last_update_timestamp_ms=last_update_ms,
-        client_transaction_version=client_transaction_version,
+        txn_start_timestamp_ms=value.transaction_start_timestamp_ms,
+        txn_last_update_timestamp_ms=value.transaction_last_update_timestamp_ms,
+        client_transaction_version=value.client_transaction_version,
     )
 
 
