@@ -270,8 +270,7 @@ class Cluster:
         not parse a line per partition."""
         if self._recorded_points is None:
             points = read_recovery_points(self.recovery_points_path)
-            counts = {t.name: t.partitions for t in self.topics.by_name.values()}
-            stale = [key for key in points if not 0 <= key[1] < counts.get(key[0], 0)]  # deleted before a crash
+            stale = [key for key in points if not self.has_partition(*key)]  # deleted before a crash
             for key in stale:
                 del points[key]
             self._stale_point_topics.update(topic for topic, _ in stale)
