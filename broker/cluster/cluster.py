@@ -452,10 +452,10 @@ class Cluster:
         partition no request has opened yet, one at a time between requests."""
         opened = 0
         for topic, index in self.partition_keys():
-            if (topic, index) in self.partitions:
+            if (topic, index) in self.partitions:  # a request opened it: no turn spent on it
                 continue
-            await asyncio.sleep(0)  # before the first too: a start's first requests come first
-            if (topic, index) in self.partitions:
+            await asyncio.sleep(0)  # the requests' turn before each open, the first too
+            if (topic, index) in self.partitions:  # opened by a request in that turn
                 continue
             try:
                 if self.partition(topic, index) is not None:
