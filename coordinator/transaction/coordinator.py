@@ -44,14 +44,18 @@ from protocol.names import CONSUMER_OFFSETS, TopicPartition
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen, as CoordinatorRecord
 class TransactionLogRecord(CoordinatorRecord):
-    """A __transaction_state record as the coordinator produced it.
+    """A __transaction_state record as the coordinator produced it, with the metadata
+    its value encodes (None for a tombstone).
 
-    ``last_producer_epoch`` rides along in memory only: Kafka does not persist it, so a
-    record read back from disk has none (-1) and a KIP-360 retry that spans a coordinator
-    move is fenced, exactly as on Kafka. The runtime must replay the objects it appended.
+    The metadata rides along in memory only, as Kafka's coordinator installs the
+    transition it appended rather than reading it back: replay takes it as it is, and
+    a load decodes the same metadata from the bytes. Only ``last_producer_epoch``
+    differs then: Kafka does not persist it, so a record read back from disk has none
+    (-1) and a KIP-360 retry that spans a coordinator move is fenced, exactly as on
+    Kafka. The runtime must replay the objects it appended.
     """
 
-    last_producer_epoch: int = -1
+    metadata: TransactionMetadata | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,11 +280,14 @@ class TransactionCoordinator:
 
     def replay(self, record: CoordinatorRecord, offset: int, timestamp_ms: int,
                producer_id: int = NO_PRODUCER_ID) -> None:
-        """Applies one record, decoded from its bytes whether it was appended just now or
-        read back at load. ``last_producer_epoch`` is the one field Kafka keeps in
-        memory only: the records the runtime appends carry it (a TransactionLogRecord),
-        records read back from disk do not, so a KIP-360 retry that spans a coordinator
-        move is fenced, as on Kafka."""
+        """Applies one record: the metadata it was written from when it was appended just
+        now (a TransactionLogRecord), else what its bytes decode to (a load)."""
+        md = record.metadata if record.__class__ is TransactionLogRecord else None
+        if md is not None:
+            state = self._partitions.get(self.partition_for(md.transactional_id))
+            if state is not None:  # else the partition is no longer ours: the append raced an unload
+                state.transactions[md.transactional_id] = md
+            return
         try:
             transactional_id = log_codec.decode_key(record.key)
         except log_codec.UnknownKeyVersion:
@@ -291,14 +298,8 @@ class TransactionCoordinator:
         if record.value is None:
             state.transactions.pop(transactional_id, None)
             return
-        last_epoch = (
-            record.last_producer_epoch
-            if isinstance(record, TransactionLogRecord)
-            else NO_PRODUCER_EPOCH
-        )
         state.transactions[transactional_id] = log_codec.metadata_from_value(
-            transactional_id, log_codec.decode_value(record.value), last_epoch
-        )
+            transactional_id, log_codec.decode_value(record.value))
 
     # -- InitProducerId ----------------------------------------------------------------
 
@@ -749,8 +750,7 @@ class TransactionCoordinator:
 
     @staticmethod
     def _record(md: TransactionMetadata) -> TransactionLogRecord:
-        return TransactionLogRecord(log_codec.encode_key(md.transactional_id), log_codec.encode_metadata_value(md),
-                                    md.last_producer_epoch)
+        return TransactionLogRecord(log_codec.encode_key(md.transactional_id), log_codec.encode_metadata_value(md), md)
 
     @staticmethod
     def _send_markers(md: TransactionMetadata, coordinator_epoch: int, commit: bool) -> SendMarkers:

@@ -116,8 +116,7 @@ class Harness:
         return result
 
     def seed(self, md):
-        record = TransactionLogRecord(encode_key(md.transactional_id), encode_value(value_from_metadata(md)),
-                                      md.last_producer_epoch)
+        record = TransactionLogRecord(encode_key(md.transactional_id), encode_value(value_from_metadata(md)), md)
         self.runtime.apply(self.coordinator.partition_for(md.transactional_id), Result(records=(record,)), NOW)
         self.appended.append(record)
         return md
