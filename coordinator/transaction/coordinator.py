@@ -139,8 +139,6 @@ S = TransactionState
 FIRST_END_TXN_VERSION_OF_TV2 = 5  # EndTxn v5+ ends the transaction with transaction version 2
 # What every transaction asks, looked up once: an enum member lookup costs more than the
 # comparison it is for, and an answer without fields is the same value every time.
-_NONE = E.none
-_TRANSACTION_ABORTABLE = E.transaction_abortable
 _CONCURRENT_TRANSACTIONS = E.concurrent_transactions
 _ADDED = Result(response=AddPartitionsResponse(E.none))
 _ENDED = EndTxnResponse(E.none)
@@ -460,15 +458,6 @@ class TransactionCoordinator:
                 for tp in wanted
             }
         return Result(response=VerifyPartitionsResponse(errors))
-
-    def verify_partition_in_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partition: TopicPartition) -> ErrorCode:
-        """``verify_partitions_in_txn``'s answer for one partition, without the Result
-        around it: a partition leader asks this of every transaction's first batch."""
-        error, md = self._verifiable(transactional_id, producer_id, producer_epoch)
-        if error is not None:
-            return error
-        return _NONE if partition in md.topic_partitions else _TRANSACTION_ABORTABLE
 
     def _verifiable(self, transactional_id: str, producer_id: int,
                     producer_epoch: int) -> tuple[ErrorCode | None, TransactionMetadata | None]:
