@@ -2,6 +2,7 @@
 instant responder, beside eosbroker and Tansu.
 
     python -m bench.client_floor [--runs 3] [--transactions 2000] [--timeline 400]
+                                 [--cost-us 20,40,60]
 
 The responder is a measuring instrument, NOT a broker: it stores nothing and checks
 nothing, and every transaction "commits". It is an asyncio server on uvloop on
@@ -14,7 +15,10 @@ Any other request closes the connection with a log line. It advertises eosbroker
 ApiVersions, so librdkafka picks the same versions and features as against eosbroker.
 
 Whatever the producer reaches against it is the client's own ceiling on this machine:
-a broker that answered in no time at all would get that and no more. The comparison
+a broker that answered in no time at all would get that and no more. With ``--cost-us``
+the comparison also runs the responder spending a fixed time on the CPU before each
+answer (a busy wait, as a broker's handling would be), once per cost: the curve says how
+much a broker may spend per request and still reach 90% of the floor. The comparison
 runs the transactions workload's producer (``run_transactions``) against the
 responder, eosbroker and Tansu, alternating, and prints per broker the median txn/s,
 its ratio to Tansu, and what issue 16's "transactions/s >= 1.2x Tansu" leaves a
@@ -27,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import struct
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -122,8 +128,9 @@ def prebuilt_frames(host: str, port: int) -> dict[tuple, bytes]:
 
 
 class _Responder(asyncio.Protocol):
-    def __init__(self, frames: dict[tuple, bytes]) -> None:
+    def __init__(self, frames: dict[tuple, bytes], cost_s: float = 0.0) -> None:
         self.frames = frames
+        self.cost_s = cost_s
         self.decoder = FrameDecoder(_MAX_FRAME)
         self.transport = None
 
@@ -143,6 +150,10 @@ class _Responder(asyncio.Protocol):
         self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def answer(self, request: bytes) -> bytearray:
+        if self.cost_s:
+            done = time.perf_counter() + self.cost_s
+            while time.perf_counter() < done:
+                pass
         header, pos = peek_request_header(request)
         key = (header.api_key, header.api_version)
         if header.api_key == PRODUCE:  # the one answer that names what the request carried
@@ -158,32 +169,40 @@ class _Responder(asyncio.Protocol):
         return out
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, cost_us: int = 0) -> None:
     frames = prebuilt_frames(host, port)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Responder(frames), host, port)
+    server = await loop.create_server(lambda: _Responder(frames, cost_us / 1e6), host, port)
     async with server:
         await server.serve_forever()
 
 
-def responder_command(port: int, data_dir: Path, sasl_ssl=None) -> list[str]:  # plaintext only
-    return [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)]  # as a script: any working dir
+def responder_command(port: int, data_dir: Path, sasl_ssl=None, cost_us: int = 0) -> list[str]:  # plaintext only
+    return [sys.executable, str(Path(__file__).resolve()), "--serve", str(port),  # as a script: any working dir
+            "--cost-us", str(cost_us)]
 
 
 # -- the comparison ---------------------------------------------------------------------
 
 
-def responder_kind():
-    """The responder as a ``bench.brokers.BrokerKind``: spawned, probed and stopped as a broker is."""
+def responder_kind(cost_us: int = 0):
+    """The responder as a ``bench.brokers.BrokerKind``: spawned, probed and stopped as a
+    broker is; ``cost_us``: the time it spends on the CPU before each answer."""
     from bench.brokers import BrokerKind
 
-    return BrokerKind("responder", responder_command)
+    if not cost_us:
+        return BrokerKind("responder", responder_command)
+    return BrokerKind(f"responder+{cost_us}us", functools.partial(responder_command, cost_us=cost_us))
 
 
-def _kinds() -> dict:
+def _kinds(costs: list[int]) -> dict:
     from bench.brokers import BROKERS
 
-    return {"responder": responder_kind(), "eosbroker": BROKERS["eosbroker"], "tansu": BROKERS["tansu"]}
+    kinds = {"responder": responder_kind(), "eosbroker": BROKERS["eosbroker"], "tansu": BROKERS["tansu"]}
+    for cost in costs:
+        kind = responder_kind(cost)
+        kinds[kind.name] = kind
+    return kinds
 
 
 def one_run(kind, transactions: int) -> tuple[float, float]:
@@ -195,7 +214,7 @@ def one_run(kind, transactions: int) -> tuple[float, float]:
 
     with RunningBroker(kind) as broker:
         ctx = RunContext(broker, Settings(records=0, record_size=100, timeout_s=300.0, transactions=transactions))
-        if kind.name != "responder":  # the responder answers Metadata for its one topic and nothing else
+        if not kind.name.startswith("responder"):  # the responder answers Metadata for its one topic and nothing else
             create_topic(broker.bootstrap, TOPIC, 30.0, partitions=PARTITIONS)
         cpu_before = broker.sampler.cpu_seconds()
         elapsed, _latencies = run_transactions(ctx, TOPIC, transactions)
@@ -215,8 +234,8 @@ def timeline(transactions: int) -> str:
         return tl.summarise("responder", log_path)
 
 
-def compare(runs: int, transactions: int) -> str:
-    kinds = _kinds()
+def compare(runs: int, transactions: int, costs: list[int] = ()) -> str:
+    kinds = _kinds(list(costs))
     rates: dict[str, list[float]] = {name: [] for name in kinds}
     cpu: dict[str, list[float]] = {name: [] for name in kinds}
     for run in range(1, runs + 1):
@@ -224,13 +243,23 @@ def compare(runs: int, transactions: int) -> str:
             rate, cpu_ms = one_run(kind, transactions)
             rates[name].append(rate)
             cpu[name].append(cpu_ms)
-            print(f"run {run} {name:9s} {rate:7.0f} txn/s  broker CPU {cpu_ms:.2f} ms/txn", flush=True)
+            print(f"run {run} {name:16s} {rate:7.0f} txn/s  broker CPU {cpu_ms:.2f} ms/txn", flush=True)
     median = {name: statistics.median(v) for name, v in rates.items()}
-    out = [f"{transactions} transactions per run, medians of {runs} alternating runs:"]
+    floor = median["responder"]
+    out = [f"{transactions} transactions per run, medians of {runs} alternating runs "
+           f"(responder+N us: spending N us on the CPU per request):"]
     for name in kinds:
-        out.append(f"  {name:9s} {median[name]:7.0f} txn/s  {median[name] / median['tansu']:.2f}x tansu"
+        out.append(f"  {name:16s} {median[name]:7.0f} txn/s  {median[name] / floor:.2f} of the floor"
+                   f"  {median[name] / median['tansu']:.2f}x tansu"
                    f"  ({1000 / median[name]:.2f} ms/txn; broker CPU {statistics.median(cpu[name]):.2f} ms/txn)"
                    f"  runs: {', '.join(f'{r:.0f}' for r in rates[name])}")
+    out.append(f"90% of the client floor = {0.9 * floor:.0f} txn/s: eosbroker reaches "
+               f"{median['eosbroker'] / floor:.2f} of the floor, tansu {median['tansu'] / floor:.2f}")
+    if costs:
+        budget = cost_for_share(0.9, {0: floor, **{c: median[f"responder+{c}us"] for c in costs}}, floor)
+        out.append("a broker reaches 90% of the floor while it spends at most "
+                   + (f"~{budget:.0f} us per request on its critical path" if budget is not None
+                      else f"(not bracketed by the costs measured: {', '.join(map(str, costs))} us)"))
     allowed_ms = 1000 / (1.2 * median["tansu"])
     floor_ms = 1000 / median["responder"]
     out.append(f"1.2x tansu = {1.2 * median['tansu']:.0f} txn/s needs {allowed_ms:.2f} ms per transaction; "
@@ -240,20 +269,39 @@ def compare(runs: int, transactions: int) -> str:
     return "\n".join(out)
 
 
+def cost_for_share(share: float, rates: dict[int, float], floor: float) -> float | None:
+    """The per-request cost (us) at which the rate falls to ``share`` of ``floor``,
+    interpolated between the two measured costs around it (None: none brackets it)."""
+    target = share * floor
+    points = sorted(rates.items())
+    for (c0, r0), (c1, r1) in zip(points, points[1:]):
+        if r0 >= target >= r1 and r0 != r1:
+            return c0 + (c1 - c0) * (r0 - target) / (r0 - r1)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.client_floor", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--transactions", type=int, default=2000)
     parser.add_argument("--timeline", type=int, default=0, metavar="N",
                         help="also print the per-API round trips of N transactions against the responder")
+    parser.add_argument("--cost-us", default="", metavar="N,N,...",
+                        help="also run the responder spending each of these us on the CPU per request")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    try:
+        costs = sorted({int(c) for c in args.cost_us.split(",") if c.strip()})
+    except ValueError:
+        parser.error(f"--cost-us takes whole microseconds, comma-separated: {args.cost_us!r}")
+    if any(c <= 0 for c in costs) and args.serve is None:
+        parser.error("--cost-us: each cost must be at least 1 us")
     if args.serve is not None:
         import uvloop
 
-        uvloop.run(serve("127.0.0.1", args.serve))
+        uvloop.run(serve("127.0.0.1", args.serve, costs[0] if costs else 0))
         return 0
-    print(compare(args.runs, args.transactions), flush=True)
+    print(compare(args.runs, args.transactions, costs), flush=True)
     if args.timeline:
         print(timeline(args.timeline), flush=True)
     return 0
