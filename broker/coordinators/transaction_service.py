@@ -131,7 +131,7 @@ class TransactionService:
         while True:
             now_ms = self.clock.now_ms()
             try:
-                response, error = await self._write_replicated(m.transactional_id, partition, lambda: _answered(
+                response, error = await self._write(m.transactional_id, partition, lambda: _answered(
                     coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit,
                                                 now_ms, m.coordinator_epoch)))
             except CoordinatorRefused:  # the partition moved away: its new coordinator rolls forward
@@ -209,15 +209,9 @@ class TransactionService:
                               offsets: list[int] | None = None):
         """Runs the handler; what it wrote is answered once the partition's ISR has it,
         as an acks=all produce (Kafka's coordinator appends with acks=-1). A failed wait
-        is answered with its error instead (see ``_write_replicated``)."""
-        response, error = await self._write_replicated(transactional_id, partition, handler, offsets)
+        is answered with its error instead (see ``_write``)."""
+        response, error = await self._write(transactional_id, partition, handler, offsets)
         return response if error is None else with_error(response, error)
-
-    async def _write_replicated(self, transactional_id: str | None, partition: int, handler,
-                                offsets: list[int] | None = None) -> tuple[object, ErrorCode | None]:
-        """Runs the handler and waits until what it wrote is in the partition's ISR (see
-        ``_write``)."""
-        return await self._write(transactional_id, partition, handler, offsets)
 
     def _write(self, transactional_id: str | None, partition: int, handler,
                offsets: list[int] | None = None) -> Coroutine[Any, Any, tuple[object, ErrorCode | None]]:
@@ -342,14 +336,15 @@ class TransactionService:
         response = await self.run(transactional_id, lambda: self.coordinator.add_partitions_to_txn(
             transactional_id, producer_id, producer_epoch, partitions, api_version, self.clock.now_ms()),
             AddPartitionsResponse, offsets)
-        if log.isEnabledFor(logging.INFO):  # a written add has its transition's line (_log_written)
-            offset = offsets[-1] if offsets else -1
+        offset = offsets[-1] if offsets else -1
+        if (response.error is not _NONE or offset < 0) and log.isEnabledFor(logging.INFO):
+            # a written add has its transition's line (_log_written)
             added = _partition_names(partitions)
             if response.error is not _NONE:
                 log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: %s, %s", transactional_id, producer_id,
                          producer_epoch, added, response.error.name.upper(), "nothing written" if offset < 0 else
                          f"its record (offset {offset}) not acknowledged and undone in memory")
-            elif offset < 0:
+            else:
                 log.info("AddPartitionsToTxn %s (producer %d, epoch %d) of %s: already in the transaction",
                          transactional_id, producer_id, producer_epoch, added)
         return response
