@@ -253,8 +253,10 @@ def compare(runs: int, transactions: int, costs: list[int] = ()) -> str:
                    f"  {median[name] / median['tansu']:.2f}x tansu"
                    f"  ({1000 / median[name]:.2f} ms/txn; broker CPU {statistics.median(cpu[name]):.2f} ms/txn)"
                    f"  runs: {', '.join(f'{r:.0f}' for r in rates[name])}")
-    out.append(f"90% of the client floor = {0.9 * floor:.0f} txn/s: eosbroker reaches "
-               f"{median['eosbroker'] / floor:.2f} of the floor, tansu {median['tansu'] / floor:.2f}")
+    share = median["eosbroker"] / floor
+    out.append(f"[{'PASS' if share >= 0.9 else 'FAIL'}] transactions/s >= 90% of the client floor "
+               f"({0.9 * floor:.0f} txn/s): eosbroker reaches {share:.2f} of the floor, "
+               f"tansu {median['tansu'] / floor:.2f}")
     if costs:
         budget = cost_for_share(0.9, {0: floor, **{c: median[f"responder+{c}us"] for c in costs}}, floor)
         out.append("a broker reaches 90% of the floor while it spends at most "
