@@ -38,7 +38,10 @@ def _partition_error(index: int, error: str) -> _Partition:
 class _Plan:
     """The request resolved once: each (response topic, partition request, Partition or error)."""
 
-    def __init__(self, ctx, request) -> None:
+    def __init__(self, ctx, request, waited: bool = False) -> None:
+        """``waited``: resolved again after waiting for data, when a topic gone meanwhile is
+        UNKNOWN_TOPIC_OR_PARTITION whatever the version, as Kafka's delayed fetch finds it
+        (a new fetch naming an unknown topic id gets UNKNOWN_TOPIC_ID)."""
         self.topics: list[tuple[tuple, list]] = []  # ((topic, topic id), its entries)
         self.leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers (KIP-951)
         registry = ctx.cluster.topics
@@ -47,7 +50,7 @@ class _Plan:
             if by_id:
                 info = registry.by_id.get(t.topic_id)
                 name = info.name if info else None
-                missing = "UNKNOWN_TOPIC_ID"
+                missing = "UNKNOWN_TOPIC_OR_PARTITION" if waited else "UNKNOWN_TOPIC_ID"
             else:
                 name = t.topic
                 missing = "UNKNOWN_TOPIC_OR_PARTITION"
@@ -165,3 +168,6 @@ async def handle(ctx, request):
                 if not fut.done():
                     part.forget_waiter(fut)
                     fut.cancel()
+        # Resolved again, as Kafka's delayed fetch reads its partitions when it completes: a
+        # topic deleted or a leadership moved meanwhile is answered, not read from a closed log.
+        plan = _Plan(ctx, request, waited=True)

@@ -85,6 +85,29 @@ async def test_a_follower_answers_not_leader_with_the_current_leader(cluster, to
         assert p.error_code == 0
 
 
+async def test_a_fetch_waiting_on_a_leader_that_loses_the_partition_is_not_leader(cluster, topic_name):
+    # As Kafka's delayed fetch, which reads its partitions when it completes: the node that
+    # no longer leads answers NOT_LEADER_OR_FOLLOWER, not what the new leader appended.
+    async with await _conn(cluster, 1) as conn:
+        await _create(conn, topic_name)
+    leader, _ = _leader(cluster, topic_name, 0)
+    new_leader = next(n for n in (1, 2, 3) if n != leader)
+    async with await _conn(cluster, leader) as parked, await _conn(cluster, new_leader) as producer:
+        fetch = asyncio.create_task(parked.request(1, 12, {
+            "replica_id": -1, "max_wait_ms": 8000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic_name, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}))
+        await asyncio.sleep(0.5)
+        assert not fetch.done()  # waiting for data
+        cluster.control().partition_move(topic=topic_name, partition=0, leader=new_leader)
+        _, p = await _produce(producer, topic_name, 0, 1)
+        assert p.error_code == 0
+        answered = (await asyncio.wait_for(fetch, 5)).responses[0].partitions[0]
+    assert (answered.error_code, answered.records) == (code("NOT_LEADER_OR_FOLLOWER"), b"")
+
+
 async def test_stale_and_future_leader_epochs_are_fenced(cluster, topic_name):
     async with await _conn(cluster, 1) as conn:
         await _create(conn, topic_name)
