@@ -80,7 +80,9 @@ class ConsumerMember:
         names = {n for n in self.subscribed_topic_names if n in topics}
         if self.subscribed_topic_regex:
             pattern = re.compile(self.subscribed_topic_regex)
-            names |= {n for n in topics if not n.startswith("__") and pattern.fullmatch(n)}
+            # Every topic, internal ones too: Kafka's refreshRegularExpressions filters only
+            # by the authorizer (DESCRIBE on each topic matched).
+            names |= {n for n in topics if pattern.fullmatch(n)}
         return names
 
 

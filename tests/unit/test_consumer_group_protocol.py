@@ -187,6 +187,17 @@ def test_regex_and_new_partitions_bump_the_group_epoch():
     assert grown.assignment == {T: frozenset({0, 1, 2}), U: frozenset({0})}
 
 
+def test_a_regex_resolves_to_internal_topics_and_names_starting_with_underscores_too():
+    # As Kafka's refreshRegularExpressions: every topic the regex matches, filtered only by
+    # the authorizer (franz-go's Test848RegexBrokerResolves expects __consumer_offsets).
+    offsets, private = uuid.UUID(int=3), uuid.UUID(int=4)
+    c = Consumers({"t": (T, 1), "__consumer_offsets": (offsets, 2), "__private": (private, 1)})
+    assert c.hb("a", 0, subscribed_topic_regex="__.*").assignment == {offsets: frozenset({0, 1}),
+                                                                      private: frozenset({0})}
+    assert c.hb("b", 0, group="h", subscribed_topic_regex=".*").assignment == {
+        T: frozenset({0}), offsets: frozenset({0, 1}), private: frozenset({0})}
+
+
 def test_offset_commits_are_fenced_by_member_epoch():
     c = Consumers()
     c.hb("a", 0)
