@@ -55,10 +55,9 @@ def _answer(ctx, key: str, key_type: int):
     denied = _denied(ctx, key, key_type)
     if denied is not None:
         return _no_coordinator(key, denied, DENIED_MESSAGES[denied] if ctx.version < 4 else None)
-    # Transactions create their topic here; groups on their first request (as before).
+    # The coordinator's topic is created here, as Kafka's FindCoordinator creates it.
     topic = {TRANSACTION_KEY_TYPE: TRANSACTION_STATE, SHARE_KEY_TYPE: SHARE_GROUP_STATE}.get(key_type, CONSUMER_OFFSETS)
-    if key_type != GROUP_KEY_TYPE or topic in ctx.cluster.topics.by_name:
-        ctx.broker.start_coordinators(topic)
+    ctx.broker.start_coordinators(topic)
     node = ctx.broker.coordinator_node(key, key_type)
     # a coordinator with no address on this request's listener: Kafka answers
     # COORDINATOR_NOT_AVAILABLE (it looks the node up by the request's listener)

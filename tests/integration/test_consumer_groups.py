@@ -224,6 +224,22 @@ def test_first_rebalance_waits_the_initial_delay_on_the_broker_clock(broker_fact
         consumer.close()
 
 
+async def _group_lookup_then_offsets_topic(port: int) -> tuple:
+    async with await KafkaConnection.connect(HOST, port) as conn:
+        found = (await conn.request(10, 6, {"key_type": 0, "coordinator_keys": ["a-group"]})).coordinators[0]
+        t = (await conn.request(3, 12, {"topics": [{"name": "__consumer_offsets", "topic_id": None}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})).topics[0]
+        return found.error_code, found.node_id, t.error_code, t.is_internal, len(t.partitions)
+
+
+def test_finding_a_groups_coordinator_creates_the_offsets_topic(broker_factory):
+    # As Kafka's FindCoordinator (KafkaApis.getCoordinator), before any group request:
+    # franz-go's tests wait for __consumer_offsets after looking up a coordinator.
+    broker = broker_factory({"offsets.topic.num.partitions": 5})
+    assert asyncio.run(_group_lookup_then_offsets_topic(broker.port)) == (0, 1, 0, True, 5)
+
+
 def test_committed_offsets_and_groups_survive_a_restart(broker_factory, topic_name):
     broker = broker_factory()
     group = topic_name + "-g"
