@@ -75,7 +75,6 @@ def decode_key(data: bytes) -> str:
 
 _HEAD = struct.Struct(">hqhib")  # version, ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus
 _TIMES = struct.Struct(">qq")  # LastUpdateTimestampMs, StartTimestampMs
-_VALUE_HEAD = struct.Struct(">qhib")  # after the version: ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 # A tagged field: tag and payload size (each a single varint byte), then the payload
@@ -161,8 +160,8 @@ def decode_value(data: bytes) -> TransactionLogValue:
     if version not in (0, 1):
         raise UnknownValueVersion("transaction log", version)
     flexible = version >= 1
-    r = _Reader(data, 2)
-    producer_id, producer_epoch, timeout_ms, status = r.unpack(_VALUE_HEAD)
+    r = _Reader(data, 0)
+    _, producer_id, producer_epoch, timeout_ms, status = r.unpack(_HEAD)
     count = r.compact_length() if flexible else r.unpack(_I32)[0]
     partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
     if count < 0:
