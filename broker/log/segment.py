@@ -561,6 +561,14 @@ def _rewrite(path: Path, data: bytes) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644))
 
 
+def _append_to(file: PooledFile, data: bytes) -> None:
+    """Writes ``data`` at the end of an index file: through the descriptor it holds, the
+    pool not asked (the file marked ``written`` instead), or reopened if the pool closed it."""
+    fd = file.descriptor
+    file.written = True
+    os.write(fd if fd >= 0 else file.fd, data)
+
+
 class _SparseIndex:
     """Entries of two int columns (``_keys`` strictly increasing), kept in memory and
     appended to the file one entry at a time (opened through the descriptor pool only
@@ -620,10 +628,7 @@ class _SparseIndex:
         return self._file.descriptor >= 0
 
     def _append(self, key: int, value: int) -> None:
-        file = self._file
-        fd = file.descriptor
-        file.written = True
-        os.write(fd if fd >= 0 else file.fd, self.ENTRY.pack(key, value))
+        _append_to(self._file, self.ENTRY.pack(key, value))
         self._keys.append(key)
         self._values.append(value)
 
@@ -805,10 +810,7 @@ class TransactionIndex:
         whether it was new."""
         if self._known is not None and (entry.producer_id, entry.last_offset) in self._known:
             return False
-        file = self._file
-        fd = file.descriptor  # opened by ``ready`` before the marker was appended
-        file.written = True
-        os.write(fd if fd >= 0 else file.fd, _encode_txn(entry))
+        _append_to(self._file, _encode_txn(entry))  # opened by ``ready`` before the marker was appended
         self._insert(entry)
         self.unflushed = True
         return True
